@@ -1,0 +1,19 @@
+"""plan — a declarative modelling language for LLM training and inference systems.
+
+Public API::
+
+    import dsl
+    ws = dsl.load("specs/cases/cpt-qwen3-8b-4090.plan")
+    ws.value(ws.lookup("gpus48.finish_time"))   # exact, base units (seconds)
+
+Imports are lazy so that ``import dsl`` and ``plan --help`` stay fast.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def load(path, **kw):
+    """Load and evaluate a `.plan` file; see :func:`dsl.model.load`."""
+    from .model import load as _load
+    return _load(path, **kw)

@@ -1,0 +1,126 @@
+"""Typed AST of the `.plan` language.
+
+Every node is a frozen dataclass carrying the :class:`~dsl.diagnostics.Span` it came
+from, so every later pass can point at the offending text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .diagnostics import Span
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass(frozen=True)
+class Number:
+    text: str            # as written, e.g. "165.2" or "100e9"
+    unit: str | None     # unit expression as written, e.g. "TFLOP/s"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Ref:
+    parts: tuple[str, ...]  # `a.b.c` -> ("a", "b", "c")
+    span: Span
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True)
+class String:
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Bool:
+    value: bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # + - * / ^
+    left: "Expr"
+    right: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Call:
+    func: str
+    args: tuple["Expr", ...]
+    span: Span
+    func_span: Span
+
+
+Expr = Number | Ref | String | Bool | BinOp | Neg | Call
+
+
+# ---------------------------------------------------------------- statements
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    value: Expr
+    span: Span        # the whole `name = value`
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class UseBlock:
+    plugin: str
+    assigns: tuple[Assign, ...]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class Decl:
+    kind: str
+    name: str
+    extends: str | None
+    source: str | None            # `from "config.json"`
+    assigns: tuple[Assign, ...]
+    uses: tuple[UseBlock, ...]
+    span: Span
+    kind_span: Span
+    name_span: Span
+    extends_span: Span | None = None
+    source_span: Span | None = None
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Query:
+    """`solve TARGET for LHS op RHS`."""
+
+    target: Ref
+    lhs: Expr
+    op: str
+    rhs: Expr
+    span: Span
+
+    def text(self) -> str:
+        from .format import format_expr
+        return f"{self.target.dotted} for {format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
+
+
+@dataclass(frozen=True)
+class Module:
+    file: str
+    imports: tuple[Import, ...]
+    decls: tuple[Decl, ...]
+    queries: tuple[Query, ...]

@@ -1,0 +1,138 @@
+"""Diagnostics: one type for every problem the language reports.
+
+A :class:`Diagnostic` has a severity, a stable ``code`` (``syntax``, ``unknown-name``,
+``unit-mismatch``, ``cycle``, ``missing-import``, ``duplicate``, ``division-by-zero``,
+``out-of-range``, ``plugin`` …), a one-line summary, an optional hint, the subject
+:class:`Span` and related spans.  Passes accumulate diagnostics and keep going;
+:class:`PlanError` carries the list out of the API when any of them is an error.
+
+Rendering follows the compiler convention ``file:line:col: error[code]: summary`` followed by
+the source line with a caret under the offending text, then ``hint: …``.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Span:
+    """A source range: 1-based line and column of start and end (end exclusive)."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    severity: str  # "error" | "warning"
+    code: str
+    summary: str
+    span: Span | None = None
+    hint: str = ""
+    related: tuple[tuple[str, Span], ...] = ()
+
+    def to_json(self) -> dict:
+        d = {"severity": self.severity, "code": self.code, "summary": self.summary, "hint": self.hint}
+        if self.span:
+            d["file"], d["line"], d["column"] = self.span.file, self.span.line, self.span.column
+        d["related"] = [{"note": n, "file": s.file, "line": s.line, "column": s.column}
+                        for n, s in self.related]
+        return d
+
+
+class PlanError(Exception):
+    """Raised when a pass produced errors; ``diagnostics`` holds all of them."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(render(d) for d in self.diagnostics))
+
+
+class Reporter:
+    """Collects diagnostics across passes."""
+
+    def __init__(self) -> None:
+        self.items: list[Diagnostic] = []
+
+    def error(self, code: str, summary: str, span: Span | None = None, hint: str = "",
+              related: tuple = ()) -> None:
+        self.items.append(Diagnostic("error", code, summary, span, hint, tuple(related)))
+
+    def warning(self, code: str, summary: str, span: Span | None = None, hint: str = "",
+                related: tuple = ()) -> None:
+        self.items.append(Diagnostic("warning", code, summary, span, hint, tuple(related)))
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity == "warning"]
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            raise PlanError(self.items)
+
+
+_source_cache: dict[str, list[str]] = {}
+
+
+def remember_source(path: str, text: str) -> None:
+    """Keep a file's text so diagnostics can quote it."""
+    _source_cache[path] = text.splitlines()
+
+
+def _source_line(path: str, line: int) -> str | None:
+    lines = _source_cache.get(path)
+    if lines is None:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return None
+        _source_cache[path] = lines
+    if 1 <= line <= len(lines):
+        return lines[line - 1]
+    return None
+
+
+def render(d: Diagnostic) -> str:
+    """Render a diagnostic for people: location, summary, quoted line with caret, hint."""
+    head = f"{d.span}: " if d.span else ""
+    out = [f"{head}{d.severity}[{d.code}]: {d.summary}"]
+    if d.span:
+        out.extend(_quote(d.span))
+    for note, sp in d.related:
+        out.append(f"  note: {note} at {sp}")
+        out.extend("  " + q for q in _quote(sp))
+    if d.hint:
+        out.append(f"  hint: {d.hint}")
+    return "\n".join(out)
+
+
+def _quote(span: Span) -> list[str]:
+    src = _source_line(span.file, span.line)
+    if src is None:
+        return []
+    width = (span.end_column - span.column) if span.end_line == span.line else len(src) - span.column + 1
+    width = max(1, width)
+    gutter = f"{span.line:>4} | "
+    return [gutter + src, " " * (len(gutter) + span.column - 1) + "^" * width]
+
+
+def did_you_mean(name: str, candidates) -> str | None:
+    """The nearest candidate by similarity (difflib ratio ≥ 0.6), or None."""
+    cands = sorted(set(candidates))
+    m = difflib.get_close_matches(name, cands, n=1, cutoff=0.6)
+    if m:
+        return m[0]
+    low = {c.lower(): c for c in cands}
+    return low.get(name.lower())

@@ -1,0 +1,1312 @@
+"""Resolution and evaluation: AST modules -> a priced networkx graph of quantities.
+
+Data flow (see ``docs/architecture.md``)::
+
+    files --parse--> Modules --resolve--> declarations (imports, `extends`, `from` configs)
+          --fields--> nodes with local sympy expressions over placeholder Symbols
+          --plugins--> quantity nodes, requirements, timelines (activities)
+          --finalize--> dependency DiGraph, dimension checks, nominal values
+
+Every node has a *local* expression whose free symbols are the ids of the nodes it depends
+on.  A field whose value contains no reference is an **input**: its full expression is its
+own Symbol, with the literal as nominal value.  ``full_expr(id)`` substitutes recursively,
+so every result is a sympy expression of the inputs; ``value(id)`` evaluates exactly
+(rationals) through the local expressions.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+
+from . import ast as A
+from .diagnostics import PlanError, Reporter, Span, did_you_mean
+from .parser import parse, parse_expression
+from .plugins import Param, Plugins, UseSpec, get_plugins
+from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, format_dim, parse_unit
+
+CORE_KINDS = {
+    "model": "a neural network architecture (fields such as layers, hidden, heads)",
+    "device": "an accelerator (peak_flops, memory, mem_bw …)",
+    "link": "an interconnect (bandwidth per direction)",
+    "storage": "a storage tier (bandwidth)",
+    "workload": "the work to do (tokens, seq_len, global_batch, deadline …)",
+    "plan": "a design: a model, workload and hardware priced by `use` blocks",
+}
+CATALOG_PREFIX = "@catalog/"
+
+
+def catalog_dir() -> Path:
+    """The packaged catalog (``dsl/catalog`` in a wheel) or ``specs/catalog`` in a checkout."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "catalog"
+    return packaged if packaged.is_dir() else here.parent / "specs" / "catalog"
+
+
+# ---------------------------------------------------------------- values
+@dataclass(frozen=True)
+class DeclRef:
+    """A reference to a declaration used as a value (``device = rtx4090``)."""
+
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class BlockRef:
+    plan: str
+    block: str
+
+
+@dataclass(frozen=True)
+class Val:
+    """A numeric value under construction: sympy expression (base units) and dimension."""
+
+    expr: Any
+    dim: Dim
+
+
+@dataclass
+class Node:
+    id: str
+    kind: str                    # field | quantity | activity
+    owner: str                   # declaration name
+    name: str
+    assign: A.Assign | None = None
+    scope: tuple | None = None   # (decl, block|None) for fields
+    expr: Any = None             # local sympy expression
+    dim: Dim | None = None
+    value: Any = None            # non-numeric value: str | bool | DeclRef
+    unit: str = ""
+    plugin: str | None = None
+    doc: str = ""
+    span: Span | None = None
+    input: bool = False
+    nominal: Any = None
+    headline: bool = False
+    order: tuple = ()
+    fallback: bool = False
+    state: int = 0               # 0 unbuilt, 1 building, 2 built, 3 failed
+    div_checks: list = field(default_factory=list)
+
+    @property
+    def numeric(self) -> bool:
+        return self.value is None and self.expr is not None
+
+
+@dataclass
+class Requirement:
+    plan: str
+    name: str
+    lhs: Any
+    op: str
+    rhs: Any
+    unit: str
+    doc: str
+    plugin: str
+
+
+@dataclass
+class Activity:
+    id: str
+    duration: Any
+    resource: str | None
+    after: tuple[str, ...]
+    before: tuple[str, ...]
+    doc: str
+    plugin: str
+
+
+@dataclass
+class Timeline:
+    """Activities of one plan on a timeline (e.g. one training step).
+
+    Edges are the declared ``after``/``before`` dependencies plus the order in which
+    activities were added on each resource.  The makespan is a longest path computed by
+    dynamic programming in topological order (no path enumeration).
+    """
+
+    plan: str
+    name: str
+    activities: dict[str, Activity] = field(default_factory=dict)
+    makespans: list[tuple] = field(default_factory=list)
+    _plugin: str = ""
+
+    def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = ""):
+        """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``."""
+        self.activities[id] = Activity(id, sp.sympify(duration) if isinstance(duration, (int, Fraction)) else duration,
+                                       resource, tuple(after), tuple(before), doc, self._plugin)
+
+    def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True):
+        """Define plan quantity ``name`` as this timeline's makespan (built at finalize)."""
+        self.makespans.append((name, unit, doc, headline, self._plugin))
+
+
+class Abort(Exception):
+    """Raised inside a plugin context to stop pricing one plugin after an error."""
+
+
+def _S(node_id: str) -> sp.Symbol:
+    return _symbol(node_id)
+
+
+_SYMS: dict[str, sp.Symbol] = {}
+
+
+def _symbol(node_id: str) -> sp.Symbol:
+    s = _SYMS.get(node_id)
+    if s is None:
+        s = _SYMS[node_id] = sp.Symbol(node_id, real=True)
+    return s
+
+
+def _rat(fr: Fraction) -> sp.Rational:
+    return sp.Rational(fr.numerator, fr.denominator)
+
+
+# ---------------------------------------------------------------- contexts for plugins
+class _ContextBase:
+    Abort = Abort
+
+    def __init__(self, ws: "Workspace", owner: str):
+        self.ws = ws
+        self.name = owner
+        self._current_plugin: str | None = None
+
+    def plugin_failed(self, plugin: str, exc: Exception) -> None:
+        span = self.ws.decls[self.name].ast.name_span
+        self.ws.rep.error("plugin", f"plugin '{plugin}' failed while pricing '{self.name}': "
+                          f"{type(exc).__name__}: {exc}", span,
+                          f"this is a bug in plugin '{plugin}' or an input it does not handle")
+
+    def error(self, summary: str, hint: str = "", span: Span | None = None, code: str = "plugin") -> None:
+        """Report an error found by the current plugin and stop it (raises :class:`Abort`)."""
+        self.ws.rep.error(code, summary, span or self.ws.decls[self.name].ast.name_span, hint)
+        raise Abort()
+
+    def _define(self, node_id: str, name: str, expr, unit: str, doc: str, headline: bool,
+                fallback: bool, order: tuple) -> sp.Symbol:
+        ws = self.ws
+        dim = parse_unit(unit).dim if unit else DIMENSIONLESS
+        existing = ws.nodes.get(node_id)
+        plugin = self._current_plugin
+        if existing is not None:
+            if existing.kind == "field":
+                # a user's field overrides the plugin's quantity (dimension checked later)
+                ws.expect(node_id, dim, f"plugin '{plugin}' (quantity '{name}')", existing.span)
+                existing.doc = existing.doc or doc
+                existing.headline = existing.headline or headline
+                existing.order = existing.order or order
+                if existing.unit == "" or existing.unit == default_unit_for(existing.dim or DIMENSIONLESS):
+                    existing.unit = unit
+                existing.plugin = existing.plugin or f"{plugin} (overridden)"
+                return _S(node_id)
+            if fallback:
+                return _S(node_id)
+            if not existing.fallback:
+                ws.rep.error("duplicate", f"quantity '{node_id}' is defined by plugins '{existing.plugin}' "
+                             f"and '{plugin}'", ws.decls[self.name].ast.name_span,
+                             "remove one of the two `use` blocks or block one plugin")
+                return _S(node_id)
+        ws.nodes[node_id] = Node(node_id, "quantity", self.name, name, expr=sp.sympify(expr), dim=dim,
+                                 unit=unit, plugin=plugin, doc=doc, headline=headline, order=order,
+                                 fallback=fallback, state=2)
+        return _S(node_id)
+
+
+class DeclView:
+    """Read access to a declaration's fields from a plugin, with unit expectations."""
+
+    def __init__(self, ctx: _ContextBase, name: str, span: Span | None):
+        self._ctx, self.name, self._span = ctx, name, span
+        self.kind = ctx.ws.decls[name].kind
+
+    def has(self, field_name: str) -> bool:
+        return f"{self.name}.{field_name}" in self._ctx.ws.nodes
+
+    def q(self, field_name: str, unit: str = "") -> sp.Symbol:
+        """Placeholder for numeric field ``field_name``; its dimension must match ``unit``."""
+        nid = f"{self.name}.{field_name}"
+        ws = self._ctx.ws
+        if nid not in ws.nodes:
+            cands = [n.split(".", 1)[1] for n in ws.nodes if n.startswith(self.name + ".") and n.count(".") == 1]
+            guess = did_you_mean(field_name, cands)
+            self._ctx.error(f"{self.kind} '{self.name}' has no field '{field_name}', which plugin "
+                            f"'{self._ctx._current_plugin}' needs for '{self._ctx.name}'",
+                            (f"did you mean '{guess}'? " if guess else "") +
+                            f"add `{field_name} = …` to {self.kind} {self.name}",
+                            self._span or ws.decls[self.name].ast.name_span, code="missing-field")
+        ws.expect(nid, parse_unit(unit).dim if unit else DIMENSIONLESS,
+                  f"plugin '{self._ctx._current_plugin}'", self._span)
+        ws.used.add(nid)
+        return _S(nid)
+
+    def value(self, field_name: str, default=None):
+        """Nominal Python value of a field (str, bool, DeclRef, or float for numbers)."""
+        nid = f"{self.name}.{field_name}"
+        if nid not in self._ctx.ws.nodes:
+            return default
+        self._ctx.ws.used.add(nid)
+        return self._ctx.ws.python_value(nid)
+
+
+class DeclContext(_ContextBase):
+    """Context of ``plan_declaration_derive`` for one non-plan declaration."""
+
+    def __init__(self, ws: "Workspace", name: str):
+        super().__init__(ws, name)
+        self.kind = ws.decls[name].kind
+        self.view = DeclView(self, name, None)
+
+    def has(self, f: str) -> bool:
+        return self.view.has(f)
+
+    def field(self, f: str, unit: str = "") -> sp.Symbol:
+        return self.view.q(f, unit)
+
+    def value(self, f: str, default=None):
+        return self.view.value(f, default)
+
+    def define(self, name: str, expr, unit: str = "", doc: str = "") -> sp.Symbol:
+        """Add derived field ``name`` (a user's explicit field of that name wins)."""
+        return self._define(f"{self.name}.{name}", name, expr, unit, doc, False, False, (0,))
+
+
+class BlockView:
+    """A plan's ``use`` block as seen by its plugin."""
+
+    def __init__(self, ctx: "PlanContext", spec: UseSpec):
+        self._ctx, self.spec = ctx, spec
+        self.name = spec.name
+        self.span = ctx.ws.decls[ctx.name].use_spans[spec.name]
+
+    def q(self, param: str) -> sp.Symbol:
+        """Placeholder Symbol of numeric parameter ``param`` (dimension checked against its spec)."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        self._ctx.ws.used.add(nid)
+        return _S(nid)
+
+    def value(self, param: str):
+        """Nominal Python value of ``param`` (int/choice/bool/ref params, or float); None
+        for an optional parameter that was not given."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        if nid not in self._ctx.ws.nodes:
+            return None
+        self._ctx.ws.used.add(nid)
+        return self._ctx.ws.python_value(nid)
+
+    def ref(self, param: str) -> DeclView | None:
+        v = self.value(param)
+        if v is None:
+            return None
+        return DeclView(self._ctx, v.name, self._ctx.ws.nodes[f"{self._ctx.name}.{self.name}.{param}"].span)
+
+    def given(self, param: str) -> bool:
+        """True when the user wrote ``param`` (not a default)."""
+        a = self._ctx.ws.decls[self._ctx.name].uses.get(self.name, {})
+        return param in a
+
+
+class PlanContext(_ContextBase):
+    """Context of ``plan_quantities_price`` / ``plan_activities_schedule`` for one plan."""
+
+    def __init__(self, ws: "Workspace", name: str):
+        super().__init__(ws, name)
+        self.info = ws.decls[name]
+
+    def block(self, name: str) -> BlockView | None:
+        spec = self.ws.plugins.blocks.get(name)
+        if spec is None or name not in self.info.uses:
+            return None
+        return BlockView(self, spec)
+
+    def param(self, name: str) -> sp.Symbol:
+        """Placeholder of plan-level numeric parameter ``name``."""
+        nid = f"{self.name}.{name}"
+        self.ws.used.add(nid)
+        return _S(nid)
+
+    def value(self, name: str, default=None):
+        nid = f"{self.name}.{name}"
+        if nid not in self.ws.nodes:
+            return default
+        self.ws.used.add(nid)
+        return self.ws.python_value(nid)
+
+    def ref(self, name: str) -> DeclView:
+        """The declaration a plan-level parameter refers to (``model``, ``device`` …)."""
+        nid = f"{self.name}.{name}"
+        v = self.value(name)
+        if not isinstance(v, DeclRef):
+            self.error(f"plan '{self.name}' needs `{name} = <declaration>` for plugin '{self._current_plugin}'",
+                       f"add `{name} = …` naming a declaration", code="missing-parameter")
+        return DeclView(self, v.name, self.ws.nodes[nid].span)
+
+    def q(self, name: str, unit: str | None = None) -> sp.Symbol:
+        """Placeholder of plan quantity ``name`` (defined by any plugin, resolved later)."""
+        nid = f"{self.name}.{name}"
+        if unit is not None:
+            self.ws.expect(nid, parse_unit(unit).dim if unit else DIMENSIONLESS,
+                           f"plugin '{self._current_plugin}'", None)
+        self.ws.wanted.setdefault(nid, self._current_plugin)
+        return _S(nid)
+
+    def define(self, name: str, expr, unit: str = "", doc: str = "", headline: bool = False,
+               fallback: bool = False) -> sp.Symbol:
+        """Add quantity ``name`` = ``expr`` (sympy, base units) displayed in ``unit``.
+
+        ``fallback=True`` defines it only if no other plugin does (e.g. ``comm_wait = 0``
+        without a communication plugin).  A user's plan field of the same name overrides it.
+        """
+        spec = next((s for s in self.ws.plugins.blocks.values() if s.plugin == self._current_plugin), None)
+        order = (spec.order if spec else 100, len(self.ws.nodes))
+        return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order)
+
+    def require(self, name: str, lhs, op: str, rhs, unit: str = "", doc: str = "") -> None:
+        """Declare requirement ``lhs op rhs`` (op in ``<=``, ``>=``, ``<``, ``>``, ``==``)."""
+        self.ws.requirements.append(Requirement(self.name, name, sp.sympify(lhs), op, sp.sympify(rhs),
+                                                unit, doc, self._current_plugin or ""))
+
+    def timeline(self, name: str) -> Timeline:
+        key = (self.name, name)
+        tl = self.ws.timelines.get(key)
+        if tl is None:
+            tl = self.ws.timelines[key] = Timeline(self.name, name)
+        tl._plugin = self._current_plugin or ""
+        return tl
+
+
+# ---------------------------------------------------------------- declarations
+@dataclass
+class DeclInfo:
+    name: str
+    kind: str
+    ast: A.Decl
+    fields: dict[str, A.Assign] = field(default_factory=dict)
+    uses: dict[str, dict[str, A.Assign]] = field(default_factory=dict)
+    use_spans: dict[str, Span] = field(default_factory=dict)
+    parents: tuple[str, ...] = ()
+
+
+class Workspace:
+    """A loaded `.plan` file with its imports, evaluated lazily.
+
+    :param path: the root `.plan` file.
+    :param text: its text (optional; read from ``path`` otherwise).
+    :param plugins: a :class:`~dsl.plugins.Plugins` facade (default: all installed).
+    :raises PlanError: when any error was found; ``diagnostics`` lists all of them.
+    """
+
+    def __init__(self, path: str | Path, text: str | None = None, plugins: Plugins | None = None,
+                 evaluate: bool = True):
+        self.path = str(path)
+        self.plugins = plugins or get_plugins()
+        self.rep = Reporter()
+        for w in self.plugins.warnings:
+            self.rep.warning("plugin", w)
+        for c in self.plugins.conflicts:
+            self.rep.error("plugin", c)
+        self.modules: list[A.Module] = []
+        self.decls: dict[str, DeclInfo] = {}
+        self.nodes: dict[str, Node] = {}
+        self.requirements: list[Requirement] = []
+        self.timelines: dict[tuple, Timeline] = {}
+        self.expectations: list[tuple] = []
+        self.wanted: dict[str, str] = {}
+        self.used: set[str] = set()
+        self._values: dict[str, Any] = {}
+        self._full: dict[tuple, Any] = {}
+        self._stack: list[str] = []
+        self.graph = None
+        self._load(Path(path), text)
+        self.queries = self.modules[0].queries if self.modules else ()
+        self.rep.raise_if_errors()
+        self._declarations()
+        self.rep.raise_if_errors()
+        if evaluate:
+            self._plans()
+            self._finalize()
+            if not self.rep.errors:
+                self.check_ranges()
+        self.rep.raise_if_errors()
+
+    # ------------------------------------------------------------ loading
+    def _load(self, root: Path, text: str | None) -> None:
+        seen: dict[Path, A.Module] = {}
+
+        def load(p: Path, src: str | None, from_span: Span | None):
+            rp = p.resolve()
+            if rp in seen:
+                return
+            if src is None:
+                try:
+                    src = rp.read_text(encoding="utf-8")
+                except OSError as e:
+                    if from_span is None:
+                        self.rep.error("missing-file", f"cannot read '{p}': {e.strerror}", None,
+                                       "check the path")
+                    else:
+                        self.rep.error("missing-import", f"imported file '{p}' does not exist", from_span,
+                                       "import paths are relative to the importing file; "
+                                       f"the catalog is imported as \"{CATALOG_PREFIX}hardware.plan\"")
+                    return
+            try:
+                mod = parse(src, str(p) if from_span is None else _display_path(rp))
+            except PlanError as e:
+                self.rep.items.extend(e.diagnostics)
+                return
+            seen[rp] = mod
+            self.modules.append(mod)
+            for imp in mod.imports:
+                load(self._import_path(rp.parent, imp.path), None, imp.span)
+
+        load(root, text, None)
+        self._files = {m.file: Path(m.file) for m in self.modules}
+        for mod in self.modules:
+            for d in mod.decls:
+                if d.name in self.decls:
+                    first = self.decls[d.name].ast
+                    self.rep.error("duplicate", f"'{d.name}' is declared twice", d.name_span,
+                                   "names of declarations are global across imported files; rename one",
+                                   related=(("first declared", first.name_span),))
+                    continue
+                self.decls[d.name] = DeclInfo(d.name, d.kind, d)
+
+    @staticmethod
+    def _import_path(base: Path, path: str) -> Path:
+        if path.startswith(CATALOG_PREFIX):
+            return catalog_dir() / path[len(CATALOG_PREFIX):]
+        return base / path
+
+    # ------------------------------------------------------------ declarations
+    def _declarations(self) -> None:
+        kinds = set(CORE_KINDS) | set(self.plugins.kinds)
+        for info in list(self.decls.values()):
+            d = info.ast
+            if d.kind not in kinds:
+                guess = did_you_mean(d.kind, kinds)
+                self.rep.error("unknown-kind", f"unknown declaration kind '{d.kind}'", d.kind_span,
+                               (f"did you mean '{guess}'? " if guess else "") +
+                               "kinds: " + ", ".join(sorted(kinds)))
+        for info in self.decls.values():
+            self._merge(info, [])
+        for info in self.decls.values():
+            scope = (info.name, None)
+            for fname, a in info.fields.items():
+                nid = f"{info.name}.{fname}"
+                self.nodes[nid] = Node(nid, "field", info.name, fname, assign=a, scope=scope, span=a.span)
+            for block, params in info.uses.items():
+                for pname, a in params.items():
+                    nid = f"{info.name}.{block}.{pname}"
+                    self.nodes[nid] = Node(nid, "field", info.name, pname, assign=a, scope=(info.name, block),
+                                           span=a.span)
+        if self.rep.errors:
+            return
+        for info in self.decls.values():
+            if info.kind != "plan":
+                self.plugins.derive(DeclContext(self, info.name))
+
+    def _merge(self, info: DeclInfo, chain: list[str]) -> None:
+        if info.fields or info.uses or info.parents or getattr(info, "_merged", False):
+            return
+        d = info.ast
+        fields: dict[str, A.Assign] = {}
+        uses: dict[str, dict[str, A.Assign]] = {}
+        spans: dict[str, Span] = {}
+        parents: tuple[str, ...] = ()
+        if d.extends:
+            parent = self.decls.get(d.extends)
+            if parent is None:
+                guess = did_you_mean(d.extends, [n for n, i in self.decls.items() if i.kind == d.kind])
+                self.rep.error("unknown-name", f"'{d.name}' extends unknown {d.kind} '{d.extends}'",
+                               d.extends_span, f"did you mean '{guess}'?" if guess else
+                               "declare it or import the file that does")
+            elif d.name in chain or parent.name == d.name:
+                cyc = " -> ".join(chain + [d.name])
+                self.rep.error("cycle", f"'extends' forms a cycle: {cyc}", d.extends_span,
+                               "a declaration cannot extend itself, directly or indirectly")
+            elif parent.kind != d.kind:
+                self.rep.error("kind-mismatch", f"{d.kind} '{d.name}' cannot extend {parent.kind} '{parent.name}'",
+                               d.extends_span, f"extend a {d.kind}")
+            else:
+                self._merge(parent, chain + [d.name])
+                fields.update(parent.fields)
+                for b, ps in parent.uses.items():
+                    uses[b] = dict(ps)
+                spans.update(parent.use_spans)
+                parents = (parent.name,) + parent.parents
+        if d.source is not None:
+            fields.update(self._config_fields(d))
+        own: dict[str, A.Assign] = {}
+        for a in d.assigns:
+            if a.name in own:
+                self.rep.error("duplicate", f"field '{a.name}' is assigned twice in '{d.name}'", a.name_span,
+                               "one assignment per name and scope", related=(("first assigned", own[a.name].name_span),))
+                continue
+            own[a.name] = a
+        fields.update(own)
+        own_blocks: set[str] = set()
+        for u in d.uses:
+            if u.plugin in own_blocks:
+                self.rep.error("duplicate", f"block 'use {u.plugin}' appears twice in '{d.name}'", u.name_span,
+                               "merge the two blocks")
+                continue
+            own_blocks.add(u.plugin)
+            if d.kind != "plan":
+                self.rep.error("syntax", f"`use` blocks belong in plans, not in {d.kind} '{d.name}'",
+                               u.name_span, "move it into a plan")
+                continue
+            merged = uses.setdefault(u.plugin, {})
+            seen_p: set[str] = set()
+            for a in u.assigns:
+                if a.name in seen_p:
+                    self.rep.error("duplicate", f"parameter '{a.name}' is assigned twice in 'use {u.plugin}'",
+                                   a.name_span, "one assignment per name and scope")
+                    continue
+                seen_p.add(a.name)
+                merged[a.name] = a
+            spans[u.plugin] = u.name_span
+        info.fields, info.uses, info.use_spans, info.parents = fields, uses, spans, parents
+        info._merged = True
+
+    def _config_fields(self, d: A.Decl) -> dict[str, A.Assign]:
+        path = Path(d.span.file).resolve().parent / d.source
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except OSError:
+            self.rep.error("missing-import", f"config file '{d.source}' does not exist", d.source_span,
+                           f"paths are relative to the .plan file (looked for {path})")
+            return {}
+        except json.JSONDecodeError as e:
+            self.rep.error("bad-config", f"config file '{d.source}' is not valid JSON: {e.msg} "
+                           f"(line {e.lineno}, column {e.colno})", d.source_span, "fix the JSON file")
+            return {}
+        mapped = self.plugins.config_import(d.kind, cfg, str(path))
+        if mapped is None:
+            self.rep.error("bad-config", f"no plugin understands '{d.source}' as a {d.kind}", d.source_span,
+                           "supported: Hugging Face config.json of dense decoders")
+            return {}
+        out = {}
+        sp_ = d.source_span
+        for k, (val, unit) in mapped.items():
+            if isinstance(val, bool):
+                e = A.Bool(val, sp_)
+            elif isinstance(val, str) and not _is_number(val):
+                e = A.String(val, sp_)
+            else:
+                e = A.Number(str(val), unit or None, sp_)
+            out[k] = A.Assign(k, e, sp_, sp_)
+        return out
+
+    # ------------------------------------------------------------ plans
+    def _plans(self) -> None:
+        blocks = self.plugins.blocks
+        for info in self.decls.values():
+            if info.kind != "plan":
+                continue
+            ok = True
+            for bname in info.uses:
+                if bname not in blocks:
+                    guess = did_you_mean(bname, blocks)
+                    self.rep.error("unknown-plugin", f"no plugin provides `use {bname}`", info.use_spans[bname],
+                                   (f"did you mean '{guess}'? " if guess else "") +
+                                   "available blocks: " + ", ".join(sorted(blocks)))
+                    ok = False
+            if not ok:
+                continue
+            self._apply_defaults(info)
+        if self.rep.errors:
+            return
+        for info in self.decls.values():
+            if info.kind == "plan":
+                ctx = PlanContext(self, info.name)
+                self.plugins.price(ctx)
+        for info in self.decls.values():
+            if info.kind == "plan":
+                ctx = PlanContext(self, info.name)
+                self.plugins.schedule(ctx)
+        for tl in self.timelines.values():
+            self._timeline_quantities(tl)
+
+    def _apply_defaults(self, info: DeclInfo) -> None:
+        blocks = self.plugins.blocks
+        plan_params: dict[str, Param] = {}
+        for bname in sorted(info.uses, key=lambda b: (blocks[b].order, b)):
+            spec = blocks[bname]
+            given = info.uses[bname]
+            known = {p.name: p for p in spec.params}
+            for pname, a in given.items():
+                if pname not in known:
+                    guess = did_you_mean(pname, known)
+                    self.rep.error("unknown-name", f"`use {bname}` has no parameter '{pname}'", a.name_span,
+                                   (f"did you mean '{guess}'? " if guess else "") +
+                                   "parameters: " + ", ".join(sorted(known)))
+            for p in spec.params:
+                nid = f"{info.name}.{bname}.{p.name}"
+                if p.name in given:
+                    self._param_expect(nid, p, bname)
+                    continue
+                if p.default is None and p.optional:
+                    continue
+                if p.default is None:
+                    self.rep.error("missing-parameter", f"`use {bname}` in '{info.name}' needs '{p.name}'"
+                                   + (f" ({p.doc})" if p.doc else ""), info.use_spans[bname],
+                                   f"add `{p.name} = …`" + (f" in {p.unit}" if p.unit else ""))
+                    continue
+                self._default_node(nid, info, p, (info.name, bname), f"use {bname}")
+                self._param_expect(nid, p, bname)
+            for p in spec.plan_params:
+                plan_params.setdefault(p.name, p)
+        for pname, p in plan_params.items():
+            nid = f"{info.name}.{pname}"
+            if pname in info.fields:
+                self._param_expect(nid, p, None)
+                continue
+            if p.default is None:
+                users = sorted(b for b in info.uses if any(q.name == pname for q in blocks[b].plan_params))
+                self.rep.error("missing-parameter", f"plan '{info.name}' needs '{pname}'"
+                               + (f" ({p.doc})" if p.doc else "") + f" for `use {', '.join(users)}`",
+                               info.ast.name_span, f"add `{pname} = …` to the plan" + (f" in {p.unit}" if p.unit else ""))
+                continue
+            self._default_node(nid, info, p, (info.name, None), "plan")
+            self._param_expect(nid, p, None)
+
+    def _default_node(self, nid: str, info: DeclInfo, p: Param, scope, where: str) -> None:
+        expr = parse_expression(p.default, f"<default of {where}.{p.name}>")
+        a = A.Assign(p.name, expr, info.ast.name_span, info.ast.name_span)
+        self.nodes[nid] = Node(nid, "field", info.name, p.name, assign=a, scope=scope, span=info.ast.name_span,
+                               doc=p.doc)
+
+    def _param_expect(self, nid: str, p: Param, block: str | None) -> None:
+        self.param_specs[nid] = p
+        if p.doc and nid in self.nodes and not self.nodes[nid].doc:
+            self.nodes[nid].doc = p.doc
+
+    @property
+    def param_specs(self) -> dict[str, Param]:
+        if not hasattr(self, "_param_specs"):
+            self._param_specs = {}
+        return self._param_specs
+
+    def _timeline_quantities(self, tl: Timeline) -> None:
+        import networkx as nx
+
+        g = self._timeline_graph(tl)
+        if g is None:
+            return
+        finish: dict[str, Any] = {}
+        for a in nx.lexicographical_topological_sort(g):
+            preds = [finish[p] for p in sorted(g.predecessors(a))]
+            start = sp.Max(*preds) if len(preds) > 1 else (preds[0] if preds else sp.Integer(0))
+            finish[a] = start + tl.activities[a].duration
+        sinks = [finish[a] for a in sorted(g) if g.out_degree(a) == 0]
+        total = sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+        for name, unit, doc, headline, plugin in tl.makespans:
+            ctx = PlanContext(self, tl.plan)
+            ctx._current_plugin = plugin
+            ctx.define(name, total, unit, doc, headline)
+        for a in tl.activities.values():
+            nid = f"{tl.plan}.{tl.name}.{a.id}"
+            self.nodes[nid] = Node(nid, "activity", tl.plan, a.id, expr=a.duration, dim=Dim.of(time=1),
+                                   unit="s", plugin=a.plugin, doc=a.doc, state=2)
+
+    def _timeline_graph(self, tl: Timeline):
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_nodes_from(tl.activities)
+        last_on: dict[str, str] = {}
+        span = self.decls[tl.plan].ast.name_span
+        for a in tl.activities.values():
+            for other, is_after in [(x, True) for x in a.after] + [(x, False) for x in a.before]:
+                if other not in tl.activities:
+                    self.rep.error("plugin", f"activity '{a.id}' of timeline '{tl.name}' (plugin '{a.plugin}') "
+                                   f"refers to unknown activity '{other}'", span,
+                                   "the plugin that should add it is not in use")
+                    return None
+                if is_after:
+                    g.add_edge(other, a.id)
+                else:
+                    g.add_edge(a.id, other)
+            if a.resource:
+                prev = last_on.get(a.resource)
+                if prev is not None and not nx.has_path(g, a.id, prev):
+                    g.add_edge(prev, a.id)
+                last_on[a.resource] = a.id
+        if not nx.is_directed_acyclic_graph(g):
+            cyc = nx.find_cycle(g)
+            self.rep.error("cycle", f"timeline '{tl.name}' of '{tl.plan}' has a cycle: "
+                           + " -> ".join([e[0] for e in cyc] + [cyc[0][0]]), span)
+            return None
+        return g
+
+    # ------------------------------------------------------------ expectations
+    def expect(self, nid: str, dim: Dim, who: str, span: Span | None) -> None:
+        self.expectations.append((nid, dim, who, span))
+
+    # ------------------------------------------------------------ building fields
+    def build(self, nid: str) -> Node | None:
+        """Build the local expression of field ``nid`` (memoized; cycles are reported)."""
+        node = self.nodes.get(nid)
+        if node is None:
+            return None
+        if node.state == 2 or node.state == 3:
+            return node
+        if node.state == 1:
+            i = self._stack.index(nid)
+            cyc = self._stack[i:] + [nid]
+            related = tuple((f"'{c}' is defined here", self.nodes[c].span) for c in cyc[1:-1] if self.nodes[c].span)
+            self.rep.error("cycle", "cyclic definition: " + " -> ".join(cyc), node.span,
+                           "break the cycle by giving one of these a value that does not depend on the others",
+                           related=related)
+            raise _Cycle()
+        node.state = 1
+        self._stack.append(nid)
+        try:
+            v = self._eval(node.assign.value, node.scope, node)
+        except _Cycle:
+            node.state = 3
+            self._stack.pop()
+            if self._stack:
+                raise
+            return node
+        except _Fail:
+            node.state = 3
+            self._stack.pop()
+            return node
+        self._stack.pop()
+        if isinstance(v, Val):
+            node.expr, node.dim = v.expr, v.dim
+            free = v.expr.free_symbols
+            node.input = not free
+            if node.input:
+                node.nominal = v.expr
+            node.unit = _display_unit(node.assign.value, v.dim)
+        else:
+            node.value = v
+        node.state = 2
+        return node
+
+    def _fail(self, code: str, summary: str, span: Span, hint: str = "", related=()):
+        self.rep.error(code, summary, span, hint, related)
+        raise _Fail()
+
+    def _resolve(self, parts: tuple[str, ...], scope, span: Span):
+        first = parts[0]
+        target: Any = None
+        owner, block = scope if scope else (None, None)
+        if owner:
+            if block and f"{owner}.{block}.{first}" in self.nodes:
+                target = f"{owner}.{block}.{first}"
+            elif f"{owner}.{first}" in self.nodes:
+                target = f"{owner}.{first}"
+            elif self.decls[owner].kind == "plan" and first in self.decls[owner].uses:
+                target = BlockRef(owner, first)
+        if target is None and first in self.decls:
+            target = DeclRef(first, self.decls[first].kind)
+        if target is None:
+            cands = set(self.decls)
+            if owner:
+                cands |= {n.split(".")[-1] for n in self.nodes if n.startswith(owner + ".")}
+            guess = did_you_mean(first, cands)
+            where = f" in '{owner}'" + (f" (use {block})" if block else "") if owner else ""
+            self._fail("unknown-name", f"unknown name '{first}'{where}", span,
+                       f"did you mean '{guess}'?" if guess else "declare it or import the file that does")
+        for part in parts[1:]:
+            if isinstance(target, str):
+                node = self.build(target)
+                if node is None or node.state == 3:
+                    raise _Fail()
+                if isinstance(node.value, DeclRef):
+                    target = node.value
+                else:
+                    self._fail("unknown-name", f"'{target}' is a value, it has no field '{part}'", span,
+                               "only declarations (and fields naming one) have fields")
+            if isinstance(target, DeclRef):
+                d = target.name
+                if f"{d}.{part}" in self.nodes:
+                    target = f"{d}.{part}"
+                elif self.decls[d].kind == "plan" and part in self.decls[d].uses:
+                    target = BlockRef(d, part)
+                else:
+                    cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and n.count(".") == 1]
+                    cands += list(self.decls[d].uses)
+                    guess = did_you_mean(part, cands)
+                    self._fail("unknown-name", f"{target.kind} '{d}' has no field '{part}'", span,
+                               f"did you mean '{guess}'?" if guess else
+                               ("fields: " + ", ".join(sorted(cands)[:12])) if cands else "it has no fields")
+            elif isinstance(target, BlockRef):
+                nid = f"{target.plan}.{target.block}.{part}"
+                if nid not in self.nodes:
+                    cands = [n.split(".")[-1] for n in self.nodes if n.startswith(f"{target.plan}.{target.block}.")]
+                    guess = did_you_mean(part, cands)
+                    self._fail("unknown-name", f"`use {target.block}` of '{target.plan}' has no parameter '{part}'",
+                               span, f"did you mean '{guess}'?" if guess else "")
+                target = nid
+        return target
+
+    def _eval(self, e, scope, node: Node | None):
+        if isinstance(e, A.Number):
+            try:
+                val = Fraction(e.text.replace("_", ""))
+            except (ValueError, ZeroDivisionError):
+                self._fail("syntax", f"bad number '{e.text}'", e.span)
+            dim = DIMENSIONLESS
+            if e.unit:
+                try:
+                    u = parse_unit(e.unit)
+                except UnitError as ue:
+                    usp = Span(e.span.file, e.span.end_line, e.span.end_column - len(e.unit), e.span.end_line,
+                               e.span.end_column)
+                    self._fail("unknown-unit", str(ue), usp, ue.hint)
+                val *= u.scale
+                dim = u.dim
+            return Val(_rat(val), dim)
+        if isinstance(e, A.String):
+            return e.value
+        if isinstance(e, A.Bool):
+            return e.value
+        if isinstance(e, A.Ref):
+            t = self._resolve(e.parts, scope, e.span)
+            if isinstance(t, DeclRef):
+                return t
+            if isinstance(t, BlockRef):
+                self._fail("type", f"'{e.dotted}' is a `use` block, not a value", e.span, "refer to one of its parameters")
+            n = self.build(t)
+            if n is None or n.state == 3:
+                raise _Fail()
+            self.used.add(t)
+            if n.kind == "quantity" or n.numeric:
+                return Val(_S(t), n.dim)
+            return n.value
+        if isinstance(e, A.Neg):
+            v = self._num(self._eval(e.operand, scope, node), e.operand)
+            return Val(-v.expr, v.dim)
+        if isinstance(e, A.BinOp):
+            a = self._num(self._eval(e.left, scope, node), e.left)
+            b = self._num(self._eval(e.right, scope, node), e.right)
+            if e.op in "+-":
+                if a.dim != b.dim:
+                    self._fail("unit-mismatch", f"cannot {'add' if e.op == '+' else 'subtract'} "
+                               f"{format_dim(a.dim)} and {format_dim(b.dim)}", e.span,
+                               f"both sides of '{e.op}' need the same dimension: left is {format_dim(a.dim)}, "
+                               f"right is {format_dim(b.dim)}")
+                return Val(a.expr + b.expr if e.op == "+" else a.expr - b.expr, a.dim)
+            if e.op == "*":
+                return Val(a.expr * b.expr, a.dim * b.dim)
+            if e.op == "/":
+                if b.expr == 0:
+                    self._fail("division-by-zero", "division by zero", e.right.span,
+                               "the divisor is zero")
+                if node is not None:
+                    node.div_checks.append((b.expr, e.right.span))
+                return Val(a.expr / b.expr, a.dim / b.dim)
+            if e.op == "^":
+                if not b.dim.dimensionless:
+                    self._fail("unit-mismatch", f"an exponent must be dimensionless, not {format_dim(b.dim)}",
+                               e.right.span)
+                if a.dim.dimensionless:
+                    return Val(a.expr ** b.expr, a.dim)
+                if not b.expr.is_Rational:
+                    self._fail("unit-mismatch", "a quantity with units can only be raised to a constant power",
+                               e.right.span, "make the exponent a plain number")
+                return Val(a.expr ** b.expr, a.dim ** Fraction(int(b.expr.p), int(b.expr.q)))
+        if isinstance(e, A.Call):
+            return self._call(e, scope, node)
+        raise TypeError(e)  # pragma: no cover
+
+    def _num(self, v, e) -> Val:
+        if isinstance(v, Val):
+            return v
+        what = {str: "a string", bool: "a boolean", DeclRef: "a declaration"}.get(type(v), "not a number")
+        self._fail("type", f"expected a number, got {what}", e.span,
+                   "arithmetic needs numbers with units" if not isinstance(v, DeclRef)
+                   else "refer to one of its fields, e.g. name.field")
+
+    def _call(self, e: A.Call, scope, node):
+        f = e.func
+        known = ("min", "max", "ceil", "floor", "sqrt", "log", "exp", "abs")
+        if f not in known:
+            guess = did_you_mean(f, known)
+            self._fail("unknown-name", f"unknown function '{f}'", e.func_span,
+                       (f"did you mean '{guess}'? " if guess else "") + "functions: " + ", ".join(known))
+        args = [self._num(self._eval(a, scope, node), a) for a in e.args]
+        if f in ("min", "max"):
+            if not args:
+                self._fail("arity", f"{f}() needs at least one argument", e.span)
+            for a, ast_a in zip(args[1:], e.args[1:]):
+                if a.dim != args[0].dim:
+                    self._fail("unit-mismatch", f"{f}() arguments must share a dimension: "
+                               f"{format_dim(args[0].dim)} vs {format_dim(a.dim)}", ast_a.span)
+            fn = sp.Min if f == "min" else sp.Max
+            return Val(fn(*[a.expr for a in args]), args[0].dim)
+        if len(args) != 1:
+            self._fail("arity", f"{f}() takes one argument, got {len(args)}", e.span)
+        a = args[0]
+        if f == "abs":
+            return Val(sp.Abs(a.expr), a.dim)
+        if f == "sqrt":
+            return Val(sp.sqrt(a.expr), a.dim ** Fraction(1, 2))
+        if not a.dim.dimensionless:
+            self._fail("unit-mismatch", f"{f}() needs a dimensionless argument, got {format_dim(a.dim)}",
+                       e.args[0].span, "divide by a unit first, e.g. ceil(x / y)")
+        fn = {"ceil": sp.ceiling, "floor": sp.floor, "log": sp.log, "exp": sp.exp}[f]
+        return Val(fn(a.expr), DIMENSIONLESS)
+
+    # ------------------------------------------------------------ finalize
+    def _finalize(self) -> None:
+        import networkx as nx
+
+        for nid in sorted(self.nodes):
+            n = self.nodes[nid]
+            if n.kind == "field" and n.state == 0:
+                try:
+                    self.build(nid)
+                except _Cycle:
+                    pass
+        if self.rep.errors:
+            return
+        self._check_specs()
+        self._check_expectations()
+        for nid, plugin in sorted(self.wanted.items()):
+            if nid not in self.nodes:
+                plan, q = nid.split(".", 1)
+                self.rep.error("missing-quantity", f"plugin '{plugin}' needs quantity '{q}' of plan '{plan}', "
+                               "which no block in use defines", self.decls[plan].ast.name_span,
+                               f"add the `use` block that prices '{q}', or set `{q} = …` in the plan")
+        if self.rep.errors:
+            return
+        g = nx.DiGraph()
+        for nid in sorted(self.nodes):
+            n = self.nodes[nid]
+            g.add_node(nid, kind=n.kind, expr=n.expr, unit=n.unit, plugin=n.plugin, doc=n.doc)
+            if n.expr is not None:
+                for s in sorted(n.expr.free_symbols, key=lambda s: s.name):
+                    if s.name != nid:
+                        g.add_edge(s.name, nid)
+        for nid in sorted(set(g) - set(self.nodes)):
+            preds = sorted(g.successors(nid))
+            self.rep.error("missing-quantity", f"'{nid}' is used by {', '.join(preds)} but never defined",
+                           self.nodes[preds[0]].span, "a plugin refers to a quantity no block defines")
+        if self.rep.errors:
+            return
+        try:
+            cyc = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            cyc = None
+        if cyc:
+            names = [e[0] for e in cyc] + [cyc[0][0]]
+            related = tuple((f"'{c}' ({self.nodes[c].plugin or 'field'})", self.nodes[c].span)
+                            for c in names[:-1] if self.nodes[c].span)
+            first = next((self.nodes[c].span for c in names if self.nodes[c].span), None)
+            self.rep.error("cycle", "cyclic definition: " + " -> ".join(names), first,
+                           "a quantity depends on itself through these definitions", related=related)
+            return
+        self.graph = g
+        for nid in nx.lexicographical_topological_sort(g):
+            self.value(nid)
+            if self.rep.errors and nid in self._bad:
+                pass
+        self._warn_unused()
+
+    @property
+    def _bad(self) -> set:
+        if not hasattr(self, "_bad_set"):
+            self._bad_set = set()
+        return self._bad_set
+
+    def _check_specs(self) -> None:
+        for nid, p in sorted(self.param_specs.items()):
+            n = self.nodes.get(nid)
+            if n is None or n.state != 2:
+                continue
+            span = n.assign.value.span if n.assign else n.span
+            if p.kind in ("quantity", "int"):
+                if not n.numeric:
+                    self.rep.error("type", f"'{n.name}' must be a number" + (f" in {p.unit}" if p.unit else ""),
+                                   span, p.doc)
+                    continue
+                want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
+                if n.dim != want:
+                    self.rep.error("unit-mismatch", f"'{n.name}' must be in {format_dim(want)}, got {format_dim(n.dim)}",
+                                   span, f"write it in a unit like {p.unit or 'a plain number'}")
+                    continue
+                if p.unit and n.unit in ("", default_unit_for(n.dim)):
+                    n.unit = p.unit
+            elif p.kind == "choice":
+                if not isinstance(n.value, str) or n.value not in p.choices:
+                    guess = did_you_mean(str(n.value), p.choices) if isinstance(n.value, str) else None
+                    self.rep.error("out-of-range", f"'{n.name}' must be one of " + ", ".join(f'"{c}"' for c in p.choices),
+                                   span, f'did you mean "{guess}"?' if guess else p.doc)
+            elif p.kind == "ref":
+                if not isinstance(n.value, DeclRef) or (p.ref_kind and n.value.kind != p.ref_kind):
+                    self.rep.error("type", f"'{n.name}' must name a {p.ref_kind or 'declaration'}", span, p.doc)
+            elif p.kind == "bool":
+                if not isinstance(n.value, bool):
+                    self.rep.error("type", f"'{n.name}' must be true or false", span, p.doc)
+
+    def check_ranges(self) -> None:
+        for nid, p in sorted(self.param_specs.items()):
+            n = self.nodes.get(nid)
+            if n is None or not n.numeric or (p.min is None and p.max is None and p.kind != "int"):
+                continue
+            v = self.value(nid)
+            if v is None:
+                continue
+            scale = float(parse_unit(p.unit).scale) if p.unit else 1.0
+            x = float(v) / scale
+            span = n.assign.value.span if n.assign else n.span
+            if p.kind == "int" and x != int(x):
+                self.rep.error("out-of-range", f"'{n.name}' must be a whole number, got {x:g}", span, p.doc)
+            lo_bad = p.min is not None and (x <= p.min if p.min_open else x < p.min)
+            hi_bad = p.max is not None and x > p.max
+            if lo_bad or hi_bad:
+                rng = (f"{'(' if p.min_open else '['}{p.min:g}" if p.min is not None else "(-inf") + ", " + \
+                      (f"{p.max:g}]" if p.max is not None else "inf)")
+                self.rep.error("out-of-range", f"'{n.name}' = {x:g}{(' ' + p.unit) if p.unit else ''} is outside "
+                               f"{rng}", span, p.doc)
+
+    def _check_expectations(self) -> None:
+        done = set()
+        for nid, dim, who, span in self.expectations:
+            if (nid, dim) in done:
+                continue
+            done.add((nid, dim))
+            n = self.nodes.get(nid)
+            if n is None or n.state != 2 or n.dim is None:
+                if n is not None and n.state == 2 and n.value is not None:
+                    self.rep.error("type", f"'{nid}' must be a number in {format_dim(dim)} for {who}", n.span)
+                continue
+            if n.dim != dim:
+                self.rep.error("unit-mismatch", f"'{nid}' is in {format_dim(n.dim)} but {who} needs {format_dim(dim)}",
+                               n.span if n.kind == "field" else span,
+                               f"give it a value in {format_dim(dim)}")
+
+    def _warn_unused(self) -> None:
+        for nid in sorted(self.nodes):
+            n = self.nodes[nid]
+            if n.kind != "field" or nid in self.used or nid in self.param_specs or not n.assign:
+                continue
+            if self.decls[n.owner].kind != "plan" or n.scope[1] is not None:
+                continue
+            if any(s.name == nid for m in self.nodes.values() if m.expr is not None for s in m.expr.free_symbols):
+                continue
+            known = [p.name for s in self.plugins.blocks.values() for p in s.plan_params]
+            guess = did_you_mean(n.name, known)
+            self.rep.warning("unused", f"field '{n.name}' of plan '{n.owner}' is not used by any block",
+                             n.assign.name_span, f"did you mean '{guess}'?" if guess else "")
+
+    # ------------------------------------------------------------ evaluation
+    def value(self, nid: str):
+        """Exact nominal value (sympy number, base units) of numeric node ``nid``, or None."""
+        if nid in self._values:
+            return self._values[nid]
+        n = self.nodes[nid]
+        if n.kind == "field" and n.state != 2:
+            self.build(nid)
+        if n.expr is None:
+            self._values[nid] = None
+            return None
+        if n.input:
+            v = n.nominal
+        else:
+            subs = {}
+            for s in n.expr.free_symbols:
+                dv = self.value(s.name) if s.name in self.nodes else None
+                if dv is None:
+                    self._values[nid] = None
+                    return None
+                subs[s] = dv
+            v = n.expr.xreplace(subs)
+            if not v.is_Rational:
+                v = sp.N(v, 40) if v.is_number else v
+        if v is sp.zoo or v is sp.nan or v in (sp.oo, -sp.oo) or (getattr(v, "is_finite", True) is False):
+            self._bad.add(nid)
+            span = n.span
+            for div, dspan in n.div_checks:
+                dv = div.xreplace({s: self.value(s.name) for s in div.free_symbols})
+                if dv == 0:
+                    span = dspan
+                    break
+            who = f"quantity '{n.name}' of '{n.owner}' (plugin '{n.plugin}')" if n.kind == "quantity" else f"'{nid}'"
+            self.rep.error("division-by-zero", f"division by zero while evaluating {who}",
+                           span or self.decls[n.owner].ast.name_span,
+                           "an input it depends on is zero: " + ", ".join(sorted(
+                               s.name for s in n.expr.free_symbols if self.value(s.name) == 0)))
+            v = None
+        self._values[nid] = v
+        return v
+
+    def python_value(self, nid: str):
+        """Nominal value as Python: float for numbers (base units), else str/bool/DeclRef."""
+        n = self.build(nid)
+        if n is None or n.state == 3:
+            raise Abort()
+        if n.numeric:
+            v = self.value(nid)
+            if v is None:
+                raise Abort()
+            return float(v)
+        return n.value
+
+    def full_expr(self, nid: str, free: frozenset = frozenset(), keep: frozenset | None = None):
+        """Expression of ``nid`` in terms of inputs (and of nodes in ``free``, kept as symbols).
+
+        With ``keep`` given, only nodes in ``keep`` are expanded; others stay as their symbols
+        (used to show a readable answer in terms of neighbouring quantities).
+        """
+        key = (nid, free, keep)
+        if key in self._full:
+            return self._full[key]
+        n = self.nodes[nid]
+        if nid in free or n.input or n.expr is None or (keep is not None and nid not in keep):
+            r = _S(nid)
+        else:
+            r = n.expr.xreplace({s: self.full_expr(s.name, free, keep) for s in n.expr.free_symbols})
+        self._full[key] = r
+        return r
+
+    def nominal_map(self, exclude=()) -> dict:
+        return {_S(nid): n.nominal for nid, n in self.nodes.items() if n.input and nid not in exclude}
+
+    # ------------------------------------------------------------ queries on results
+    def plans(self) -> list[str]:
+        return [n for n, d in self.decls.items() if d.kind == "plan"]
+
+    def headline(self, plan: str) -> list[Node]:
+        qs = [n for n in self.nodes.values() if n.owner == plan and n.headline]
+        return sorted(qs, key=lambda n: n.order)
+
+    def lookup(self, dotted: str) -> str:
+        """Node id for a dotted name given on the command line (``plan.quantity``)."""
+        parts = tuple(dotted.split("."))
+        span = Span("<command line>", 1, 1, 1, len(dotted) + 1)
+        try:
+            t = self._resolve(parts, None, span)
+        except _Fail:
+            self.rep.raise_if_errors()
+            raise
+        if not isinstance(t, str):
+            self.rep.error("type", f"'{dotted}' is a declaration or block, not a quantity", None,
+                           "name a field or quantity, e.g. plan.step_time")
+            self.rep.raise_if_errors()
+        return t
+
+    def eval_expr(self, e, scope=None) -> Val:
+        """Build an expression AST in global scope (queries)."""
+        try:
+            v = self._eval(e, scope, None)
+        except _Fail:
+            self.rep.raise_if_errors()
+            raise
+        return self._num(v, e)
+
+    def requirement_results(self, plan: str) -> list[dict]:
+        out = []
+        for r in self.requirements:
+            if r.plan != plan:
+                continue
+            lv, rv = self._subs_value(r.lhs), self._subs_value(r.rhs)
+            if lv is None or rv is None:
+                continue
+            ok = {"<=": lv <= rv, ">=": lv >= rv, "<": lv < rv, ">": lv > rv, "==": lv == rv}[r.op]
+            out.append({"name": r.name, "ok": bool(ok), "lhs": float(lv), "rhs": float(rv), "op": r.op,
+                        "unit": r.unit, "doc": r.doc, "plugin": r.plugin})
+        return out
+
+    def _subs_value(self, expr):
+        subs = {}
+        for s in expr.free_symbols:
+            v = self.value(s.name)
+            if v is None:
+                return None
+            subs[s] = v
+        return expr.xreplace(subs)
+
+    def critical_path(self, plan: str, timeline: str) -> dict | None:
+        """Critical path of a timeline at nominal values: activities with start, finish, slack."""
+        import networkx as nx
+
+        tl = self.timelines.get((plan, timeline))
+        if tl is None:
+            return None
+        g = self._timeline_graph(tl)
+        dur = {a: float(self._subs_value(tl.activities[a].duration)) for a in g}
+        order = list(nx.lexicographical_topological_sort(g))
+        es, ef = {}, {}
+        for a in order:
+            es[a] = max((ef[p] for p in g.predecessors(a)), default=0.0)
+            ef[a] = es[a] + dur[a]
+        span = max(ef.values(), default=0.0)
+        lf, ls = {}, {}
+        for a in reversed(order):
+            lf[a] = min((ls[s] for s in g.successors(a)), default=span)
+            ls[a] = lf[a] - dur[a]
+        tol = 1e-9 * max(1.0, span)
+        path, cur = [], None
+        cands = [a for a in order if g.out_degree(a) == 0 and abs(ef[a] - span) <= tol]
+        cur = cands[0] if cands else None
+        while cur is not None:
+            path.append(cur)
+            preds = [p for p in sorted(g.predecessors(cur)) if abs(ef[p] - es[cur]) <= tol]
+            cur = preds[0] if preds else None
+        path.reverse()
+        acts = [{"id": a, "start": es[a], "finish": ef[a], "duration": dur[a], "slack": ls[a] - es[a],
+                 "resource": tl.activities[a].resource, "plugin": tl.activities[a].plugin,
+                 "doc": tl.activities[a].doc} for a in order]
+        return {"timeline": timeline, "makespan": span, "path": path, "activities": acts}
+
+
+class _Fail(Exception):
+    pass
+
+
+class _Cycle(Exception):
+    pass
+
+
+def _is_number(s: str) -> bool:
+    try:
+        Fraction(s.replace("_", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def _display_path(p: Path) -> str:
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def _display_unit(e, dim: Dim) -> str:
+    """The unit a user wrote for a value (first literal unit of the same dimension)."""
+    stack = [e]
+    while stack:
+        x = stack.pop(0)
+        if isinstance(x, A.Number) and x.unit:
+            try:
+                if parse_unit(x.unit).dim == dim:
+                    return x.unit
+            except UnitError:
+                pass
+        elif isinstance(x, A.BinOp):
+            stack += [x.left, x.right]
+        elif isinstance(x, A.Neg):
+            stack.append(x.operand)
+        elif isinstance(x, A.Call):
+            stack += list(x.args)
+    return default_unit_for(dim)
+
+
+def load(path: str | Path, **kw) -> Workspace:
+    """Load and evaluate a `.plan` file (the notebook API).
+
+    :raises PlanError: with every diagnostic when the file has errors.
+    """
+    return Workspace(path, **kw)

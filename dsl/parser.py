@@ -1,0 +1,258 @@
+"""Parsing: `.plan` text -> :class:`~dsl.ast.Module`.
+
+The Lark parser is built lazily and once (LALR with the contextual lexer and
+``propagate_positions``).  Syntax errors become :class:`~dsl.diagnostics.Diagnostic`
+objects with the position, the offending token, the tokens that were expected and,
+for common mistakes, a hint.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from . import ast as A
+from .diagnostics import Diagnostic, PlanError, Span, remember_source
+
+
+def grammar_path() -> Path:
+    """Locate ``grammar.lark``: inside the installed package, else at the repository root."""
+    packaged = resources.files("dsl").joinpath("grammar.lark")
+    if packaged.is_file():
+        return Path(str(packaged))
+    root = Path(__file__).resolve().parent.parent / "grammar.lark"
+    return root
+
+
+@lru_cache(maxsize=None)
+def _parser():
+    from lark import Lark
+    return Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
+                propagate_positions=True, start=["start", "query", "expr_only"], maybe_placeholders=True)
+
+
+def _span(file: str, meta) -> Span:
+    return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tok_span(file: str, tok) -> Span:
+    return Span(file, tok.line, tok.column, tok.end_line or tok.line,
+                tok.end_column or tok.column + len(tok))
+
+
+def _unescape(s: str) -> str:
+    body = s[1:-1]
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            n = body[i + 1]
+            out.append({"n": "\n", "t": "\t"}.get(n, n))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _make_transformer(file: str):
+    from lark import Transformer, v_args
+
+    @v_args(meta=True)
+    class ToAST(Transformer):
+        def quantity(self, meta, ch):
+            num, unit = ch[0], (ch[1] if len(ch) > 1 else None)
+            return A.Number(str(num), str(unit) if unit is not None else None, _span(file, meta))
+
+        def ref(self, meta, ch):
+            return A.Ref(tuple(str(t) for t in ch), _span(file, meta))
+
+        def string(self, meta, ch):
+            return A.String(_unescape(str(ch[0])), _span(file, meta))
+
+        def true(self, meta, ch):
+            return A.Bool(True, _span(file, meta))
+
+        def false(self, meta, ch):
+            return A.Bool(False, _span(file, meta))
+
+        def _bin(op):
+            def f(self, meta, ch):
+                return A.BinOp(op, ch[0], ch[1], _span(file, meta))
+            return f
+
+        add, sub, mul, div, pow = _bin("+"), _bin("-"), _bin("*"), _bin("/"), _bin("^")
+
+        def neg(self, meta, ch):
+            return A.Neg(ch[0], _span(file, meta))
+
+        def call(self, meta, ch):
+            name, args = ch[0], [a for a in ch[1:] if a is not None]
+            return A.Call(str(name), tuple(args), _span(file, meta), _tok_span(file, name))
+
+        def assign(self, meta, ch):
+            return A.Assign(str(ch[0]), ch[1], _span(file, meta), _tok_span(file, ch[0]))
+
+        def body(self, meta, ch):
+            return list(ch)
+
+        def use_block(self, meta, ch):
+            name, members = ch[0], ch[1]
+            return A.UseBlock(str(name), tuple(members), _span(file, meta), _tok_span(file, name))
+
+        def extends_clause(self, meta, ch):
+            return ("extends", str(ch[0]), _tok_span(file, ch[0]))
+
+        def from_clause(self, meta, ch):
+            return ("from", _unescape(str(ch[0])), _tok_span(file, ch[0]))
+
+        def decl(self, meta, ch):
+            kind, name, ext, frm, members = ch
+            members = members or []
+            assigns = tuple(m for m in members if isinstance(m, A.Assign))
+            uses = tuple(m for m in members if isinstance(m, A.UseBlock))
+            return A.Decl(str(kind), str(name), ext[1] if ext else None, frm[1] if frm else None,
+                          assigns, uses, _span(file, meta), _tok_span(file, kind),
+                          _tok_span(file, name), ext[2] if ext else None, frm[2] if frm else None)
+
+        def import_stmt(self, meta, ch):
+            return A.Import(_unescape(str(ch[0])), _span(file, meta))
+
+        def query_rel(self, meta, ch):
+            return (ch[0], str(ch[1]), ch[2])
+
+        def query(self, meta, ch):
+            lhs, op, rhs = ch[1]
+            return A.Query(ch[0], lhs, op, rhs, _span(file, meta))
+
+        solve_stmt = query
+
+        def expr_only(self, meta, ch):
+            return ch[0]
+
+        def start(self, meta, ch):
+            return A.Module(file,
+                            tuple(c for c in ch if isinstance(c, A.Import)),
+                            tuple(c for c in ch if isinstance(c, A.Decl)),
+                            tuple(c for c in ch if isinstance(c, A.Query)))
+
+    return ToAST()
+
+
+# Names of terminals as people read them.
+_TOKEN_NAMES = {
+    "NAME": "a name", "NUMBER": "a number", "UNIT": "a unit", "STRING": "a string",
+    "_NL": "a new line", "SEMICOLON": "';'", "_LBRACE": "'{'", "_RBRACE": "'}'",
+    "LPAR": "'('", "RPAR": "')'", "EQUAL": "'='", "PLUS": "'+'", "MINUS": "'-'",
+    "STAR": "'*'", "SLASH": "'/'", "CIRCUMFLEX": "'^'", "COMMA": "','", "DOT": "'.'",
+    "CMP": "a comparison (== <= >= < >)", "$END": "end of file", "FOR": "'for'",
+    "IMPORT": "'import'", "SOLVE": "'solve'", "USE": "'use'", "EXTENDS": "'extends'",
+    "FROM": "'from'", "TRUE": "'true'", "FALSE": "'false'",
+}
+
+
+def _describe_expected(expected) -> str:
+    names = sorted({_TOKEN_NAMES.get(e, e) for e in expected if not e.startswith("__")})
+    return ", ".join(names)
+
+
+def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+    line = getattr(err, "line", 1) or 1
+    col = getattr(err, "column", 1) or 1
+    hint = ""
+    if isinstance(err, UnexpectedToken):
+        tok = err.token
+        shown = "end of file" if tok.type == "$END" else repr(str(tok)).replace("\\n", "newline")
+        if tok.type == "$END":
+            lines = text.splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+            summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
+            width = 1
+        else:
+            summary = f"unexpected {shown}; expected {_describe_expected(err.expected)}"
+            width = max(1, len(str(tok).rstrip("\n")))
+        if tok.type == "NAME" and "UNIT" not in err.expected and _prev_is_number(text, line, col):
+            hint = "a unit is written right after its number without spaces inside it (e.g. 32 GB/s)"
+        elif tok.type == "NAME" and "EQUAL" in err.expected:
+            hint = "each member of a block is `name = value`"
+        elif "_RBRACE" in err.expected and tok.type == "$END":
+            hint = "a '{' is not closed"
+        elif tok.type == "COMMA" and _prev_is_number(text, line, col):
+            hint = "numbers are written without thousands separators (use 1_024 or 1024)"
+        elif tok.type == "EQUAL" and "CMP" in err.expected:
+            hint = "write == to compare"
+    elif isinstance(err, UnexpectedCharacters):
+        ch = text.splitlines()[line - 1][col - 1] if line - 1 < len(text.splitlines()) else "?"
+        summary = f"unexpected character {ch!r}"
+        if err.allowed:
+            summary += f"; expected {_describe_expected(err.allowed)}"
+        width = 1
+        if ch == ",":
+            hint = "numbers are written without thousands separators (use 1_024 or 1024)"
+        elif ch in "'":
+            hint = 'strings use double quotes: "like this"'
+    elif isinstance(err, UnexpectedEOF):
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+        summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
+        width = 1
+    else:  # pragma: no cover - defensive
+        summary, width = str(err), 1
+    return Diagnostic("error", "syntax", summary, Span(file, line, col, line, col + width), hint)
+
+
+def _prev_is_number(text: str, line: int, col: int) -> bool:
+    lines = text.splitlines()
+    if line - 1 >= len(lines):
+        return False
+    before = lines[line - 1][: col - 1].rstrip()
+    return bool(before) and (before[-1].isdigit() or before[-1] == ".")
+
+
+def parse(text: str, file: str = "<string>") -> A.Module:
+    """Parse ``text`` into a :class:`~dsl.ast.Module`.
+
+    :raises PlanError: with one ``syntax`` diagnostic on malformed input.
+    """
+    from lark.exceptions import LarkError, UnexpectedInput
+
+    remember_source(file, text)
+    if not text.endswith("\n"):
+        text += "\n"
+    try:
+        tree = _parser().parse(text, start="start")
+    except UnexpectedInput as e:
+        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    except LarkError as e:  # pragma: no cover - defensive
+        raise PlanError([Diagnostic("error", "syntax", str(e), Span(file, 1, 1, 1, 2))]) from None
+    return _make_transformer(file).transform(tree)
+
+
+def parse_query(text: str, file: str = "<query>") -> A.Query:
+    """Parse a command-line query ``TARGET for LHS op RHS``.
+
+    :raises PlanError: with a ``syntax`` diagnostic on malformed input.
+    """
+    from lark.exceptions import UnexpectedInput
+
+    remember_source(file, text)
+    try:
+        tree = _parser().parse(text.strip(), start="query")
+    except UnexpectedInput as e:
+        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    return _make_transformer(file).transform(tree)
+
+
+@lru_cache(maxsize=None)
+def parse_expression(text: str, file: str = "<expr>"):
+    """Parse one expression (used for plugin parameter defaults)."""
+    from lark.exceptions import UnexpectedInput
+
+    remember_source(file, text)
+    try:
+        tree = _parser().parse(text, start="expr_only")
+    except UnexpectedInput as e:
+        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    return _make_transformer(file).transform(tree)

@@ -1,0 +1,194 @@
+"""Plugin records, the plugin manager factory and the typed facade over the hooks.
+
+Built-in plugins are ordinary modules registered through the ``plan.plugins`` entry-point
+group, exactly like third-party ones.  ``get_plugins()`` builds the manager (no manager
+exists at import time), loads entry points (a plugin that fails to import becomes a warning
+naming it), checks hook names with ``check_pending()`` and collects the registration records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+# ---------------------------------------------------------------- records
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a ``use`` block or a plan-level parameter a plugin reads.
+
+    :param name: the field name in the ``.plan`` file.
+    :param unit: expected dimension written as a unit expression (``"s"``, ``"GB/s"``;
+        ``""`` for dimensionless); for ``kind="quantity"`` only.
+    :param default: default as `.plan` expression text evaluated in the block's scope
+        (``"0 s"``, ``"gpus"``, ``"device.memory"``); ``None`` means required.
+    :param kind: ``quantity`` (symbolic number), ``int`` (structural integer fixed at its
+        nominal value), ``choice`` (string among ``choices``), ``ref`` (a declaration of
+        kind ``ref_kind``) or ``bool``.
+    :param min, max: allowed range of the nominal value, in ``unit``; ``min_open`` makes
+        the lower bound exclusive.
+    """
+
+    name: str
+    unit: str = ""
+    default: str | None = None
+    doc: str = ""
+    kind: str = "quantity"
+    choices: tuple[str, ...] = ()
+    ref_kind: str | None = None
+    min: float | None = None
+    max: float | None = None
+    min_open: bool = False
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class UseSpec:
+    """A ``use NAME { … }`` block handled by a plugin.
+
+    ``params`` are the block's own parameters; ``plan_params`` the plan-level fields the
+    block reads (shared by every block that declares them; their units must agree).
+    ``order`` positions the block's quantities in reports.  ``plugin`` is filled in by the
+    facade with the registering plugin's name.
+    """
+
+    name: str
+    doc: str
+    params: tuple[Param, ...] = ()
+    plan_params: tuple[Param, ...] = ()
+    order: int = 100
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A declaration kind (``model``, ``device`` …) and the fields plugins read from it."""
+
+    name: str
+    doc: str
+    fields: tuple[Param, ...] = ()
+    plugin: str = ""
+
+
+# ---------------------------------------------------------------- manager
+ENTRY_POINT_GROUP = "plan.plugins"
+
+
+def get_plugin_manager(blocked: tuple[str, ...] = (), extra: tuple = ()):
+    """Create a pluggy manager with the hookspecs, entry-point plugins and ``extra`` modules.
+
+    :param blocked: entry-point names not to load (like pytest's ``-p no:NAME``).
+    :param extra: plugin objects to register in addition (tests, notebooks).
+    :return: ``(pm, warnings)`` where warnings are strings about plugins that failed to load.
+    """
+    import pluggy
+    from importlib.metadata import entry_points
+
+    from . import hookspecs
+
+    pm = pluggy.PluginManager("plan")
+    pm.add_hookspecs(hookspecs)
+    warnings: list[str] = []
+    for name in blocked:
+        pm.set_blocked(name)
+    eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    seen = set()
+    for ep in eps:
+        if ep.name in seen or pm.is_blocked(ep.name):
+            continue
+        seen.add(ep.name)
+        try:
+            obj = ep.load()
+        except Exception as e:  # a broken third-party plugin must not break the tool
+            warnings.append(f"plugin '{ep.name}' ({ep.value}) failed to load: {e}")
+            continue
+        if pm.get_plugin(ep.name) is None:
+            pm.register(obj, name=ep.name)
+    for obj in extra:
+        name = getattr(obj, "__name__", None) or repr(obj)
+        if pm.get_plugin(name) is None:
+            pm.register(obj, name=name)
+    pm.check_pending()
+    return pm, warnings
+
+
+class Plugins:
+    """Typed facade over the hooks; the rest of the code never calls ``pm.hook`` directly."""
+
+    def __init__(self, blocked: tuple[str, ...] = (), extra: tuple = ()):
+        self.pm, self.warnings = get_plugin_manager(blocked, extra)
+        self.blocks: dict[str, UseSpec] = {}
+        self.kinds: dict[str, KindSpec] = {}
+        self.conflicts: list[str] = []
+        self._register()
+
+    def _results(self, hook_name: str):
+        """(plugin name, result) pairs in a deterministic order (by plugin name)."""
+        hook = getattr(self.pm.hook, hook_name)
+        out = []
+        for impl in hook.get_hookimpls():
+            res = impl.function()
+            if res:
+                out.append((impl.plugin_name, res))
+        return sorted(out, key=lambda p: p[0])
+
+    def _register(self) -> None:
+        from . import units
+
+        for _, defs in self._results("plan_units_register"):
+            for d in defs:
+                if len(d) == 3:
+                    units.register_unit(d[0], d[1], dim_name=d[2])
+                else:
+                    units.register_unit(d[0], d[1], of=d[3])
+        for pname, specs in self._results("plan_kinds_register"):
+            for k in specs:
+                if k.name not in self.kinds:
+                    self.kinds[k.name] = KindSpec(k.name, k.doc, k.fields, pname)
+        for pname, specs in self._results("plan_blocks_register"):
+            for s in specs:
+                if s.name in self.blocks:
+                    self.conflicts.append(
+                        f"use block '{s.name}' is claimed by plugins '{self.blocks[s.name].plugin}' and '{pname}'")
+                    continue
+                self.blocks[s.name] = UseSpec(s.name, s.doc, s.params, s.plan_params, s.order, pname)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(n for n, _ in self.pm.list_name_plugin())
+
+    def config_import(self, kind: str, config: dict, path: str):
+        return self.pm.hook.plan_config_import(kind=kind, config=config, path=path)
+
+    def derive(self, ctx) -> None:
+        self._call("plan_declaration_derive", ctx)
+
+    def price(self, ctx) -> None:
+        self._call("plan_quantities_price", ctx)
+
+    def schedule(self, ctx) -> None:
+        self._call("plan_activities_schedule", ctx)
+
+    def _call(self, hook_name: str, ctx) -> None:
+        """Call each implementation separately (sorted by plugin name) so a failure names
+        its plugin and the others still run."""
+        hook = getattr(self.pm.hook, hook_name)
+        for impl in sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name):
+            ctx._current_plugin = impl.plugin_name
+            try:
+                impl.function(ctx)
+            except ctx.Abort:
+                pass
+            except Exception as e:  # reported with the plugin's name, never a traceback
+                ctx.plugin_failed(impl.plugin_name, e)
+        ctx._current_plugin = None
+
+
+_cache: dict[tuple, Plugins] = {}
+
+
+def get_plugins(blocked: tuple[str, ...] = (), extra: tuple = ()) -> Plugins:
+    """The (cached) facade for a given set of blocked/extra plugins."""
+    key = (tuple(blocked), tuple(id(e) for e in extra))
+    if key not in _cache:
+        _cache[key] = Plugins(tuple(blocked), tuple(extra))
+    return _cache[key]
+

@@ -1,0 +1,52 @@
+"""Finish time against the deadline.
+
+``use finish {}`` — reads the workload's ``deadline`` and ``reserved`` (planned stops).
+
+First-order model (book §10.6.1)::
+
+    T_finish = T_0 + ceil(D / b) · t_s · (1 + L)
+
+with T_0 the reserved time, ceil(D/b) the steps, t_s the step time (compute, exposed
+communication and input wait) and L the checkpoint/failure overhead (0 without a
+``checkpoint`` block).  The per-step bound that still meets the deadline (§10.6.2)::
+
+    t_s ≤ (deadline − T_0) / (steps · (1 + L))
+
+Requirement ``deadline``: finish_time ≤ deadline.
+"""
+from __future__ import annotations
+
+from dsl.hookspecs import hookimpl
+from dsl.plugins import Param, UseSpec
+
+SPEC = UseSpec(
+    "finish",
+    "finish time of a training job against its deadline",
+    params=(),
+    plan_params=(Param("workload", kind="ref", ref_kind="workload", doc="the training workload"),),
+    order=50,
+)
+
+
+@hookimpl
+def plan_blocks_register():
+    return [SPEC]
+
+
+@hookimpl
+def plan_quantities_price(ctx):
+    if ctx.block("finish") is None:
+        return
+    wl = ctx.ref("workload")
+    deadline = wl.q("deadline", "s")
+    reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
+    steps, t_s = ctx.q("steps", ""), ctx.q("step_time", "s")
+    L = ctx.define("overhead", 0, "%", "no checkpoint model: no overhead", fallback=True)
+    base = ctx.define("train_time", steps * t_s, "day", "steps × step time (§10.6.1)", headline=True)
+    fin = ctx.define("finish_time", reserved + base * (1 + L), "day",
+                     "T_0 + steps · t_s · (1 + L) (§10.6.1)", headline=True)
+    ctx.define("deadline", deadline, "day", "the workload's deadline")
+    ctx.define("step_budget", (deadline - reserved) / (steps * (1 + L)), "s",
+               "longest step that still meets the deadline (§10.6.2)", headline=True)
+    ctx.define("deadline_slack", deadline - fin, "day", "deadline − finish time", headline=True)
+    ctx.require("meets_deadline", fin, "<=", deadline, "day", "the job finishes by the deadline")

@@ -1,0 +1,128 @@
+"""ZeRO / FSDP: sharded persistent state, collective volume, link time and exposed wait.
+
+``use zero { stage = 3; group = gpus; link = pcie4_x16; nic = nic_200g; nics_per_host = 8;
+prefetch = true }``
+
+Persistent state per GPU over a data-parallel group of d GPUs (book §10.2.1), with W, G, M, O
+the weights, grads, master and optimizer state of the whole model (from ``use memory``):
+
+* stage 0: W + G + M + O                   (16N for BF16/Adam)
+* stage 1: W + G + (M + O)/d                (4N + 12N/d)
+* stage 2: W + (G + M + O)/d                (2N + 14N/d)
+* stage 3: (W + G + M + O)/d                (16N/d)
+
+Per-step link volume per GPU, m micro-batches per GPU (§10.3.3).  Every ring collective moves
+(d−1)/d of its buffer in and out of each GPU:
+
+* stage 3: per micro-batch an AllGather of W before forward, another before backward and a
+  ReduceScatter of G: V = m·(d−1)/d·(2W + G) — with BF16 grads 3m·(d−1)/d·2N;
+* stage 2: a ReduceScatter of G per micro-batch and one AllGather of W per step;
+* stages 0–1: one all-reduce (stage 0, 2(d−1)/d·G) or ReduceScatter + AllGather (stage 1) per step.
+
+Link bandwidth: the GPU's own link (PCIe without P2P carries every byte, §10.3.3); with more
+than one host the ring also crosses the hosts' NICs, ``nics_per_host`` × NIC bandwidth per host
+cut (§10.6.2), so the effective bandwidth is the smaller of the two.
+
+Exposure (MegaScale, §10.3.3): with prefetch, only the first AllGather and the last
+ReduceScatter of the step — both of the word embedding, the first module of forward and the
+last of backward — stay unhidden; the rest runs on the link in parallel with compute and shows
+up only if it outlasts it.  Without prefetch the whole transfer follows compute.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from dsl.hookspecs import hookimpl
+from dsl.plugins import Param, UseSpec
+
+SPEC = UseSpec(
+    "zero",
+    "ZeRO/FSDP sharding of the training state and its communication on the GPU's link",
+    params=(
+        Param("stage", "", "3", "ZeRO stage: 0 plain DP, 1 optimizer, 2 +grads, 3 +weights", kind="int",
+              min=0, max=3),
+        Param("group", "", "gpus", "GPUs in the sharding (data-parallel) group", min=1),
+        Param("link", kind="ref", ref_kind="link", doc="the link each GPU's collective traffic crosses"),
+        Param("nic", kind="ref", ref_kind="link", optional=True,
+              doc="the NIC that carries inter-host traffic (omit on one host)"),
+        Param("nics_per_host", "", "gpus_per_host", "NICs per host that share the ring's host cut", min=1),
+        Param("prefetch", default="true", kind="bool",
+              doc="parameters are prefetched and gradients reduced while compute runs"),
+    ),
+    plan_params=(
+        Param("model", kind="ref", ref_kind="model", doc="the model trained"),
+        Param("gpus", "", doc="number of GPUs", min=1),
+        Param("gpus_per_host", "", "8", "GPUs in one host", min=1),
+    ),
+    order=30,
+)
+
+
+@hookimpl
+def plan_blocks_register():
+    return [SPEC]
+
+
+@hookimpl
+def plan_quantities_price(ctx):
+    b = ctx.block("zero")
+    if b is None:
+        return
+    stage = int(b.value("stage"))
+    d = b.q("group")
+    W, G, M, O = (ctx.q(f"{k}_memory", "B") for k in ("weights", "grads", "master", "optimizer"))
+    sharded = {0: (), 1: (M, O), 2: (G, M, O), 3: (W, G, M, O)}[stage]
+    full = [x for x in (W, G, M, O) if x not in sharded]
+    ctx.define("persistent_memory", sum(full) + sum(sharded) / d, "GiB",
+               f"persistent state per GPU under ZeRO-{stage} (§10.2.1)", headline=True)
+
+    m = ctx.q("micro_batches", "")
+    frac = (d - 1) / d
+    volume = {
+        0: 2 * frac * G,
+        1: frac * (G + W),
+        2: m * frac * G + frac * W,
+        3: m * frac * (2 * W + G),
+    }[stage]
+    ctx.define("transfer_volume", volume, "GB", "bytes each GPU sends (and receives) per step (§10.3.3)",
+               headline=True)
+
+    bw = b.ref("link").q("bandwidth", "B/s")
+    hosts = ctx.value("gpus") / ctx.value("gpus_per_host")
+    nic = b.ref("nic")
+    if nic is not None and hosts > 1:
+        bw = sp.Min(bw, b.q("nics_per_host") * nic.q("bandwidth", "B/s"))
+    bw = ctx.define("link_bandwidth", bw, "GB/s", "bandwidth of the narrowest cut the ring crosses")
+    t = ctx.define("transfer_time", ctx.q("transfer_volume", "B") / bw, "s",
+                   "link time of the step's collectives", headline=True)
+    ctx.define("transfer_per_microbatch", t / m, "s", "link time of one micro-batch's collectives")
+
+    N = ctx.ref("model").q("params", "param")
+    emb = ctx.ref("model").q("embedding_params", "param")
+    if stage == 3:
+        head = frac * W * emb / N / bw       # first AllGather of the embedding
+        tail = frac * G * emb / N / bw       # last ReduceScatter of its gradient
+    else:
+        head = sp.Integer(0)
+        tail = (2 if stage == 0 else 1) * frac * G * emb / N / bw
+    ctx.define("comm_head", head, "s", "unhidden collective before the first compute")
+    ctx.define("comm_tail", tail, "s", "unhidden collective after the last compute")
+
+
+@hookimpl
+def plan_activities_schedule(ctx):
+    b = ctx.block("zero")
+    if b is None:
+        return
+    tl = ctx.timeline("step")
+    head, tail, t = ctx.q("comm_head"), ctx.q("comm_tail"), ctx.q("transfer_time")
+    tl.add("allgather_first", head, "link", after=["input_wait"], before=["compute"],
+           doc="first AllGather (word embedding), nothing to hide it behind")
+    if b.value("prefetch"):
+        tl.add("transfer", t - head - tail, "link", after=["allgather_first"],
+               doc="collectives overlapped with compute")
+    else:
+        tl.add("transfer", t - head - tail, "link", after=["compute"],
+               doc="collectives after compute (no prefetch)")
+    tl.add("reducescatter_last", tail, "link", after=["compute", "transfer"],
+           doc="last ReduceScatter (word embedding gradient)")
