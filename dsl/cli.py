@@ -1,0 +1,291 @@
+"""The ``plan`` command line.
+
+Exit codes (every command): 0 ok; 1 a problem in the plan (syntax, names, units, cycles,
+missing imports, out-of-range values …; with ``eval --strict`` also a violated requirement
+such as a missed deadline or a plan that does not fit in memory); 2 usage error.
+Diagnostics go to stderr as ``file:line:col: error[code]: summary`` with the quoted line,
+a caret and a hint; no traceback reaches the user.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="plan",
+        description="Evaluate .plan files: will this training or serving design fit, and will it finish in time?",
+        epilog="Exit codes: 0 ok, 1 a problem in the plan, 2 usage error.  See docs/language.md.")
+    p.add_argument("--version", action="version", version="plan 0.1.0")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    e = sub.add_parser("eval", help="evaluate every plan: headline quantities, requirements, critical path",
+                       description="Evaluate every plan in FILE and print its headline quantities with units, "
+                                   "its requirements (memory fits, deadline met) and the step's critical path.")
+    e.add_argument("file", metavar="FILE")
+    e.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    e.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
+    e.add_argument("--strict", action="store_true",
+                   help="exit 1 when a requirement is violated (deadline missed, memory exceeded)")
+
+    g = sub.add_parser("get", help="print one quantity as a bare number (for scripts and CI)",
+                       description="Print the nominal value of NAME (plan.quantity, plan.block.param or "
+                                   "declaration.field) as a bare number in its display unit or in --in UNIT.")
+    g.add_argument("file", metavar="FILE")
+    g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time or qwen3_8b.params")
+    g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
+
+    c = sub.add_parser("check", help="parse, resolve names and check units; evaluate nothing",
+                       description="Parse FILE and its imports, resolve names and extends, check units of "
+                                   "declarations. Plugins are not run and nothing is evaluated.")
+    c.add_argument("file", metavar="FILE")
+    c.add_argument("--format", choices=("text", "json"), default="text")
+
+    s = sub.add_parser("solve", help="answer break-even queries (`solve X for LHS == RHS`)",
+                       description="Answer the file's `solve` queries, or QUERY given on the command line "
+                                   "as 'TARGET for LHS == RHS' (also <=, >=, <, >).")
+    s.add_argument("file", metavar="FILE")
+    s.add_argument("--query", metavar="QUERY", help="e.g. \"gpus32.mfu for gpus32.finish_time == cpt.deadline\"")
+    s.add_argument("--format", choices=("text", "json"), default="text")
+
+    pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
+                        description="List plugins, their `use` blocks and each parameter's unit and default.")
+    pl.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not args.cmd:
+        _parser().print_help()
+        return EXIT_USAGE
+    from .diagnostics import PlanError, render
+
+    try:
+        return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
+                "plugins": cmd_plugins}[args.cmd](args)
+    except PlanError as e:
+        fmt = getattr(args, "format", "text")
+        if fmt == "json":
+            print(json.dumps({"diagnostics": [d.to_json() for d in e.diagnostics]}, indent=2, sort_keys=True))
+        for d in e.diagnostics:
+            print(render(d), file=sys.stderr)
+        n = sum(d.severity == "error" for d in e.diagnostics)
+        print(f"{n} error{'s' if n != 1 else ''}", file=sys.stderr)
+        return EXIT_PLAN
+    except KeyboardInterrupt:  # pragma: no cover
+        return 130
+    except BrokenPipeError:  # pragma: no cover
+        return EXIT_OK
+    except Exception as e:  # no traceback reaches the user
+        print(f"plan: internal error: {type(e).__name__}: {e}\n"
+              "  hint: this is a bug in plan or a plugin; please report it with the .plan file", file=sys.stderr)
+        return EXIT_PLAN
+
+
+def _warn(ws) -> None:
+    from .diagnostics import render
+    for d in ws.rep.warnings:
+        print(render(d), file=sys.stderr)
+
+
+def _load(path: str, evaluate: bool = True):
+    from .model import Workspace
+    return Workspace(path, evaluate=evaluate)
+
+
+def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
+    from .units import check_unit_for, convert
+
+    n = ws.nodes[nid]
+    u = n.unit if unit is None else unit
+    v = ws.value(nid)
+    if v is None:
+        return None, u
+    check_unit_for(n.dim, u)
+    return convert(float(v), u), u
+
+
+def _report(ws, plans: list[str]) -> dict:
+    from .units import format_number
+
+    out = {}
+    for p in plans:
+        qs = {}
+        for n in ws.headline(p):
+            val, u = _display(ws, n.id)
+            qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
+                          "plugin": n.plugin, "text": format_number(val) if val is not None else None}
+        cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines else None
+        out[p] = {"quantities": qs, "requirements": ws.requirement_results(p), "critical_path": cp}
+    return out
+
+
+def cmd_eval(args) -> int:
+    from .diagnostics import Diagnostic, PlanError, Span
+    from .units import format_number
+
+    ws = _load(args.file)
+    _warn(ws)
+    plans = ws.plans()
+    if args.plan:
+        unknown = [p for p in args.plan if p not in plans]
+        if unknown:
+            from .diagnostics import did_you_mean
+            g = did_you_mean(unknown[0], plans)
+            raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {args.file}",
+                                        Span(args.file, 1, 1, 1, 1), f"did you mean '{g}'?" if g else
+                                        "plans: " + ", ".join(plans))])
+        plans = [p for p in plans if p in args.plan]
+    rep = _report(ws, plans)
+    violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
+    if args.format == "json":
+        print(json.dumps({"file": args.file, "plans": rep,
+                          "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
+        return EXIT_PLAN if (violated and args.strict) else EXIT_OK
+    rows: list[tuple[str, str]] = []
+    for p in plans:
+        for name, q in rep[p]["quantities"].items():
+            if (name, q["unit"]) not in rows:
+                rows.append((name, q["unit"]))
+    header = ["quantity", "unit"] + plans
+    table = [header]
+    for name, unit in rows:
+        cells = [name, unit]
+        for p in plans:
+            q = rep[p]["quantities"].get(name)
+            cells.append(q["text"] if q and q["unit"] == unit and q["text"] is not None else "—")
+        table.append(cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = [f"{args.file}", ""]
+    for i, r in enumerate(table):
+        lines.append("  ".join(c.ljust(widths[j]) if j < 2 else c.rjust(widths[j]) for j, c in enumerate(r)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.append("requirements")
+    for p in plans:
+        for r in rep[p]["requirements"]:
+            from .units import convert
+            lhs, rhs = convert(r["lhs"], r["unit"]), convert(r["rhs"], r["unit"])
+            mark = "ok  " if r["ok"] else "FAIL"
+            lines.append(f"  {mark} {p}.{r['name']}: {format_number(lhs)} {r['op']} {format_number(rhs)} {r['unit']}"
+                         + ("" if r["ok"] else "  <- violated"))
+    cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
+    if cps:
+        lines.append("")
+        lines.append("critical path of one step")
+        for p, cp in cps:
+            lines.append(f"  {p}: " + " -> ".join(cp["path"]) + f"  ({format_number(cp['makespan'])} s)")
+    print("\n".join(lines))
+    return EXIT_PLAN if (violated and args.strict) else EXIT_OK
+
+
+def cmd_get(args) -> int:
+    from .units import UnitError
+
+    ws = _load(args.file)
+    nid = ws.lookup(args.name)
+    n = ws.nodes[nid]
+    if not n.numeric:
+        v = n.value
+        print(getattr(v, "name", v) if not isinstance(v, bool) else str(v).lower())
+        return EXIT_OK
+    try:
+        val, _ = _display(ws, nid, args.unit)
+    except UnitError as e:
+        print(f"plan: error[unit-mismatch]: {e}\n  hint: {e.hint}", file=sys.stderr)
+        return EXIT_PLAN
+    if val is None:
+        print(f"plan: error: '{args.name}' has no value", file=sys.stderr)
+        return EXIT_PLAN
+    print(repr(float(val)))
+    return EXIT_OK
+
+
+def cmd_check(args) -> int:
+    ws = _load(args.file, evaluate=False)
+    # build every field of every declaration: names, units and cycles are checked
+    from .model import _Cycle
+    for nid in sorted(ws.nodes):
+        if ws.nodes[nid].kind == "field" and ws.decls[ws.nodes[nid].owner].kind != "plan":
+            try:
+                ws.build(nid)
+            except _Cycle:
+                pass
+    ws.rep.raise_if_errors()
+    _warn(ws)
+    if args.format == "json":
+        print(json.dumps({"file": args.file, "ok": True, "declarations": len(ws.decls),
+                          "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
+    else:
+        print(f"{args.file}: ok ({len(ws.decls)} declarations in {len(ws.modules)} files)")
+    return EXIT_OK
+
+
+def cmd_solve(args) -> int:
+    from .parser import parse_query
+    from .solver import solve_query
+    from .units import convert, format_number
+
+    ws = _load(args.file)
+    _warn(ws)
+    queries = [parse_query(args.query)] if args.query else list(ws.queries)
+    if not queries:
+        print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
+        return EXIT_OK
+    sols = [solve_query(ws, q) for q in queries]
+    if args.format == "json":
+        print(json.dumps({"file": args.file, "solutions": [s.to_json() for s in sols]}, indent=2, sort_keys=True))
+        return EXIT_OK
+    lines = []
+    for s in sols:
+        lines.append(f"solve {s.query}")
+        if s.value is None:
+            lines.append(f"  no solution: {s.note}")
+        else:
+            shown = f"{format_number(convert(s.value, s.unit))} {s.unit}".rstrip()
+            nominal = f"{format_number(convert(s.nominal, s.unit))} {s.unit}".rstrip() if s.nominal is not None else "?"
+            lines.append(f"  {s.target} = {shown}   (nominal {nominal}; {s.method})")
+            if s.holds:
+                lines.append(f"  the relation holds for {s.holds.replace('boundary', shown)}")
+            if s.symbolic:
+                lines.append(f"  where {s.symbolic}")
+        lines.append("")
+    print("\n".join(lines).rstrip())
+    return EXIT_OK
+
+
+def cmd_plugins(args) -> int:
+    from .plugins import get_plugins
+
+    pl = get_plugins()
+    for w in pl.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    blocks = sorted(pl.blocks.values(), key=lambda s: (s.order, s.name))
+    if args.format == "json":
+        print(json.dumps({"plugins": pl.names, "blocks": [
+            {"name": b.name, "plugin": b.plugin, "doc": b.doc,
+             "params": [vars(p) | {"choices": list(p.choices)} for p in b.params],
+             "plan_params": [vars(p) | {"choices": list(p.choices)} for p in b.plan_params]} for b in blocks]},
+            indent=2, sort_keys=True, default=str))
+        return EXIT_OK
+    lines = ["plugins: " + ", ".join(pl.names), ""]
+    for b in blocks:
+        lines.append(f"use {b.name} {{ … }}   — {b.doc}  [plugin {b.plugin}]")
+        for kind, params in (("param", b.params), ("plan", b.plan_params)):
+            for p in params:
+                unit = p.unit or ("choice" if p.kind == "choice" else p.kind if p.kind != "quantity" else "1")
+                default = "required" if p.default is None and not p.optional else (p.default or "optional")
+                lines.append(f"    {'' if kind == 'param' else 'plan.'}{p.name:<16} {unit:<8} {default:<18} {p.doc}")
+        lines.append("")
+    print("\n".join(lines).rstrip())
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
