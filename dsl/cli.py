@@ -40,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
 
     c = sub.add_parser("check", help="parse, resolve names and check units; evaluate nothing",
-                       description="Parse FILE and its imports, resolve names and extends, check units of "
-                                   "declarations. Plugins are not run and nothing is evaluated.")
+                       description="Parse FILE and its imports, resolve names, extends and imports, build "
+                                   "the plugins' graph and check every unit and reference; no value is computed.")
     c.add_argument("file", metavar="FILE")
     c.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -209,14 +209,6 @@ def cmd_get(args) -> int:
 
 def cmd_check(args) -> int:
     ws = _load(args.file, evaluate=False)
-    # build every field of every declaration: names, units and cycles are checked
-    from .model import _Cycle
-    for nid in sorted(ws.nodes):
-        if ws.nodes[nid].kind == "field" and ws.decls[ws.nodes[nid].owner].kind != "plan":
-            try:
-                ws.build(nid)
-            except _Cycle:
-                pass
     ws.rep.raise_if_errors()
     _warn(ws)
     if args.format == "json":

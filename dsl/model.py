@@ -398,6 +398,8 @@ class Workspace:
     :param path: the root `.plan` file.
     :param text: its text (optional; read from ``path`` otherwise).
     :param plugins: a :class:`~dsl.plugins.Plugins` facade (default: all installed).
+    :param evaluate: False builds and checks everything (names, units, cycles, plugins'
+        graph) without evaluating the nodes numerically (``plan check``).
     :raises PlanError: when any error was found; ``diagnostics`` lists all of them.
     """
 
@@ -427,11 +429,10 @@ class Workspace:
         self.rep.raise_if_errors()
         self._declarations()
         self.rep.raise_if_errors()
-        if evaluate:
-            self._plans()
-            self._finalize()
-            if not self.rep.errors:
-                self.check_ranges()
+        self._plans()
+        self._finalize(numeric=evaluate)
+        if evaluate and not self.rep.errors:
+            self.check_ranges()
         self.rep.raise_if_errors()
 
     # ------------------------------------------------------------ loading
@@ -958,7 +959,9 @@ class Workspace:
         return Val(fn(a.expr), DIMENSIONLESS)
 
     # ------------------------------------------------------------ finalize
-    def _finalize(self) -> None:
+    def _finalize(self, numeric: bool = True) -> None:
+        """Build every field, check dimensions and references, build the dependency graph
+        (reporting cycles) and, when ``numeric``, evaluate every node at nominal values."""
         import networkx as nx
 
         for nid in sorted(self.nodes):
@@ -1007,10 +1010,9 @@ class Workspace:
                            "a quantity depends on itself through these definitions", related=related)
             return
         self.graph = g
-        for nid in nx.lexicographical_topological_sort(g):
-            self.value(nid)
-            if self.rep.errors and nid in self._bad:
-                pass
+        if numeric:
+            for nid in nx.lexicographical_topological_sort(g):
+                self.value(nid)
         self._warn_unused()
 
     @property
