@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("file", metavar="FILE")
     e.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     e.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
+    e.add_argument("--in", dest="units", action="append", metavar="UNIT", default=[],
+                   help="show every quantity of UNIT's dimension in UNIT (repeatable: --in day --in GB)")
     e.add_argument("--strict", action="store_true",
                    help="exit 1 when a requirement is violated (deadline missed, memory exceeded)")
 
@@ -50,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "as 'TARGET for LHS == RHS' (also <=, >=, <, >).")
     s.add_argument("file", metavar="FILE")
     s.add_argument("--query", metavar="QUERY", help="e.g. \"gpus32.mfu for gpus32.finish_time == cpt.deadline\"")
+    s.add_argument("--in", dest="unit", metavar="UNIT", help="unit of the answers (default: the target's unit)")
     s.add_argument("--format", choices=("text", "json"), default="text")
 
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
@@ -110,14 +113,17 @@ def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
     return convert(float(v), u), u
 
 
-def _report(ws, plans: list[str]) -> dict:
-    from .units import format_number
+def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
+    from .units import format_number, parse_unit
 
+    by_dim = {}
+    for u in units:
+        by_dim.setdefault(parse_unit(u).dim, u)
     out = {}
     for p in plans:
         qs = {}
         for n in ws.headline(p):
-            val, u = _display(ws, n.id)
+            val, u = _display(ws, n.id, by_dim.get(n.dim))
             qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
         cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines else None
@@ -141,7 +147,14 @@ def cmd_eval(args) -> int:
                                         Span(args.file, 1, 1, 1, 1), f"did you mean '{g}'?" if g else
                                         "plans: " + ", ".join(plans))])
         plans = [p for p in plans if p in args.plan]
-    rep = _report(ws, plans)
+    from .units import UnitError, parse_unit
+    for u in args.units:
+        try:
+            parse_unit(u)
+        except UnitError as err:
+            print(f"plan: error[unknown-unit]: {err}\n  hint: {err.hint}", file=sys.stderr)
+            return EXIT_USAGE
+    rep = _report(ws, plans, args.units)
     violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
     if args.format == "json":
         print(json.dumps({"file": args.file, "plans": rep,
@@ -231,6 +244,15 @@ def cmd_solve(args) -> int:
         print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
         return EXIT_OK
     sols = [solve_query(ws, q) for q in queries]
+    if args.unit:
+        from .units import UnitError, check_unit_for
+        for s in sols:
+            try:
+                check_unit_for(ws.nodes[s.target].dim, args.unit)
+            except UnitError as err:
+                print(f"plan: error[unit-mismatch]: {err}\n  hint: {err.hint}", file=sys.stderr)
+                return EXIT_PLAN
+            s.unit = args.unit
     if args.format == "json":
         print(json.dumps({"file": args.file, "solutions": [s.to_json() for s in sols]}, indent=2, sort_keys=True))
         return EXIT_OK
@@ -240,8 +262,9 @@ def cmd_solve(args) -> int:
         if s.value is None:
             lines.append(f"  no solution: {s.note}")
         else:
-            shown = f"{format_number(convert(s.value, s.unit))} {s.unit}".rstrip()
-            nominal = f"{format_number(convert(s.nominal, s.unit))} {s.unit}".rstrip() if s.nominal is not None else "?"
+            u = "" if s.unit == "1" else s.unit
+            shown = f"{format_number(convert(s.value, s.unit))} {u}".rstrip()
+            nominal = f"{format_number(convert(s.nominal, s.unit))} {u}".rstrip() if s.nominal is not None else "?"
             lines.append(f"  {s.target} = {shown}   (nominal {nominal}; {s.method})")
             if s.holds:
                 lines.append(f"  the relation holds for {s.holds.replace('boundary', shown)}")

@@ -24,7 +24,7 @@ from typing import Any
 import sympy as sp
 
 from . import ast as A
-from .diagnostics import PlanError, Reporter, Span, did_you_mean
+from .diagnostics import PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
 from .plugins import Param, Plugins, UseSpec, get_plugins
 from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, format_dim, parse_unit
@@ -141,9 +141,10 @@ class Timeline:
         self.activities[id] = Activity(id, sp.sympify(duration) if isinstance(duration, (int, Fraction)) else duration,
                                        resource, tuple(after), tuple(before), doc, self._plugin)
 
-    def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True):
+    def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True,
+                          rank: float | None = None):
         """Define plan quantity ``name`` as this timeline's makespan (built at finalize)."""
-        self.makespans.append((name, unit, doc, headline, self._plugin))
+        self.makespans.append((name, unit, doc, headline, self._plugin, rank))
 
 
 class Abort(Exception):
@@ -203,7 +204,8 @@ class _ContextBase:
                 existing.order = existing.order or order
                 if existing.unit == "" or existing.unit == default_unit_for(existing.dim or DIMENSIONLESS):
                     existing.unit = unit
-                existing.plugin = existing.plugin or f"{plugin} (overridden)"
+                if sp.sympify(expr) != _S(node_id):
+                    existing.plugin = existing.plugin or f"{plugin} (overridden by the plan)"
                 return _S(node_id)
             if fallback:
                 return _S(node_id)
@@ -356,14 +358,17 @@ class PlanContext(_ContextBase):
         return _S(nid)
 
     def define(self, name: str, expr, unit: str = "", doc: str = "", headline: bool = False,
-               fallback: bool = False) -> sp.Symbol:
+               fallback: bool = False, rank: float | None = None) -> sp.Symbol:
         """Add quantity ``name`` = ``expr`` (sympy, base units) displayed in ``unit``.
 
-        ``fallback=True`` defines it only if no other plugin does (e.g. ``comm_wait = 0``
-        without a communication plugin).  A user's plan field of the same name overrides it.
+        ``fallback=True`` defines it only if no other plugin does (e.g. ``overhead = 0``
+        without a checkpoint model).  A user's plan field of the same name overrides it (and
+        defining a quantity under the name of a plan field marks that field for reports).
+        ``headline`` quantities appear in ``plan eval``, sorted by ``rank`` (then by the
+        block's order and definition order).
         """
         spec = next((s for s in self.ws.plugins.blocks.values() if s.plugin == self._current_plugin), None)
-        order = (spec.order if spec else 100, len(self.ws.nodes))
+        order = (rank if rank is not None else 1000 + (spec.order if spec else 100), len(self.ws.nodes))
         return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order)
 
     def require(self, name: str, lhs, op: str, rhs, unit: str = "", doc: str = "") -> None:
@@ -418,6 +423,7 @@ class Workspace:
         self.requirements: list[Requirement] = []
         self.timelines: dict[tuple, Timeline] = {}
         self.expectations: list[tuple] = []
+        self._activity_edges: list[tuple[str, str]] = []
         self.wanted: dict[str, str] = {}
         self.used: set[str] = set()
         self._values: dict[str, Any] = {}
@@ -454,6 +460,13 @@ class Workspace:
                         self.rep.error("missing-import", f"imported file '{p}' does not exist", from_span,
                                        "import paths are relative to the importing file; "
                                        f"the catalog is imported as \"{CATALOG_PREFIX}hardware.plan\"")
+                    return
+                except UnicodeDecodeError as e:
+                    raw, file = e.object[: e.start], str(p) if from_span is None else _display_path(rp)
+                    line, col = raw.count(b"\n") + 1, len(raw) - (raw.rfind(b"\n") + 1) + 1
+                    remember_source(file, e.object.decode("utf-8", "replace"))
+                    self.rep.error("encoding", f"'{p}' is not UTF-8 text (byte 0x{e.object[e.start]:02x})",
+                                   Span(file, line, col, line, col + 1), "save the file as UTF-8")
                     return
             try:
                 mod = parse(src, str(p) if from_span is None else _display_path(rp))
@@ -527,7 +540,7 @@ class Workspace:
                                d.extends_span, f"did you mean '{guess}'?" if guess else
                                "declare it or import the file that does")
             elif d.name in chain or parent.name == d.name:
-                cyc = " -> ".join(chain + [d.name])
+                cyc = " -> ".join((chain[chain.index(d.name):] if d.name in chain else [d.name]) + [d.name])
                 self.rep.error("cycle", f"'extends' forms a cycle: {cyc}", d.extends_span,
                                "a declaration cannot extend itself, directly or indirectly")
             elif parent.kind != d.kind:
@@ -706,14 +719,15 @@ class Workspace:
             finish[a] = start + tl.activities[a].duration
         sinks = [finish[a] for a in sorted(g) if g.out_degree(a) == 0]
         total = sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
-        for name, unit, doc, headline, plugin in tl.makespans:
+        for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
-            ctx.define(name, total, unit, doc, headline)
+            ctx.define(name, total, unit, doc, headline, rank=rank)
         for a in tl.activities.values():
             nid = f"{tl.plan}.{tl.name}.{a.id}"
             self.nodes[nid] = Node(nid, "activity", tl.plan, a.id, expr=a.duration, dim=Dim.of(time=1),
                                    unit="s", plugin=a.plugin, doc=a.doc, state=2)
+        self._activity_edges.extend((f"{tl.plan}.{tl.name}.{u}", f"{tl.plan}.{tl.name}.{v}") for u, v in sorted(g.edges))
 
     def _timeline_graph(self, tl: Timeline):
         import networkx as nx
@@ -1009,8 +1023,23 @@ class Workspace:
             self.rep.error("cycle", "cyclic definition: " + " -> ".join(names), first,
                            "a quantity depends on itself through these definitions", related=related)
             return
+        # the step's activities live in the same graph: duration dependencies (above) plus
+        # their order on the timeline (edges of kind "order", not formula dependencies)
+        for u, v in self._activity_edges:
+            g.add_edge(u, v, kind="order")
+        for nid in g:
+            n = self.nodes[nid]
+            if n.kind == "activity":
+                tl_name = nid[len(n.owner) + 1:].rsplit(".", 1)[0]
+                g.nodes[nid]["duration"] = n.expr
+                g.nodes[nid]["resource"] = self.timelines[(n.owner, tl_name)].activities[n.name].resource
         self.graph = g
         if numeric:
+            # out-of-range inputs (gpus = 0) are reported on their own text before they
+            # cause a division by zero downstream
+            self.check_ranges()
+            if self.rep.errors:
+                return
             for nid in nx.lexicographical_topological_sort(g):
                 self.value(nid)
         self._warn_unused()
@@ -1140,6 +1169,12 @@ class Workspace:
                            "an input it depends on is zero: " + ", ".join(sorted(
                                s.name for s in n.expr.free_symbols if self.value(s.name) == 0)))
             v = None
+        elif v.is_number and v.is_real is False:
+            self._bad.add(nid)
+            self.rep.error("out-of-range", f"'{nid}' is not a real number (it evaluates to {v})",
+                           n.span or self.decls[n.owner].ast.name_span,
+                           "a square root, fractional power or log of a negative value")
+            v = None
         self._values[nid] = v
         return v
 
@@ -1187,6 +1222,7 @@ class Workspace:
         """Node id for a dotted name given on the command line (``plan.quantity``)."""
         parts = tuple(dotted.split("."))
         span = Span("<command line>", 1, 1, 1, len(dotted) + 1)
+        remember_source("<command line>", dotted)
         try:
             t = self._resolve(parts, None, span)
         except _Fail:
@@ -1201,11 +1237,10 @@ class Workspace:
     def eval_expr(self, e, scope=None) -> Val:
         """Build an expression AST in global scope (queries)."""
         try:
-            v = self._eval(e, scope, None)
+            return self._num(self._eval(e, scope, None), e)
         except _Fail:
             self.rep.raise_if_errors()
             raise
-        return self._num(v, e)
 
     def requirement_results(self, plan: str) -> list[dict]:
         out = []

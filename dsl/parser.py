@@ -175,7 +175,7 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
             width = max(1, len(str(tok).rstrip("\n")))
         if tok.type == "NAME" and "UNIT" not in err.expected and _prev_is_number(text, line, col):
             hint = "a unit is written right after its number without spaces inside it (e.g. 32 GB/s)"
-        elif tok.type == "NAME" and "EQUAL" in err.expected:
+        elif "EQUAL" in err.expected:
             hint = "each member of a block is `name = value`"
         elif "_RBRACE" in err.expected and tok.type == "$END":
             hint = "a '{' is not closed"

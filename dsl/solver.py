@@ -11,7 +11,7 @@ derived quantity, its definition is cut), every other input at its nominal value
    nominal value and refined with a bracketing solver (mpmath ``anderson``).
 
 A readable symbolic answer is also given in terms of the neighbouring quantities (only the
-nodes between TARGET and the equation are expanded).  For ``<=``/``>=``/``<``/``>`` the
+nodes between TARGET and the equation are expanded), when it stays short.  For ``<=``/``>=``/``<``/``>`` the
 boundary is returned with the side on which the relation holds.
 """
 from __future__ import annotations
@@ -121,9 +121,11 @@ def solve_query(ws, q: A.Query) -> Solution:
         fk = f.xreplace({s: ws.full_expr(s.name, free, keep) for s in f.free_symbols})
         at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
         at[x] = sp.Float(value if value is not None else (x0 or 1.0))
-        sols = sp.solve(_branch(fk, at), x)
-        if len(sols) >= 1:
-            symbolic = f"{target} = " + "; ".join(sp.sstr(s) for s in sols)
+        if sp.count_ops(fk) <= 120:
+            sols = sp.solve(_branch(fk, at), x)
+            text_sol = f"{target} = " + "; ".join(sp.sstr(s) for s in sols)
+            if sols and len(text_sol) <= 600:
+                symbolic = text_sol
     except Exception:
         symbolic = None
 

@@ -63,5 +63,5 @@ def plan_quantities_price(ctx):
              ctx.define("rework_overhead", lam * tau / 2, "%", "λτ/2: work redone after failures"),
              ctx.define("restart_overhead", lam * r, "%", "λr: time spent restarting")]
     ctx.define("overhead", sum(parts), "%", "L(τ) = c/τ + λτ/2 + λr per unit of training time (§10.4.4)",
-               headline=True)
+               headline=True, rank=11)
     ctx.define("optimal_interval", sp.sqrt(2 * c / lam), "s", "τ* = sqrt(2c/λ)")

@@ -46,6 +46,7 @@ SPEC = UseSpec(
         Param("mfu", "", doc="single-GPU compute efficiency (fraction of peak)", min=0, min_open=True, max=1),
         Param("micro_batch", "seq", "1 seq", "sequences per micro-batch", min=0, min_open=True),
         Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
+        Param("gpus_per_host", "", "8", "GPUs in one host", min=1),
     ),
     order=20,
 )
@@ -87,6 +88,9 @@ def plan_quantities_price(ctx):
     fwd, attn = training_flops(a, s, b.q("label_tokens"))
     N = model.q("params", "param")
 
+    # Rows of the book's summary table (§10.6.1) come first in reports, in its order.
+    ctx.define("hosts", sp.ceiling(gpus / ctx.param("gpus_per_host")), "", "hosts of gpus_per_host GPUs",
+               headline=True, rank=1)
     ctx.define("tokens_per_step", s * batch, "token", "useful tokens per optimizer step")
     steps = ctx.define("steps", sp.ceiling(tokens / (s * batch)), "",
                        "optimizer steps: ceil(tokens / tokens per step) (§10.1.1)", headline=True)
@@ -99,12 +103,14 @@ def plan_quantities_price(ctx):
     step_flops = ctx.define("flops_per_step", per_seq * batch, "FLOP", "training FLOPs of one step")
     ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
     m = ctx.define("micro_batches", batch / (gpus * ctx.param("micro_batch")), "",
-                   "micro-batches accumulated per GPU per step (data parallel over all GPUs)", headline=True)
+                   "micro-batches accumulated per GPU per step (data parallel over all GPUs)", headline=True, rank=2)
     t = ctx.define("compute_time", step_flops / (gpus * peak * mfu), "s",
-                   "per-GPU compute time of one step: F_step / (p·P·η) (§10.1.3)", headline=True)
+                   "per-GPU compute time of one step: F_step / (p·P·η) (§10.1.3)", headline=True, rank=6)
     ctx.define("compute_per_microbatch", t / m, "s", "per-GPU compute time of one micro-batch")
     ctx.define("comm_wait", ctx.q("step_time", "s") - t - ctx.param("input_wait"), "s",
-               "exposed communication per step: step time − compute − input wait", headline=True)
+               "exposed communication per step: step time − compute − input wait", headline=True, rank=8)
+    ctx.define("input_wait", ctx.param("input_wait"), "s", "exposed wait for input data per step",
+               headline=True, rank=9)
 
 
 @hookimpl
@@ -115,4 +121,4 @@ def plan_activities_schedule(ctx):
     tl.add("input_wait", ctx.param("input_wait"), "input", doc="waiting for the next batch")
     tl.add("compute", ctx.q("compute_time"), "gpu", after=["input_wait"],
            doc="forward and backward of all micro-batches, optimizer update")
-    tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline")
+    tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)

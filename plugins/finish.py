@@ -42,9 +42,9 @@ def plan_quantities_price(ctx):
     reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
     steps, t_s = ctx.q("steps", ""), ctx.q("step_time", "s")
     L = ctx.define("overhead", 0, "%", "no checkpoint model: no overhead", fallback=True)
-    base = ctx.define("train_time", steps * t_s, "day", "steps × step time (§10.6.1)", headline=True)
+    base = ctx.define("train_time", steps * t_s, "day", "steps × step time (§10.6.1)", headline=True, rank=12)
     fin = ctx.define("finish_time", reserved + base * (1 + L), "day",
-                     "T_0 + steps · t_s · (1 + L) (§10.6.1)", headline=True)
+                     "T_0 + steps · t_s · (1 + L) (§10.6.1)", headline=True, rank=13)
     ctx.define("deadline", deadline, "day", "the workload's deadline")
     ctx.define("step_budget", (deadline - reserved) / (steps * (1 + L)), "s",
                "longest step that still meets the deadline (§10.6.2)", headline=True)

@@ -77,7 +77,7 @@ def plan_quantities_price(ctx):
     ctx.define("persistent_memory", total, "GiB", "persistent state per GPU (no sharding)", fallback=True,
                headline=True)
     per_gpu = ctx.define("memory_per_gpu", ctx.q("persistent_memory", "B") + b.q("transient"), "GiB",
-                         "peak per GPU: persistent state + transient budget (§10.2.4)", headline=True)
-    ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True)
-    ctx.define("memory_margin", b.q("usable") - per_gpu, "GiB", "usable − peak per GPU", headline=True)
+                         "peak per GPU: persistent state + transient budget (§10.2.4)", headline=True, rank=3)
+    ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True, rank=4)
+    ctx.define("memory_margin", b.q("usable") - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
     ctx.require("fits_memory", per_gpu, "<=", b.q("usable"), "GiB", "the peak fits in usable memory")

@@ -94,7 +94,7 @@ def plan_quantities_price(ctx):
         bw = sp.Min(bw, b.q("nics_per_host") * nic.q("bandwidth", "B/s"))
     bw = ctx.define("link_bandwidth", bw, "GB/s", "bandwidth of the narrowest cut the ring crosses")
     t = ctx.define("transfer_time", ctx.q("transfer_volume", "B") / bw, "s",
-                   "link time of the step's collectives", headline=True)
+                   "link time of the step's collectives", headline=True, rank=7)
     ctx.define("transfer_per_microbatch", t / m, "s", "link time of one micro-batch's collectives")
 
     N = ctx.ref("model").q("params", "param")
