@@ -211,7 +211,7 @@ def cmd_get(args) -> int:
     try:
         val, _ = _display(ws, nid, args.unit)
     except UnitError as e:
-        print(f"plan: error[unit-mismatch]: {e}\n  hint: {e.hint}", file=sys.stderr)
+        print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_PLAN
     if val is None:
         print(f"plan: error: '{args.name}' has no value", file=sys.stderr)
@@ -250,7 +250,7 @@ def cmd_solve(args) -> int:
             try:
                 check_unit_for(ws.nodes[s.target].dim, args.unit)
             except UnitError as err:
-                print(f"plan: error[unit-mismatch]: {err}\n  hint: {err.hint}", file=sys.stderr)
+                print(f"plan: error[{err.code}]: {err}\n  hint: {err.hint}", file=sys.stderr)
                 return EXIT_PLAN
             s.unit = args.unit
     if args.format == "json":

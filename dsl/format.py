@@ -13,11 +13,12 @@ def format_expr(e, parent: int = 0, right: bool = False) -> str:
     if isinstance(e, A.Ref):
         return e.dotted
     if isinstance(e, A.String):
-        return '"' + e.value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + e.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     if isinstance(e, A.Bool):
         return "true" if e.value else "false"
     if isinstance(e, A.Neg):
-        return "-" + format_expr(e.operand, 3)
+        s = "-" + format_expr(e.operand, 3)
+        return f"({s})" if parent > _PREC["^"] else s  # (-2) ^ 2 is not -2 ^ 2
     if isinstance(e, A.Call):
         return f"{e.func}(" + ", ".join(format_expr(a) for a in e.args) + ")"
     if isinstance(e, A.BinOp):

@@ -27,7 +27,7 @@ from . import ast as A
 from .diagnostics import PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
 from .plugins import Param, Plugins, UseSpec, get_plugins
-from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, format_dim, parse_unit
+from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
 
 CORE_KINDS = {
     "model": "a neural network architecture (fields such as layers, hidden, heads)",
@@ -424,6 +424,8 @@ class Workspace:
         self.timelines: dict[tuple, Timeline] = {}
         self.expectations: list[tuple] = []
         self._activity_edges: list[tuple[str, str]] = []
+        self._validated: set[str] = set()
+        self._spec_reported: set[str] = set()
         self.wanted: dict[str, str] = {}
         self.used: set[str] = set()
         self._values: dict[str, Any] = {}
@@ -436,7 +438,8 @@ class Workspace:
         self._declarations()
         self.rep.raise_if_errors()
         self._plans()
-        self._finalize(numeric=evaluate)
+        if not self.rep.errors:
+            self._finalize(numeric=evaluate)
         if evaluate and not self.rep.errors:
             self.check_ranges()
         self.rep.raise_if_errors()
@@ -518,6 +521,20 @@ class Workspace:
                     nid = f"{info.name}.{block}.{pname}"
                     self.nodes[nid] = Node(nid, "field", info.name, pname, assign=a, scope=(info.name, block),
                                            span=a.span)
+        for info in self.decls.values():
+            spec = self.plugins.kinds.get(info.kind)
+            if info.kind == "plan" or spec is None:
+                continue
+            # documented fields of the kind: defaults and type checks apply once the
+            # declaration has every required field (a partial one is left free-form)
+            if any(p.default is None and not p.optional and p.name not in info.fields for p in spec.fields):
+                continue
+            for p in spec.fields:
+                nid = f"{info.name}.{p.name}"
+                if p.name not in info.fields and p.default is not None:
+                    self._default_node(nid, info, p, (info.name, None), info.kind)
+                if nid in self.nodes:
+                    self._param_expect(nid, p, None)
         if self.rep.errors:
             return
         for info in self.decls.values():
@@ -739,9 +756,11 @@ class Workspace:
         for a in tl.activities.values():
             for other, is_after in [(x, True) for x in a.after] + [(x, False) for x in a.before]:
                 if other not in tl.activities:
-                    self.rep.error("plugin", f"activity '{a.id}' of timeline '{tl.name}' (plugin '{a.plugin}') "
-                                   f"refers to unknown activity '{other}'", span,
-                                   "the plugin that should add it is not in use")
+                    self.rep.error("missing-quantity", f"activity '{a.id}' of timeline '{tl.name}' (plugin "
+                                   f"'{a.plugin}') must be ordered against activity '{other}', which no block "
+                                   "in use schedules", span,
+                                   "add the `use` block that schedules it (the step's input_wait and compute "
+                                   "come from `use compute`)")
                     return None
                 if is_after:
                     g.add_edge(other, a.id)
@@ -907,9 +926,9 @@ class Workspace:
             if e.op in "+-":
                 if a.dim != b.dim:
                     self._fail("unit-mismatch", f"cannot {'add' if e.op == '+' else 'subtract'} "
-                               f"{format_dim(a.dim)} and {format_dim(b.dim)}", e.span,
-                               f"both sides of '{e.op}' need the same dimension: left is {format_dim(a.dim)}, "
-                               f"right is {format_dim(b.dim)}")
+                               f"{describe_dim(a.dim)} and {describe_dim(b.dim)}", e.span,
+                               f"both sides of '{e.op}' need the same dimension: left is {describe_dim(a.dim)}, "
+                               f"right is {describe_dim(b.dim)}")
                 return Val(a.expr + b.expr if e.op == "+" else a.expr - b.expr, a.dim)
             if e.op == "*":
                 return Val(a.expr * b.expr, a.dim * b.dim)
@@ -922,7 +941,7 @@ class Workspace:
                 return Val(a.expr / b.expr, a.dim / b.dim)
             if e.op == "^":
                 if not b.dim.dimensionless:
-                    self._fail("unit-mismatch", f"an exponent must be dimensionless, not {format_dim(b.dim)}",
+                    self._fail("unit-mismatch", f"an exponent must be dimensionless, not {describe_dim(b.dim)}",
                                e.right.span)
                 if a.dim.dimensionless:
                     return Val(a.expr ** b.expr, a.dim)
@@ -956,7 +975,7 @@ class Workspace:
             for a, ast_a in zip(args[1:], e.args[1:]):
                 if a.dim != args[0].dim:
                     self._fail("unit-mismatch", f"{f}() arguments must share a dimension: "
-                               f"{format_dim(args[0].dim)} vs {format_dim(a.dim)}", ast_a.span)
+                               f"{describe_dim(args[0].dim)} vs {describe_dim(a.dim)}", ast_a.span)
             fn = sp.Min if f == "min" else sp.Max
             return Val(fn(*[a.expr for a in args]), args[0].dim)
         if len(args) != 1:
@@ -967,7 +986,7 @@ class Workspace:
         if f == "sqrt":
             return Val(sp.sqrt(a.expr), a.dim ** Fraction(1, 2))
         if not a.dim.dimensionless:
-            self._fail("unit-mismatch", f"{f}() needs a dimensionless argument, got {format_dim(a.dim)}",
+            self._fail("unit-mismatch", f"{f}() needs a dimensionless argument, got {describe_dim(a.dim)}",
                        e.args[0].span, "divide by a unit first, e.g. ceil(x / y)")
         fn = {"ceil": sp.ceiling, "floor": sp.floor, "log": sp.log, "exp": sp.exp}[f]
         return Val(fn(a.expr), DIMENSIONLESS)
@@ -1050,10 +1069,11 @@ class Workspace:
             self._bad_set = set()
         return self._bad_set
 
-    def _check_specs(self) -> None:
-        for nid, p in sorted(self.param_specs.items()):
+    def _check_specs(self, only: str | None = None) -> None:
+        items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
+        for nid, p in items:
             n = self.nodes.get(nid)
-            if n is None or n.state != 2:
+            if n is None or n.state != 2 or (only is None and nid in self._spec_reported):
                 continue
             span = n.assign.value.span if n.assign else n.span
             if p.kind in ("quantity", "int"):
@@ -1063,8 +1083,9 @@ class Workspace:
                     continue
                 want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
                 if n.dim != want:
-                    self.rep.error("unit-mismatch", f"'{n.name}' must be in {format_dim(want)}, got {format_dim(n.dim)}",
-                                   span, f"write it in a unit like {p.unit or 'a plain number'}")
+                    self._spec_reported.add(nid)
+                    self.rep.error("unit-mismatch", f"'{n.name}' must be {_as(want)}, got {describe_dim(n.dim)}",
+                                   span, f"write it in a unit like {p.unit}" if p.unit else "drop the unit")
                     continue
                 if p.unit and n.unit in ("", default_unit_for(n.dim)):
                     n.unit = p.unit
@@ -1080,10 +1101,13 @@ class Workspace:
                 if not isinstance(n.value, bool):
                     self.rep.error("type", f"'{n.name}' must be true or false", span, p.doc)
 
-    def check_ranges(self) -> None:
-        for nid, p in sorted(self.param_specs.items()):
+    def check_ranges(self, only: str | None = None) -> None:
+        items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
+        for nid, p in items:
             n = self.nodes.get(nid)
             if n is None or not n.numeric or (p.min is None and p.max is None and p.kind != "int"):
+                continue
+            if only is None and nid in self._spec_reported:
                 continue
             v = self.value(nid)
             if v is None:
@@ -1108,14 +1132,16 @@ class Workspace:
                 continue
             done.add((nid, dim))
             n = self.nodes.get(nid)
+            if nid in self._spec_reported:
+                continue
             if n is None or n.state != 2 or n.dim is None:
                 if n is not None and n.state == 2 and n.value is not None:
-                    self.rep.error("type", f"'{nid}' must be a number in {format_dim(dim)} for {who}", n.span)
+                    self.rep.error("type", f"'{nid}' must be a number ({describe_dim(dim)}) for {who}", n.span)
                 continue
             if n.dim != dim:
-                self.rep.error("unit-mismatch", f"'{nid}' is in {format_dim(n.dim)} but {who} needs {format_dim(dim)}",
+                self.rep.error("unit-mismatch", f"'{nid}' is {_as(n.dim)} but {who} needs it {_as(dim)}",
                                n.span if n.kind == "field" else span,
-                               f"give it a value in {format_dim(dim)}")
+                               f"give it a value {_as(dim)}")
 
     def _warn_unused(self) -> None:
         for nid in sorted(self.nodes):
@@ -1179,9 +1205,25 @@ class Workspace:
         return v
 
     def python_value(self, nid: str):
-        """Nominal value as Python: float for numbers (base units), else str/bool/DeclRef."""
+        """Nominal value as Python: float for numbers (base units), else str/bool/DeclRef.
+
+        A parameter with a spec is validated first (choice, whole number and range, kind of
+        the declaration referred to), so a plugin never sees a value outside its contract;
+        a bad value is reported at its own span and the plugin is stopped (:class:`Abort`).
+        """
         n = self.build(nid)
         if n is None or n.state == 3:
+            raise Abort()
+        if nid in self.param_specs and nid not in self._validated:
+            self._validated.add(nid)
+            before = len(self.rep.errors)
+            self._check_specs(only=nid)
+            if len(self.rep.errors) == before and n.numeric:
+                self.check_ranges(only=nid)
+            if len(self.rep.errors) > before:
+                self._spec_reported.add(nid)
+                raise Abort()
+        if nid in self._spec_reported:
             raise Abort()
         if n.numeric:
             v = self.value(nid)
@@ -1223,24 +1265,34 @@ class Workspace:
         parts = tuple(dotted.split("."))
         span = Span("<command line>", 1, 1, 1, len(dotted) + 1)
         remember_source("<command line>", dotted)
+        start = len(self.rep.items)
         try:
             t = self._resolve(parts, None, span)
         except _Fail:
-            self.rep.raise_if_errors()
-            raise
+            self._raise_since(start)
         if not isinstance(t, str):
             self.rep.error("type", f"'{dotted}' is a declaration or block, not a quantity", None,
                            "name a field or quantity, e.g. plan.step_time")
-            self.rep.raise_if_errors()
+            self._raise_since(start)
         return t
 
+    def _raise_since(self, start: int):
+        """Raise the diagnostics reported since ``start`` and forget them, so a failed query
+        leaves the loaded workspace as it was."""
+        new = self.rep.items[start:]
+        del self.rep.items[start:]
+        raise PlanError(new)
+
     def eval_expr(self, e, scope=None) -> Val:
-        """Build an expression AST in global scope (queries)."""
+        """Build an expression AST in global scope (queries).
+
+        :raises PlanError: with the diagnostics of this expression only.
+        """
+        start = len(self.rep.items)
         try:
             return self._num(self._eval(e, scope, None), e)
         except _Fail:
-            self.rep.raise_if_errors()
-            raise
+            self._raise_since(start)
 
     def requirement_results(self, plan: str) -> list[dict]:
         out = []
@@ -1292,7 +1344,8 @@ class Workspace:
             preds = [p for p in sorted(g.predecessors(cur)) if abs(ef[p] - es[cur]) <= tol]
             cur = preds[0] if preds else None
         path.reverse()
-        acts = [{"id": a, "start": es[a], "finish": ef[a], "duration": dur[a], "slack": ls[a] - es[a],
+        acts = [{"id": a, "start": es[a], "finish": ef[a], "duration": dur[a],
+                 "slack": 0.0 if abs(ls[a] - es[a]) <= tol else ls[a] - es[a],
                  "resource": tl.activities[a].resource, "plugin": tl.activities[a].plugin,
                  "doc": tl.activities[a].doc} for a in order]
         return {"timeline": timeline, "makespan": span, "path": path, "activities": acts}
@@ -1304,6 +1357,10 @@ class _Fail(Exception):
 
 class _Cycle(Exception):
     pass
+
+
+def _as(dim: Dim) -> str:
+    return "a plain number" if dim.dimensionless else f"in {format_dim(dim)}"
 
 
 def _is_number(s: str) -> bool:

@@ -64,11 +64,11 @@ def solve_query(ws, q: A.Query) -> Solution:
     from .model import _Fail, _S
 
     span = q.target.span
+    start = len(ws.rep.items)
     try:
         target = ws._resolve(q.target.parts, None, span)
     except _Fail:
-        ws.rep.raise_if_errors()
-        raise
+        ws._raise_since(start)
     node = ws.nodes.get(target) if isinstance(target, str) else None
     if node is None or not node.numeric:
         raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is not a numeric field or quantity",
@@ -134,9 +134,11 @@ def solve_query(ws, q: A.Query) -> Solution:
         eps = abs(value) * 1e-6 or 1e-9
         above = resid(value + eps)
         ok_above = {"<=": above <= 0, "<": above < 0, ">=": above >= 0, ">": above > 0}[q.op]
-        holds = f"{target} {'>=' if ok_above else '<='} boundary"
+        strict = q.op in ("<", ">")
+        holds = f"{target} {('>' if ok_above else '<') + ('' if strict else '=')} boundary"
     note = ""
     if value is None:
+        symbolic = None
         note = "no root found: the two sides do not cross for any value of the target near its nominal value"
     return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note)
 

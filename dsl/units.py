@@ -43,9 +43,10 @@ class UnitError(ValueError):
     ``hint`` is a sentence telling the user how to fix it (may be empty).
     """
 
-    def __init__(self, message: str, hint: str = ""):
+    def __init__(self, message: str, hint: str = "", code: str = "unit-mismatch"):
         super().__init__(message)
         self.hint = hint
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ class Dim:
 
 
 DIMENSIONLESS = Dim()
+
+
+def describe_dim(dim: Dim) -> str:
+    """A dimension for messages: ``B/s``, or ``a plain number`` when dimensionless."""
+    return "a plain number" if dim.dimensionless else format_dim(dim)
 
 
 def format_dim(dim: Dim) -> str:
@@ -192,12 +198,12 @@ def parse_unit(text: str) -> Unit:
         m = _ATOM.match(text, pos)
         if not m or (first and m.group(1)) or (not first and not m.group(1)):
             raise UnitError(f"malformed unit '{text}'",
-                            "write units without spaces, e.g. GB/s or GiB*s")
+                            "write units without spaces, e.g. GB/s or GiB*s", "unknown-unit")
         op, name, power = m.group(1), m.group(2), m.group(3)
         name = _ALIASES.get(name, name)
         u = _UNITS.get(name)
         if u is None:
-            raise UnitError(f"unknown unit '{name}'", unit_hint(name))
+            raise UnitError(f"unknown unit '{name}'", unit_hint(name), "unknown-unit")
         p = int(power) if power else 1
         if op == "/":
             p = -p

@@ -104,6 +104,7 @@ def plan_quantities_price(ctx):
     ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
     m = ctx.define("micro_batches", batch / (gpus * ctx.param("micro_batch")), "",
                    "micro-batches accumulated per GPU per step (data parallel over all GPUs)", headline=True, rank=2)
+    ctx.require("whole_micro_batch", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
     t = ctx.define("compute_time", step_flops / (gpus * peak * mfu), "s",
                    "per-GPU compute time of one step: F_step / (p·P·η) (§10.1.3)", headline=True, rank=6)
     ctx.define("compute_per_microbatch", t / m, "s", "per-GPU compute time of one micro-batch")

@@ -1,0 +1,124 @@
+"""The documentation is executable: every ```plan block in docs/language.md and README.md
+evaluates, every ```plan-error block fails, and the plugin reference covers every parameter."""
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dsl.diagnostics import PlanError
+from dsl.model import Workspace
+from dsl.plugins import get_plugins
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGE = ROOT / "docs" / "language.md"
+DOCS = [LANGUAGE, ROOT / "README.md"]
+HF = ROOT / "specs" / "catalog" / "hf"
+
+_FENCE = re.compile(r"^```([\w-]*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+
+
+def blocks(path: Path) -> list[tuple[str, str, int]]:
+    """(tag, text, line) of every fenced block tagged plan or plan-error in ``path``."""
+    if not path.exists():
+        return []
+    src = path.read_text(encoding="utf-8")
+    out = []
+    for m in _FENCE.finditer(src):
+        if m.group(1) in ("plan", "plan-error"):
+            out.append((m.group(1), m.group(2), src.count("\n", 0, m.start()) + 1))
+    return out
+
+
+EXAMPLES = [pytest.param(tag, text, id=f"{p.name}:{line}:{tag}")
+            for p in DOCS for tag, text, line in blocks(p)]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    shutil.copytree(HF, tmp_path / "hf")   # for `model NAME from "hf/…json"` examples
+    f = tmp_path / "example.plan"
+    f.write_text(text, encoding="utf-8")
+    return f
+
+
+def test_language_doc_has_examples():
+    tags = [t for t, _, _ in blocks(LANGUAGE)]
+    assert tags.count("plan") >= 10 and tags.count("plan-error") >= 10
+
+
+@pytest.mark.parametrize("tag,text", EXAMPLES)
+def test_example(tmp_path, tag, text):
+    f = _write(tmp_path, text)
+    if tag == "plan":
+        ws = Workspace(f)
+        assert not ws.rep.errors
+        for q in ws.queries:          # `solve` lines must be answerable too
+            from dsl.solver import solve_query
+            assert solve_query(ws, q).value is not None, q
+        return
+    with pytest.raises(PlanError) as exc:
+        ws = Workspace(f)
+        from dsl.solver import solve_query
+        for q in ws.queries:
+            solve_query(ws, q)
+    codes = {d.code for d in exc.value.diagnostics}
+    for want in re.findall(r"#\s*expect:\s*([\w-]+)", text):
+        assert want in codes, (want, exc.value.diagnostics)
+
+
+def _section(doc: str, block: str) -> str:
+    m = re.search(rf"^## `use {block}`\n(.*?)(?=^## |\Z)", doc, re.M | re.S)
+    assert m, f"docs/language.md has no section '## `use {block}`'"
+    return m.group(1)
+
+
+def _unit_cell(p) -> str:
+    if p.kind == "quantity":
+        return f"`{p.unit or '1'}`"
+    return p.kind
+
+
+def _default_cell(p) -> str:
+    if p.default is not None:
+        return f"`{p.default}`"
+    return "optional" if p.optional else "required"
+
+
+def _params():
+    for spec in sorted(get_plugins().blocks.values(), key=lambda s: s.name):
+        for p in spec.params + spec.plan_params:
+            yield pytest.param(spec.name, p, id=f"{spec.name}.{p.name}")
+
+
+@pytest.mark.parametrize("block,param", list(_params()))
+def test_every_param_documented(block, param):
+    section = _section(LANGUAGE.read_text(encoding="utf-8"), block)
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.startswith(f"| `{param.name}` |")]
+    assert rows, f"`use {block}` parameter '{param.name}' is not in its table"
+    assert any(r[1] == _unit_cell(param) and r[2] == _default_cell(param) for r in rows), \
+        (f"`use {block}` {param.name}: expected unit {_unit_cell(param)} and default "
+         f"{_default_cell(param)}, got {rows}")
+
+
+def test_hooks_have_docstrings():
+    tree = ast.parse((ROOT / "dsl" / "hookspecs.py").read_text(encoding="utf-8"))
+    hooks = [n for n in tree.body if isinstance(n, ast.FunctionDef)
+             and any(getattr(d, "id", None) == "hookspec" or getattr(getattr(d, "func", None), "id", None) == "hookspec"
+                     for d in n.decorator_list)]
+    assert len(hooks) >= 7
+    missing = [h.name for h in hooks if not (ast.get_docstring(h) or "").strip()]
+    assert not missing, f"hooks without a docstring: {missing}"
+
+
+def test_every_hook_is_a_hookspec():
+    from dsl import hookspecs
+    import pluggy
+    pm = pluggy.PluginManager("plan")
+    pm.add_hookspecs(hookspecs)
+    names = {n for n in dir(pm.hook) if n.startswith("plan_")}
+    for n in names:
+        assert getattr(hookspecs, n).__doc__, n

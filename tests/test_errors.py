@@ -1,0 +1,482 @@
+"""Every error class of the language, run through the CLI as a user would.
+
+Each test writes a small `.plan` file to ``tmp_path``, runs ``python -m dsl.cli`` from the
+repository root and checks the diagnostic contract: exit code 1 (2 for usage errors),
+``file:line:column: error[code]: summary`` on stderr, the offending source line quoted with a
+caret under the offending text, a ``hint:`` and never a Python traceback.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WORKLOAD = """\
+workload cpt {
+  tokens       = 100e9 token
+  seq_len      = 8192 token
+  global_batch = 384 seq
+  deadline     = 30 day
+  reserved     = 5 day
+}
+"""
+
+# A small but complete training plan on the catalog hardware; tests replace parts of it.
+PLAN = """\
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+
+""" + WORKLOAD + """
+plan p {
+  model = qwen3_8b;  workload = cpt;  device = rtx4090
+  gpus = 48;  gpus_per_host = 8
+  mfu = 40 %
+  use memory { usable = 22 GiB; transient = 10 GiB }
+  use compute {}
+  use zero { stage = 3; link = pcie4_x16 }
+  use finish {}
+}
+"""
+
+
+# ---------------------------------------------------------------- helpers
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, "-m", "dsl.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def write(tmp_path: Path, text: str, name: str = "t.plan") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def variant(old: str, new: str) -> str:
+    assert PLAN.count(old) == 1, old
+    return PLAN.replace(old, new)
+
+
+def line_col(text: str, needle: str, nth: int = 0) -> tuple[int, int]:
+    """1-based line and column of the ``nth`` occurrence of ``needle`` in ``text``."""
+    i = -1
+    for _ in range(nth + 1):
+        i = text.index(needle, i + 1)
+    line = text.count("\n", 0, i) + 1
+    col = i - (text.rfind("\n", 0, i) + 1) + 1
+    return line, col
+
+
+def assert_diag(r: subprocess.CompletedProcess, code: str, *, file: str | Path | None = None,
+                at: tuple[int, int] | None = None, quoted: str | None = None, hint: str | None = "",
+                exit_code: int = 1, summary: str | None = None) -> str:
+    """Check one diagnostic of ``r`` and return its rendered block.
+
+    ``at`` is (line, column); ``quoted`` is the text the caret must underline exactly (it is
+    found at ``at`` in the quoted source line); ``hint`` a substring the hint must contain
+    (``""``: a hint must exist; ``None``: no check).
+    """
+    err = r.stderr
+    assert "Traceback" not in err and "Traceback" not in r.stdout, err
+    assert "internal error" not in err, err
+    assert r.returncode == exit_code, (r.returncode, r.stdout, err)
+    pat = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): error\[" + re.escape(code) + r"\]: (?P<summary>.*)$",
+                     re.M)
+    heads = list(pat.finditer(err))
+    assert heads, f"no error[{code}] with file:line:col in:\n{err}"
+    m = heads[0]
+    if file is not None:
+        assert m["file"] == str(file), (m["file"], str(file))
+    line, col = int(m["line"]), int(m["col"])
+    if at is not None:
+        assert (line, col) == at, ((line, col), at, err)
+    if summary is not None:
+        assert summary in m["summary"], (summary, m["summary"])
+    # the block of this diagnostic: up to the next diagnostic head or the error count
+    rest = err[m.end():]
+    nxt = re.search(r"^(\S.*?:\d+:\d+: (error|warning)\[|\d+ errors?$)", rest, re.M)
+    block = m.group(0) + (rest[: nxt.start()] if nxt else rest)
+    lines = block.splitlines()
+    # the quoted source line and its caret line
+    gutter = f"{line:>4} | "
+    qi = next((i for i, ln in enumerate(lines) if ln.startswith(gutter)), None)
+    assert qi is not None, f"source line {line} not quoted:\n{block}"
+    src, caret = lines[qi][len(gutter):], lines[qi + 1]
+    assert set(caret.strip()) == {"^"}, caret
+    start = caret.index("^") - len(gutter)
+    width = len(caret.strip())
+    assert start == col - 1, (caret, col)
+    if quoted is not None:
+        assert src[start:start + width] == quoted, (src[start:start + width], quoted)
+    if hint is not None:
+        hints = [ln.strip()[len("hint: "):] for ln in lines if ln.strip().startswith("hint: ")]
+        assert hints and hints[0].strip(), f"no hint:\n{block}"
+        assert hint in hints[0], (hint, hints[0])
+    return block
+
+
+# ---------------------------------------------------------------- syntax
+def test_syntax_error_lists_expected_tokens(tmp_path):
+    text = "device d {\n  memory = 24 GB\n  mem_bw 1008 GB/s\n}\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    block = assert_diag(r, "syntax", file=p, at=line_col(text, "1008"), quoted="1008",
+                        hint="name = value", summary="unexpected '1008'; expected '='")
+
+
+def test_syntax_error_thousands_separator(tmp_path):
+    text = "device d { x = 1,000 GB }\n"
+    p = write(tmp_path, text)
+    r = run("eval", str(p))
+    assert_diag(r, "syntax", file=p, at=line_col(text, ","), quoted=",", hint="thousands separators",
+                summary="expected")
+
+
+def test_syntax_error_unclosed_brace_at_end_of_file(tmp_path):
+    text = "device d {\n  x = 5 GB\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert_diag(r, "syntax", file=p, hint="'{' is not closed", summary="unexpected end of file; expected")
+
+
+def test_syntax_error_single_quoted_string(tmp_path):
+    text = "device d { x = 'a' }\n"
+    p = write(tmp_path, text)
+    assert_diag(run("check", str(p)), "syntax", file=p, at=line_col(text, "'"), hint="double quotes")
+
+
+# ---------------------------------------------------------------- names
+def test_unknown_name_did_you_mean(tmp_path):
+    text = 'import "@catalog/hardware.plan"\ndevice d { a = rtx4090.memroy }\n'
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert_diag(r, "unknown-name", file=p, at=line_col(text, "rtx4090.memroy"), quoted="rtx4090.memroy",
+                hint="did you mean 'memory'?", summary="has no field 'memroy'")
+
+
+def test_unknown_local_name_did_you_mean(tmp_path):
+    text = "device d { bandwidth = 5 GB/s; x = 2 * bandwith }\n"
+    p = write(tmp_path, text)
+    assert_diag(run("check", str(p)), "unknown-name", file=p, at=line_col(text, "bandwith"),
+                quoted="bandwith", hint="did you mean 'bandwidth'?")
+
+
+# ---------------------------------------------------------------- units
+def test_unit_mismatch(tmp_path):
+    text = "device d {\n  x = 5 GB + 3 s\n}\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert_diag(r, "unit-mismatch", file=p, at=line_col(text, "5 GB"), quoted="5 GB + 3 s",
+                hint="same dimension", summary="cannot add B and s")
+
+
+def test_unknown_unit_hint(tmp_path):
+    text = "device d { memory = 5 KB }\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert_diag(r, "unknown-unit", file=p, at=line_col(text, "KB"), quoted="KB",
+                hint="kB for 1000 bytes or KiB for 1024 bytes", summary="unknown unit 'KB'")
+
+
+def test_unknown_unit_did_you_mean(tmp_path):
+    text = "device d { memory = 5 GIB }\n"
+    p = write(tmp_path, text)
+    assert_diag(run("check", str(p)), "unknown-unit", file=p, quoted="GIB", hint="did you mean")
+
+
+# ---------------------------------------------------------------- cycles
+def test_cyclic_definition_names_the_cycle(tmp_path):
+    text = "device d {\n  a = b + 1 GB\n  b = a\n}\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    block = assert_diag(r, "cycle", file=p, hint="break the cycle")
+    assert "d.a -> d.b -> d.a" in block or "d.b -> d.a -> d.b" in block, block
+
+
+def test_extends_cycle(tmp_path):
+    text = "device a extends b { x = 1 }\ndevice b extends a { y = 2 }\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    block = assert_diag(r, "cycle", file=p, hint="cannot extend itself")
+    assert re.search(r"a -> b -> a|b -> a -> b", block), block
+
+
+def test_extends_itself(tmp_path):
+    text = "device a extends a { x = 1 }\n"
+    p = write(tmp_path, text)
+    block = assert_diag(run("check", str(p)), "cycle", file=p, at=line_col(text, "a {"), quoted="a")
+    assert "a -> a" in block, block
+
+
+# ---------------------------------------------------------------- files and declarations
+def test_missing_import(tmp_path):
+    text = 'import "@catalog/hardware.plan"\nimport "nope.plan"\ndevice d { x = 1 }\n'
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert_diag(r, "missing-import", file=p, at=(2, 1), quoted='import "nope.plan"', hint="relative to the importing file")
+
+
+def test_missing_catalog_import(tmp_path):
+    text = 'import "@catalog/hardwar.plan"\n'
+    p = write(tmp_path, text)
+    assert_diag(run("check", str(p)), "missing-import", file=p, at=(1, 1), hint="@catalog/hardware.plan")
+
+
+def test_duplicate_declaration_same_file(tmp_path):
+    text = "device d { x = 1 }\ndevice d { x = 2 }\n"
+    p = write(tmp_path, text)
+    block = assert_diag(run("check", str(p)), "duplicate", file=p, at=(2, 8), quoted="d", hint="rename one")
+    assert "first declared at" in block
+
+
+def test_duplicate_declaration_across_files(tmp_path):
+    write(tmp_path, "device rtx4090 { memory = 1 GB }\n", "mine.plan")
+    text = 'import "@catalog/hardware.plan"\nimport "mine.plan"\n'
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    block = assert_diag(r, "duplicate", quoted="rtx4090", hint="global across imported files",
+                        summary="'rtx4090' is declared twice")
+    assert "first declared at" in block and "hardware.plan" in block, block
+
+
+def test_duplicate_field(tmp_path):
+    text = "device d {\n  memory = 24 GB\n  memory = 48 GB\n}\n"
+    p = write(tmp_path, text)
+    block = assert_diag(run("check", str(p)), "duplicate", file=p, at=(3, 3), quoted="memory",
+                        hint="one assignment per name", summary="assigned twice")
+    assert "first assigned at" in block
+
+
+def test_duplicate_block_parameter(tmp_path):
+    text = variant("use compute {}", "use compute { label_tokens = 1 token; label_tokens = 2 token }")
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "duplicate", file=p, at=line_col(text, "label_tokens", 1),
+                quoted="label_tokens", hint="one assignment")
+
+
+def test_unknown_declaration_kind(tmp_path):
+    text = "devise d { memory = 24 GB }\n"
+    p = write(tmp_path, text)
+    assert_diag(run("check", str(p)), "unknown-kind", file=p, at=(1, 1), quoted="devise",
+                hint="did you mean 'device'?")
+
+
+def test_not_utf8(tmp_path):
+    p = tmp_path / "t.plan"
+    p.write_bytes(b"device d { x = 1 }\n# caf\xe9\n")
+    assert_diag(run("check", str(p)), "encoding", file=p, at=(2, 6), hint="UTF-8")
+
+
+# ---------------------------------------------------------------- values
+def test_division_by_zero_literal(tmp_path):
+    text = "device d {\n  x = 1 GB / (2 s - 2 s)\n}\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert_diag(r, "division-by-zero", file=p, at=line_col(text, "2 s - 2 s"), quoted="2 s - 2 s",
+                hint="zero")
+
+
+def test_division_by_zero_through_a_reference(tmp_path):
+    text = "device d {\n  t = 0 s\n  x = 1 GB / t\n}\n"
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "division-by-zero", file=p, hint="d.t")
+
+
+def test_zero_gpus_is_out_of_range_not_a_division_by_zero(tmp_path):
+    text = variant("gpus = 48", "gpus = 0")
+    p = write(tmp_path, text)
+    r = run("eval", str(p))
+    assert_diag(r, "out-of-range", file=p, at=line_col(text, "0;"), quoted="0", hint="number of GPUs",
+                summary="'gpus' = 0 is outside [1, inf)")
+    assert "division-by-zero" not in r.stderr, r.stderr
+
+
+def test_out_of_range_mfu(tmp_path):
+    text = variant("mfu = 40 %", "mfu = 150 %")
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "out-of-range", file=p, at=line_col(text, "150 %"), quoted="150 %",
+                hint="efficiency", summary="outside (0, 1]")
+
+
+def test_square_root_of_negative_is_an_error(tmp_path):
+    text = "device d { x = sqrt(0 GB^2 - 4 GB^2) }\n"
+    p = write(tmp_path, text)
+    r = run("get", str(p), "d.x")
+    assert_diag(r, "out-of-range", file=p, hint="negative", summary="not a real number")
+
+
+def test_type_error_string_in_arithmetic(tmp_path):
+    text = 'device d { x = "fast" * 2 }\n'
+    p = write(tmp_path, text)
+    assert_diag(run("check", str(p)), "type", file=p, at=line_col(text, '"fast"'), quoted='"fast"',
+                hint="numbers")
+
+
+def test_unknown_function(tmp_path):
+    text = "device d { x = sqr(4) }\n"
+    p = write(tmp_path, text)
+    assert_diag(run("check", str(p)), "unknown-name", file=p, quoted="sqr", hint="did you mean 'sqrt'?")
+
+
+# ---------------------------------------------------------------- use blocks
+def test_unknown_use_block_did_you_mean(tmp_path):
+    text = variant("use finish {}", "use finsh {}")
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "unknown-plugin", file=p, at=line_col(text, "finsh"), quoted="finsh",
+                hint="did you mean 'finish'?")
+
+
+def test_unknown_block_parameter(tmp_path):
+    text = variant("use compute {}", "use compute { label_tokns = 5 token }")
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "unknown-name", file=p, at=line_col(text, "label_tokns"),
+                quoted="label_tokns", hint="did you mean 'label_tokens'?")
+
+
+def test_missing_required_parameter(tmp_path):
+    text = variant("use zero { stage = 3; link = pcie4_x16 }", "use zero { stage = 3 }")
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "missing-parameter", file=p, at=line_col(text, "zero"), quoted="zero",
+                hint="link = ", summary="needs 'link'")
+
+
+def test_missing_plan_parameter(tmp_path):
+    text = variant("  mfu = 40 %\n", "")
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "missing-parameter", file=p, at=line_col(text, "p {"), quoted="p",
+                hint="mfu = ", summary="needs 'mfu'")
+
+
+def test_bad_choice(tmp_path):
+    text = variant("use memory { usable", 'use memory { optimizer = "adma"; usable')
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "out-of-range", file=p, at=line_col(text, '"adma"'), quoted='"adma"',
+                hint='did you mean "adam"?')
+
+
+# ---------------------------------------------------------------- results, not errors
+def test_not_fitting_in_memory_is_a_result(tmp_path):
+    p = write(tmp_path, variant("usable = 22 GiB", "usable = 10 GiB"))
+    r = run("eval", str(p))
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert re.search(r"FAIL\s+p\.fits_memory", r.stdout), r.stdout
+    strict = run("eval", "--strict", str(p))
+    assert strict.returncode == 1, strict.stderr
+    assert "Traceback" not in strict.stderr
+    assert re.search(r"FAIL\s+p\.fits_memory", strict.stdout)
+    js = run("eval", "--format", "json", str(p))
+    assert js.returncode == 0
+    reqs = {q["name"]: q["ok"] for q in json.loads(js.stdout)["plans"]["p"]["requirements"]}
+    assert reqs["fits_memory"] is False
+
+
+def test_fitting_plan_strict_is_ok(tmp_path):
+    p = write(tmp_path, PLAN)
+    r = run("eval", "--strict", str(p))
+    assert r.returncode == 0, r.stderr
+    assert "FAIL" not in r.stdout
+
+
+# ---------------------------------------------------------------- command line
+def test_get_unknown_name(tmp_path):
+    p = write(tmp_path, PLAN)
+    r = run("get", str(p), "p.finish_tme")
+    assert_diag(r, "unknown-name", file="<command line>", at=(1, 1), quoted="p.finish_tme",
+                hint="did you mean 'finish_time'?")
+    assert r.stdout == ""
+
+
+def test_get_unknown_declaration(tmp_path):
+    p = write(tmp_path, PLAN)
+    assert_diag(run("get", str(p), "pp.finish_time"), "unknown-name", file="<command line>",
+                quoted="pp.finish_time", hint="did you mean 'p'?")
+
+
+def test_solve_query_syntax_error(tmp_path):
+    p = write(tmp_path, PLAN)
+    r = run("solve", str(p), "--query", "p.mfu for p.finish_time = cpt.deadline")
+    q = "p.mfu for p.finish_time = cpt.deadline"
+    assert_diag(r, "syntax", file="<query>", at=(1, q.index("=") + 1), quoted="=", hint="==")
+
+
+def test_solve_query_unknown_name(tmp_path):
+    p = write(tmp_path, PLAN)
+    r = run("solve", str(p), "--query", "p.mfo for p.finish_time == cpt.deadline")
+    assert_diag(r, "unknown-name", file="<query>", quoted="p.mfo", hint="did you mean 'mfu'?")
+
+
+def test_solve_query_with_a_string(tmp_path):
+    p = write(tmp_path, PLAN)
+    r = run("solve", str(p), "--query", 'p.mfu for p.finish_time == "soon"')
+    assert_diag(r, "type", file="<query>", quoted='"soon"')
+
+
+def test_solve_statement_unknown_target_in_file(tmp_path):
+    text = PLAN + "solve p.mfo for p.finish_time == cpt.deadline\n"
+    p = write(tmp_path, text)
+    assert_diag(run("solve", str(p)), "unknown-name", file=p, at=line_col(text, "p.mfo"), quoted="p.mfo",
+                hint="did you mean 'mfu'?")
+
+
+def test_missing_root_file(tmp_path):
+    r = run("check", str(tmp_path / "none.plan"))
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert "error[missing-file]" in r.stderr and "hint:" in r.stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["eval"], ["get", "x.plan"], ["eval", "--format", "xml", "x.plan"]])
+def test_usage_errors_exit_2(argv):
+    r = run(*argv)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert "usage: plan" in (r.stderr + r.stdout)
+
+
+# ---------------------------------------------------------------- JSON diagnostics
+@pytest.mark.parametrize("cmd", ["check", "eval", "solve"])
+def test_json_diagnostics(tmp_path, cmd):
+    text = "device d {\n  x = 5 GB + 3 s\n}\n"
+    p = write(tmp_path, text)
+    r = run(cmd, "--format", "json", str(p))
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    data = json.loads(r.stdout)
+    (d,) = data["diagnostics"]
+    assert d["severity"] == "error" and d["code"] == "unit-mismatch"
+    assert (d["file"], d["line"], d["column"]) == (str(p), 2, 7)
+    assert d["hint"]
+
+
+def test_json_diagnostics_syntax(tmp_path):
+    p = write(tmp_path, "device d {\n  mem_bw 1008 GB/s\n}\n")
+    r = run("check", "--format", "json", str(p))
+    assert r.returncode == 1
+    (d,) = json.loads(r.stdout)["diagnostics"]
+    assert (d["code"], d["file"], d["line"], d["column"]) == ("syntax", str(p), 2, 10)
+    assert isinstance(d["related"], list)
+
+
+def test_json_diagnostics_related_spans(tmp_path):
+    p = write(tmp_path, "device d { x = 1 }\ndevice d { x = 2 }\n")
+    (d,) = json.loads(run("check", "--format", "json", str(p)).stdout)["diagnostics"]
+    assert d["code"] == "duplicate"
+    assert d["related"] == [{"note": "first declared", "file": str(p), "line": 1, "column": 8}]
+
+
+def test_all_errors_are_reported(tmp_path):
+    text = "device d {\n  x = 5 GB + 3 s\n  y = nope\n  z = 5 KB\n}\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert r.returncode == 1
+    for code in ("unit-mismatch", "unknown-name", "unknown-unit"):
+        assert f"error[{code}]" in r.stderr, r.stderr
+    assert "3 errors" in r.stderr
