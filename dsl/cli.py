@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("file", metavar="FILE")
     g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time or qwen3_8b.params")
     g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
+    g.add_argument("--expr", action="store_true",
+                   help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
 
     c = sub.add_parser("check", help="parse, resolve names and check units; evaluate nothing",
                        description="Parse FILE and its imports, resolve names, extends and imports, build "
@@ -216,7 +218,12 @@ def cmd_get(args) -> int:
     if val is None:
         print(f"plan: error: '{args.name}' has no value", file=sys.stderr)
         return EXIT_PLAN
-    print(repr(float(val)))
+    if args.expr:
+        import sympy as sp
+        print(sp.sstr(ws.full_expr(nid)))
+        return EXIT_OK
+    v = float(val)
+    print(int(v) if v.is_integer() and abs(v) < 1e15 else repr(v))
     return EXIT_OK
 
 

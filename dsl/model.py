@@ -605,7 +605,7 @@ class Workspace:
         info._merged = True
 
     def _config_fields(self, d: A.Decl) -> dict[str, A.Assign]:
-        path = Path(d.span.file).resolve().parent / d.source
+        path = self._import_path(Path(d.span.file).resolve().parent, d.source)
         try:
             cfg = json.loads(path.read_text(encoding="utf-8"))
         except OSError:
