@@ -116,7 +116,9 @@ def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
 
 
 def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
-    from .units import format_number, parse_unit
+    """Headline quantities (``value`` in ``unit``, ``si`` in base units), requirements
+    (``lhs``/``rhs`` in ``unit``, ``lhs_si``/``rhs_si`` in base units) and critical paths."""
+    from .units import convert, format_number, parse_unit
 
     by_dim = {}
     for u in units:
@@ -129,13 +131,18 @@ def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
             qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
         cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines else None
-        out[p] = {"quantities": qs, "requirements": ws.requirement_results(p), "critical_path": cp}
+        reqs = ws.requirement_results(p)
+        for r in reqs:
+            u = by_dim.get(parse_unit(r["unit"]).dim if r["unit"] else None) or r["unit"]
+            r["unit"] = u
+            r["lhs"], r["rhs"] = convert(r["lhs_si"], u), convert(r["rhs_si"], u)
+        out[p] = {"quantities": qs, "requirements": reqs, "critical_path": cp}
     return out
 
 
 def cmd_eval(args) -> int:
-    from .diagnostics import Diagnostic, PlanError, Span
-    from .units import format_number
+    from .diagnostics import Diagnostic, PlanError
+    from .units import convert, format_number
 
     ws = _load(args.file)
     _warn(ws)
@@ -146,7 +153,7 @@ def cmd_eval(args) -> int:
             from .diagnostics import did_you_mean
             g = did_you_mean(unknown[0], plans)
             raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {args.file}",
-                                        Span(args.file, 1, 1, 1, 1), f"did you mean '{g}'?" if g else
+                                        None, f"did you mean '{g}'?" if g else
                                         "plans: " + ", ".join(plans))])
         plans = [p for p in plans if p in args.plan]
     from .units import UnitError, parse_unit
@@ -185,17 +192,17 @@ def cmd_eval(args) -> int:
     lines.append("requirements")
     for p in plans:
         for r in rep[p]["requirements"]:
-            from .units import convert
-            lhs, rhs = convert(r["lhs"], r["unit"]), convert(r["rhs"], r["unit"])
             mark = "ok  " if r["ok"] else "FAIL"
-            lines.append(f"  {mark} {p}.{r['name']}: {format_number(lhs)} {r['op']} {format_number(rhs)} {r['unit']}"
-                         + ("" if r["ok"] else "  <- violated"))
+            lines.append(f"  {mark} {p}.{r['name']}: {format_number(r['lhs'])} {r['op']} "
+                         f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
     cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
     if cps:
         lines.append("")
         lines.append("critical path of one step")
         for p, cp in cps:
-            lines.append(f"  {p}: " + " -> ".join(cp["path"]) + f"  ({format_number(cp['makespan'])} s)")
+            tu = next((u for u in args.units if parse_unit(u).dim == parse_unit("s").dim), "s")
+            path = [a["id"] for a in cp["activities"] if a["id"] in cp["path"] and a["duration"] > 0]
+            lines.append(f"  {p}: " + " -> ".join(path) + f"  ({format_number(convert(cp['makespan'], tu))} {tu})")
     print("\n".join(lines))
     return EXIT_PLAN if (violated and args.strict) else EXIT_OK
 
@@ -275,6 +282,8 @@ def cmd_solve(args) -> int:
             lines.append(f"  {s.target} = {shown}   (nominal {nominal}; {s.method})")
             if s.holds:
                 lines.append(f"  the relation holds for {s.holds.replace('boundary', shown)}")
+            if s.note:
+                lines.append(f"  note: {s.note}")
             if s.symbolic:
                 lines.append(f"  where {s.symbolic}")
         lines.append("")

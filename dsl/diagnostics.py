@@ -88,15 +88,24 @@ _source_cache: dict[str, list[str]] = {}
 
 def remember_source(path: str, text: str) -> None:
     """Keep a file's text so diagnostics can quote it."""
-    _source_cache[path] = text.splitlines()
+    _source_cache[path] = split_lines(text)
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as the parser counts them: split at ``\n`` only (``str.splitlines`` also splits
+    at form feeds, ``\x1c``-``\x1e``, ``\u2028`` …, which would shift line numbers)."""
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _source_line(path: str, line: int) -> str | None:
     lines = _source_cache.get(path)
     if lines is None:
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError:
+            lines = split_lines(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
             return None
         _source_cache[path] = lines
     if 1 <= line <= len(lines):

@@ -675,7 +675,8 @@ class Workspace:
                     guess = did_you_mean(pname, known)
                     self.rep.error("unknown-name", f"`use {bname}` has no parameter '{pname}'", a.name_span,
                                    (f"did you mean '{guess}'? " if guess else "") +
-                                   "parameters: " + ", ".join(sorted(known)))
+                                   ("parameters: " + ", ".join(sorted(known)) if known else
+                                    f"`use {bname}` takes no parameters"))
             for p in spec.params:
                 nid = f"{info.name}.{bname}.{p.name}"
                 if p.name in given:
@@ -1303,9 +1304,13 @@ class Workspace:
             if lv is None or rv is None:
                 continue
             ok = {"<=": lv <= rv, ">=": lv >= rv, "<": lv < rv, ">": lv > rv, "==": lv == rv}[r.op]
-            out.append({"name": r.name, "ok": bool(ok), "lhs": float(lv), "rhs": float(rv), "op": r.op,
+            out.append({"name": r.name, "ok": bool(ok), "lhs_si": float(lv), "rhs_si": float(rv), "op": r.op,
                         "unit": r.unit, "doc": r.doc, "plugin": r.plugin})
         return out
+
+    def requirement(self, plan: str, name: str) -> dict | None:
+        """One requirement's result (see :meth:`requirement_results`), or None."""
+        return next((r for r in self.requirement_results(plan) if r["name"] == name), None)
 
     def _subs_value(self, expr):
         subs = {}

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import ast as A
-from .diagnostics import Diagnostic, PlanError, Span, remember_source
+from .diagnostics import Diagnostic, PlanError, Span, remember_source, split_lines
 
 
 def grammar_path() -> Path:
@@ -166,7 +166,7 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
         tok = err.token
         shown = "end of file" if tok.type == "$END" else repr(str(tok)).replace("\\n", "newline")
         if tok.type == "$END":
-            lines = text.splitlines() or [""]
+            lines = split_lines(text)
             line, col = len(lines), len(lines[-1]) + 1
             summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
             width = 1
@@ -184,7 +184,8 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
         elif tok.type == "EQUAL" and "CMP" in err.expected:
             hint = "write == to compare"
     elif isinstance(err, UnexpectedCharacters):
-        ch = text.splitlines()[line - 1][col - 1] if line - 1 < len(text.splitlines()) else "?"
+        lines = split_lines(text)
+        ch = lines[line - 1][col - 1:col] or "?" if line - 1 < len(lines) else "?"
         summary = f"unexpected character {ch!r}"
         if err.allowed:
             summary += f"; expected {_describe_expected(err.allowed)}"
@@ -194,7 +195,7 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
         elif ch in "'":
             hint = 'strings use double quotes: "like this"'
     elif isinstance(err, UnexpectedEOF):
-        lines = text.splitlines() or [""]
+        lines = split_lines(text)
         line, col = len(lines), len(lines[-1]) + 1
         summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
         width = 1
@@ -204,7 +205,7 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
 
 
 def _prev_is_number(text: str, line: int, col: int) -> bool:
-    lines = text.splitlines()
+    lines = split_lines(text)
     if line - 1 >= len(lines):
         return False
     before = lines[line - 1][: col - 1].rstrip()

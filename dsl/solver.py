@@ -8,7 +8,8 @@ derived quantity, its definition is cut), every other input at its nominal value
    ``sympy.solve``; every root is verified on the full equation and the real root nearest
    the nominal value is kept.
 2. **Numeric** fallback: a sign change is bracketed by scanning geometrically around the
-   nominal value and refined with a bracketing solver (mpmath ``anderson``).
+   nominal value and refined by bisection (which also finds the jump of a ceil()/floor()
+   step function, where a root-polishing method would not).
 
 A readable symbolic answer is also given in terms of the neighbouring quantities (only the
 nodes between TARGET and the equation are expanded), when it stays short.  For ``<=``/``>=``/``<``/``>`` the
@@ -36,11 +37,17 @@ class Solution:
     symbolic: str | None
     holds: str | None            # for inequalities: "target >= boundary" …
     note: str = ""
+    feasible: bool = True        # False when the answer lies outside the target's allowed range
 
     def to_json(self) -> dict:
-        return {"query": self.query, "target": self.target, "unit": self.unit, "value": self.value,
-                "nominal": self.nominal, "method": self.method, "symbolic": self.symbolic,
-                "holds": self.holds, "note": self.note}
+        """``value``/``nominal`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base units;
+        ``symbolic`` is in base units."""
+        from .units import convert
+        conv = (lambda v: None if v is None else convert(v, self.unit))
+        return {"query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
+                "si": self.value, "nominal": conv(self.nominal), "nominal_si": self.nominal,
+                "method": self.method, "symbolic": self.symbolic, "holds": self.holds, "note": self.note,
+                "feasible": self.feasible}
 
 
 def _branch(e, at: dict):
@@ -100,6 +107,16 @@ def solve_query(ws, q: A.Query) -> Solution:
 
     scale = max(abs(resid(x0)) if x0 is not None else 0.0, float(abs(rhs.expr.xreplace(
         {s: ws.value(s.name) for s in rhs.expr.free_symbols}) or 1)), 1e-300)
+    tol = 1e-12 * scale
+
+    def holds_at(v: float) -> bool | None:
+        """Truth of the relation at v; equality is judged with a tolerance relative to the
+        sides' magnitude, since the residual is evaluated in floating point."""
+        r = resid(v)
+        if r != r:
+            return None
+        return {"<=": r <= tol, "<": r < -tol, ">=": r >= -tol, ">": r > tol, "==": abs(r) <= tol}[q.op]
+
     value, method = None, "none"
     at0 = {x: sp.Float(x0 if x0 is not None else 1.0)}
     try:
@@ -112,7 +129,15 @@ def solve_query(ws, q: A.Query) -> Solution:
     except Exception:
         pass
     if value is None:
-        value = _bracket(resid, x0 if x0 else 1.0)
+        if q.op == "==":
+            fn = resid
+        else:
+            # bracket the change of truth of the relation, not a root of LHS − RHS: with
+            # ceil()/floor() the difference is flat (zero) over whole intervals
+            def fn(v: float) -> float:
+                ok = holds_at(v)
+                return float("nan") if ok is None else (1.0 if ok else -1.0)
+        value = _bracket(fn, x0 if x0 else 1.0)
         method = "numeric" if value is not None else "none"
 
     symbolic = None
@@ -132,15 +157,25 @@ def solve_query(ws, q: A.Query) -> Solution:
     holds = None
     if q.op != "==" and value is not None:
         eps = abs(value) * 1e-6 or 1e-9
-        above = resid(value + eps)
-        ok_above = {"<=": above <= 0, "<": above < 0, ">=": above >= 0, ">": above > 0}[q.op]
+        ok_above = bool(holds_at(value + eps))
         strict = q.op in ("<", ">")
         holds = f"{target} {('>' if ok_above else '<') + ('' if strict else '=')} boundary"
-    note = ""
+    note, feasible = "", True
+    spec = ws.param_specs.get(target)
+    if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
+        from .units import parse_unit
+        x = value / float(parse_unit(spec.unit).scale) if spec.unit else value
+        low = spec.min is not None and (x <= spec.min if spec.min_open else x < spec.min)
+        high = spec.max is not None and x > spec.max
+        if low or high:
+            feasible = False
+            rng = (("(" if spec.min_open else "[") + (f"{spec.min:g}" if spec.min is not None else "-inf") + ", "
+                   + (f"{spec.max:g}]" if spec.max is not None else "inf)") + (f" {spec.unit}" if spec.unit else ""))
+            note = f"infeasible: the answer lies outside the allowed range {rng} of {q.target.dotted}"
     if value is None:
         symbolic = None
         note = "no root found: the two sides do not cross for any value of the target near its nominal value"
-    return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note)
+    return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible)
 
 
 def _between(ws, target: str, f) -> frozenset:
@@ -156,11 +191,27 @@ def _between(ws, target: str, f) -> frozenset:
     return frozenset(desc & anc)
 
 
-def _bracket(resid, x0: float) -> float | None:
-    """Find a sign change of ``resid`` around ``x0`` (geometric scan) and refine it."""
-    import math
+def _bisect(resid, a: float, b: float) -> float:
+    """Bisection on a bracket [a, b] with a sign change: robust for the step functions that
+    ceil()/floor() create (it converges to the jump) as well as for continuous ones."""
+    ra = resid(a)
+    for _ in range(200):
+        mid = (a + b) / 2
+        if mid in (a, b) or b - a <= 1e-15 * max(abs(a), abs(b)):
+            break
+        rm = resid(mid)
+        if rm == 0:
+            return mid
+        if (rm > 0) == (ra > 0):
+            a, ra = mid, rm
+        else:
+            b = mid
+    return (a + b) / 2
 
-    import mpmath
+
+def _bracket(resid, x0: float) -> float | None:
+    """Find a sign change of ``resid`` around ``x0`` (geometric scan) and refine it by bisection."""
+    import math
 
     r0 = resid(x0)
     if r0 == 0:
@@ -175,17 +226,7 @@ def _bracket(resid, x0: float) -> float | None:
             prev = prev_hi if prev_name == "hi" else prev_lo
             if not math.isnan(r) and not math.isnan(prev[1]) and (r == 0 or (r > 0) != (prev[1] > 0)):
                 a, b = sorted((prev[0], cand))
-                try:
-                    return float(mpmath.findroot(lambda t: resid(float(t)), (a, b), solver="anderson"))
-                except Exception:
-                    lo, hi = a, b
-                    for _ in range(200):
-                        mid = (lo + hi) / 2
-                        if (resid(mid) > 0) == (resid(lo) > 0):
-                            lo = mid
-                        else:
-                            hi = mid
-                    return (lo + hi) / 2
+                return _bisect(resid, a, b)
             if prev_name == "hi":
                 prev_hi = (cand, r)
             else:

@@ -480,3 +480,10 @@ def test_all_errors_are_reported(tmp_path):
     for code in ("unit-mismatch", "unknown-name", "unknown-unit"):
         assert f"error[{code}]" in r.stderr, r.stderr
     assert "3 errors" in r.stderr
+
+
+def test_parameter_of_a_block_without_parameters(tmp_path):
+    text = variant("use finish {}", "use finish { deadline = 3 day }")
+    p = write(tmp_path, text)
+    assert_diag(run("eval", str(p)), "unknown-name", file=p, at=line_col(text, "deadline = 3"), quoted="deadline",
+                hint="`use finish` takes no parameters")

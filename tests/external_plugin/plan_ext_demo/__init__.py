@@ -1,0 +1,1 @@
+"""A tiny external plugin for the plan DSL: ``use demo { gpu_hour = … }``."""

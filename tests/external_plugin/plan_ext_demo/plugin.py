@@ -1,0 +1,39 @@
+"""``use demo { gpu_hour = … }`` — the rental cost of a plan's GPUs until it finishes.
+
+Registered through the ``plan.plugins`` entry point ``demo`` (see ../pyproject.toml),
+exactly like the built-in plugins.  Reads the plan's ``gpus`` and the ``finish_time``
+priced by ``use finish``; defines ``gpu_hours`` (GPU time rented) and ``gpu_cost``
+(a plain number in the currency of ``gpu_hour``)::
+
+    gpu_hours = gpus · finish_time
+    gpu_cost  = gpu_hours [h] · gpu_hour
+"""
+from __future__ import annotations
+
+from dsl.hookspecs import hookimpl
+from dsl.plugins import Param, UseSpec
+
+SPEC = UseSpec(
+    "demo",
+    "rental cost of the plan's GPUs until it finishes (external demo plugin)",
+    params=(Param("gpu_hour", "", None, "price of one GPU for one hour (any currency)", min=0),),
+    plan_params=(Param("gpus", "", doc="number of GPUs", min=1),),
+    order=90,
+)
+
+
+@hookimpl
+def plan_blocks_register():
+    return [SPEC]
+
+
+@hookimpl
+def plan_quantities_price(ctx):
+    block = ctx.block("demo")
+    if block is None:
+        return
+    gpus = ctx.param("gpus")
+    finish = ctx.q("finish_time", "s")
+    hours = ctx.define("gpu_hours", gpus * finish, "h", "GPU time rented: gpus × finish time", headline=True)
+    ctx.define("gpu_cost", hours / 3600 * block.q("gpu_hour"), "", "gpu_hours × price of a GPU-hour",
+               headline=True)

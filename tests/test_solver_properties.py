@@ -1,0 +1,64 @@
+"""Property tests of the solver: answers agree with closed forms computed here."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsl.model import Workspace
+from dsl.parser import parse_query
+from dsl.solver import solve_query
+
+pos = st.fractions(min_value=Fraction(1, 10), max_value=Fraction(1000)).map(lambda f: f.limit_denominator(1000))
+
+
+def _ws(text: str) -> Workspace:
+    return Workspace("mem.plan", text=text)
+
+
+def _lit(f: Fraction) -> str:
+    return f"({f.numerator} / {f.denominator})"
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=pos, b=pos, c=pos, x0=pos)
+def test_linear_break_even(a, b, c, x0):
+    """y = a·x + b seconds; solving x for y == c gives (c − b)/a exactly."""
+    ws = _ws(f"workload w {{ x = {_lit(x0)} * 1 s; y = {_lit(a)} * x + {_lit(b)} * 1 s }}")
+    s = solve_query(ws, parse_query(f"w.x for w.y == {_lit(c)} * 1 s"))
+    expected = float((c - b) / a)
+    assert s.value == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert s.method == "symbolic"
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=pos, b=pos, c=pos, k=pos)
+def test_inverse_break_even(a, b, c, k):
+    """t = k/x + b (like compute time over efficiency); x for t == b + c gives k/c."""
+    ws = _ws(f"workload w {{ x = {_lit(a)}; t = {_lit(k)} * 1 s / x + {_lit(b)} * 1 s }}")
+    s = solve_query(ws, parse_query(f"w.x for w.t == {_lit(b + c)} * 1 s"))
+    assert s.value == pytest.approx(float(k / c), rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=pos, b=pos, x0=pos, extra=pos)
+def test_max_plus_branch(a, b, x0, extra):
+    """y = max(a·x, b) + 1 s; a target above b + 1 s is reached on the a·x branch."""
+    target = b + 1 + extra
+    ws = _ws(f"workload w {{ x = {_lit(x0)} * 1 s; y = max({_lit(a)} * x, {_lit(b)} * 1 s) + 1 s }}")
+    s = solve_query(ws, parse_query(f"w.x for w.y == {_lit(target)} * 1 s"))
+    assert s.value == pytest.approx(float((target - 1) / a), rel=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(min_value=1, max_value=10**6), per=pos, goal=st.integers(min_value=2, max_value=200))
+def test_ceil_goes_numeric_and_lands_on_the_step(n, per, goal):
+    """steps = ceil(n / x); solving x for steps·per <= goal·per lands on the jump x = n/goal
+    (a bracketed numeric root of a step function), and the relation holds above it."""
+    ws = _ws(f"workload w {{ x = 1; t = ceil({n} / x) * {_lit(per)} * 1 s }}")
+    s = solve_query(ws, parse_query(f"w.x for w.t <= {goal} * {_lit(per)} * 1 s"))
+    assert s.method == "numeric"
+    assert s.value == pytest.approx(n / goal, rel=1e-9)
+    assert s.holds == "w.x >= boundary"
