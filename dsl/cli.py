@@ -36,9 +36,12 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("get", help="print one quantity as a bare number (for scripts and CI)",
                        description="Print the nominal value of NAME (plan.quantity, plan.block.param or "
-                                   "declaration.field) as a bare number in its display unit or in --in UNIT.")
+                                   "declaration.field) as a bare number, in the unit `plan eval` shows for it "
+                                   "(GiB, day, %% …) unless --in UNIT is given; scripts should pass --in. "
+                                   "A requirement (plan.meets_deadline, plan.fits_memory) prints true or false.")
     g.add_argument("file", metavar="FILE")
-    g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time or qwen3_8b.params")
+    g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, qwen3_8b.params, or a requirement "
+                                                "such as gpus48.meets_deadline (prints true/false)")
     g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
     g.add_argument("--expr", action="store_true",
                    help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
@@ -163,6 +166,8 @@ def cmd_eval(args) -> int:
         except UnitError as err:
             print(f"plan: error[unknown-unit]: {err}\n  hint: {err.hint}", file=sys.stderr)
             return EXIT_USAGE
+    if not plans:
+        print(f"{args.file}: no plans to evaluate (declare one with `plan NAME {{ … }}`)", file=sys.stderr)
     rep = _report(ws, plans, args.units)
     violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
     if args.format == "json":
@@ -211,6 +216,11 @@ def cmd_get(args) -> int:
     from .units import UnitError
 
     ws = _load(args.file)
+    plan, _, rest = args.name.partition(".")
+    if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and ws.requirement(plan, rest) is not None \
+            and f"{plan}.{rest}" not in ws.nodes:
+        print("true" if ws.requirement(plan, rest)["ok"] else "false")
+        return EXIT_OK
     nid = ws.lookup(args.name)
     n = ws.nodes[nid]
     if not n.numeric:
@@ -221,7 +231,7 @@ def cmd_get(args) -> int:
         val, _ = _display(ws, nid, args.unit)
     except UnitError as e:
         print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
-        return EXIT_PLAN
+        return EXIT_USAGE
     if val is None:
         print(f"plan: error: '{args.name}' has no value", file=sys.stderr)
         return EXIT_PLAN
@@ -242,7 +252,8 @@ def cmd_check(args) -> int:
         print(json.dumps({"file": args.file, "ok": True, "declarations": len(ws.decls),
                           "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
     else:
-        print(f"{args.file}: ok ({len(ws.decls)} declarations in {len(ws.modules)} files)")
+        nd, nf = len(ws.decls), len(ws.modules)
+        print(f"{args.file}: ok ({nd} declaration{'s' if nd != 1 else ''} in {nf} file{'s' if nf != 1 else ''})")
     return EXIT_OK
 
 
@@ -257,7 +268,16 @@ def cmd_solve(args) -> int:
     if not queries:
         print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
         return EXIT_OK
-    sols = [solve_query(ws, q) for q in queries]
+    from .diagnostics import PlanError, render
+    sols, failed = [], []
+    for q in queries:
+        try:
+            sols.append(solve_query(ws, q))
+        except PlanError as e:  # one bad query does not hide the others' answers
+            failed.append((q, e))
+            for d in e.diagnostics:
+                print(render(d), file=sys.stderr)
+    rc = EXIT_PLAN if failed else EXIT_OK
     if args.unit:
         from .units import UnitError, check_unit_for
         for s in sols:
@@ -265,11 +285,13 @@ def cmd_solve(args) -> int:
                 check_unit_for(ws.nodes[s.target].dim, args.unit)
             except UnitError as err:
                 print(f"plan: error[{err.code}]: {err}\n  hint: {err.hint}", file=sys.stderr)
-                return EXIT_PLAN
+                return EXIT_USAGE
             s.unit = args.unit
     if args.format == "json":
-        print(json.dumps({"file": args.file, "solutions": [s.to_json() for s in sols]}, indent=2, sort_keys=True))
-        return EXIT_OK
+        print(json.dumps({"file": args.file, "solutions": [s.to_json() for s in sols],
+                          "diagnostics": [d.to_json() for _, e in failed for d in e.diagnostics]},
+                         indent=2, sort_keys=True))
+        return rc
     lines = []
     for s in sols:
         lines.append(f"solve {s.query}")
@@ -287,8 +309,11 @@ def cmd_solve(args) -> int:
             if s.symbolic:
                 lines.append(f"  where {s.symbolic}")
         lines.append("")
-    print("\n".join(lines).rstrip())
-    return EXIT_OK
+    if lines:
+        print("\n".join(lines).rstrip())
+    if failed:
+        print(f"{len(failed)} of {len(queries)} queries failed", file=sys.stderr)
+    return rc
 
 
 def cmd_plugins(args) -> int:
@@ -307,13 +332,20 @@ def cmd_plugins(args) -> int:
         return EXIT_OK
     lines = ["plugins: " + ", ".join(pl.names), ""]
     for b in blocks:
-        lines.append(f"use {b.name} {{ … }}   — {b.doc}  [plugin {b.plugin}]")
-        for kind, params in (("param", b.params), ("plan", b.plan_params)):
+        lines.append(f"use {b.name} {{ … }}  — {b.doc}  [plugin {b.plugin}]")
+        rows = [("parameter", "unit", "default", "meaning")]
+        for where, params in (("", b.params), ("plan.", b.plan_params)):
             for p in params:
-                unit = p.unit or ("choice" if p.kind == "choice" else p.kind if p.kind != "quantity" else "1")
+                unit = p.unit or {"choice": "choice", "ref": p.ref_kind or "ref", "bool": "bool",
+                                  "int": "integer"}.get(p.kind, "1")
                 default = "required" if p.default is None and not p.optional else (p.default or "optional")
-                lines.append(f"    {'' if kind == 'param' else 'plan.'}{p.name:<16} {unit:<8} {default:<18} {p.doc}")
+                meaning = p.doc + (f" ({', '.join(p.choices)})" if p.choices else "")
+                rows.append((where + p.name, unit, default, meaning))
+        w = [max(len(r[i]) for r in rows) for i in range(3)]
+        for r in rows:
+            lines.append("    " + "  ".join(c.ljust(w[i]) for i, c in enumerate(r[:3])) + "  " + r[3])
         lines.append("")
+    lines.append("`plan.NAME` rows are fields of the plan itself, shared by the blocks that read them.")
     print("\n".join(lines).rstrip())
     return EXIT_OK
 

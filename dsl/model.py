@@ -24,7 +24,7 @@ from typing import Any
 import sympy as sp
 
 from . import ast as A
-from .diagnostics import PlanError, Reporter, Span, did_you_mean, remember_source
+from .diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
 from .plugins import Param, Plugins, UseSpec, get_plugins
 from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
@@ -91,6 +91,7 @@ class Node:
     order: tuple = ()
     fallback: bool = False
     state: int = 0               # 0 unbuilt, 1 building, 2 built, 3 failed
+    default: str | None = None   # the plugin's default text when the user gave no value
     div_checks: list = field(default_factory=list)
 
     @property
@@ -529,6 +530,14 @@ class Workspace:
             # declaration has every required field (a partial one is left free-form)
             if any(p.default is None and not p.optional and p.name not in info.fields for p in spec.fields):
                 continue
+            known = {p.name for p in spec.fields}
+            for fname, a in info.fields.items():
+                if fname not in known:
+                    guess = did_you_mean(fname, known)
+                    self.rep.warning("unknown-field", f"{info.kind} '{info.name}' has a field '{fname}' that no "
+                                     f"plugin documents for a {info.kind}", a.name_span,
+                                     (f"did you mean '{guess}'? " if guess else "") +
+                                     f"documented fields: {', '.join(sorted(known))}")
             for p in spec.fields:
                 nid = f"{info.name}.{p.name}"
                 if p.name not in info.fields and p.default is not None:
@@ -616,7 +625,12 @@ class Workspace:
             self.rep.error("bad-config", f"config file '{d.source}' is not valid JSON: {e.msg} "
                            f"(line {e.lineno}, column {e.colno})", d.source_span, "fix the JSON file")
             return {}
-        mapped = self.plugins.config_import(d.kind, cfg, str(path))
+        try:
+            mapped = self.plugins.config_import(d.kind, cfg, str(path))
+        except (ValueError, KeyError) as e:
+            msg = str(e) if isinstance(e, ValueError) else f"missing key {e} in '{d.source}'"
+            self.rep.error("bad-config", msg, d.source_span, "describe the model by its fields instead")
+            return {}
         if mapped is None:
             self.rep.error("bad-config", f"no plugin understands '{d.source}' as a {d.kind}", d.source_span,
                            "supported: Hugging Face config.json of dense decoders")
@@ -711,7 +725,7 @@ class Workspace:
         expr = parse_expression(p.default, f"<default of {where}.{p.name}>")
         a = A.Assign(p.name, expr, info.ast.name_span, info.ast.name_span)
         self.nodes[nid] = Node(nid, "field", info.name, p.name, assign=a, scope=scope, span=info.ast.name_span,
-                               doc=p.doc)
+                               doc=p.doc, default=p.default)
 
     def _param_expect(self, nid: str, p: Param, block: str | None) -> None:
         self.param_specs[nid] = p
@@ -801,8 +815,15 @@ class Workspace:
             raise _Cycle()
         node.state = 1
         self._stack.append(nid)
+        start = len(self.rep.items)
         try:
             v = self._eval(node.assign.value, node.scope, node)
+        except _Fail:
+            if node.default is not None:
+                self._relocate_default_errors(node, start)
+            node.state = 3
+            self._stack.pop()
+            return node
         except _Cycle:
             node.state = 3
             self._stack.pop()
@@ -825,6 +846,21 @@ class Workspace:
             node.value = v
         node.state = 2
         return node
+
+    def _relocate_default_errors(self, node: Node, start: int) -> None:
+        """Errors inside a plugin's default expression point at the plan (or its block)
+        that relies on the default, since the default's own text is not in any file."""
+        owner = self.decls[node.owner]
+        block = node.scope[1] if node.scope else None
+        span = owner.use_spans.get(block, owner.ast.name_span) if block else owner.ast.name_span
+        where = f"`use {block}` parameter" if block else "plan parameter"
+        for i in range(start, len(self.rep.items)):
+            d = self.rep.items[i]
+            if d.span is not None and d.span.file.startswith("<default"):
+                self.rep.items[i] = Diagnostic(d.severity, d.code,
+                                               f"{d.summary} (in the default `{node.default}` of {where} "
+                                               f"'{node.name}')", span,
+                                               d.hint or f"set `{node.name} = …` explicitly", d.related)
 
     def _fail(self, code: str, summary: str, span: Span, hint: str = "", related=()):
         self.rep.error(code, summary, span, hint, related)
@@ -1007,8 +1043,8 @@ class Workspace:
                     pass
         if self.rep.errors:
             return
+        self._check_expectations()   # first: they point at the user's own fields
         self._check_specs()
-        self._check_expectations()
         for nid, plugin in sorted(self.wanted.items()):
             if nid not in self.nodes:
                 plan, q = nid.split(".", 1)
@@ -1076,6 +1112,8 @@ class Workspace:
             n = self.nodes.get(nid)
             if n is None or n.state != 2 or (only is None and nid in self._spec_reported):
                 continue
+            if n.default is not None and self.rep.errors:
+                continue  # a default is only wrong because of an error already reported
             span = n.assign.value.span if n.assign else n.span
             if p.kind in ("quantity", "int"):
                 if not n.numeric:

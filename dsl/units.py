@@ -157,6 +157,15 @@ _HINTS: dict[str, str] = {
     "d": "write day for days",
     "hr": "write h for hours",
     "TFLOPS": "write TFLOP/s for a rate",
+    "Gbps": "write Gbit/s (gigabits per second) or GB/s (gigabytes per second)",
+    "Mbps": "write Mbit/s", "Tbps": "write Tbit/s", "GBps": "write GB/s", "MBps": "write MB/s",
+    "k": "a prefix needs a unit (kB, kFLOP); for a plain number write 1e3",
+    "K": "a prefix needs a unit (kB, KiB); for a plain number write 1e3",
+    "M": "a prefix needs a unit (MB, MFLOP); for a plain number write 1e6",
+    "G": "a prefix needs a unit (GB, GFLOP); for a plain number write 1e9",
+    "T": "a prefix needs a unit (TB, TFLOP); for a plain number write 1e12, e.g. 1e12 token",
+    "P": "a prefix needs a unit (PB, PFLOP); for a plain number write 1e15",
+    "Bn": "for a plain number write 1e9", "B_tokens": "write 1e9 token",
     "GFLOPS": "write GFLOP/s for a rate",
     "PFLOPS": "write PFLOP/s for a rate",
 }
@@ -197,8 +206,10 @@ def parse_unit(text: str) -> Unit:
     while pos < len(text):
         m = _ATOM.match(text, pos)
         if not m or (first and m.group(1)) or (not first and not m.group(1)):
-            raise UnitError(f"malformed unit '{text}'",
-                            "write units without spaces, e.g. GB/s or GiB*s", "unknown-unit")
+            hint = "write units without spaces, e.g. GB/s or GiB*s"
+            if text.startswith("1/") and pos == 0:
+                hint = f"write a reciprocal unit with a power: {text[2:]}^-1"
+            raise UnitError(f"malformed unit '{text}'", hint, "unknown-unit")
         op, name, power = m.group(1), m.group(2), m.group(3)
         name = _ALIASES.get(name, name)
         u = _UNITS.get(name)

@@ -19,6 +19,9 @@ attention 59.381; 6·N·s = 402.591; LM head on 4,096 label tokens only: 416.074
 Per-GPU compute time per step (§10.1.3): t = F_step / (p · P · η) with F_step the step's
 FLOPs, p GPUs, P peak FLOP/s and η the single-GPU efficiency (``mfu``).
 
+Requirements: ``micro_batches_at_least_one`` (m ≥ 1) and ``micro_batches_whole`` (m is a whole
+number: the global batch divides evenly over GPUs × micro-batch).
+
 Timeline ``step``: ``input_wait`` then ``compute``; ``step_time`` is its makespan (other
 plugins insert communication).  ``comm_wait`` = step_time − compute_time − input_wait.
 """
@@ -104,7 +107,9 @@ def plan_quantities_price(ctx):
     ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
     m = ctx.define("micro_batches", batch / (gpus * ctx.param("micro_batch")), "",
                    "micro-batches accumulated per GPU per step (data parallel over all GPUs)", headline=True, rank=2)
-    ctx.require("whole_micro_batch", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
+    ctx.require("micro_batches_at_least_one", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
+    ctx.require("micro_batches_whole", m, "==", sp.floor(m), "",
+                "the global batch splits into whole micro-batches on every GPU")
     t = ctx.define("compute_time", step_flops / (gpus * peak * mfu), "s",
                    "per-GPU compute time of one step: F_step / (p·P·η) (§10.1.3)", headline=True, rank=6)
     ctx.define("compute_per_microbatch", t / m, "s", "per-GPU compute time of one micro-batch")

@@ -45,7 +45,7 @@ MODEL_FIELDS = (
     Param("qkv_bias", default="false", kind="bool", doc="bias on q, k, v projections"),
 )
 
-_HF_QK_NORM = {"qwen3", "qwen3_moe"}
+_HF_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text"}
 _HF_QKV_BIAS = {"qwen2"}
 _MOE_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
 
@@ -60,8 +60,10 @@ def plan_config_import(kind, config, path):
     """Map a Hugging Face config of a dense GQA decoder to model fields."""
     if kind != "model" or "num_hidden_layers" not in config:
         return None
-    if any(k in config for k in _MOE_KEYS):
-        return None
+    moe = [k for k in _MOE_KEYS if k in config]
+    if moe:
+        raise ValueError(f"'{path}' describes a mixture-of-experts model ({moe[0]} = {config[moe[0]]}); "
+                         "only dense decoders are supported so far")
     heads = config["num_attention_heads"]
     out = {
         "layers": (str(config["num_hidden_layers"]), None),

@@ -23,10 +23,20 @@ Link bandwidth: the GPU's own link (PCIe without P2P carries every byte, §10.3.
 than one host the ring also crosses the hosts' NICs, ``nics_per_host`` × NIC bandwidth per host
 cut (§10.6.2), so the effective bandwidth is the smaller of the two.
 
-Exposure (MegaScale, §10.3.3): with prefetch, only the first AllGather and the last
-ReduceScatter of the step — both of the word embedding, the first module of forward and the
-last of backward — stay unhidden; the rest runs on the link in parallel with compute and shows
-up only if it outlasts it.  Without prefetch the whole transfer follows compute.
+Exposure (MegaScale, §10.3.3), as activities on the ``step`` timeline:
+
+* stage 3 with prefetch: only the first AllGather and the last ReduceScatter of the step —
+  both of the word embedding, the first module of forward and the last of backward — stay
+  unhidden (``allgather_first``, ``reducescatter_last``); the rest (``transfer``) runs on the
+  link in parallel with compute and shows up only if it outlasts it;
+* stages 1–2: the AllGather of the updated weights overlaps the forward pass of the step
+  (``allgather_first`` of the embedding, then ``param_gather``); gradients are reduced while the
+  backward passes that produce them run — the last micro-batch's backward (≈ 2/3 of its
+  compute) for stage 1, every micro-batch's backward for stage 2 (``grad_reduce`` may start
+  ``backward_lag`` after compute starts); the embedding's gradient collective is last;
+* stage 0: the all-reduce of the accumulated gradients overlaps the last micro-batch's
+  backward; its last bucket (``allreduce_last``) is exposed;
+* without prefetch every collective follows compute.
 """
 from __future__ import annotations
 
@@ -105,8 +115,12 @@ def plan_quantities_price(ctx):
     else:
         head = sp.Integer(0)
         tail = (2 if stage == 0 else 1) * frac * G * emb / N / bw
+    if stage in (1, 2):
+        head = frac * W * emb / N / bw       # AllGather of the updated embedding, first in forward
     ctx.define("comm_head", head, "s", "unhidden collective before the first compute")
     ctx.define("comm_tail", tail, "s", "unhidden collective after the last compute")
+    gather = {0: 0, 1: frac * W, 2: frac * W, 3: 0}[stage] / bw
+    ctx.define("gather_time", gather, "s", "link time of the per-step AllGather of updated weights (stages 1–2)")
 
 
 @hookimpl
@@ -115,14 +129,30 @@ def plan_activities_schedule(ctx):
     if b is None:
         return
     tl = ctx.timeline("step")
+    stage, prefetch = int(b.value("stage")), bool(b.value("prefetch"))
     head, tail, t = ctx.q("comm_head"), ctx.q("comm_tail"), ctx.q("transfer_time")
-    tl.add("allgather_first", head, "link", after=["input_wait"], before=["compute"],
-           doc="first AllGather (word embedding), nothing to hide it behind")
-    if b.value("prefetch"):
-        tl.add("transfer", t - head - tail, "link", after=["allgather_first"],
-               doc="collectives overlapped with compute")
-    else:
-        tl.add("transfer", t - head - tail, "link", after=["compute"],
-               doc="collectives after compute (no prefetch)")
-    tl.add("reducescatter_last", tail, "link", after=["compute", "transfer"],
-           doc="last ReduceScatter (word embedding gradient)")
+    last = "allreduce_last" if stage == 0 else "reducescatter_last"
+    if stage > 0:
+        tl.add("allgather_first", head, "link", after=["input_wait"], before=["compute"],
+               doc="first AllGather (word embedding), nothing to hide it behind")
+    start = "allgather_first" if stage > 0 else "input_wait"
+    if not prefetch:
+        tl.add("transfer", t - head - tail, "link", after=["compute"], doc="collectives after compute (no prefetch)")
+        tl.add(last, tail, "link", after=["transfer"], doc="last collective (word embedding gradient)")
+        return
+    if stage == 3:
+        tl.add("transfer", t - head - tail, "link", after=[start], doc="collectives overlapped with compute")
+        tl.add(last, tail, "link", after=["compute", "transfer"], doc="last ReduceScatter (word embedding gradient)")
+        return
+    gather = ctx.q("gather_time")
+    if stage in (1, 2):
+        tl.add("param_gather", gather - head, "link", after=[start],
+               doc="AllGather of the updated weights, overlapped with forward")
+    # gradients exist only once the backward passes that produce them run
+    window = (2 * ctx.q("compute_time") / 3 if stage == 2
+              else 2 * ctx.q("compute_per_microbatch") / 3)
+    tl.add("backward_lag", ctx.q("compute_time") - window, None, after=[start],
+           doc="compute before the gradients being reduced start to appear")
+    tl.add("grad_reduce", t - gather - tail, "link", after=["backward_lag"],
+           doc="gradient reduction overlapped with the backward passes")
+    tl.add(last, tail, "link", after=["compute", "grad_reduce"], doc="last collective (word embedding gradient)")

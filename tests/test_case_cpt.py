@@ -156,8 +156,9 @@ def test_step_budget_query_matches_quantity(case_ws):
 def test_gpus32_misses_gpus48_meets_deadline(case_ws):
     r32 = {r["name"]: r["ok"] for r in case_ws.requirement_results("gpus32")}
     r48 = {r["name"]: r["ok"] for r in case_ws.requirement_results("gpus48")}
-    assert r32 == {"meets_deadline": False, "fits_memory": True, "whole_micro_batch": True}
-    assert r48 == {"meets_deadline": True, "fits_memory": True, "whole_micro_batch": True}
+    both = {"fits_memory": True, "micro_batches_at_least_one": True, "micro_batches_whole": True}
+    assert r32 == {"meets_deadline": False, **both}
+    assert r48 == {"meets_deadline": True, **both}
 
 
 def test_noprefetch_transfer_follows_compute(variants_ws):
@@ -234,9 +235,9 @@ def test_cli_get_memory_gb_vs_gib(run_cli):
     assert gb == pytest.approx(gib * 2**30 / 1e9, rel=1e-12)
 
 
-def test_cli_get_wrong_dimension_exits_1(run_cli):
+def test_cli_get_wrong_dimension_is_a_usage_error(run_cli):
     code, out, err = run_cli("get", CASE, "gpus48.finish_time", "--in", "GB")
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert "unit" in err and "Traceback" not in err
 
 
