@@ -1,0 +1,132 @@
+"""Behaviour a new user relies on: warnings for typos, requirements from `plan get`,
+infeasible solve answers, per-query errors, ZeRO stages on the timeline, config rejections."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dsl.diagnostics import PlanError
+from dsl.model import Workspace
+from dsl.parser import parse_query
+from dsl.solver import solve_query
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = str(ROOT / "specs" / "cases" / "cpt-qwen3-8b-4090.plan")
+HEAD = 'import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\n'
+
+
+def _write(tmp_path, text: str, name: str = "u.plan") -> str:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def test_model_field_typo_is_a_warning_with_did_you_mean(tmp_path):
+    ws = Workspace(_write(tmp_path, HEAD + 'model m from "@catalog/hf/Qwen3-8B.json" { layer = 2 }\n'))
+    w = [d for d in ws.rep.warnings if d.code == "unknown-field"]
+    assert len(w) == 1 and "'layer'" in w[0].summary and "did you mean 'layers'" in w[0].hint
+    # the typo did not change the model
+    assert ws.value("m.params") == 8_190_735_360
+
+
+def test_model_defaults_are_fields(tmp_path):
+    ws = Workspace(_write(tmp_path, "model m { layers = 2; hidden = 512; ffn = 1536; heads = 8; vocab = 32000 }\n"))
+    assert ws.value("m.head_dim") == 64 and ws.value("m.kv_heads") == 8
+    # 2·(2·512·512 + 2·512·512 + 3·512·1536 + 2·512) + 2·32000·512 + 512, computed by hand
+    per_layer = 2 * 512 * 8 * 64 + 2 * 512 * 8 * 64 + 3 * 512 * 1536 + 2 * 512
+    assert ws.value("m.params") == 2 * per_layer + 2 * 32000 * 512 + 512
+
+
+def test_requirement_via_get(run_cli):
+    assert run_cli("get", CASE, "gpus32.meets_deadline")[1].strip() == "false"
+    assert run_cli("get", CASE, "gpus48.meets_deadline")[1].strip() == "true"
+    assert run_cli("get", CASE, "gpus48.fits_memory")[1].strip() == "true"
+
+
+def test_solve_answer_outside_range_is_flagged(fresh_case_ws):
+    # 48 GPUs finishing in 22 days needs the step to drop by ~15 %: an MFU above 40 % but
+    # below 100 %; 20.5 days needs more compute than the card can give (MFU > 100 %).
+    ok = solve_query(fresh_case_ws, parse_query("gpus48.mfu for gpus48.finish_time == 22 day"))
+    assert ok.feasible and 0.4 < ok.value < 1
+    bad = solve_query(fresh_case_ws, parse_query("gpus48.memory.transient for gpus48.memory_per_gpu == 1 GiB"))
+    assert bad.value is not None and bad.value < 0
+    assert not bad.feasible and "outside the allowed range" in bad.note
+
+
+def test_one_failing_query_does_not_hide_the_others(run_cli, tmp_path):
+    text = Path(CASE).read_text(encoding="utf-8").replace('import "../catalog/', 'import "@catalog/')
+    text += "\nsolve gpus48.gpus_per_host for gpus48.step_time == 60 s\n"
+    code, out, err = run_cli("solve", _write(tmp_path, text))
+    assert code == 1
+    assert "gpus32.mfu = 46.99 %" in out
+    assert "does not depend on" in err and "1 of 4 queries failed" in err
+
+
+def test_missing_unit_on_seq_len_gives_one_error_at_the_users_field(tmp_path):
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096; global_batch = 8 seq }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %\n"
+                  "  use compute {} }\n")
+    with pytest.raises(PlanError) as ei:
+        Workspace(_write(tmp_path, src))
+    errs = [d for d in ei.value.diagnostics if d.severity == "error"]
+    assert len(errs) == 1
+    assert errs[0].code == "unit-mismatch" and errs[0].span.line == 3 and "w.seq_len" in errs[0].summary
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory):
+    d = tmp_path_factory.mktemp("stages")
+    text = Path(CASE).read_text(encoding="utf-8").replace('import "../catalog/', 'import "@catalog/')
+    text += "".join(f"plan s{k} extends gpus48 {{ use zero {{ stage = {k} }} }}\n" for k in range(3))
+    text += "plan s2np extends gpus48 { use zero { stage = 2; prefetch = false } }\n"
+    p = d / "stages.plan"
+    p.write_text(text, encoding="utf-8")
+    return Workspace(str(p))
+
+
+def test_zero_stage_volumes_and_exposure(stages):
+    N, d, m, bw = 8_190_735_360, 48, 8, 32e9
+    frac = (d - 1) / d
+    G = W = 2 * N
+    # per-step link volume (independent of the code): stage 0 all-reduce, 1 RS + AG, 2 RS per micro-batch + AG
+    assert float(stages.value("s0.transfer_volume")) == pytest.approx(2 * frac * G, rel=1e-12)
+    assert float(stages.value("s1.transfer_volume")) == pytest.approx(frac * (G + W), rel=1e-12)
+    assert float(stages.value("s2.transfer_volume")) == pytest.approx(m * frac * G + frac * W, rel=1e-12)
+    # with prefetch everything but the embedding's collectives hides under 52.2 s of compute
+    emb = 151_936 * 4096 * 2 * frac / bw
+    compute = float(stages.value("gpus48.compute_time"))
+    for k, exposed in ((0, 2 * emb), (1, 2 * emb), (2, 2 * emb)):
+        assert float(stages.value(f"s{k}.step_time")) == pytest.approx(0.5 + compute + exposed, rel=1e-9)
+    # without prefetch the whole 144.4 GB / 32 GB/s follows compute
+    t2 = (m * frac * G + frac * W) / bw
+    assert t2 == pytest.approx(4.511, abs=5e-4)
+    assert float(stages.value("s2np.step_time")) == pytest.approx(0.5 + compute + t2, rel=1e-9)
+    path = stages.critical_path("s0", "step")["path"]
+    assert "allreduce_last" in path and "allgather_first" not in path
+
+
+def test_moe_config_is_rejected_with_the_reason(tmp_path):
+    shutil.copy(ROOT / "specs" / "catalog" / "hf" / "Qwen3-30B-A3B.json", tmp_path / "moe.json")
+    with pytest.raises(PlanError) as ei:
+        Workspace(_write(tmp_path, 'model m from "moe.json"\n'))
+    d = ei.value.diagnostics[0]
+    assert d.code == "bad-config" and "mixture-of-experts" in d.summary and "num_experts" in d.summary
+
+
+@pytest.mark.parametrize("unit, hint", [("Gbps", "Gbit/s"), ("T", "1e12"), ("KB", "KiB")])
+def test_unit_hints(tmp_path, unit, hint):
+    with pytest.raises(PlanError) as ei:
+        Workspace(_write(tmp_path, f"link l {{ bandwidth = 200 {unit} }}\n"))
+    d = ei.value.diagnostics[0]
+    assert d.code == "unknown-unit" and hint in d.hint
+
+
+def test_eval_json_requirements_are_in_their_unit(run_cli):
+    code, out, err = run_cli("eval", CASE, "--format", "json")
+    req = {r["name"]: r for r in json.loads(out)["plans"]["gpus48"]["requirements"]}["meets_deadline"]
+    assert req["unit"] == "day"
+    assert abs(req["lhs"] - 24.6) <= 0.05 and req["rhs"] == 30
+    assert req["lhs_si"] == pytest.approx(req["lhs"] * 86400, rel=1e-12)
