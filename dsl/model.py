@@ -847,6 +847,13 @@ class Workspace:
         node.state = 2
         return node
 
+    def _provider_hint(self, name: str, plan: str) -> str | None:
+        """"'x' is priced by `use B`" when a block that plan does not use provides ``name``."""
+        for spec in sorted(self.plugins.blocks.values(), key=lambda s: s.name):
+            if name in spec.provides and spec.name not in self.decls[plan].uses:
+                return f"'{name}' is priced by `use {spec.name}`, which plan '{plan}' does not use"
+        return None
+
     def _relocate_default_errors(self, node: Node, start: int) -> None:
         """Errors inside a plugin's default expression point at the plan (or its block)
         that relies on the default, since the default's own text is not in any file."""
@@ -885,8 +892,9 @@ class Workspace:
                 cands |= {n.split(".")[-1] for n in self.nodes if n.startswith(owner + ".")}
             guess = did_you_mean(first, cands)
             where = f" in '{owner}'" + (f" (use {block})" if block else "") if owner else ""
+            hint = self._provider_hint(first, owner) if owner and self.decls[owner].kind == "plan" else None
             self._fail("unknown-name", f"unknown name '{first}'{where}", span,
-                       f"did you mean '{guess}'?" if guess else "declare it or import the file that does")
+                       hint or (f"did you mean '{guess}'?" if guess else "declare it or import the file that does"))
         for part in parts[1:]:
             if isinstance(target, str):
                 node = self.build(target)
@@ -907,9 +915,10 @@ class Workspace:
                     cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and n.count(".") == 1]
                     cands += list(self.decls[d].uses)
                     guess = did_you_mean(part, cands)
+                    hint = self._provider_hint(part, d) if target.kind == "plan" else None
                     self._fail("unknown-name", f"{target.kind} '{d}' has no field '{part}'", span,
-                               f"did you mean '{guess}'?" if guess else
-                               ("fields: " + ", ".join(sorted(cands)[:12])) if cands else "it has no fields")
+                               hint or (f"did you mean '{guess}'?" if guess else
+                                        ("fields: " + ", ".join(sorted(cands)[:12])) if cands else "it has no fields"))
             elif isinstance(target, BlockRef):
                 nid = f"{target.plan}.{target.block}.{part}"
                 if nid not in self.nodes:

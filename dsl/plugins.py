@@ -46,8 +46,10 @@ class UseSpec:
 
     ``params`` are the block's own parameters; ``plan_params`` the plan-level fields the
     block reads (shared by every block that declares them; their units must agree).
-    ``order`` positions the block's quantities in reports.  ``plugin`` is filled in by the
-    facade with the registering plugin's name.
+    ``provides`` names the plan quantities the block defines (for documentation and for
+    hints such as "'finish_time' is priced by `use finish`").  ``order`` positions the block's
+    quantities in reports.  ``plugin`` is filled in by the facade with the registering
+    plugin's name.
     """
 
     name: str
@@ -56,6 +58,7 @@ class UseSpec:
     plan_params: tuple[Param, ...] = ()
     order: int = 100
     plugin: str = ""
+    provides: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ class Plugins:
                     self.conflicts.append(
                         f"use block '{s.name}' is claimed by plugins '{self.blocks[s.name].plugin}' and '{pname}'")
                     continue
-                self.blocks[s.name] = UseSpec(s.name, s.doc, s.params, s.plan_params, s.order, pname)
+                self.blocks[s.name] = UseSpec(s.name, s.doc, s.params, s.plan_params, s.order, pname, s.provides)
 
     @property
     def names(self) -> list[str]:

@@ -35,6 +35,8 @@ SPEC = UseSpec(
     ),
     plan_params=(Param("gpus", "", doc="number of GPUs", min=1),),
     order=40,
+    provides=("checkpoint_size", "save_time", "failure_rate", "job_mtbf", "save_overhead", "rework_overhead",
+              "restart_overhead", "overhead", "optimal_interval"),
 )
 
 

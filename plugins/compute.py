@@ -52,6 +52,9 @@ SPEC = UseSpec(
         Param("gpus_per_host", "", "8", "GPUs in one host", min=1),
     ),
     order=20,
+    provides=("hosts", "tokens_per_step", "steps", "flops_forward", "flops_backward", "flops_per_seq",
+              "flops_attention", "flops_6nd", "flops_per_token", "flops_per_step", "flops_total", "micro_batches",
+              "compute_time", "compute_per_microbatch", "comm_wait", "step_time"),
 )
 
 

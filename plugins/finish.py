@@ -25,6 +25,7 @@ SPEC = UseSpec(
     params=(),
     plan_params=(Param("workload", kind="ref", ref_kind="workload", doc="the training workload"),),
     order=50,
+    provides=("train_time", "finish_time", "deadline", "step_budget", "deadline_slack"),
 )
 
 

@@ -44,6 +44,8 @@ SPEC = UseSpec(
         Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
     ),
     order=10,
+    provides=("weights_memory", "grads_memory", "master_memory", "optimizer_memory", "bytes_per_param",
+              "state_memory", "persistent_memory", "memory_per_gpu", "usable_memory", "memory_margin"),
 )
 
 

@@ -65,6 +65,8 @@ SPEC = UseSpec(
         Param("gpus_per_host", "", "8", "GPUs in one host", min=1),
     ),
     order=30,
+    provides=("persistent_memory", "transfer_volume", "link_bandwidth", "transfer_time", "transfer_per_microbatch",
+              "comm_head", "comm_tail", "gather_time"),
 )
 
 

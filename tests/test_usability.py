@@ -130,3 +130,27 @@ def test_eval_json_requirements_are_in_their_unit(run_cli):
     assert req["unit"] == "day"
     assert abs(req["lhs"] - 24.6) <= 0.05 and req["rhs"] == 30
     assert req["lhs_si"] == pytest.approx(req["lhs"] * 86400, rel=1e-12)
+
+
+def test_provides_lists_exactly_what_each_block_defines(case_ws):
+    """UseSpec.provides (used for hints and docs) matches the quantities the case defines."""
+    from dsl.plugins import get_plugins
+
+    defined: dict[str, set] = {}
+    for n in case_ws.nodes.values():
+        if n.owner == "gpus48" and n.kind == "quantity":
+            defined.setdefault(n.plugin, set()).add(n.name)
+    for spec in get_plugins().blocks.values():
+        if spec.plugin in defined:
+            extra = {"persistent_memory"} if spec.name == "memory" else set()  # a fallback, replaced by zero
+            assert defined[spec.plugin] | extra == set(spec.provides), spec.name
+
+
+def test_missing_block_hint(tmp_path):
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq; deadline = 9 day }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %\n"
+                  "  use compute {} }\n")
+    ws = Workspace(_write(tmp_path, src))
+    with pytest.raises(PlanError) as ei:
+        solve_query(ws, parse_query("p.mfu for p.finish_time == 3 day"))
+    assert "priced by `use finish`" in ei.value.diagnostics[0].hint
