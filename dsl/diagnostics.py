@@ -79,8 +79,12 @@ class Reporter:
         return [d for d in self.items if d.severity == "warning"]
 
     def raise_if_errors(self) -> None:
+        """Raise :class:`PlanError` with every diagnostic (sorted by file, line and column,
+        diagnostics without a location last) when any of them is an error."""
         if self.errors:
-            raise PlanError(self.items)
+            raise PlanError(sorted(self.items, key=lambda d: (d.span is None, d.span.file if d.span else "",
+                                                             d.span.line if d.span else 0,
+                                                             d.span.column if d.span else 0)))
 
 
 _source_cache: dict[str, list[str]] = {}

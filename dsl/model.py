@@ -931,8 +931,14 @@ class Workspace:
 
     def _eval(self, e, scope, node: Node | None):
         if isinstance(e, A.Number):
+            text = e.text.replace("_", "")
+            mant, _, exp = text.lower().partition("e")
+            digits = len(mant.split(".")[0].lstrip("0"))
+            if (int(exp) if exp else 0) + digits > 300 or (int(exp) if exp else 0) < -300:
+                self._fail("out-of-range", f"the number '{e.text}' is outside the range a plan can hold "
+                           "(magnitudes up to 1e300)", e.span, "use a larger unit or check the exponent")
             try:
-                val = Fraction(e.text.replace("_", ""))
+                val = Fraction(text)
             except (ValueError, ZeroDivisionError):
                 self._fail("syntax", f"bad number '{e.text}'", e.span)
             dim = DIMENSIONLESS

@@ -154,3 +154,11 @@ def test_missing_block_hint(tmp_path):
     with pytest.raises(PlanError) as ei:
         solve_query(ws, parse_query("p.mfu for p.finish_time == 3 day"))
     assert "priced by `use finish`" in ei.value.diagnostics[0].hint
+
+
+def test_huge_literals_are_rejected_quickly(tmp_path):
+    with pytest.raises(PlanError) as ei:
+        Workspace(_write(tmp_path, "link l { bandwidth = 1e400 GB/s }\nlink k { bandwidth = 1e99999999 GB/s }\n"))
+    ds = ei.value.diagnostics
+    assert [d.code for d in ds] == ["out-of-range", "out-of-range"]
+    assert [d.span.line for d in ds] == [1, 2]  # reported in file order
