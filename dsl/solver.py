@@ -148,7 +148,7 @@ def solve_query(ws, q: A.Query) -> Solution:
         at[x] = sp.Float(value if value is not None else (x0 or 1.0))
         if sp.count_ops(fk) <= 120:
             sols = sp.solve(_branch(fk, at), x)
-            text_sol = f"{target} = " + "; ".join(sp.sstr(s) for s in sols)
+            text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
             if sols and len(text_sol) <= 600:
                 symbolic = text_sol
     except Exception:
@@ -176,6 +176,29 @@ def solve_query(ws, q: A.Query) -> Solution:
         symbolic = None
         note = "no root found: the two sides do not cross for any value of the target near its nominal value"
     return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible)
+
+
+def _tidy(e):
+    """Present a rational expression readably: numerator and denominator factored, and each
+    sum collected on its most frequent symbol (``steps*(1 + L)*(a + b + c)`` rather than the
+    expanded six-term sum)."""
+    def t(x):
+        x = sp.factor(x)
+        if isinstance(x, sp.Mul):
+            return sp.Mul(*[t(a) for a in x.args])
+        if isinstance(x, sp.Add):
+            syms = sorted(x.free_symbols, key=lambda s: (-sum(s in a.free_symbols for a in x.args), s.name))
+            if syms:
+                c = sp.collect(x, syms[0], evaluate=False)
+                if len(c) > 1 or next(iter(c)) != 1:
+                    return sp.Add(*[k * sp.factor_terms(t(v)) if k != 1 else t(v) for k, v in c.items()])
+        return x
+
+    try:
+        n, d = sp.fraction(sp.together(e))
+        return t(n) / t(d)
+    except Exception:  # presentation only: fall back to the raw form
+        return e
 
 
 def _between(ws, target: str, f) -> frozenset:
