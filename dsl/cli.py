@@ -296,7 +296,7 @@ def cmd_solve(args) -> int:
     for s in sols:
         lines.append(f"solve {s.query}")
         if s.value is None:
-            lines.append(f"  no solution: {s.note}")
+            lines.append(f"  {s.note}")
         else:
             u = "" if s.unit == "1" else s.unit
             shown = f"{format_number(convert(s.value, s.unit))} {u}".rstrip()
@@ -304,6 +304,22 @@ def cmd_solve(args) -> int:
             lines.append(f"  {s.target} = {shown}   (nominal {nominal}; {s.method})")
             if s.holds:
                 lines.append(f"  the relation holds for {s.holds.replace('boundary', shown)}")
+            elif s.intervals:
+                le = "<" if s.query and (" < " in s.query or " > " in s.query) else "<="
+
+                def fmt(v):
+                    return f"{format_number(convert(v, s.unit))} {u}".rstrip()
+                parts = []
+                for lo, hi in s.intervals:
+                    if lo is None and hi is None:
+                        parts.append("every value")
+                    elif lo is None:
+                        parts.append(f"{s.target} {le} {fmt(hi)}")
+                    elif hi is None:
+                        parts.append(f"{s.target} {'>' if le == '<' else '>='} {fmt(lo)}")
+                    else:
+                        parts.append(f"{fmt(lo)} {le} {s.target} {le} {fmt(hi)}")
+                lines.append("  the relation holds for " + (" or ".join(parts) if parts else "no value"))
             if s.note:
                 lines.append(f"  note: {s.note}")
             if s.symbolic:

@@ -38,6 +38,8 @@ class Solution:
     holds: str | None            # for inequalities: "target >= boundary" …
     note: str = ""
     feasible: bool = True        # False when the answer lies outside the target's allowed range
+    roots: list = None           # every boundary found (base units), sorted
+    intervals: list = None       # for inequalities: [(lo, hi)] where the relation holds (None = unbounded)
 
     def to_json(self) -> dict:
         """``value``/``nominal`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base units;
@@ -47,7 +49,8 @@ class Solution:
         return {"query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
                 "si": self.value, "nominal": conv(self.nominal), "nominal_si": self.nominal,
                 "method": self.method, "symbolic": self.symbolic, "holds": self.holds, "note": self.note,
-                "feasible": self.feasible}
+                "feasible": self.feasible, "roots": [conv(r) for r in (self.roots or [])],
+                "intervals": [[conv(a), conv(b)] for a, b in (self.intervals or [])]}
 
 
 def _branch(e, at: dict):
@@ -117,65 +120,95 @@ def solve_query(ws, q: A.Query) -> Solution:
             return None
         return {"<=": r <= tol, "<": r < -tol, ">=": r >= -tol, ">": r > tol, "==": abs(r) <= tol}[q.op]
 
-    value, method = None, "none"
-    at0 = {x: sp.Float(x0 if x0 is not None else 1.0)}
+    if q.op == "==":
+        fn = resid
+    else:
+        # look for changes of truth of the relation, not roots of LHS − RHS: with
+        # ceil()/floor() the difference is flat (zero) over whole intervals
+        def fn(v: float) -> float:
+            ok = holds_at(v)
+            return float("nan") if ok is None else (1.0 if ok else -1.0)
+
+    # 1. symbolic roots of the branch active at the nominal point, verified on the full equation
+    method = "none"
+    sym_roots: list[float] = []
     try:
-        gb = _branch(g, at0)
-        roots = [complex(r) for r in sp.solve(gb, x)]
-        good = [r.real for r in roots if abs(r.imag) < 1e-12 and abs(resid(r.real)) <= 1e-9 * scale]
-        if good:
-            value = min(good, key=lambda r: abs(r - (x0 or 0)))
-            method = "symbolic"
+        gb = _branch(g, {x: sp.Float(x0 if x0 is not None else 1.0)})
+        for r in sp.solve(gb, x):
+            c = complex(r)
+            if abs(c.imag) < 1e-12 and abs(resid(c.real)) <= 1e-9 * scale:
+                sym_roots.append(c.real)
     except Exception:
         pass
-    if value is None:
-        if q.op == "==":
-            fn = resid
-        else:
-            # bracket the change of truth of the relation, not a root of LHS − RHS: with
-            # ceil()/floor() the difference is flat (zero) over whole intervals
-            def fn(v: float) -> float:
-                ok = holds_at(v)
-                return float("nan") if ok is None else (1.0 if ok else -1.0)
-        value = _bracket(fn, x0 if x0 else 1.0)
-        method = "numeric" if value is not None else "none"
+    # 2. every sign change on a geometric grid around the nominal value, refined by bisection
+    base = x0 if x0 else 1.0
+    num_roots = [_bisect(fn, a, b, prefer_positive=q.op != "==") for a, b in _scan(fn, base)]
+    roots = sorted(sym_roots)
+    for r in num_roots:
+        if all(abs(r - o) > 1e-7 * max(abs(r), abs(o), 1e-300) for o in roots):
+            roots.append(r)
+    roots.sort()
+    value = min(roots, key=lambda r: abs(r - (x0 or 0))) if roots else None
+    if value is not None:
+        method = "symbolic" if any(abs(value - r) <= 1e-7 * max(abs(r), 1e-300) for r in sym_roots) else "numeric"
 
     symbolic = None
-    try:
-        keep = _between(ws, target, f)
-        fk = f.xreplace({s: ws.full_expr(s.name, free, keep) for s in f.free_symbols})
-        at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
-        at[x] = sp.Float(value if value is not None else (x0 or 1.0))
-        if sp.count_ops(fk) <= 120:
-            sols = sp.solve(_branch(fk, at), x)
-            text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
-            if sols and len(text_sol) <= 600:
-                symbolic = text_sol
-    except Exception:
-        symbolic = None
+    if value is not None and method == "symbolic":
+        try:
+            keep = _between(ws, target, f)
+            fk = f.xreplace({s: ws.full_expr(s.name, free, keep) for s in f.free_symbols})
+            at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
+            at[x] = sp.Float(value)
+            if sp.count_ops(fk) <= 120:
+                sols = sp.solve(_branch(fk, at), x)
+                text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
+                if sols and len(text_sol) <= 600:
+                    symbolic = text_sol
+        except Exception:
+            symbolic = None
 
-    holds = None
-    if q.op != "==" and value is not None:
-        eps = abs(value) * 1e-6 or 1e-9
-        ok_above = bool(holds_at(value + eps))
-        strict = q.op in ("<", ">")
-        holds = f"{target} {('>' if ok_above else '<') + ('' if strict else '=')} boundary"
-    note, feasible = "", True
+    holds, intervals, notes = None, [], []
+    if q.op != "==" and roots:
+        intervals = _truth_intervals(holds_at, roots)
+        if len(roots) == 1:
+            ok_above = bool(holds_at(value + (abs(value) * 1e-6 or 1e-9)))
+            strict = q.op in ("<", ">")
+            holds = f"{target} {('>' if ok_above else '<') + ('' if strict else '=')} boundary"
+    if q.op == "==" and value is not None:
+        if abs(resid(value)) > 1e-6 * scale:
+            notes.append("the two sides never meet exactly: the left side jumps over the right one at this "
+                         "value (a step)")
+        elif len(roots) == 1 and all(abs(resid(value * (1 + e))) <= tol for e in (1e-6, -1e-6)):
+            notes.append("the two sides are equal on a whole interval around this value")
+        if len(roots) > 1:
+            from .units import format_quantity
+            notes.append("other solutions: " + ", ".join(format_quantity(r, "" if node.unit == "1" else node.unit)
+                                                          for r in roots if r != value))
+    feasible = True
     spec = ws.param_specs.get(target)
     if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
         from .units import parse_unit
-        x = value / float(parse_unit(spec.unit).scale) if spec.unit else value
-        low = spec.min is not None and (x <= spec.min if spec.min_open else x < spec.min)
-        high = spec.max is not None and x > spec.max
+        xv = value / float(parse_unit(spec.unit).scale) if spec.unit else value
+        low = spec.min is not None and (xv <= spec.min if spec.min_open else xv < spec.min)
+        high = spec.max is not None and xv > spec.max
         if low or high:
             feasible = False
             rng = (("(" if spec.min_open else "[") + (f"{spec.min:g}" if spec.min is not None else "-inf") + ", "
                    + (f"{spec.max:g}]" if spec.max is not None else "inf)") + (f" {spec.unit}" if spec.unit else ""))
-            note = f"infeasible: the answer lies outside the allowed range {rng} of {q.target.dotted}"
+            notes.append(f"infeasible: the answer lies outside the allowed range {rng} of {q.target.dotted}")
     if value is None:
-        symbolic = None
-        note = "no root found: the two sides do not cross for any value of the target near its nominal value"
-    return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible)
+        lo, hi = _grid_bounds(base)
+        if q.op != "==" and holds_at(base):
+            notes.append(f"the relation holds for every value scanned ({lo:.3g} to {hi:.3g}, base units): "
+                         "no boundary")
+        elif q.op != "==":
+            notes.append(f"the relation holds for no value scanned ({lo:.3g} to {hi:.3g}, base units)")
+        else:
+            notes.append(f"no solution: the two sides do not meet for any value scanned ({lo:.3g} to {hi:.3g}, "
+                         "base units)")
+    note = "; ".join(notes)
+    return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible,
+                    roots, intervals)
 
 
 def _tidy(e):
@@ -214,44 +247,74 @@ def _between(ws, target: str, f) -> frozenset:
     return frozenset(desc & anc)
 
 
-def _bisect(resid, a: float, b: float) -> float:
-    """Bisection on a bracket [a, b] with a sign change: robust for the step functions that
-    ceil()/floor() create (it converges to the jump) as well as for continuous ones."""
-    ra = resid(a)
+_STEPS, _RATIO = 80, 1.25
+
+
+def _grid_bounds(base: float) -> tuple[float, float]:
+    a, b = base / _RATIO ** _STEPS, base * _RATIO ** _STEPS
+    return (min(a, b), max(a, b))
+
+
+def _scan(fn, base: float) -> list[tuple[float, float]]:
+    """Brackets of every sign change of ``fn`` on a geometric grid base·1.25^k, |k| ≤ 80
+    (both signs of the target when ``base`` is 0).  Linear in the grid size."""
+    import math
+
+    if base == 0:
+        ks = [1.25 ** k for k in range(-_STEPS, _STEPS + 1)]
+        pts = sorted([-v for v in ks] + [0.0] + ks)
+    else:
+        pts = sorted(base * _RATIO ** k for k in range(-_STEPS, _STEPS + 1))
+    out, prev = [], None
+    for p in pts:
+        v = fn(p)
+        if math.isnan(v):
+            prev = None
+            continue
+        if prev is not None and v != 0 and prev[1] != 0 and (v > 0) != (prev[1] > 0):
+            out.append((prev[0], p))
+        elif v == 0 and prev is not None and prev[1] != 0:
+            out.append((p, p))
+        prev = (p, v)
+    return out
+
+
+def _bisect(fn, a: float, b: float, prefer_positive: bool = False) -> float:
+    """Bisection on a bracket [a, b] with a sign change of ``fn``: robust for the step
+    functions ceil()/floor() create (it converges to the jump) as well as for continuous ones.
+    With ``prefer_positive`` the endpoint where ``fn > 0`` (the relation holds) is returned."""
+    if a == b:
+        return a
+    fa = fn(a)
     for _ in range(200):
         mid = (a + b) / 2
         if mid in (a, b) or b - a <= 1e-15 * max(abs(a), abs(b)):
             break
-        rm = resid(mid)
-        if rm == 0:
+        fm = fn(mid)
+        if fm == 0:
             return mid
-        if (rm > 0) == (ra > 0):
-            a, ra = mid, rm
+        if (fm > 0) == (fa > 0):
+            a, fa = mid, fm
         else:
             b = mid
+    if prefer_positive:
+        return a if fa > 0 else b
     return (a + b) / 2
 
 
-def _bracket(resid, x0: float) -> float | None:
-    """Find a sign change of ``resid`` around ``x0`` (geometric scan) and refine it by bisection."""
-    import math
-
-    r0 = resid(x0)
-    if r0 == 0:
-        return x0
-    pts = [x0]
-    for k in range(1, 80):
-        pts += [x0 * (1.25 ** k), x0 / (1.25 ** k)]
-    prev_hi, prev_lo = (x0, r0), (x0, r0)
-    for i in range(1, len(pts), 2):
-        for cand, prev_name in ((pts[i], "hi"), (pts[i + 1], "lo")):
-            r = resid(cand)
-            prev = prev_hi if prev_name == "hi" else prev_lo
-            if not math.isnan(r) and not math.isnan(prev[1]) and (r == 0 or (r > 0) != (prev[1] > 0)):
-                a, b = sorted((prev[0], cand))
-                return _bisect(resid, a, b)
-            if prev_name == "hi":
-                prev_hi = (cand, r)
+def _truth_intervals(holds_at, roots: list[float]) -> list[tuple]:
+    """Where the relation holds, as [(lo, hi)] with None for an unbounded end, from its truth
+    between and beyond the sorted boundaries."""
+    probes = [roots[0] - max(abs(roots[0]), 1.0)]
+    probes += [(a + b) / 2 for a, b in zip(roots, roots[1:])]
+    probes.append(roots[-1] + max(abs(roots[-1]), 1.0))
+    edges = [None] + list(roots) + [None]
+    out = []
+    for i, p in enumerate(probes):
+        if holds_at(p):
+            lo, hi = edges[i], edges[i + 1]
+            if out and out[-1][1] == lo:
+                out[-1] = (out[-1][0], hi)
             else:
-                prev_lo = (cand, r)
-    return None
+                out.append((lo, hi))
+    return out

@@ -114,7 +114,10 @@ def test_inequality_on_derived_target(case_ws):
 def test_inequality_gpu_count(case_ws):
     """How many GPUs would the gpus32 design need to meet the deadline: between 32 and 48."""
     s = solve(case_ws, "gpus32.gpus for gpus32.finish_time <= cpt.deadline")
-    assert s.holds == "gpus32.gpus >= boundary"
+    # the model has a second boundary far away: with millions of GPUs the failure overhead
+    # λτ/2 grows past the deadline again, so the relation holds on a bounded interval
+    (lo, hi), = s.intervals
+    assert lo == s.value and hi > 1e6
     assert 32 < s.value < 48
     assert math.ceil(s.value) == 38
 
@@ -123,7 +126,7 @@ def test_no_root(case_ws):
     """Finish time never drops below the 5 reserved days: no MFU gives 1 day."""
     s = solve(case_ws, "gpus48.mfu for gpus48.finish_time == 1 day")
     assert s.value is None and s.method == "none"
-    assert "no root" in s.note
+    assert "no solution" in s.note
 
 
 # ---------------------------------------------------------------- errors
