@@ -133,7 +133,10 @@ def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
             val, u = _display(ws, n.id, by_dim.get(n.dim))
             qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
-        cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines else None
+        st = ws.nodes.get(f"{p}.step_time")
+        # a plan that sets step_time itself has no timeline behind that number
+        cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines and st is not None \
+            and st.kind == "quantity" else None
         reqs = ws.requirement_results(p)
         for r in reqs:
             u = by_dim.get(parse_unit(r["unit"]).dim if r["unit"] else None) or r["unit"]

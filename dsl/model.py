@@ -231,8 +231,12 @@ class DeclView:
     def has(self, field_name: str) -> bool:
         return f"{self.name}.{field_name}" in self._ctx.ws.nodes
 
-    def q(self, field_name: str, unit: str = "") -> sp.Symbol:
-        """Placeholder for numeric field ``field_name``; its dimension must match ``unit``."""
+    def q(self, field_name: str, unit: str = "", positive: bool = False, nonnegative: bool = False) -> sp.Symbol:
+        """Placeholder for numeric field ``field_name``; its dimension must match ``unit``.
+
+        ``positive``/``nonnegative`` add a sign check of the field's nominal value, reported
+        at the field (``out-of-range``) when violated.
+        """
         nid = f"{self.name}.{field_name}"
         ws = self._ctx.ws
         if nid not in ws.nodes:
@@ -245,6 +249,10 @@ class DeclView:
                             self._span or ws.decls[self.name].ast.name_span, code="missing-field")
         ws.expect(nid, parse_unit(unit).dim if unit else DIMENSIONLESS,
                   f"plugin '{self._ctx._current_plugin}'", self._span)
+        if positive or nonnegative:
+            prev = ws.bounds.get(nid)
+            if prev is None or (positive and prev[0] != "positive"):
+                ws.bounds[nid] = ("positive" if positive else "nonnegative", f"plugin '{self._ctx._current_plugin}'")
         ws.used.add(nid)
         return _S(nid)
 
@@ -426,6 +434,7 @@ class Workspace:
         self.expectations: list[tuple] = []
         self._activity_edges: list[tuple[str, str]] = []
         self._validated: set[str] = set()
+        self.bounds: dict[str, tuple[str, str]] = {}
         self._spec_reported: set[str] = set()
         self.wanted: dict[str, str] = {}
         self.used: set[str] = set()
@@ -441,8 +450,6 @@ class Workspace:
         self._plans()
         if not self.rep.errors:
             self._finalize(numeric=evaluate)
-        if evaluate and not self.rep.errors:
-            self.check_ranges()
         self.rep.raise_if_errors()
 
     # ------------------------------------------------------------ loading
@@ -934,9 +941,9 @@ class Workspace:
             text = e.text.replace("_", "")
             mant, _, exp = text.lower().partition("e")
             digits = len(mant.split(".")[0].lstrip("0"))
-            if (int(exp) if exp else 0) + digits > 300 or (int(exp) if exp else 0) < -300:
+            if (int(exp) if exp else 0) + digits - 1 > 300 or (int(exp) if exp else 0) < -300:
                 self._fail("out-of-range", f"the number '{e.text}' is outside the range a plan can hold "
-                           "(magnitudes up to 1e300)", e.span, "use a larger unit or check the exponent")
+                           "(magnitudes from 1e-300 to 1e300)", e.span, "use another unit or check the exponent")
             try:
                 val = Fraction(text)
             except (ValueError, ZeroDivisionError):
@@ -995,6 +1002,15 @@ class Workspace:
                 if not b.dim.dimensionless:
                     self._fail("unit-mismatch", f"an exponent must be dimensionless, not {describe_dim(b.dim)}",
                                e.right.span)
+                if a.expr.is_number and b.expr.is_number and a.expr != 0:
+                    import math
+                    try:
+                        mag = abs(float(b.expr) * math.log10(abs(float(a.expr))))
+                    except (OverflowError, ValueError, TypeError):
+                        mag = math.inf
+                    if mag > 300:
+                        self._fail("out-of-range", "the power is outside the range a plan can hold "
+                                   "(magnitudes from 1e-300 to 1e300)", e.span, "check the exponent")
                 if a.dim.dimensionless:
                     return Val(a.expr ** b.expr, a.dim)
                 if not b.expr.is_Rational:
@@ -1166,18 +1182,44 @@ class Workspace:
             v = self.value(nid)
             if v is None:
                 continue
-            scale = float(parse_unit(p.unit).scale) if p.unit else 1.0
-            x = float(v) / scale
+            # exact comparisons: the nominal value is a sympy number, the bounds are rationals
+            scale = _rat(parse_unit(p.unit).scale) if p.unit else sp.Integer(1)
+            xe = v / scale
+            x = float(xe)
             span = n.assign.value.span if n.assign else n.span
-            if p.kind == "int" and x != int(x):
-                self.rep.error("out-of-range", f"'{n.name}' must be a whole number, got {x:g}", span, p.doc)
-            lo_bad = p.min is not None and (x <= p.min if p.min_open else x < p.min)
-            hi_bad = p.max is not None and x > p.max
+            if p.kind == "int" and not (xe.is_Rational and xe.q == 1):
+                self.rep.error("out-of-range", f"'{n.name}' must be a whole number, got {float(xe):.12g}", span, p.doc)
+                continue
+            lo = _rat(Fraction(str(p.min))) if p.min is not None else None
+            hi = _rat(Fraction(str(p.max))) if p.max is not None else None
+            lo_bad = lo is not None and bool(xe <= lo if p.min_open else xe < lo)
+            hi_bad = hi is not None and bool(xe > hi)
             if lo_bad or hi_bad:
                 rng = (f"{'(' if p.min_open else '['}{p.min:g}" if p.min is not None else "(-inf") + ", " + \
                       (f"{p.max:g}]" if p.max is not None else "inf)")
-                self.rep.error("out-of-range", f"'{n.name}' = {x:g}{(' ' + p.unit) if p.unit else ''} is outside "
+                shown = f"{x:g}" if x != 0 or xe == 0 else f"{sp.N(xe, 6)}"
+                self.rep.error("out-of-range", f"'{n.name}' = {shown}{(' ' + p.unit) if p.unit else ''} is outside "
                                f"{rng}", span, p.doc)
+        if only is None:
+            self._check_bounds()
+
+    def _check_bounds(self) -> None:
+        """Sign constraints plugins put on fields of declarations they read (``positive``)."""
+        for nid, (kind, who) in sorted(self.bounds.items()):
+            n = self.nodes.get(nid)
+            if n is None or not n.numeric or nid in self._spec_reported:
+                continue
+            v = self.value(nid)
+            if v is None:
+                continue
+            bad = bool(v <= 0) if kind == "positive" else bool(v < 0)
+            if bad:
+                self._spec_reported.add(nid)
+                from .units import format_quantity
+                self.rep.error("out-of-range", f"'{nid}' must be {'positive' if kind == 'positive' else 'non-negative'}"
+                               f" for {who}, got {format_quantity(float(v), n.unit)}",
+                               n.assign.value.span if n.assign else n.span,
+                               "a count, a size, a rate or a duration cannot be negative")
 
     def _check_expectations(self) -> None:
         done = set()
@@ -1193,7 +1235,9 @@ class Workspace:
                     self.rep.error("type", f"'{nid}' must be a number ({describe_dim(dim)}) for {who}", n.span)
                 continue
             if n.dim != dim:
-                self.rep.error("unit-mismatch", f"'{nid}' is {_as(n.dim)} but {who} needs it {_as(dim)}",
+                self._spec_reported.add(nid)
+                self.rep.error("unit-mismatch", f"'{nid}' is {_as(n.dim)} but {who} needs "
+                               + ("a plain number" if dim.dimensionless else f"it {_as(dim)}"),
                                n.span if n.kind == "field" else span,
                                f"give it a value {_as(dim)}")
 
@@ -1235,6 +1279,15 @@ class Workspace:
             v = n.expr.xreplace(subs)
             if not v.is_Rational:
                 v = sp.N(v, 40) if v.is_number else v
+        if v is not None and v.is_number and v.is_real and v != 0 and v not in (sp.oo, -sp.oo) \
+                and (abs(v) > _HUGE or abs(v) < 1 / _HUGE):
+            self._bad.add(nid)
+            who = f"quantity '{n.name}' of '{n.owner}' (plugin '{n.plugin}')" if n.kind == "quantity" else f"'{nid}'"
+            self.rep.error("out-of-range", f"{who} evaluates to about {sp.N(v, 3)}, beyond what a plan can hold "
+                           "(magnitudes from 1e-300 to 1e300)", n.span or self.decls[n.owner].ast.name_span,
+                           "an input it depends on is extreme; check the exponents and units")
+            self._values[nid] = None
+            return None
         if v is sp.zoo or v is sp.nan or v in (sp.oo, -sp.oo) or (getattr(v, "is_finite", True) is False):
             self._bad.add(nid)
             span = n.span
@@ -1415,6 +1468,9 @@ class _Fail(Exception):
 
 class _Cycle(Exception):
     pass
+
+
+_HUGE = sp.Integer(10) ** 300
 
 
 def _as(dim: Dim) -> str:

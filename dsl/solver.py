@@ -54,7 +54,7 @@ class Solution:
 
 
 def _branch(e, at: dict):
-    """Replace Max/Min (and nothing else) by the argument active at point ``at``."""
+    """Replace Max/Min and Piecewise by the branch active at point ``at``."""
     if not e.args:
         return e
     args = [_branch(a, at) for a in e.args]
@@ -62,6 +62,10 @@ def _branch(e, at: dict):
         vals = [float(a.xreplace(at)) for a in args]
         pick = vals.index(max(vals)) if isinstance(e, sp.Max) else vals.index(min(vals))
         return args[pick]
+    if isinstance(e, sp.Piecewise):
+        for pair in e.args:
+            if bool(pair.cond.xreplace(at)):
+                return _branch(pair.expr, at)
     return e.func(*args)
 
 
@@ -80,6 +84,11 @@ def solve_query(ws, q: A.Query) -> Solution:
     except _Fail:
         ws._raise_since(start)
     node = ws.nodes.get(target) if isinstance(target, str) else None
+    spec = ws.param_specs.get(target) if isinstance(target, str) else None
+    if spec is not None and spec.kind == "int":
+        raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is a structural parameter: plugins "
+                                    "fix it while building the plan, so it cannot be solved for", span,
+                                    "compare plans that differ in it (plan a extends b { … })")])
     if node is None or not node.numeric:
         raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is not a numeric field or quantity",
                                     span, "solve for a number, e.g. plan.mfu")])

@@ -86,11 +86,11 @@ def plan_quantities_price(ctx):
     if any(a[k] is None for k in ("L", "h", "f", "nq", "V")):
         ctx.error(f"model '{model.name}' lacks layers/hidden/ffn/heads/vocab needed by `use compute`",
                   "describe the architecture or use `model NAME from \"config.json\"`")
-    s = wl.q("seq_len", "token")
-    batch = wl.q("global_batch", "seq")
-    tokens = wl.q("tokens", "token")
+    s = wl.q("seq_len", "token", positive=True)
+    batch = wl.q("global_batch", "seq", positive=True)
+    tokens = wl.q("tokens", "token", positive=True)
     gpus, mfu = ctx.param("gpus"), ctx.param("mfu")
-    peak = dev.q("peak_flops", "FLOP/s")
+    peak = dev.q("peak_flops", "FLOP/s", positive=True)
     fwd, attn = training_flops(a, s, b.q("label_tokens"))
     N = model.q("params", "param")
 

@@ -32,14 +32,14 @@ from dsl.hookspecs import hookimpl
 from dsl.plugins import KindSpec, Param
 
 MODEL_FIELDS = (
-    Param("layers", doc="transformer blocks"),
-    Param("hidden", doc="hidden size"),
-    Param("ffn", doc="FFN inner width"),
-    Param("heads", doc="query heads"),
-    Param("kv_heads", default="heads", doc="key/value heads (GQA)"),
-    Param("head_dim", default="hidden / heads", doc="width of one head"),
-    Param("vocab", doc="vocabulary size"),
-    Param("ffn_matrices", default="3", doc="matrices in the FFN: 3 for SwiGLU, 2 for GELU MLP"),
+    Param("layers", doc="transformer blocks", kind="int", min=1),
+    Param("hidden", doc="hidden size", kind="int", min=1),
+    Param("ffn", doc="FFN inner width", kind="int", min=1),
+    Param("heads", doc="query heads", kind="int", min=1),
+    Param("kv_heads", default="heads", doc="key/value heads (GQA)", kind="int", min=1),
+    Param("head_dim", default="hidden / heads", doc="width of one head", min=0, min_open=True),
+    Param("vocab", doc="vocabulary size", kind="int", min=1),
+    Param("ffn_matrices", default="3", doc="matrices in the FFN: 3 for SwiGLU, 2 for GELU MLP", kind="int", min=1),
     Param("tied_embeddings", default="false", kind="bool", doc="LM head shares the embedding"),
     Param("qk_norm", default="false", kind="bool", doc="RMSNorm on q and k per head"),
     Param("qkv_bias", default="false", kind="bool", doc="bias on q, k, v projections"),

@@ -39,8 +39,8 @@ def plan_quantities_price(ctx):
     if ctx.block("finish") is None:
         return
     wl = ctx.ref("workload")
-    deadline = wl.q("deadline", "s")
-    reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
+    deadline = wl.q("deadline", "s", positive=True)
+    reserved = wl.q("reserved", "s", nonnegative=True) if wl.has("reserved") else 0
     steps, t_s = ctx.q("steps", ""), ctx.q("step_time", "s")
     L = ctx.define("overhead", 0, "%", "no checkpoint model: no overhead", fallback=True)
     base = ctx.define("train_time", steps * t_s, "day", "steps × step time (§10.6.1)", headline=True, rank=12)

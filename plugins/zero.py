@@ -99,11 +99,12 @@ def plan_quantities_price(ctx):
     ctx.define("transfer_volume", volume, "GB", "bytes each GPU sends (and receives) per step (§10.3.3)",
                headline=True)
 
-    bw = b.ref("link").q("bandwidth", "B/s")
-    hosts = ctx.value("gpus") / ctx.value("gpus_per_host")
+    bw = b.ref("link").q("bandwidth", "B/s", positive=True)
     nic = b.ref("nic")
-    if nic is not None and hosts > 1:
-        bw = sp.Min(bw, b.q("nics_per_host") * nic.q("bandwidth", "B/s"))
+    if nic is not None:
+        # the ring crosses the hosts' NICs only when the group spans more than one host
+        bw = sp.Piecewise((bw, ctx.param("gpus") <= ctx.param("gpus_per_host")),
+                          (sp.Min(bw, b.q("nics_per_host") * nic.q("bandwidth", "B/s", positive=True)), True))
     bw = ctx.define("link_bandwidth", bw, "GB/s", "bandwidth of the narrowest cut the ring crosses")
     t = ctx.define("transfer_time", ctx.q("transfer_volume", "B") / bw, "s",
                    "link time of the step's collectives", headline=True, rank=7)

@@ -58,7 +58,7 @@ def test_solve_answer_outside_range_is_flagged(fresh_case_ws):
 
 def test_one_failing_query_does_not_hide_the_others(run_cli, tmp_path):
     text = Path(CASE).read_text(encoding="utf-8").replace('import "../catalog/', 'import "@catalog/')
-    text += "\nsolve gpus48.gpus_per_host for gpus48.step_time == 60 s\n"
+    text += "\nsolve gpus48.checkpoint.restart for gpus48.step_time == 60 s\n"
     code, out, err = run_cli("solve", _write(tmp_path, text))
     assert code == 1
     assert "gpus32.mfu = 46.99 %" in out
