@@ -162,3 +162,57 @@ def test_huge_literals_are_rejected_quickly(tmp_path):
     ds = ei.value.diagnostics
     assert [d.code for d in ds] == ["out-of-range", "out-of-range"]
     assert [d.span.line for d in ds] == [1, 2]  # reported in file order
+
+
+def _case_variant(tmp_path, extra: str) -> str:
+    text = Path(CASE).read_text(encoding="utf-8").replace('import "../catalog/', 'import "@catalog/')
+    return _write(tmp_path, text + "\n" + extra + "\n", "variant.plan")
+
+
+def test_negative_declaration_fields_are_out_of_range(tmp_path):
+    src = _case_variant(tmp_path, "device dd extends rtx4090 { peak_flops = -1 TFLOP/s }\n"
+                                  "plan z extends gpus48 { device = dd }")
+    with pytest.raises(PlanError) as ei:
+        Workspace(src)
+    d = ei.value.diagnostics[0]
+    assert d.code == "out-of-range" and "dd.peak_flops" in d.summary and "positive" in d.summary
+
+
+def test_nic_crossing_is_part_of_the_symbolic_model(tmp_path):
+    """With one NIC per host (25 GB/s) the ring is NIC-bound across hosts but PCIe-bound
+    (32 GB/s) on one host; solving for the GPU count must use the right one."""
+    ws = Workspace(_case_variant(tmp_path, "plan nb extends gpus48 { use zero { nics_per_host = 1 } }"))
+    s = solve_query(ws, parse_query("nb.gpus for nb.transfer_time == 100 s"))
+    # V(g) = (384/g)·(g−1)/g·3·2N bytes at 32 GB/s on one host: (g−1)/g² = 100·32e9 / (384·6N)
+    k = 100 * 32e9 / (384 * 6 * 8_190_735_360)
+    import math
+    roots = sorted(((1 - math.sqrt(1 - 4 * k)) / (2 * k), (1 + math.sqrt(1 - 4 * k)) / (2 * k)))
+    # the roots of k·g² − g + 1 = 0, both on one host (≤ 8 GPUs)
+    assert sorted(s.roots) == pytest.approx(roots, rel=1e-9)
+    assert float(ws.value("nb.link_bandwidth")) == 25e9
+
+
+def test_structural_parameter_cannot_be_solved(fresh_case_ws):
+    with pytest.raises(PlanError) as ei:
+        solve_query(fresh_case_ws, parse_query("gpus48.zero.stage for gpus48.memory_per_gpu == 20 GiB"))
+    assert ei.value.diagnostics[0].code == "solve" and "structural" in ei.value.diagnostics[0].summary
+
+
+def test_plan_set_step_time_has_no_critical_path(run_cli, tmp_path):
+    path = _case_variant(tmp_path, "plan fixed extends gpus48 { step_time = 60 s }")
+    code, out, err = run_cli("eval", path, "--plan", "fixed", "--format", "json")
+    plan = json.loads(out)["plans"]["fixed"]
+    assert plan["critical_path"] is None and plan["quantities"]["step_time"]["value"] == 60
+
+
+def test_convex_overhead_gives_an_interval(fresh_case_ws):
+    s = solve_query(fresh_case_ws, parse_query("gpus48.checkpoint.interval for gpus48.overhead <= 2 %"))
+    (lo, hi), = s.intervals
+    # c/τ + λτ/2 + λr = 0.02  ⇔  (λ/2)τ² − (0.02 − λr)τ + c = 0, computed here
+    c = 14 * 8_190_735_360 / 7e9
+    lam = 48 / (1024 * 7.9 * 3600)
+    a, b = lam / 2, -(0.02 - lam * 120)
+    import math
+    disc = math.sqrt(b * b - 4 * a * c)
+    assert lo == pytest.approx((-b - disc) / (2 * a), rel=1e-9)
+    assert hi == pytest.approx((-b + disc) / (2 * a), rel=1e-9)
