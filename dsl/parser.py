@@ -201,7 +201,62 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
         width = 1
     else:  # pragma: no cover - defensive
         summary, width = str(err), 1
-    return Diagnostic("error", "syntax", summary, Span(file, line, col, line, col + width), hint)
+    related: tuple = ()
+    opened = _unclosed_brace(text, line, col)
+    if opened is not None and (not hint or hint == "each member of a block is `name = value`" or
+                               hint == "a '{' is not closed"):
+        ol, oc = opened
+        hint = f"the '{{' opened at line {ol} may be missing its '}}'"
+        related = (("'{' opened here", Span(file, ol, oc, ol, oc + 1)),)
+    elif not hint and isinstance(err, UnexpectedToken) and err.token.type == "_NL":
+        hint = "an expression must end on the line it starts (or continue it with a trailing '\\')"
+    return Diagnostic("error", "syntax", summary, Span(file, line, col, line, col + width), hint, related)
+
+
+def _brace_balance(lines: list[str]) -> int:
+    """Number of '{' minus number of '}' outside strings and comments."""
+    n = 0
+    for src in lines:
+        in_str = False
+        for j, ch in enumerate(src):
+            if ch == '"' and (j == 0 or src[j - 1] != "\\"):
+                in_str = not in_str
+            elif in_str:
+                continue
+            elif ch == "#":
+                break
+            elif ch in "{}":
+                n += 1 if ch == "{" else -1
+    return n
+
+
+def _unclosed_brace(text: str, line: int, col: int):
+    """(line, column) of a '{' still open before an error that sits on a later line at the
+    start of what looks like a new declaration (``NAME NAME``), else None."""
+    stack: list[tuple[int, int]] = []
+    lines = split_lines(text)
+    if _brace_balance(lines) <= 0:
+        return None  # every '{' is closed somewhere: the error is something else
+    for i, src in enumerate(lines[:line], start=1):
+        in_str = False
+        stop = col - 1 if i == line else len(src)
+        for j, ch in enumerate(src[:stop], start=1):
+            if ch == '"' and (j < 2 or src[j - 2] != "\\"):
+                in_str = not in_str
+            elif in_str:
+                continue
+            elif ch == "#":
+                break
+            elif ch == "{":
+                stack.append((i, j))
+            elif ch == "}" and stack:
+                stack.pop()
+    if not stack or stack[-1][0] >= line:
+        return None
+    before = lines[line - 1][: col - 1].split() if line - 1 < len(lines) else []
+    if len(before) == 1 and before[0].isidentifier():
+        return stack[-1]
+    return None
 
 
 def _prev_is_number(text: str, line: int, col: int) -> bool:

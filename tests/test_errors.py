@@ -487,3 +487,18 @@ def test_parameter_of_a_block_without_parameters(tmp_path):
     p = write(tmp_path, text)
     assert_diag(run("eval", str(p)), "unknown-name", file=p, at=line_col(text, "deadline = 3"), quoted="deadline",
                 hint="`use finish` takes no parameters")
+
+
+def test_unclosed_brace_points_at_the_open_brace(tmp_path):
+    text = "plan p {\n  x = 1\n\nplan q { y = 2 }\n"
+    p = write(tmp_path, text)
+    r = run("check", str(p))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"{p}:4:6: error[syntax]" in r.stderr
+    assert "the '{' opened at line 1 may be missing its '}'" in r.stderr
+
+
+def test_expression_cut_by_a_newline_has_a_hint(tmp_path):
+    p = write(tmp_path, "plan p {\n  x = 1 +\n}\n")
+    r = run("check", str(p))
+    assert r.returncode == 1 and "must end on the line it starts" in r.stderr
