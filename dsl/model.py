@@ -139,7 +139,7 @@ class Timeline:
 
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = ""):
         """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``."""
-        self.activities[id] = Activity(id, sp.sympify(duration) if isinstance(duration, (int, Fraction)) else duration,
+        self.activities[id] = Activity(id, _as_expr(duration),
                                        resource, tuple(after), tuple(before), doc, self._plugin)
 
     def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True,
@@ -164,6 +164,17 @@ def _symbol(node_id: str) -> sp.Symbol:
     if s is None:
         s = _SYMS[node_id] = sp.Symbol(node_id, real=True)
     return s
+
+
+def _as_expr(x):
+    """A sympy expression from a plugin's value: sympy objects pass, Python numbers become
+    exact numbers; anything else (a string in particular) is refused — user text never
+    reaches sympy's parser."""
+    if isinstance(x, sp.Basic):
+        return x
+    if isinstance(x, bool) or not isinstance(x, (int, float, Fraction)):
+        raise TypeError(f"expected a sympy expression or a number, got {type(x).__name__}")
+    return sp.Float(x) if isinstance(x, float) else sp.Rational(x.numerator, x.denominator)
 
 
 def _rat(fr: Fraction) -> sp.Rational:
@@ -205,7 +216,7 @@ class _ContextBase:
                 existing.order = existing.order or order
                 if existing.unit == "" or existing.unit == default_unit_for(existing.dim or DIMENSIONLESS):
                     existing.unit = unit
-                if sp.sympify(expr) != _S(node_id):
+                if _as_expr(expr) != _S(node_id):
                     existing.plugin = existing.plugin or f"{plugin} (overridden by the plan)"
                 return _S(node_id)
             if fallback:
@@ -215,7 +226,7 @@ class _ContextBase:
                              f"and '{plugin}'", ws.decls[self.name].ast.name_span,
                              "remove one of the two `use` blocks or block one plugin")
                 return _S(node_id)
-        ws.nodes[node_id] = Node(node_id, "quantity", self.name, name, expr=sp.sympify(expr), dim=dim,
+        ws.nodes[node_id] = Node(node_id, "quantity", self.name, name, expr=_as_expr(expr), dim=dim,
                                  unit=unit, plugin=plugin, doc=doc, headline=headline, order=order,
                                  fallback=fallback, state=2)
         return _S(node_id)
@@ -382,7 +393,7 @@ class PlanContext(_ContextBase):
 
     def require(self, name: str, lhs, op: str, rhs, unit: str = "", doc: str = "") -> None:
         """Declare requirement ``lhs op rhs`` (op in ``<=``, ``>=``, ``<``, ``>``, ``==``)."""
-        self.ws.requirements.append(Requirement(self.name, name, sp.sympify(lhs), op, sp.sympify(rhs),
+        self.ws.requirements.append(Requirement(self.name, name, _as_expr(lhs), op, _as_expr(rhs),
                                                 unit, doc, self._current_plugin or ""))
 
     def timeline(self, name: str) -> Timeline:
@@ -434,6 +445,7 @@ class Workspace:
         self.expectations: list[tuple] = []
         self._activity_edges: list[tuple[str, str]] = []
         self._validated: set[str] = set()
+        self.param_specs: dict[str, Param] = {}   # node id -> the spec it must satisfy
         self.bounds: dict[str, tuple[str, str]] = {}
         self._spec_reported: set[str] = set()
         self.wanted: dict[str, str] = {}
@@ -550,7 +562,7 @@ class Workspace:
                 if p.name not in info.fields and p.default is not None:
                     self._default_node(nid, info, p, (info.name, None), info.kind)
                 if nid in self.nodes:
-                    self._param_expect(nid, p, None)
+                    self._register_spec(nid, p)
         if self.rep.errors:
             return
         for info in self.decls.values():
@@ -701,7 +713,7 @@ class Workspace:
             for p in spec.params:
                 nid = f"{info.name}.{bname}.{p.name}"
                 if p.name in given:
-                    self._param_expect(nid, p, bname)
+                    self._register_spec(nid, p)
                     continue
                 if p.default is None and p.optional:
                     continue
@@ -711,13 +723,13 @@ class Workspace:
                                    f"add `{p.name} = …`" + (f" in {p.unit}" if p.unit else ""))
                     continue
                 self._default_node(nid, info, p, (info.name, bname), f"use {bname}")
-                self._param_expect(nid, p, bname)
+                self._register_spec(nid, p)
             for p in spec.plan_params:
                 plan_params.setdefault(p.name, p)
         for pname, p in plan_params.items():
             nid = f"{info.name}.{pname}"
             if pname in info.fields:
-                self._param_expect(nid, p, None)
+                self._register_spec(nid, p)
                 continue
             if p.default is None:
                 users = sorted(b for b in info.uses if any(q.name == pname for q in blocks[b].plan_params))
@@ -726,7 +738,7 @@ class Workspace:
                                info.ast.name_span, f"add `{pname} = …` to the plan" + (f" in {p.unit}" if p.unit else ""))
                 continue
             self._default_node(nid, info, p, (info.name, None), "plan")
-            self._param_expect(nid, p, None)
+            self._register_spec(nid, p)
 
     def _default_node(self, nid: str, info: DeclInfo, p: Param, scope, where: str) -> None:
         expr = parse_expression(p.default, f"<default of {where}.{p.name}>")
@@ -734,16 +746,12 @@ class Workspace:
         self.nodes[nid] = Node(nid, "field", info.name, p.name, assign=a, scope=scope, span=info.ast.name_span,
                                doc=p.doc, default=p.default)
 
-    def _param_expect(self, nid: str, p: Param, block: str | None) -> None:
+    def _register_spec(self, nid: str, p: Param) -> None:
+        """Node ``nid`` must satisfy ``p`` (dimension, kind, range); its doc defaults to p's."""
         self.param_specs[nid] = p
         if p.doc and nid in self.nodes and not self.nodes[nid].doc:
             self.nodes[nid].doc = p.doc
 
-    @property
-    def param_specs(self) -> dict[str, Param]:
-        if not hasattr(self, "_param_specs"):
-            self._param_specs = {}
-        return self._param_specs
 
     def _timeline_quantities(self, tl: Timeline) -> None:
         import networkx as nx
@@ -1131,12 +1139,6 @@ class Workspace:
                 self.value(nid)
         self._warn_unused()
 
-    @property
-    def _bad(self) -> set:
-        if not hasattr(self, "_bad_set"):
-            self._bad_set = set()
-        return self._bad_set
-
     def _check_specs(self, only: str | None = None) -> None:
         items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
         for nid, p in items:
@@ -1281,7 +1283,6 @@ class Workspace:
                 v = sp.N(v, 40) if v.is_number else v
         if v is not None and v.is_number and v.is_real and v != 0 and v not in (sp.oo, -sp.oo) \
                 and (abs(v) > _HUGE or abs(v) < 1 / _HUGE):
-            self._bad.add(nid)
             who = f"quantity '{n.name}' of '{n.owner}' (plugin '{n.plugin}')" if n.kind == "quantity" else f"'{nid}'"
             self.rep.error("out-of-range", f"{who} evaluates to about {sp.N(v, 3)}, beyond what a plan can hold "
                            "(magnitudes from 1e-300 to 1e300)", n.span or self.decls[n.owner].ast.name_span,
@@ -1289,7 +1290,6 @@ class Workspace:
             self._values[nid] = None
             return None
         if v is sp.zoo or v is sp.nan or v in (sp.oo, -sp.oo) or (getattr(v, "is_finite", True) is False):
-            self._bad.add(nid)
             span = n.span
             for div, dspan in n.div_checks:
                 dv = div.xreplace({s: self.value(s.name) for s in div.free_symbols})
@@ -1303,7 +1303,6 @@ class Workspace:
                                s.name for s in n.expr.free_symbols if self.value(s.name) == 0)))
             v = None
         elif v.is_number and v.is_real is False:
-            self._bad.add(nid)
             self.rep.error("out-of-range", f"'{nid}' is not a real number (it evaluates to {v})",
                            n.span or self.decls[n.owner].ast.name_span,
                            "a square root, fractional power or log of a negative value")
