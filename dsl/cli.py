@@ -18,7 +18,7 @@ EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="plan",
-        description="Evaluate .plan files: will this training or serving design fit, and will it finish in time?",
+        description="Evaluate .plan files: will this training design fit, and will it finish in time?",
         epilog="Exit codes: 0 ok, 1 a problem in the plan, 2 usage error.  See docs/language.md.")
     p.add_argument("--version", action="version", version="plan 0.1.0")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--expr", action="store_true",
                    help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
 
-    c = sub.add_parser("check", help="parse, resolve names and check units; evaluate nothing",
+    c = sub.add_parser("check", help="parse, resolve names, build the graph and check units; compute no value",
                        description="Parse FILE and its imports, resolve names, extends and imports, build "
                                    "the plugins' graph and check every unit and reference; no value is computed.")
     c.add_argument("file", metavar="FILE")
