@@ -323,8 +323,8 @@ def cmd_solve(args) -> int:
                     else:
                         parts.append(f"{fmt(lo)} {le} {s.target} {le} {fmt(hi)}")
                 lines.append("  the relation holds for " + (" or ".join(parts) if parts else "no value"))
-            if s.note:
-                lines.append(f"  note: {s.note}")
+            for n in (s.note.split("; ") if s.note else []):
+                lines.append(f"  note: {n}")
             if s.symbolic:
                 lines.append(f"  where {s.symbolic}")
         lines.append("")

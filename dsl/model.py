@@ -622,6 +622,10 @@ class Workspace:
             merged = uses.setdefault(u.plugin, {})
             seen_p: set[str] = set()
             for a in u.assigns:
+                if isinstance(a, A.UseBlock):
+                    self.rep.error("syntax", f"`use {a.plugin}` cannot be nested inside `use {u.plugin}`",
+                                   a.name_span, f"close `use {u.plugin} {{ … }}` with '}}' before `use {a.plugin}`")
+                    continue
                 if a.name in seen_p:
                     self.rep.error("duplicate", f"parameter '{a.name}' is assigned twice in 'use {u.plugin}'",
                                    a.name_span, "one assignment per name and scope")
@@ -862,6 +866,10 @@ class Workspace:
         node.state = 2
         return node
 
+    def wanted_block(self, plugin: str) -> str:
+        """The block name a plugin registered (for messages), or the plugin's own name."""
+        return next((s.name for s in self.plugins.blocks.values() if s.plugin == plugin), plugin)
+
     def _provider_hint(self, name: str, plan: str) -> str | None:
         """"'x' is priced by `use B`" when a block that plan does not use provides ``name``."""
         for spec in sorted(self.plugins.blocks.values(), key=lambda s: s.name):
@@ -937,6 +945,12 @@ class Workspace:
             elif isinstance(target, BlockRef):
                 nid = f"{target.plan}.{target.block}.{part}"
                 if nid not in self.nodes:
+                    spec = self.plugins.blocks.get(target.block)
+                    if spec is not None and any(p.name == part for p in spec.params):
+                        self._fail("unknown-name", f"optional parameter '{part}' of `use {target.block}` is not set "
+                                   f"in '{target.plan}'", span,
+                                   f"set it in the block, or read the quantity the block derives instead "
+                                   f"(`plan plugins` lists what each block provides)")
                     cands = [n.split(".")[-1] for n in self.nodes if n.startswith(f"{target.plan}.{target.block}.")]
                     guess = did_you_mean(part, cands)
                     self._fail("unknown-name", f"`use {target.block}` of '{target.plan}' has no parameter '{part}'",
@@ -1084,12 +1098,23 @@ class Workspace:
             return
         self._check_expectations()   # first: they point at the user's own fields
         self._check_specs()
+        missing: dict[tuple, list[str]] = {}
         for nid, plugin in sorted(self.wanted.items()):
             if nid not in self.nodes:
                 plan, q = nid.split(".", 1)
-                self.rep.error("missing-quantity", f"plugin '{plugin}' needs quantity '{q}' of plan '{plan}', "
-                               "which no block in use defines", self.decls[plan].ast.name_span,
-                               f"add the `use` block that prices '{q}', or set `{q} = …` in the plan")
+                provider = next((s.name for s in sorted(self.plugins.blocks.values(), key=lambda s: s.name)
+                                 if q in s.provides), None)
+                missing.setdefault((plan, plugin, provider), []).append(q)
+        for (plan, plugin, provider), qs in missing.items():
+            names = ", ".join(f"'{q}'" for q in qs)
+            if provider:
+                self.rep.error("missing-quantity", f"`use {self.wanted_block(plugin)}` in plan '{plan}' needs "
+                               f"{names}, priced by `use {provider}`", self.decls[plan].ast.name_span,
+                               f"add `use {provider} {{ … }}` to plan '{plan}'")
+            else:
+                self.rep.error("missing-quantity", f"plugin '{plugin}' needs {names} of plan '{plan}', which no "
+                               "block in use defines", self.decls[plan].ast.name_span,
+                               f"add the `use` block that prices it, or set `{qs[0]} = …` in the plan")
         if self.rep.errors:
             return
         g = nx.DiGraph()
@@ -1159,7 +1184,7 @@ class Workspace:
                     self.rep.error("unit-mismatch", f"'{n.name}' must be {_as(want)}, got {describe_dim(n.dim)}",
                                    span, f"write it in a unit like {p.unit}" if p.unit else "drop the unit")
                     continue
-                if p.unit and n.unit in ("", default_unit_for(n.dim)):
+                if p.unit and n.unit == "":
                     n.unit = p.unit
             elif p.kind == "choice":
                 if not isinstance(n.value, str) or n.value not in p.choices:
@@ -1177,7 +1202,7 @@ class Workspace:
         items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
         for nid, p in items:
             n = self.nodes.get(nid)
-            if n is None or not n.numeric or (p.min is None and p.max is None and p.kind != "int"):
+            if n is None or not n.numeric or (p.min is None and p.max is None and p.kind != "int" and not p.whole):
                 continue
             if only is None and nid in self._spec_reported:
                 continue
@@ -1189,7 +1214,7 @@ class Workspace:
             xe = v / scale
             x = float(xe)
             span = n.assign.value.span if n.assign else n.span
-            if p.kind == "int" and not (xe.is_Rational and xe.q == 1):
+            if (p.kind == "int" or p.whole) and not (xe.is_Rational and xe.q == 1):
                 self.rep.error("out-of-range", f"'{n.name}' must be a whole number, got {float(xe):.12g}", span, p.doc)
                 continue
             lo = _rat(Fraction(str(p.min))) if p.min is not None else None

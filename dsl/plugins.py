@@ -25,6 +25,8 @@ class Param:
         kind ``ref_kind``) or ``bool``.
     :param min, max: allowed range of the nominal value, in ``unit``; ``min_open`` makes
         the lower bound exclusive.
+    :param whole: a symbolic quantity whose value must be a whole number (a GPU count);
+        unlike ``kind="int"`` it can still be solved for.
     """
 
     name: str
@@ -38,6 +40,7 @@ class Param:
     max: float | None = None
     min_open: bool = False
     optional: bool = False
+    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,12 @@ class UseSpec:
 
 @dataclass(frozen=True)
 class KindSpec:
-    """A declaration kind (``model``, ``device`` …) and the fields plugins read from it."""
+    """A declaration kind (``model``, ``device`` …) and the fields plugins read from it.
+
+    Fields of a declaration that no plugin documents for its kind get an ``unknown-field``
+    warning with a did-you-mean (typos would otherwise be ignored silently).  Several
+    plugins may register the same kind; their fields merge.
+    """
 
     name: str
     doc: str
@@ -144,8 +152,14 @@ class Plugins:
                     units.register_unit(d[0], d[1], of=d[3])
         for pname, specs in self._results("plan_kinds_register"):
             for k in specs:
-                if k.name not in self.kinds:
+                prev = self.kinds.get(k.name)
+                if prev is None:
                     self.kinds[k.name] = KindSpec(k.name, k.doc, k.fields, pname)
+                else:  # several plugins read fields of one kind: the documented fields merge
+                    have = {f.name for f in prev.fields}
+                    self.kinds[k.name] = KindSpec(prev.name, prev.doc or k.doc,
+                                                  prev.fields + tuple(f for f in k.fields if f.name not in have),
+                                                  prev.plugin)
         for pname, specs in self._results("plan_blocks_register"):
             for s in specs:
                 if s.name in self.blocks:

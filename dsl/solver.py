@@ -157,7 +157,16 @@ def solve_query(ws, q: A.Query) -> Solution:
         if all(abs(r - o) > 1e-7 * max(abs(r), abs(o), 1e-300) for o in roots):
             roots.append(r)
     roots.sort()
-    value = min(roots, key=lambda r: abs(r - (x0 or 0))) if roots else None
+    # the target's domain: its declared range, else the sign of its nominal value
+    spec = ws.param_specs.get(target)
+    dom = _domain(spec, x0)
+    inside = [r for r in roots if _in_domain(r, dom)]
+    if q.op == "==":
+        # an answer outside the range is still shown (and flagged infeasible below)
+        pick = inside or roots
+    else:
+        pick = inside
+    value = min(pick, key=lambda r: abs(r - (x0 or 0))) if pick else None
     if value is not None:
         method = "symbolic" if any(abs(value - r) <= 1e-7 * max(abs(r), 1e-300) for r in sym_roots) else "numeric"
 
@@ -177,9 +186,9 @@ def solve_query(ws, q: A.Query) -> Solution:
             symbolic = None
 
     holds, intervals, notes = None, [], []
-    if q.op != "==" and roots:
-        intervals = _truth_intervals(holds_at, roots)
-        if len(roots) == 1:
+    if q.op != "==":
+        intervals = _truth_intervals(holds_at, inside, dom)
+        if len(inside) == 1:
             ok_above = bool(holds_at(value + (abs(value) * 1e-6 or 1e-9)))
             strict = q.op in ("<", ">")
             holds = f"{target} {('>' if ok_above else '<') + ('' if strict else '=')} boundary"
@@ -189,12 +198,27 @@ def solve_query(ws, q: A.Query) -> Solution:
                          "value (a step)")
         elif len(roots) == 1 and all(abs(resid(value * (1 + e))) <= tol for e in (1e-6, -1e-6)):
             notes.append("the two sides are equal on a whole interval around this value")
-        if len(roots) > 1:
+        others = [r for r in pick if r != value]
+        if others:
             from .units import format_quantity
             notes.append("other solutions: " + ", ".join(format_quantity(r, "" if node.unit == "1" else node.unit)
-                                                          for r in roots if r != value))
+                                                          for r in others))
+    whole = None
+    if value is not None and spec is not None and spec.whole:
+        import math
+        if q.op == "==":
+            notes.append(f"{q.target.dotted} is a whole number: {math.floor(value)} or {math.ceil(value)} "
+                         "come closest")
+        else:
+            up = bool(holds_at(math.ceil(value))) if math.ceil(value) != value else bool(holds_at(value))
+            whole = math.ceil(value) if up else math.floor(value)
+            if holds_at(whole):
+                notes.append(f"as a whole number: {q.target.dotted} {'>=' if up else '<='} {whole}")
+    if value is not None:
+        failing = _requirements_failing_at(ws, x, free, nominal, whole if whole is not None else value)
+        if failing:
+            notes.append("at this value these requirements fail: " + ", ".join(failing))
     feasible = True
-    spec = ws.param_specs.get(target)
     if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
         from .units import parse_unit
         xv = value / float(parse_unit(spec.unit).scale) if spec.unit else value
@@ -207,11 +231,12 @@ def solve_query(ws, q: A.Query) -> Solution:
             notes.append(f"infeasible: the answer lies outside the allowed range {rng} of {q.target.dotted}")
     if value is None:
         lo, hi = _grid_bounds(base)
-        if q.op != "==" and holds_at(base):
-            notes.append(f"the relation holds for every value scanned ({lo:.3g} to {hi:.3g}, base units): "
-                         "no boundary")
+        where = (f"in the allowed range of {q.target.dotted}" if spec is not None and
+                 (spec.min is not None or spec.max is not None) else f"scanned ({lo:.3g} to {hi:.3g}, base units)")
+        if q.op != "==" and intervals:
+            notes.append(f"the relation holds for every value {where}: no boundary")
         elif q.op != "==":
-            notes.append(f"the relation holds for no value scanned ({lo:.3g} to {hi:.3g}, base units)")
+            notes.append(f"the relation holds for no value {where}")
         else:
             notes.append(f"no solution: the two sides do not meet for any value scanned ({lo:.3g} to {hi:.3g}, "
                          "base units)")
@@ -311,19 +336,71 @@ def _bisect(fn, a: float, b: float, prefer_positive: bool = False) -> float:
     return (a + b) / 2
 
 
-def _truth_intervals(holds_at, roots: list[float]) -> list[tuple]:
-    """Where the relation holds, as [(lo, hi)] with None for an unbounded end, from its truth
-    between and beyond the sorted boundaries."""
-    probes = [roots[0] - max(abs(roots[0]), 1.0)]
-    probes += [(a + b) / 2 for a, b in zip(roots, roots[1:])]
-    probes.append(roots[-1] + max(abs(roots[-1]), 1.0))
-    edges = [None] + list(roots) + [None]
+def _domain(spec, x0: float | None) -> tuple:
+    """(lo, hi, lo_open) in base units: the target's declared range, else the sign of its
+    nominal value (a positive quantity stays positive); None for an unbounded end."""
+    if spec is not None and (spec.min is not None or spec.max is not None):
+        from .units import parse_unit
+        k = float(parse_unit(spec.unit).scale) if spec.unit else 1.0
+        return (spec.min * k if spec.min is not None else None, spec.max * k if spec.max is not None else None,
+                spec.min_open)
+    if x0 is not None and x0 > 0:
+        return (0.0, None, True)
+    if x0 is not None and x0 < 0:
+        return (None, 0.0, False)
+    return (None, None, False)
+
+
+def _in_domain(r: float, dom: tuple) -> bool:
+    lo, hi, lo_open = dom
+    return (lo is None or (r > lo if lo_open else r >= lo)) and (hi is None or r <= hi)
+
+
+def _truth_intervals(holds_at, roots: list[float], dom: tuple = (None, None, False)) -> list[tuple]:
+    """Where the relation holds within the domain, as [(lo, hi)] with None for an unbounded
+    end, from its truth between the sorted boundaries and the domain's ends."""
+    lo, hi, _ = dom
+    edges = [lo] + list(roots) + [hi]
+    probes = []
+    for a, b in zip(edges, edges[1:]):
+        if a is None and b is None:
+            probes.append(0.0)
+        elif a is None:
+            probes.append(b - max(abs(b), 1.0))
+        elif b is None:
+            probes.append(a + max(abs(a), 1.0))
+        else:
+            probes.append((a + b) / 2)
     out = []
     for i, p in enumerate(probes):
         if holds_at(p):
-            lo, hi = edges[i], edges[i + 1]
-            if out and out[-1][1] == lo:
-                out[-1] = (out[-1][0], hi)
+            a, b = edges[i], edges[i + 1]
+            if out and out[-1][1] == a:
+                out[-1] = (out[-1][0], b)
             else:
-                out.append((lo, hi))
+                out.append((a, b))
     return out
+
+
+def _requirements_failing_at(ws, x, free, nominal, v: float) -> list[str]:
+    """Names of requirements that depend on the target and fail when it takes value ``v``."""
+    out = []
+    at = dict(nominal)
+    at[x] = sp.Float(v, 30)
+    for r in ws.requirements:
+        sides = []
+        for e in (r.lhs, r.rhs):
+            fe = e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols})
+            sides.append(fe)
+        if not any(x in fe.free_symbols for fe in sides):
+            continue
+        try:
+            lv, rv = (float(fe.xreplace(at)) for fe in sides)
+        except (TypeError, ValueError):
+            continue
+        tol = 1e-9 * max(abs(lv), abs(rv), 1e-300)
+        ok = {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
+              "==": abs(lv - rv) <= tol}[r.op]
+        if not ok:
+            out.append(f"{r.plan}.{r.name}")
+    return sorted(out)

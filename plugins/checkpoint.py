@@ -33,7 +33,7 @@ SPEC = UseSpec(
         Param("size", "B", None, "checkpoint size (default: weights + master + optimizer state)",
               min=0, optional=True),
     ),
-    plan_params=(Param("gpus", "", doc="number of GPUs", min=1),),
+    plan_params=(Param("gpus", "", doc="number of GPUs", min=1, whole=True),),
     order=40,
     provides=("checkpoint_size", "save_time", "failure_rate", "job_mtbf", "save_overhead", "rework_overhead",
               "restart_overhead", "overhead", "optimal_interval"),

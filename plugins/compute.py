@@ -30,7 +30,7 @@ from __future__ import annotations
 import sympy as sp
 
 from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugins import KindSpec, Param, UseSpec
 
 from .decoder import architecture
 
@@ -45,11 +45,11 @@ SPEC = UseSpec(
         Param("model", kind="ref", ref_kind="model", doc="the model trained"),
         Param("workload", kind="ref", ref_kind="workload", doc="the training workload"),
         Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
-        Param("gpus", "", doc="number of GPUs", min=1),
+        Param("gpus", "", doc="number of GPUs", min=1, whole=True),
         Param("mfu", "", doc="single-GPU compute efficiency (fraction of peak)", min=0, min_open=True, max=1),
-        Param("micro_batch", "seq", "1 seq", "sequences per micro-batch", min=0, min_open=True),
+        Param("micro_batch", "seq", "1 seq", "sequences per micro-batch", min=0, min_open=True, whole=True),
         Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
-        Param("gpus_per_host", "", "8", "GPUs in one host", min=1),
+        Param("gpus_per_host", "", "8", "GPUs in one host", min=1, whole=True),
     ),
     order=20,
     provides=("hosts", "tokens_per_step", "steps", "flops_forward", "flops_backward", "flops_per_seq",
@@ -61,6 +61,15 @@ SPEC = UseSpec(
 @hookimpl
 def plan_blocks_register():
     return [SPEC]
+
+
+@hookimpl
+def plan_kinds_register():
+    return [KindSpec("workload", "the work to do", (
+        Param("tokens", "token", doc="useful tokens to train on", optional=True),
+        Param("seq_len", "token", doc="tokens per sequence", optional=True),
+        Param("global_batch", "seq", doc="sequences per optimizer step", optional=True),
+    ))]
 
 
 def training_flops(a, s, s_label):

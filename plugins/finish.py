@@ -17,7 +17,7 @@ Requirement ``deadline``: finish_time ≤ deadline.
 from __future__ import annotations
 
 from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugins import KindSpec, Param, UseSpec
 
 SPEC = UseSpec(
     "finish",
@@ -32,6 +32,14 @@ SPEC = UseSpec(
 @hookimpl
 def plan_blocks_register():
     return [SPEC]
+
+
+@hookimpl
+def plan_kinds_register():
+    return [KindSpec("workload", "the work to do", (
+        Param("deadline", "s", doc="wall-clock time available from start to finish", optional=True),
+        Param("reserved", "s", doc="time reserved for launch, evaluation and planned stops", optional=True),
+    ))]
 
 
 @hookimpl

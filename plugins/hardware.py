@@ -1,0 +1,37 @@
+"""Hardware declarations: the documented fields of ``device``, ``link`` and ``storage``.
+
+This plugin prices nothing; it documents the fields the other plugins (and the catalog) use, so
+that a typo such as ``memroy = 94 GB`` gets an ``unknown-field`` warning with a did-you-mean
+instead of being ignored.
+
+======== =========== ========= ==========================================================
+kind     field       unit      meaning
+======== =========== ========= ==========================================================
+device   peak_flops  FLOP/s    dense BF16 tensor peak
+device   memory      B         nominal memory capacity
+device   mem_bw      B/s       peak memory bandwidth
+link     bandwidth   B/s       per direction
+storage  bandwidth   B/s       sustained write (checkpoint) bandwidth
+======== =========== ========= ==========================================================
+"""
+from __future__ import annotations
+
+from dsl.hookspecs import hookimpl
+from dsl.plugins import KindSpec, Param
+
+
+@hookimpl
+def plan_kinds_register():
+    return [
+        KindSpec("device", "an accelerator", (
+            Param("peak_flops", "FLOP/s", doc="dense BF16 tensor peak", optional=True),
+            Param("memory", "B", doc="nominal memory capacity", optional=True),
+            Param("mem_bw", "B/s", doc="peak memory bandwidth", optional=True),
+        )),
+        KindSpec("link", "an interconnect, bandwidth per direction", (
+            Param("bandwidth", "B/s", doc="bandwidth per direction", optional=True),
+        )),
+        KindSpec("storage", "a storage tier", (
+            Param("bandwidth", "B/s", doc="sustained write bandwidth", optional=True),
+        )),
+    ]
