@@ -24,8 +24,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     e = sub.add_parser("eval", help="evaluate every plan: headline quantities, requirements, critical path",
-                       description="Evaluate every plan in FILE and print its headline quantities with units, "
-                                   "its requirements (memory fits, deadline met) and the step's critical path.")
+                       description="Evaluate the plans declared in FILE (imported plans only when named with "
+                                   "--plan, or when FILE declares none) and print their headline quantities "
+                                   "with units, requirements (memory fits, deadline met) and the step's "
+                                   "critical path.")
     e.add_argument("file", metavar="FILE")
     e.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     e.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
@@ -37,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("get", help="print one quantity as a bare number (for scripts and CI)",
                        description="Print the nominal value of NAME (plan.quantity, plan.block.param or "
                                    "declaration.field) as a bare number, in the unit `plan eval` shows for it "
-                                   "(GiB, day, %% …) unless --in UNIT is given; scripts should pass --in. "
+                                   "(GiB, day, % …) unless --in UNIT is given; scripts should pass --in. "
                                    "A requirement (plan.meets_deadline, plan.fits_memory) prints true or false.")
     g.add_argument("file", metavar="FILE")
     g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, qwen3_8b.params, or a requirement "
@@ -152,8 +154,9 @@ def cmd_eval(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    plans = ws.plans()
+    plans = ws.plans(own=not args.plan)
     if args.plan:
+        plans = ws.plans()
         unknown = [p for p in args.plan if p not in plans]
         if unknown:
             from .diagnostics import did_you_mean
@@ -356,7 +359,7 @@ def cmd_plugins(args) -> int:
         for where, params in (("", b.params), ("plan.", b.plan_params)):
             for p in params:
                 unit = p.unit or {"choice": "choice", "ref": p.ref_kind or "ref", "bool": "bool",
-                                  "int": "integer"}.get(p.kind, "1")
+                                  "int": "int"}.get(p.kind, "1")
                 default = "required" if p.default is None and not p.optional else (p.default or "optional")
                 meaning = p.doc + (f" ({', '.join(p.choices)})" if p.choices else "")
                 rows.append((where + p.name, unit, default, meaning))

@@ -396,6 +396,15 @@ class PlanContext(_ContextBase):
         self.ws.requirements.append(Requirement(self.name, name, _as_expr(lhs), op, _as_expr(rhs),
                                                 unit, doc, self._current_plugin or ""))
 
+    def provided(self, quantity: str) -> bool:
+        """True when a block this plan uses declares that it prices ``quantity``."""
+        return any(quantity in self.ws.plugins.blocks[b].provides
+                   for b in self.info.uses if b in self.ws.plugins.blocks)
+
+    def warn(self, summary: str, hint: str = "", code: str = "incomplete") -> None:
+        """Report a warning about this plan (at its name)."""
+        self.ws.rep.warning(code, summary, self.info.ast.name_span, hint)
+
     def timeline(self, name: str) -> Timeline:
         key = (self.name, name)
         tl = self.ws.timelines.get(key)
@@ -1384,8 +1393,15 @@ class Workspace:
         return {_S(nid): n.nominal for nid, n in self.nodes.items() if n.input and nid not in exclude}
 
     # ------------------------------------------------------------ queries on results
-    def plans(self) -> list[str]:
-        return [n for n, d in self.decls.items() if d.kind == "plan"]
+    def plans(self, own: bool = False) -> list[str]:
+        """Plan names in declaration order; with ``own``, only those of the root file (all
+        plans when the root file declares none)."""
+        every = [n for n, d in self.decls.items() if d.kind == "plan"]
+        if not own or not self.modules:
+            return every
+        root = self.modules[0].file
+        mine = [n for n in every if self.decls[n].ast.span.file == root]
+        return mine or every
 
     def headline(self, plan: str) -> list[Node]:
         qs = [n for n in self.nodes.values() if n.owner == plan and n.headline]

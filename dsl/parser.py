@@ -175,6 +175,9 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
             width = max(1, len(str(tok).rstrip("\n")))
         if tok.type == "NAME" and "UNIT" not in err.expected and _prev_is_number(text, line, col):
             hint = "a unit is written right after its number without spaces inside it (e.g. 32 GB/s)"
+        elif tok.type in ("NAME", "UNIT") and _prev_is_prefixed_number(text, line, col):
+            hint = ("a number carries one unit written without spaces; for a count with a prefix write "
+                    f"the power of ten, e.g. 1e12 {tok} instead of 1T {tok}")
         elif "EQUAL" in err.expected:
             hint = "each member of a block is `name = value`"
         elif "_RBRACE" in err.expected and tok.type == "$END":
@@ -257,6 +260,16 @@ def _unclosed_brace(text: str, line: int, col: int):
     if len(before) == 1 and before[0].isidentifier():
         return stack[-1]
     return None
+
+
+def _prev_is_prefixed_number(text: str, line: int, col: int) -> bool:
+    """True when the text before the error ends like ``1T`` or ``2.5M`` (a bare SI prefix)."""
+    import re
+
+    lines = split_lines(text)
+    if line - 1 >= len(lines):
+        return False
+    return bool(re.search(r"\d\s*[kKMGTPE]\s*$", lines[line - 1][: col - 1]))
 
 
 def _prev_is_number(text: str, line: int, col: int) -> bool:

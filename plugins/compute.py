@@ -119,6 +119,13 @@ def plan_quantities_price(ctx):
     ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
     m = ctx.define("micro_batches", batch / (gpus * ctx.param("micro_batch")), "",
                    "micro-batches accumulated per GPU per step (data parallel over all GPUs)", headline=True, rank=2)
+    if ctx.value("gpus") > 1 and not ctx.provided("transfer_time"):
+        ctx.warn(f"plan '{ctx.name}' trains on several GPUs but no block prices their communication: "
+                 "gradient synchronisation costs nothing in this plan",
+                 "add a communication block such as `use zero { link = … }`")
+    if wl.has("deadline") and not ctx.provided("finish_time"):
+        ctx.warn(f"workload '{wl.name}' has a deadline but plan '{ctx.name}' does not check it",
+                 "add `use finish {}`")
     ctx.require("micro_batches_at_least_one", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
     ctx.require("micro_batches_whole", m, "==", sp.floor(m), "",
                 "the global batch splits into whole micro-batches on every GPU")
