@@ -1163,6 +1163,11 @@ class Workspace:
                 g.nodes[nid]["duration"] = n.expr
                 g.nodes[nid]["resource"] = self.timelines[(n.owner, tl_name)].activities[n.name].resource
         self.graph = g
+        if not numeric:
+            # `plan check`: literal parameters are still range-checked (no formula is evaluated)
+            self.check_ranges(inputs_only=True)
+            self._warn_unused()
+            return
         if numeric:
             # out-of-range inputs (gpus = 0) are reported on their own text before they
             # cause a division by zero downstream
@@ -1207,10 +1212,15 @@ class Workspace:
                 if not isinstance(n.value, bool):
                     self.rep.error("type", f"'{n.name}' must be true or false", span, p.doc)
 
-    def check_ranges(self, only: str | None = None) -> None:
+    def check_ranges(self, only: str | None = None, inputs_only: bool = False) -> None:
+        """Report parameters outside their declared range (exact comparisons), then the sign
+        constraints plugins put on declaration fields.  ``inputs_only`` limits the check to
+        literal values (nothing derived is evaluated)."""
         items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
         for nid, p in items:
             n = self.nodes.get(nid)
+            if inputs_only and (n is None or not n.input):
+                continue
             if n is None or not n.numeric or (p.min is None and p.max is None and p.kind != "int" and not p.whole):
                 continue
             if only is None and nid in self._spec_reported:
@@ -1234,16 +1244,19 @@ class Workspace:
                 rng = (f"{'(' if p.min_open else '['}{p.min:g}" if p.min is not None else "(-inf") + ", " + \
                       (f"{p.max:g}]" if p.max is not None else "inf)")
                 shown = f"{x:g}" if x != 0 or xe == 0 else f"{sp.N(xe, 6)}"
+                hint = p.doc
+                if not p.unit and p.max == 1 and 1 < x <= 100:
+                    hint = f"{p.doc}: write {x:g} % for a percentage"
                 self.rep.error("out-of-range", f"'{n.name}' = {shown}{(' ' + p.unit) if p.unit else ''} is outside "
-                               f"{rng}", span, p.doc)
+                               f"{rng}", span, hint)
         if only is None:
-            self._check_bounds()
+            self._check_bounds(inputs_only)
 
-    def _check_bounds(self) -> None:
+    def _check_bounds(self, inputs_only: bool = False) -> None:
         """Sign constraints plugins put on fields of declarations they read (``positive``)."""
         for nid, (kind, who) in sorted(self.bounds.items()):
             n = self.nodes.get(nid)
-            if n is None or not n.numeric or nid in self._spec_reported:
+            if n is None or not n.numeric or nid in self._spec_reported or (inputs_only and not n.input):
                 continue
             v = self.value(nid)
             if v is None:

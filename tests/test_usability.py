@@ -216,3 +216,55 @@ def test_convex_overhead_gives_an_interval(fresh_case_ws):
     disc = math.sqrt(b * b - 4 * a * c)
     assert lo == pytest.approx((-b - disc) / (2 * a), rel=1e-9)
     assert hi == pytest.approx((-b + disc) / (2 * a), rel=1e-9)
+
+
+def test_device_and_workload_typos_warn(tmp_path):
+    ws = Workspace(_write(tmp_path, HEAD + "device mine extends h100_sxm { memroy = 94 GB }\n"
+                                          "workload w { tokens = 1e9 token; reserverd = 5 day }\n"))
+    hints = {d.summary.split("'")[3]: d.hint for d in ws.rep.warnings if d.code == "unknown-field"}
+    assert "did you mean 'memory'" in hints["memroy"] and "did you mean 'reserved'" in hints["reserverd"]
+
+
+def test_nested_use_block_is_a_syntax_error(tmp_path):
+    with pytest.raises(PlanError) as ei:
+        Workspace(_write(tmp_path, HEAD + "plan p { model = qwen3_8b; device = h100_sxm\n"
+                                          "  use memory { transient = 1 GiB; use compute {} } }\n"))
+    d = ei.value.diagnostics[0]
+    assert d.code == "syntax" and "cannot be nested" in d.summary
+
+
+def test_gpu_count_must_be_whole(tmp_path):
+    with pytest.raises(PlanError) as ei:
+        Workspace(_case_variant(tmp_path, "plan half extends gpus48 { gpus = 64.5 }"))
+    assert ei.value.diagnostics[0].code == "out-of-range" and "whole number" in ei.value.diagnostics[0].summary
+
+
+def test_solve_gpu_count_suggests_whole_value_and_failing_requirements(fresh_case_ws):
+    s = solve_query(fresh_case_ws, parse_query("gpus32.gpus for gpus32.finish_time <= cpt.deadline"))
+    assert 37 < s.value < 38
+    assert "as a whole number: gpus32.gpus >= 38" in s.note
+    # 384 sequences over 38 GPUs is not a whole number of micro-batches
+    assert "gpus32.micro_batches_whole" in s.note
+
+
+def test_inequality_that_never_holds_in_range(fresh_case_ws):
+    # ZeRO-3 state + 10 GiB transient never drops below 10 GiB, whatever the GPU count
+    s = solve_query(fresh_case_ws, parse_query("gpus48.gpus for gpus48.memory_per_gpu <= 9 GiB"))
+    assert s.value is None and s.intervals == []
+    assert "holds for no value in the allowed range" in s.note
+
+
+def test_missing_blocks_warn(tmp_path):
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq; deadline = 9 day }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %\n"
+                  "  use compute {} }\n")
+    codes = [d.summary for d in Workspace(_write(tmp_path, src)).rep.warnings if d.code == "incomplete"]
+    assert any("communication" in c for c in codes) and any("deadline" in c for c in codes)
+
+
+def test_check_reports_literal_out_of_range_with_percent_hint(run_cli, tmp_path):
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 1; mfu = 40\n"
+                  "  use compute {} }\n")
+    code, out, err = run_cli("check", _write(tmp_path, src))
+    assert code == 1 and "error[out-of-range]" in err and "write 40 % for a percentage" in err
