@@ -427,7 +427,7 @@ class DeclInfo:
 
 
 class Workspace:
-    """A loaded `.plan` file with its imports, evaluated lazily.
+    """A loaded `.plan` file with its imports: resolved, priced by the plugins and evaluated.
 
     :param path: the root `.plan` file.
     :param text: its text (optional; read from ``path`` otherwise).
