@@ -150,7 +150,6 @@ def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
 
 def cmd_eval(args) -> int:
     from .diagnostics import Diagnostic, PlanError
-    from .units import convert, format_number
 
     ws = _load(args.file)
     _warn(ws)
@@ -180,6 +179,14 @@ def cmd_eval(args) -> int:
         print(json.dumps({"file": args.file, "plans": rep,
                           "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
         return EXIT_PLAN if (violated and args.strict) else EXIT_OK
+    print(_render_eval(args.file, rep, plans, args.units))
+    return EXIT_PLAN if (violated and args.strict) else EXIT_OK
+
+
+def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> str:
+    """The text of `plan eval`: a quantity × plan table, requirements, critical paths."""
+    from .units import convert, format_number, parse_unit
+
     rows: list[tuple[str, str]] = []
     for p in plans:
         for name, q in rep[p]["quantities"].items():
@@ -194,7 +201,7 @@ def cmd_eval(args) -> int:
             cells.append(q["text"] if q and q["unit"] == unit and q["text"] is not None else "—")
         table.append(cells)
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = [f"{args.file}", ""]
+    lines = [f"{file}", ""]
     for i, r in enumerate(table):
         lines.append("  ".join(c.ljust(widths[j]) if j < 2 else c.rjust(widths[j]) for j, c in enumerate(r)).rstrip())
         if i == 0:
@@ -211,11 +218,10 @@ def cmd_eval(args) -> int:
         lines.append("")
         lines.append("critical path of one step")
         for p, cp in cps:
-            tu = next((u for u in args.units if parse_unit(u).dim == parse_unit("s").dim), "s")
+            tu = next((u for u in units if parse_unit(u).dim == parse_unit("s").dim), "s")
             path = [a["id"] for a in cp["activities"] if a["id"] in cp["path"] and a["duration"] > 0]
             lines.append(f"  {p}: " + " -> ".join(path) + f"  ({format_number(convert(cp['makespan'], tu))} {tu})")
-    print("\n".join(lines))
-    return EXIT_PLAN if (violated and args.strict) else EXIT_OK
+    return "\n".join(lines)
 
 
 def cmd_get(args) -> int:

@@ -12,7 +12,7 @@ the source line with a caret under the offending text, then ``hint: …``.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 

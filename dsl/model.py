@@ -958,8 +958,8 @@ class Workspace:
                     if spec is not None and any(p.name == part for p in spec.params):
                         self._fail("unknown-name", f"optional parameter '{part}' of `use {target.block}` is not set "
                                    f"in '{target.plan}'", span,
-                                   f"set it in the block, or read the quantity the block derives instead "
-                                   f"(`plan plugins` lists what each block provides)")
+                                   "set it in the block, or read the quantity the block derives instead "
+                                   "(`plan plugins` lists what each block provides)")
                     cands = [n.split(".")[-1] for n in self.nodes if n.startswith(f"{target.plan}.{target.block}.")]
                     guess = did_you_mean(part, cands)
                     self._fail("unknown-name", f"`use {target.block}` of '{target.plan}' has no parameter '{part}'",

@@ -7,7 +7,7 @@ naming it), checks hook names with ``check_pending()`` and collects the registra
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 # ---------------------------------------------------------------- records

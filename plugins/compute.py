@@ -107,7 +107,7 @@ def plan_quantities_price(ctx):
     ctx.define("hosts", sp.ceiling(gpus / ctx.param("gpus_per_host")), "", "hosts of gpus_per_host GPUs",
                headline=True, rank=1)
     ctx.define("tokens_per_step", s * batch, "token", "useful tokens per optimizer step")
-    steps = ctx.define("steps", sp.ceiling(tokens / (s * batch)), "",
+    ctx.define("steps", sp.ceiling(tokens / (s * batch)), "",
                        "optimizer steps: ceil(tokens / tokens per step) (§10.1.1)", headline=True)
     ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence (§3.4.3)")
     ctx.define("flops_backward", 2 * fwd, "TFLOP", "backward matrix FLOPs of one sequence: dX and dW")

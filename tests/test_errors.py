@@ -127,7 +127,7 @@ def test_syntax_error_lists_expected_tokens(tmp_path):
     text = "device d {\n  memory = 24 GB\n  mem_bw 1008 GB/s\n}\n"
     p = write(tmp_path, text)
     r = run("check", str(p))
-    block = assert_diag(r, "syntax", file=p, at=line_col(text, "1008"), quoted="1008",
+    assert_diag(r, "syntax", file=p, at=line_col(text, "1008"), quoted="1008",
                         hint="name = value", summary="unexpected '1008'; expected '='")
 
 

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dsl import ast as A
 from dsl.diagnostics import PlanError
 from dsl.format import format_expr
 from dsl.model import Workspace
