@@ -229,10 +229,11 @@ def cmd_get(args) -> int:
 
     ws = _load(args.file)
     plan, _, rest = args.name.partition(".")
-    if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and ws.requirement(plan, rest) is not None \
-            and f"{plan}.{rest}" not in ws.nodes:
-        print("true" if ws.requirement(plan, rest)["ok"] else "false")
-        return EXIT_OK
+    if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and f"{plan}.{rest}" not in ws.nodes:
+        req = ws.requirement(plan, rest)
+        if req is not None:
+            print("true" if req["ok"] else "false")
+            return EXIT_OK
     nid = ws.lookup(args.name)
     n = ws.nodes[nid]
     if not n.numeric:

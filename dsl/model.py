@@ -136,6 +136,7 @@ class Timeline:
     activities: dict[str, Activity] = field(default_factory=dict)
     makespans: list[tuple] = field(default_factory=list)
     _plugin: str = ""
+    graph: Any = None            # the activity DAG, built once when the makespan is built
 
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = ""):
         """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``."""
@@ -387,7 +388,7 @@ class PlanContext(_ContextBase):
         ``headline`` quantities appear in ``plan eval``, sorted by ``rank`` (then by the
         block's order and definition order).
         """
-        spec = next((s for s in self.ws.plugins.blocks.values() if s.plugin == self._current_plugin), None)
+        spec = self.ws.plugins.block_of(self._current_plugin)
         order = (rank if rank is not None else 1000 + (spec.order if spec else 100), len(self.ws.nodes))
         return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order)
 
@@ -769,7 +770,7 @@ class Workspace:
     def _timeline_quantities(self, tl: Timeline) -> None:
         import networkx as nx
 
-        g = self._timeline_graph(tl)
+        g = tl.graph = self._timeline_graph(tl)
         if g is None:
             return
         finish: dict[str, Any] = {}
@@ -877,7 +878,8 @@ class Workspace:
 
     def wanted_block(self, plugin: str) -> str:
         """The block name a plugin registered (for messages), or the plugin's own name."""
-        return next((s.name for s in self.plugins.blocks.values() if s.plugin == plugin), plugin)
+        spec = self.plugins.block_of(plugin)
+        return spec.name if spec else plugin
 
     def _provider_hint(self, name: str, plan: str) -> str | None:
         """"'x' is priced by `use B`" when a block that plan does not use provides ``name``."""
@@ -1291,15 +1293,16 @@ class Workspace:
                                f"give it a value {_as(dim)}")
 
     def _warn_unused(self) -> None:
+        referenced = {s.name for m in self.nodes.values() if m.expr is not None for s in m.expr.free_symbols}
+        known = [p.name for s in self.plugins.blocks.values() for p in s.plan_params]
         for nid in sorted(self.nodes):
             n = self.nodes[nid]
             if n.kind != "field" or nid in self.used or nid in self.param_specs or not n.assign:
                 continue
             if self.decls[n.owner].kind != "plan" or n.scope[1] is not None:
                 continue
-            if any(s.name == nid for m in self.nodes.values() if m.expr is not None for s in m.expr.free_symbols):
+            if nid in referenced:
                 continue
-            known = [p.name for s in self.plugins.blocks.values() for p in s.plan_params]
             guess = did_you_mean(n.name, known)
             self.rep.warning("unused", f"field '{n.name}' of plan '{n.owner}' is not used by any block",
                              n.assign.name_span, f"did you mean '{guess}'?" if guess else "")
@@ -1487,7 +1490,9 @@ class Workspace:
         tl = self.timelines.get((plan, timeline))
         if tl is None:
             return None
-        g = self._timeline_graph(tl)
+        g = tl.graph
+        if g is None:
+            return None
         dur = {a: float(self._subs_value(tl.activities[a].duration)) for a in g}
         order = list(nx.lexicographical_topological_sort(g))
         es, ef = {}, {}

@@ -168,6 +168,10 @@ class Plugins:
                     continue
                 self.blocks[s.name] = UseSpec(s.name, s.doc, s.params, s.plan_params, s.order, pname, s.provides)
 
+    def block_of(self, plugin: str | None) -> UseSpec | None:
+        """The (first, by name) block a plugin registered, or None."""
+        return next((s for _, s in sorted(self.blocks.items()) if s.plugin == plugin), None)
+
     @property
     def names(self) -> list[str]:
         return sorted(n for n, _ in self.pm.list_name_plugin())
