@@ -62,7 +62,15 @@ class Call:
     func_span: Span
 
 
-Expr = Number | Ref | String | Bool | BinOp | Neg | Call
+@dataclass(frozen=True)
+class List:
+    """`[a, b, c]`: a list of values (layer splits, slot orders, sequence lengths)."""
+
+    items: tuple["Expr", ...]
+    span: Span
+
+
+Expr = Number | Ref | String | Bool | BinOp | Neg | Call | List
 
 
 # ---------------------------------------------------------------- statements

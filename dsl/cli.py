@@ -62,6 +62,27 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--in", dest="unit", metavar="UNIT", help="unit of the answers (default: the target's unit)")
     s.add_argument("--format", choices=("text", "json"), default="text")
 
+    f = sub.add_parser("figure", help="draw the plugins' figures (Gantt charts, memory, curves) to files",
+                       description="Draw every figure the plugins offer for the plans in FILE (or only --name) "
+                                   "into DIR as PLAN-NAME.FORMAT.  Needs matplotlib "
+                                   "(pip install \"plan-dsl[plot]\").")
+    f.add_argument("file", metavar="FILE")
+    f.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
+    f.add_argument("--name", action="append", metavar="FIGURE", help="only this figure (repeatable); see --list")
+    f.add_argument("-o", "--out", metavar="DIR", default=".", help="output directory (default: current)")
+    f.add_argument("--format", choices=("svg", "png", "pdf"), default="svg")
+    f.add_argument("--list", action="store_true", help="list the available figures and exit")
+
+    t = sub.add_parser("timeline", help="print a plan's timeline as a compact text Gantt chart",
+                       description="Print each timeline of the plans in FILE (a training step, a pipeline "
+                                   "schedule, a checkpoint stream …) as one row per resource, one letter per "
+                                   "kind of work, with the makespan and the critical path.")
+    t.add_argument("file", metavar="FILE")
+    t.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
+    t.add_argument("--timeline", metavar="NAME", help="only this timeline (default: all)")
+    t.add_argument("--width", type=int, default=100, help="columns of the chart (default 100)")
+    t.add_argument("--in", dest="unit", metavar="UNIT", default=None, help="time unit (default: ms or s)")
+
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -77,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
-                "plugins": cmd_plugins}[args.cmd](args)
+                "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -139,13 +160,150 @@ def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
         # a plan that sets step_time itself has no timeline behind that number
         cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines and st is not None \
             and st.kind == "quantity" else None
+        if cp is not None:
+            import sympy as sp
+            cp = dict(cp, expr=sp.sstr(cp["expr"]))
         reqs = ws.requirement_results(p)
         for r in reqs:
             u = by_dim.get(parse_unit(r["unit"]).dim if r["unit"] else None) or r["unit"]
             r["unit"] = u
             r["lhs"], r["rhs"] = convert(r["lhs_si"], u), convert(r["rhs_si"], u)
-        out[p] = {"quantities": qs, "requirements": reqs, "critical_path": cp}
+        out[p] = {"quantities": qs, "requirements": reqs, "critical_path": cp, "tables": _tables(ws, p)}
     return out
+
+
+def _tables(ws, plan: str) -> dict:
+    """Tables the plugins compute for ``plan`` (name -> title, columns, rows, notes)."""
+    out = {}
+    for name, spec in sorted(ws.plugins.tables.items()):
+        t = spec.build(ws, plan)
+        if t is None:
+            continue
+        out[name] = {"title": spec.title, "plugin": spec.plugin, "columns": list(t.columns),
+                     "rows": [[c if isinstance(c, (int, float, str)) or c is None else str(c) for c in r]
+                              for r in t.rows], "notes": list(t.notes)}
+    return out
+
+
+def _render_table(title: str, columns: list, rows: list, notes: list = ()) -> list[str]:
+    from .units import format_number
+
+    def cell(c):
+        if isinstance(c, float):
+            return format_number(c)
+        return "—" if c is None else str(c)
+    body = [[cell(c) for c in r] for r in rows]
+    cols = [str(c) for c in columns]
+    w = [max([len(cols[i])] + [len(r[i]) for r in body if i < len(r)]) for i in range(len(cols))]
+    lines = [title]
+    lines.append("  " + "  ".join(c.ljust(w[i]) for i, c in enumerate(cols)).rstrip())
+    lines.append("  " + "  ".join("-" * x for x in w))
+    for r in body:
+        lines.append("  " + "  ".join((c.rjust(w[i]) if _numlike(c) else c.ljust(w[i]))
+                                      for i, c in enumerate(r)).rstrip())
+    lines.extend(f"  {n}" for n in notes)
+    return lines
+
+
+def _numlike(c: str) -> bool:
+    t = c.replace(",", "").replace("%", "").replace("−", "-").strip()
+    try:
+        float(t.split()[0] if t else "x")
+        return True
+    except ValueError:
+        return False
+
+
+def _select_plans(ws, file: str, wanted):
+    from .diagnostics import Diagnostic, PlanError, did_you_mean
+    plans = ws.plans(own=not wanted)
+    if wanted:
+        plans = ws.plans()
+        unknown = [p for p in wanted if p not in plans]
+        if unknown:
+            g = did_you_mean(unknown[0], plans)
+            raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {file}",
+                                        None, f"did you mean '{g}'?" if g else "plans: " + ", ".join(plans))])
+        plans = [p for p in plans if p in wanted]
+    return plans
+
+
+def cmd_figure(args) -> int:
+    from pathlib import Path
+
+    from .figures import FigureError, new_figure, save
+
+    ws = _load(args.file)
+    _warn(ws)
+    specs = ws.plugins.figures
+    if args.list:
+        for name, spec in sorted(specs.items()):
+            print(f"{name:24s} {spec.title}  [plugin {spec.plugin}]")
+        return EXIT_OK
+    unknown = [n for n in (args.name or []) if n not in specs]
+    if unknown:
+        from .diagnostics import did_you_mean
+        g = did_you_mean(unknown[0], specs)
+        print(f"plan: error[unknown-name]: no figure '{unknown[0]}'\n  hint: "
+              + (f"did you mean '{g}'? " if g else "") + "figures: " + ", ".join(sorted(specs)), file=sys.stderr)
+        return EXIT_USAGE
+    plans = _select_plans(ws, args.file, args.plan)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = 0
+    try:
+        for p in plans:
+            for name, spec in sorted(specs.items()):
+                if args.name and name not in args.name:
+                    continue
+                fig = new_figure()
+                if spec.draw(ws, p, fig):
+                    print(save(fig, out / f"{p}-{name}.{args.format}"))
+                    written += 1
+    except FigureError as e:
+        print(f"plan: error[figure]: {e}", file=sys.stderr)
+        return EXIT_PLAN
+    if not written:
+        print(f"{args.file}: no figure applies to these plans", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_timeline(args) -> int:
+    from .figures import text_timeline
+    from .units import UnitError, format_number, parse_unit
+
+    ws = _load(args.file)
+    _warn(ws)
+    if args.unit:
+        try:
+            parse_unit(args.unit)
+        except UnitError as err:
+            print(f"plan: error[unknown-unit]: {err}\n  hint: {err.hint}", file=sys.stderr)
+            return EXIT_USAGE
+    plans = _select_plans(ws, args.file, args.plan)
+    shown = 0
+    for (p, name), tl in sorted(ws.timelines.items(), key=lambda kv: (plans.index(kv[0][0])
+                                                                       if kv[0][0] in plans else 0, kv[0][1])):
+        if p not in plans or (args.timeline and name != args.timeline) or tl.schedule is None:
+            continue
+        unit = args.unit or ("ms" if tl.schedule.makespan < 10 else "s")
+        print(text_timeline(tl, max(20, args.width), unit))
+        path = tl.schedule.path
+        scale = float(parse_unit(unit).scale)
+        if path:
+            shown_path = path if len(path) <= 12 else path[:5] + ["…"] + path[-5:]
+            print(f"  critical path ({len(path)} activities): " + " → ".join(shown_path))
+        for pool, prof in sorted(tl.profiles.items()):
+            print(f"  peak of {pool}: {format_number(prof.peak / 2 ** 20)} MiB at "
+                  f"{format_number(prof.time / scale)} {unit} (live: {', '.join(prof.live[:8])}"
+                  + (", …" if len(prof.live) > 8 else "") + ")")
+        print()
+        shown += 1
+    if not shown:
+        which = f"timeline '{args.timeline}'" if args.timeline else "timeline"
+        print(f"{args.file}: no {which} in these plans", file=sys.stderr)
+        return EXIT_PLAN if args.timeline else EXIT_OK
+    return EXIT_OK
 
 
 def cmd_eval(args) -> int:
@@ -213,6 +371,10 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> st
             mark = "ok  " if r["ok"] else "FAIL"
             lines.append(f"  {mark} {p}.{r['name']}: {format_number(r['lhs'])} {r['op']} "
                          f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
+    for p in plans:
+        for name, t in rep[p].get("tables", {}).items():
+            lines.append("")
+            lines.extend(_render_table(f"{t['title']} ({p})", t["columns"], t["rows"], t["notes"]))
     cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
     if cps:
         lines.append("")
@@ -365,8 +527,10 @@ def cmd_plugins(args) -> int:
         rows = [("parameter", "unit", "default", "meaning")]
         for where, params in (("", b.params), ("plan.", b.plan_params)):
             for p in params:
-                unit = p.unit or {"choice": "choice", "ref": p.ref_kind or "ref", "bool": "bool",
-                                  "int": "int"}.get(p.kind, "1")
+                unit = {"choice": "choice", "ref": p.ref_kind or "ref", "bool": "bool", "string": "string",
+                        "file": "file"}.get(p.kind) or (
+                    f"list of {'strings' if p.item == 'string' else (p.unit or '1')}" if p.kind == "list"
+                    else p.unit or {"int": "int"}.get(p.kind, "1"))
                 default = "required" if p.default is None and not p.optional else (p.default or "optional")
                 meaning = p.doc + (f" ({', '.join(p.choices)})" if p.choices else "")
                 rows.append((where + p.name, unit, default, meaning))

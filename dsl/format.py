@@ -19,6 +19,8 @@ def format_expr(e, parent: int = 0, right: bool = False) -> str:
     if isinstance(e, A.Neg):
         s = "-" + format_expr(e.operand, 3)
         return f"({s})" if parent > _PREC["^"] else s  # (-2) ^ 2 is not -2 ^ 2
+    if isinstance(e, A.List):
+        return "[" + ", ".join(format_expr(a) for a in e.items) + "]"
     if isinstance(e, A.Call):
         return f"{e.func}(" + ", ".join(format_expr(a) for a in e.args) + ")"
     if isinstance(e, A.BinOp):

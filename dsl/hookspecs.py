@@ -93,3 +93,25 @@ def plan_activities_schedule(ctx) -> None:
     Called after every ``plan_quantities_price``.  Activities reference each other by name
     (``after=`` / ``before=``); names are resolved when the timeline's makespan is built.
     """
+
+
+# ---------------------------------------------------------------- presentation
+@hookspec
+def plan_tables_register() -> list:
+    """Declare tables this plugin can compute for a plan (``plan eval``, reports).
+
+    :return: a list of :class:`dsl.plugins.TableSpec` whose ``build(ws, plan)`` returns a
+        :class:`dsl.plugins.Table` or ``None`` when the plan has nothing to show.  Builders
+        read nominal values through ``ws.value``/``ws.python_value`` and must not modify
+        the workspace.
+    """
+
+
+@hookspec
+def plan_figures_register() -> list:
+    """Declare figures this plugin can draw for a plan (``plan figure``, reports).
+
+    :return: a list of :class:`dsl.plugins.FigureSpec` whose ``draw(ws, plan, fig)`` fills a
+        matplotlib ``Figure`` and returns ``False`` when the plan has nothing to show.
+        matplotlib is imported by the core only when a figure is requested.
+    """

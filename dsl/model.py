@@ -27,6 +27,7 @@ from . import ast as A
 from .diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
 from .plugins import Param, Plugins, UseSpec, get_plugins
+from .timeline import FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline  # noqa: F401  (re-exported)
 from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
 
 CORE_KINDS = {
@@ -99,6 +100,17 @@ class Node:
         return self.value is None and self.expr is not None
 
 
+@dataclass(frozen=True)
+class ListVal:
+    """Value of a list literal: items are :class:`Val` (numbers), str, bool or DeclRef."""
+
+    items: tuple
+    spans: tuple = ()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 @dataclass
 class Requirement:
     plan: str
@@ -109,44 +121,6 @@ class Requirement:
     unit: str
     doc: str
     plugin: str
-
-
-@dataclass
-class Activity:
-    id: str
-    duration: Any
-    resource: str | None
-    after: tuple[str, ...]
-    before: tuple[str, ...]
-    doc: str
-    plugin: str
-
-
-@dataclass
-class Timeline:
-    """Activities of one plan on a timeline (e.g. one training step).
-
-    Edges are the declared ``after``/``before`` dependencies plus the order in which
-    activities were added on each resource.  The makespan is a longest path computed by
-    dynamic programming in topological order (no path enumeration).
-    """
-
-    plan: str
-    name: str
-    activities: dict[str, Activity] = field(default_factory=dict)
-    makespans: list[tuple] = field(default_factory=list)
-    _plugin: str = ""
-    graph: Any = None            # the activity DAG, built once when the makespan is built
-
-    def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = ""):
-        """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``."""
-        self.activities[id] = Activity(id, _as_expr(duration),
-                                       resource, tuple(after), tuple(before), doc, self._plugin)
-
-    def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True,
-                          rank: float | None = None):
-        """Define plan quantity ``name`` as this timeline's makespan (built at finalize)."""
-        self.makespans.append((name, unit, doc, headline, self._plugin, rank))
 
 
 class Abort(Exception):
@@ -327,6 +301,31 @@ class BlockView:
         if v is None:
             return None
         return DeclView(self._ctx, v.name, self._ctx.ws.nodes[f"{self._ctx.name}.{self.name}.{param}"].span)
+
+    def path(self, param: str):
+        """:class:`pathlib.Path` of a ``kind="file"`` parameter (checked to exist), or None."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        if nid not in self._ctx.ws.nodes:
+            return None
+        self._ctx.ws.python_value(nid)
+        return self._ctx.ws.file_param(nid)
+
+    def q_list(self, param: str) -> list:
+        """Items of a numeric list parameter as sympy expressions (base units); the items may
+        refer to other quantities, which stay symbolic."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        if nid not in self._ctx.ws.nodes:
+            return []
+        self._ctx.ws.python_value(nid)   # validates items against the spec
+        return [it.expr for it in self._ctx.ws.nodes[nid].value.items]
+
+    def error_at(self, param: str, summary: str, hint: str = "", code: str = "out-of-range") -> None:
+        """Report an error at the text of ``param`` (or at the block when it was defaulted)
+        and stop this plugin."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        n = self._ctx.ws.nodes.get(nid)
+        span = n.assign.value.span if n is not None and n.assign and n.default is None else self.span
+        self._ctx.error(summary, hint, span=span, code=code)
 
     def given(self, param: str) -> bool:
         """True when the user wrote ``param`` (not a default)."""
@@ -768,59 +767,123 @@ class Workspace:
 
 
     def _timeline_quantities(self, tl: Timeline) -> None:
-        import networkx as nx
+        """Check a timeline's structure and define its makespan and peak quantities.
 
-        g = tl.graph = self._timeline_graph(tl)
-        if g is None:
+        Small timelines get their exact max-plus makespan now; larger ones a placeholder over
+        the same inputs, replaced in :meth:`_schedule_timelines` by the symbolic length of the
+        nominal critical path once the inputs have been range-checked.
+        """
+        import sympy as sp
+
+        span = self.decls[tl.plan].ast.name_span
+        try:
+            ids, preds = tl.edges()
+        except KeyError as e:
+            other, who = e.args[0]
+            self.rep.error("missing-quantity", f"activity '{who}' of timeline '{tl.name}' (plugin "
+                           f"'{tl.activities[who].plugin}') must be ordered against activity '{other}', which "
+                           "no block in use schedules", span,
+                           "add the `use` block that schedules it (the step's input_wait and compute "
+                           "come from `use compute`)")
             return
-        finish: dict[str, Any] = {}
-        for a in nx.lexicographical_topological_sort(g):
-            preds = [finish[p] for p in sorted(g.predecessors(a))]
-            start = sp.Max(*preds) if len(preds) > 1 else (preds[0] if preds else sp.Integer(0))
-            finish[a] = start + tl.activities[a].duration
-        sinks = [finish[a] for a in sorted(g) if g.out_degree(a) == 0]
-        total = sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+        for h in tl.holds.values():
+            for anchor in (h.start, h.end):
+                if anchor is not None and anchor[0] not in tl.activities:
+                    self.rep.error("missing-quantity", f"memory hold '{h.id}' of timeline '{tl.name}' (plugin "
+                                   f"'{h.plugin}') is anchored to activity '{anchor[0]}', which is not "
+                                   "scheduled", span, "schedule the activity or anchor the hold elsewhere")
+                    return
+        if tl.topo(len(ids), preds) is None:
+            self.rep.error("cycle", f"timeline '{tl.name}' of '{tl.plan}' has a cycle: "
+                           + " -> ".join(tl.find_cycle(ids, preds)), span,
+                           "an activity waits, directly or through others, for itself; check the order of "
+                           "work on each resource and the declared dependencies")
+            return
+        full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
+        if full:
+            total = tl.makespan_expr = tl.full_expr()
+        else:   # placeholder over every duration (a lower bound), replaced after range checks
+            by_res: dict = {}
+            for a in tl.activities.values():
+                by_res.setdefault(a.resource or a.id, []).append(a.duration)
+            total = sp.Max(*[sp.Add(*v) for v in by_res.values()]) if by_res else sp.Integer(0)
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
             ctx.define(name, total, unit, doc, headline, rank=rank)
-        for a in tl.activities.values():
-            nid = f"{tl.plan}.{tl.name}.{a.id}"
-            self.nodes[nid] = Node(nid, "activity", tl.plan, a.id, expr=a.duration, dim=Dim.of(time=1),
-                                   unit="s", plugin=a.plugin, doc=a.doc, state=2)
-        self._activity_edges.extend((f"{tl.plan}.{tl.name}.{u}", f"{tl.plan}.{tl.name}.{v}") for u, v in sorted(g.edges))
+        for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
+            ctx = PlanContext(self, tl.plan)
+            ctx._current_plugin = plugin
+            ctx.define(name, sp.Add(*[h.bytes for h in tl.holds.values() if h.pool == pool]), unit, doc,
+                       headline, rank=rank)
+        if len(ids) <= MIRROR_LIMIT:
+            import networkx as nx
 
-    def _timeline_graph(self, tl: Timeline):
+            g = tl.graph = nx.DiGraph()
+            g.add_nodes_from(ids)
+            for i, ps in enumerate(preds):
+                for j, _, _ in ps:
+                    g.add_edge(ids[j], ids[i])
+            for a in tl.activities.values():
+                nid = f"{tl.plan}.{tl.name}.{a.id}"
+                self.nodes[nid] = Node(nid, "activity", tl.plan, a.id, expr=a.duration, dim=Dim.of(time=1),
+                                       unit="s", plugin=a.plugin, doc=a.doc, state=2)
+            self._activity_edges.extend((f"{tl.plan}.{tl.name}.{u}", f"{tl.plan}.{tl.name}.{v}")
+                                        for u, v in sorted(g.edges))
+
+    def _schedule_timelines(self, g) -> None:
+        """Nominal schedules and memory profiles of every timeline; makespans of large
+        timelines become the symbolic length of their critical path, peaks the symbolic sum of
+        the holds live at the peak instant.  Timelines are taken in the order of their
+        quantities in the dependency graph, so one timeline may use another's makespan."""
         import networkx as nx
 
-        g = nx.DiGraph()
-        g.add_nodes_from(tl.activities)
-        last_on: dict[str, str] = {}
-        span = self.decls[tl.plan].ast.name_span
-        for a in tl.activities.values():
-            for other, is_after in [(x, True) for x in a.after] + [(x, False) for x in a.before]:
-                if other not in tl.activities:
-                    self.rep.error("missing-quantity", f"activity '{a.id}' of timeline '{tl.name}' (plugin "
-                                   f"'{a.plugin}') must be ordered against activity '{other}', which no block "
-                                   "in use schedules", span,
-                                   "add the `use` block that schedules it (the step's input_wait and compute "
-                                   "come from `use compute`)")
-                    return None
-                if is_after:
-                    g.add_edge(other, a.id)
-                else:
-                    g.add_edge(a.id, other)
-            if a.resource:
-                prev = last_on.get(a.resource)
-                if prev is not None and not nx.has_path(g, a.id, prev):
-                    g.add_edge(prev, a.id)
-                last_on[a.resource] = a.id
-        if not nx.is_directed_acyclic_graph(g):
-            cyc = nx.find_cycle(g)
-            self.rep.error("cycle", f"timeline '{tl.name}' of '{tl.plan}' has a cycle: "
-                           + " -> ".join([e[0] for e in cyc] + [cyc[0][0]]), span)
-            return None
-        return g
+        pos = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(g))}
+
+        def first_pos(tl):
+            names = [m[0] for m in tl.makespans] + [p[0] for p in tl.peaks]
+            return min((pos.get(f"{tl.plan}.{n}", len(pos)) for n in names), default=len(pos) + 1)
+
+        class _NoValue(Exception):
+            pass
+
+        def num(e):
+            v = self._subs_value(e)
+            if v is None or not getattr(v, "is_number", False):
+                raise _NoValue()
+            return float(v)
+
+        for key in sorted(self.timelines, key=lambda k: (first_pos(self.timelines[k]), k)):
+            tl = self.timelines[key]
+            if tl.graph is None and len(tl.activities) <= MIRROR_LIMIT and tl.activities:
+                continue   # structural error already reported
+            try:
+                tl.schedule = tl.compute(num)
+            except (_NoValue, ValueError, KeyError):
+                tl.schedule = None
+                continue
+            changed = False
+            if tl.makespan_expr is None:
+                tl.makespan_expr = tl.path_expr(tl.schedule)
+                for name, *_ in tl.makespans:
+                    self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
+                changed = True
+            for name, pool, *_ in tl.peaks:
+                try:
+                    prof = tl.profiles[pool] = tl.profile(pool, num, tl.schedule)
+                except _NoValue:
+                    continue
+                self.nodes[f"{tl.plan}.{name}"].expr = tl.peak_expr(prof)
+                changed = True
+            for pool in tl.pools():
+                if pool not in tl.profiles:
+                    try:
+                        tl.profiles[pool] = tl.profile(pool, num, tl.schedule)
+                    except _NoValue:
+                        pass
+            if changed:
+                self._values.clear()
+                self._full.clear()
 
     # ------------------------------------------------------------ expectations
     def expect(self, nid: str, dim: Dim, who: str, span: Span | None) -> None:
@@ -994,6 +1057,14 @@ class Workspace:
             return Val(_rat(val), dim)
         if isinstance(e, A.String):
             return e.value
+        if isinstance(e, A.List):
+            items = []
+            for it in e.items:
+                v = self._eval(it, scope, node)
+                if isinstance(v, ListVal):
+                    self._fail("type", "a list cannot contain a list", it.span, "flatten it: [a, b, c]")
+                items.append(v)
+            return ListVal(tuple(items), tuple(it.span for it in e.items))
         if isinstance(e, A.Bool):
             return e.value
         if isinstance(e, A.Ref):
@@ -1057,7 +1128,8 @@ class Workspace:
     def _num(self, v, e) -> Val:
         if isinstance(v, Val):
             return v
-        what = {str: "a string", bool: "a boolean", DeclRef: "a declaration"}.get(type(v), "not a number")
+        what = {str: "a string", bool: "a boolean", DeclRef: "a declaration",
+                ListVal: "a list"}.get(type(v), "not a number")
         self._fail("type", f"expected a number, got {what}", e.span,
                    "arithmetic needs numbers with units" if not isinstance(v, DeclRef)
                    else "refer to one of its fields, e.g. name.field")
@@ -1176,6 +1248,7 @@ class Workspace:
             self.check_ranges()
             if self.rep.errors:
                 return
+            self._schedule_timelines(g)
             for nid in nx.lexicographical_topological_sort(g):
                 self.value(nid)
         self._warn_unused()
@@ -1213,6 +1286,38 @@ class Workspace:
             elif p.kind == "bool":
                 if not isinstance(n.value, bool):
                     self.rep.error("type", f"'{n.name}' must be true or false", span, p.doc)
+            elif p.kind in ("string", "file"):
+                if not isinstance(n.value, str):
+                    what = "a file path in double quotes" if p.kind == "file" else "a string in double quotes"
+                    self.rep.error("type", f"'{n.name}' must be {what}", span, p.doc)
+                elif p.kind == "file":
+                    f = self.file_param(nid)
+                    if not f.is_file():
+                        self.rep.error("missing-file", f"file '{n.value}' not found (looked for {_display_path(f)})",
+                                       span, "paths are relative to the .plan file that names them")
+            elif p.kind == "list":
+                if not isinstance(n.value, ListVal):
+                    self.rep.error("type", f"'{n.name}' must be a list like [a, b, c]", span, p.doc)
+                    continue
+                want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
+                for i, (it, isp) in enumerate(zip(n.value.items, n.value.spans or [span] * len(n.value))):
+                    if p.item == "string":
+                        if not isinstance(it, str):
+                            self.rep.error("type", f"item {i + 1} of '{n.name}' must be a string in double quotes",
+                                           isp, p.doc)
+                            break
+                    elif not isinstance(it, Val):
+                        self.rep.error("type", f"item {i + 1} of '{n.name}' must be a number"
+                                       + (f" in {p.unit}" if p.unit else ""), isp, p.doc)
+                        break
+                    elif it.dim != want:
+                        self.rep.error("unit-mismatch", f"item {i + 1} of '{n.name}' must be {_as(want)}, got "
+                                       f"{describe_dim(it.dim)}", isp,
+                                       f"write it in a unit like {p.unit}" if p.unit else "drop the unit")
+                        break
+                if p.min_items is not None and len(n.value) < p.min_items:
+                    self.rep.error("out-of-range", f"'{n.name}' needs at least {p.min_items} item"
+                                   f"{'s' if p.min_items != 1 else ''}, got {len(n.value)}", span, p.doc)
 
     def check_ranges(self, only: str | None = None, inputs_only: bool = False) -> None:
         """Report parameters outside their declared range (exact comparisons), then the sign
@@ -1386,7 +1491,29 @@ class Workspace:
             if v is None:
                 raise Abort()
             return float(v)
+        if isinstance(n.value, ListVal):
+            return self.list_value(nid)
         return n.value
+
+    def file_param(self, nid: str) -> Path:
+        """Path named by string field ``nid``, relative to the file the assignment is in."""
+        n = self.nodes[nid]
+        base = Path(n.assign.span.file).parent if n.assign and n.default is None else Path(self.path).resolve().parent
+        return (base / n.value).resolve()
+
+    def list_value(self, nid: str) -> tuple:
+        """Nominal items of a list field: floats (base units) for numbers, else as written."""
+        n = self.build(nid)
+        out = []
+        for it in n.value.items:
+            if isinstance(it, Val):
+                v = it.expr.xreplace({s: self.value(s.name) for s in it.expr.free_symbols})
+                if not v.is_number:
+                    raise Abort()
+                out.append(float(v))
+            else:
+                out.append(it)
+        return tuple(out)
 
     def full_expr(self, nid: str, free: frozenset = frozenset(), keep: frozenset | None = None):
         """Expression of ``nid`` in terms of inputs (and of nodes in ``free``, kept as symbols).
@@ -1484,41 +1611,27 @@ class Workspace:
         return expr.xreplace(subs)
 
     def critical_path(self, plan: str, timeline: str) -> dict | None:
-        """Critical path of a timeline at nominal values: activities with start, finish, slack."""
-        import networkx as nx
-
+        """Critical path of a timeline at nominal values: activities with start, finish, slack,
+        and the symbolic length of the path (``expr``)."""
         tl = self.timelines.get((plan, timeline))
-        if tl is None:
+        if tl is None or tl.schedule is None:
             return None
-        g = tl.graph
-        if g is None:
-            return None
-        dur = {a: float(self._subs_value(tl.activities[a].duration)) for a in g}
-        order = list(nx.lexicographical_topological_sort(g))
-        es, ef = {}, {}
-        for a in order:
-            es[a] = max((ef[p] for p in g.predecessors(a)), default=0.0)
-            ef[a] = es[a] + dur[a]
-        span = max(ef.values(), default=0.0)
-        lf, ls = {}, {}
-        for a in reversed(order):
-            lf[a] = min((ls[s] for s in g.successors(a)), default=span)
-            ls[a] = lf[a] - dur[a]
-        tol = 1e-9 * max(1.0, span)
-        path, cur = [], None
-        cands = [a for a in order if g.out_degree(a) == 0 and abs(ef[a] - span) <= tol]
-        cur = cands[0] if cands else None
-        while cur is not None:
-            path.append(cur)
-            preds = [p for p in sorted(g.predecessors(cur)) if abs(ef[p] - es[cur]) <= tol]
-            cur = preds[0] if preds else None
-        path.reverse()
-        acts = [{"id": a, "start": es[a], "finish": ef[a], "duration": dur[a],
-                 "slack": 0.0 if abs(ls[a] - es[a]) <= tol else ls[a] - es[a],
-                 "resource": tl.activities[a].resource, "plugin": tl.activities[a].plugin,
-                 "doc": tl.activities[a].doc} for a in order]
-        return {"timeline": timeline, "makespan": span, "path": path, "activities": acts}
+        sc = tl.schedule
+        acts = []
+        for i, a in enumerate(sc.ids):
+            act = tl.activities[a]
+            acts.append({"id": a, "start": sc.start[i], "finish": sc.finish[i],
+                         "duration": sc.finish[i] - sc.start[i], "slack": sc.slack[i],
+                         "resource": act.resource, "plugin": act.plugin, "doc": act.doc, "kind": act.kind})
+        pos = {a: i for i, a in enumerate(sc.ids)}
+        acts.sort(key=lambda r: (r["start"], pos[r["id"]]))
+        return {"timeline": timeline, "makespan": sc.makespan, "path": list(sc.path),
+                "activities": acts, "expr": tl.path_expr(sc)}
 
+    def memory_profile(self, plan: str, timeline: str, pool: str):
+        """:class:`~dsl.timeline.Profile` of memory ``pool`` on a timeline, or None."""
+        tl = self.timelines.get((plan, timeline))
+        return None if tl is None else tl.profiles.get(pool)
 
 class _Fail(Exception):
     pass

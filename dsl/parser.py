@@ -70,6 +70,9 @@ def _make_transformer(file: str):
         def string(self, meta, ch):
             return A.String(_unescape(str(ch[0])), _span(file, meta))
 
+        def list(self, meta, ch):
+            return A.List(tuple(c for c in ch if c is not None), _span(file, meta))
+
         def true(self, meta, ch):
             return A.Bool(True, _span(file, meta))
 

@@ -27,6 +27,10 @@ class Param:
         the lower bound exclusive.
     :param whole: a symbolic quantity whose value must be a whole number (a GPU count);
         unlike ``kind="int"`` it can still be solved for.
+    :param kind: also ``list`` (``[a, b, c]``; items are numbers in ``unit`` or, with
+        ``item="string"``, strings; at least ``min_items``), ``string`` (any text in double
+        quotes) and ``file`` (a path relative to the ``.plan`` file that names it; the file
+        must exist — read it with ``BlockView.path``).
     """
 
     name: str
@@ -41,6 +45,8 @@ class Param:
     min_open: bool = False
     optional: bool = False
     whole: bool = False
+    item: str = "quantity"
+    min_items: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,43 @@ class KindSpec:
     name: str
     doc: str
     fields: tuple[Param, ...] = ()
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table a plugin computes for one plan (shown by ``plan eval`` and reports).
+
+    ``rows`` hold display strings or numbers; ``notes`` are sentences printed under it.
+    """
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table a plugin can build: ``build(ws, plan) -> Table | None`` (None: not applicable
+    to this plan).  ``name`` is a stable id (``memory-formats``), ``title`` a heading."""
+
+    name: str
+    title: str
+    build: object
+    doc: str = ""
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure a plugin can draw: ``draw(ws, plan, fig) -> bool`` fills a matplotlib
+    ``Figure`` and returns False when the plan has nothing to show.  ``name`` is a stable id
+    used in file names (``PLAN-NAME.svg``)."""
+
+    name: str
+    title: str
+    draw: object
+    doc: str = ""
     plugin: str = ""
 
 
@@ -129,6 +172,8 @@ class Plugins:
         self.blocks: dict[str, UseSpec] = {}
         self.kinds: dict[str, KindSpec] = {}
         self.conflicts: list[str] = []
+        self.tables: dict[str, TableSpec] = {}
+        self.figures: dict[str, FigureSpec] = {}
         self._register()
 
     def _results(self, hook_name: str):
@@ -167,6 +212,16 @@ class Plugins:
                         f"use block '{s.name}' is claimed by plugins '{self.blocks[s.name].plugin}' and '{pname}'")
                     continue
                 self.blocks[s.name] = UseSpec(s.name, s.doc, s.params, s.plan_params, s.order, pname, s.provides)
+
+        for kind, store, cls in (("plan_tables_register", self.tables, TableSpec),
+                                 ("plan_figures_register", self.figures, FigureSpec)):
+            for pname, specs in self._results(kind):
+                for s in specs:
+                    if s.name in store:
+                        self.conflicts.append(f"{'table' if cls is TableSpec else 'figure'} '{s.name}' is "
+                                              f"registered by plugins '{store[s.name].plugin}' and '{pname}'")
+                        continue
+                    store[s.name] = cls(s.name, s.title, s.build if cls is TableSpec else s.draw, s.doc, pname)
 
     def block_of(self, plugin: str | None) -> UseSpec | None:
         """The (first, by name) block a plugin registered, or None."""

@@ -143,7 +143,8 @@ def plan_activities_schedule(ctx):
     if ctx.block("compute") is None:
         return
     tl = ctx.timeline("step")
-    tl.add("input_wait", ctx.param("input_wait"), "input", doc="waiting for the next batch")
+    tl.add("input_wait", ctx.param("input_wait"), "input", doc="waiting for the next batch",
+           kind="wait")
     tl.add("compute", ctx.q("compute_time"), "gpu", after=["input_wait"],
-           doc="forward and backward of all micro-batches, optimizer update")
+           doc="forward and backward of all micro-batches, optimizer update", kind="compute")
     tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)

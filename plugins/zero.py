@@ -137,25 +137,25 @@ def plan_activities_schedule(ctx):
     last = "allreduce_last" if stage == 0 else "reducescatter_last"
     if stage > 0:
         tl.add("allgather_first", head, "link", after=["input_wait"], before=["compute"],
-               doc="first AllGather (word embedding), nothing to hide it behind")
+               doc="first AllGather (word embedding), nothing to hide it behind", kind="comm")
     start = "allgather_first" if stage > 0 else "input_wait"
     if not prefetch:
-        tl.add("transfer", t - head - tail, "link", after=["compute"], doc="collectives after compute (no prefetch)")
-        tl.add(last, tail, "link", after=["transfer"], doc="last collective (word embedding gradient)")
+        tl.add("transfer", t - head - tail, "link", after=["compute"], doc="collectives after compute (no prefetch)", kind="comm")
+        tl.add(last, tail, "link", after=["transfer"], doc="last collective (word embedding gradient)", kind="comm")
         return
     if stage == 3:
-        tl.add("transfer", t - head - tail, "link", after=[start], doc="collectives overlapped with compute")
-        tl.add(last, tail, "link", after=["compute", "transfer"], doc="last ReduceScatter (word embedding gradient)")
+        tl.add("transfer", t - head - tail, "link", after=[start], doc="collectives overlapped with compute", kind="comm")
+        tl.add(last, tail, "link", after=["compute", "transfer"], doc="last ReduceScatter (word embedding gradient)", kind="comm")
         return
     gather = ctx.q("gather_time")
     if stage in (1, 2):
         tl.add("param_gather", gather - head, "link", after=[start],
-               doc="AllGather of the updated weights, overlapped with forward")
+               doc="AllGather of the updated weights, overlapped with forward", kind="comm")
     # gradients exist only once the backward passes that produce them run
     window = (2 * ctx.q("compute_time") / 3 if stage == 2
               else 2 * ctx.q("compute_per_microbatch") / 3)
     tl.add("backward_lag", ctx.q("compute_time") - window, None, after=[start],
-           doc="compute before the gradients being reduced start to appear")
+           doc="compute before the gradients being reduced start to appear", kind="wait")
     tl.add("grad_reduce", t - gather - tail, "link", after=["backward_lag"],
-           doc="gradient reduction overlapped with the backward passes")
-    tl.add(last, tail, "link", after=["compute", "grad_reduce"], doc="last collective (word embedding gradient)")
+           doc="gradient reduction overlapped with the backward passes", kind="comm")
+    tl.add(last, tail, "link", after=["compute", "grad_reduce"], doc="last collective (word embedding gradient)", kind="comm")

@@ -15,7 +15,8 @@ from dsl.plugins import get_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = ROOT / "docs" / "language.md"
-DOCS = [LANGUAGE, ROOT / "README.md"]
+PLUGIN_DOCS = sorted((ROOT / "docs" / "plugins").glob("*.md"))
+DOCS = [LANGUAGE, ROOT / "README.md"] + PLUGIN_DOCS
 HF = ROOT / "specs" / "catalog" / "hf"
 
 _FENCE = re.compile(r"^```([\w-]*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
@@ -71,13 +72,20 @@ def test_example(tmp_path, tag, text):
 
 def _section(doc: str, block: str) -> str:
     m = re.search(rf"^## `use {block}`\n(.*?)(?=^## |\Z)", doc, re.M | re.S)
-    assert m, f"docs/language.md has no section '## `use {block}`'"
+    assert m, f"docs/language.md and docs/plugins/*.md have no section '## `use {block}`'"
     return m.group(1)
+
+
+def _reference() -> str:
+    """The plugin reference: docs/language.md plus one page per plugin in docs/plugins/."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in [LANGUAGE] + PLUGIN_DOCS)
 
 
 def _unit_cell(p) -> str:
     if p.kind == "quantity":
         return f"`{p.unit or '1'}`"
+    if p.kind == "list":
+        return f"list of `{p.unit or '1'}`" if p.item != "string" else "list of strings"
     return p.kind
 
 
@@ -95,7 +103,7 @@ def _params():
 
 @pytest.mark.parametrize("block,param", list(_params()))
 def test_every_param_documented(block, param):
-    section = _section(LANGUAGE.read_text(encoding="utf-8"), block)
+    section = _section(_reference(), block)
     rows = [[c.strip() for c in line.strip().strip("|").split("|")]
             for line in section.splitlines() if line.startswith(f"| `{param.name}` |")]
     assert rows, f"`use {block}` parameter '{param.name}' is not in its table"
