@@ -529,7 +529,8 @@ def cmd_plugins(args) -> int:
             for p in params:
                 unit = {"choice": "choice", "ref": p.ref_kind or "ref", "bool": "bool", "string": "string",
                         "file": "file"}.get(p.kind) or (
-                    f"list of {'strings' if p.item == 'string' else (p.unit or '1')}" if p.kind == "list"
+                    ({"string": "list of strings", "ref": f"list of {p.ref_kind or 'ref'}"}.get(
+                        p.item, f"list of {p.unit or '1'}")) if p.kind == "list"
                     else p.unit or {"int": "int"}.get(p.kind, "1"))
                 default = "required" if p.default is None and not p.optional else (p.default or "optional")
                 meaning = p.doc + (f" ({', '.join(p.choices)})" if p.choices else "")

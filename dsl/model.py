@@ -1301,7 +1301,12 @@ class Workspace:
                     continue
                 want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
                 for i, (it, isp) in enumerate(zip(n.value.items, n.value.spans or [span] * len(n.value))):
-                    if p.item == "string":
+                    if p.item == "ref":
+                        if not isinstance(it, DeclRef) or (p.ref_kind and it.kind != p.ref_kind):
+                            self.rep.error("type", f"item {i + 1} of '{n.name}' must name a "
+                                           f"{p.ref_kind or 'declaration'}", isp, p.doc)
+                            break
+                    elif p.item == "string":
                         if not isinstance(it, str):
                             self.rep.error("type", f"item {i + 1} of '{n.name}' must be a string in double quotes",
                                            isp, p.doc)

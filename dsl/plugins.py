@@ -28,7 +28,8 @@ class Param:
     :param whole: a symbolic quantity whose value must be a whole number (a GPU count);
         unlike ``kind="int"`` it can still be solved for.
     :param kind: also ``list`` (``[a, b, c]``; items are numbers in ``unit`` or, with
-        ``item="string"``, strings; at least ``min_items``), ``string`` (any text in double
+        ``item="string"``, strings, or with ``item="ref"`` declarations of ``ref_kind``; at least
+        ``min_items``), ``string`` (any text in double
         quotes) and ``file`` (a path relative to the ``.plan`` file that names it; the file
         must exist — read it with ``BlockView.path``).
     """

@@ -85,7 +85,8 @@ def _unit_cell(p) -> str:
     if p.kind == "quantity":
         return f"`{p.unit or '1'}`"
     if p.kind == "list":
-        return f"list of `{p.unit or '1'}`" if p.item != "string" else "list of strings"
+        return {"string": "list of strings", "ref": f"list of {p.ref_kind or 'ref'}"}.get(
+            p.item, f"list of `{p.unit or '1'}`")
     return p.kind
 
 
