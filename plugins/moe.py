@@ -296,7 +296,8 @@ def _price_replay(ctx, b):
     rec = ctx.define("routing_record", b.q("tokens") * (a["L"] - m["Ld"]) * m["k"] * b.q("id_bytes"), "MiB",
                      "routing-replay record: tokens × MoE layers × k × id width (§10.5.4)", headline=True)
     ctx.define("routing_record_per_device", rec / b.q("context_parallel"), "MiB",
-               "record held by one device when the context is split (ids travel with their tokens)")
+               "record held by one device when the context is split (ids travel with their tokens)",
+               headline=True)
 
 
 def _price_sync(ctx, b):
