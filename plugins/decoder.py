@@ -206,19 +206,23 @@ def moe_architecture(view):
     return a
 
 
-def attention_params(a, m):
+def attention_params(a, m, matrices_only=False):
     """Parameters of one block's attention (projections, q/k norms, biases, MLA norms).
 
     :param a: :func:`architecture`; :param m: :func:`moe_architecture`.
+    :param matrices_only: count the projection matrices only (what a token multiplies by).
     """
     h, nq, nkv, dh = a["h"], a["nq"], a["nkv"], a["dh"]
     if m["mla"]:
         rkv, dr = m["rkv"], m["dr"]
         dv = m["dv"] if m["dv"] is not None else dh - dr
-        q = h * nq * dh if m["rq"] is None else h * m["rq"] + m["rq"] + m["rq"] * nq * dh
-        kv = h * (rkv + dr) + rkv + rkv * nq * (dh - dr + dv)
-        return q + kv + nq * dv * h
+        norms = 0 if matrices_only else (rkv if m["rq"] is None else m["rq"] + rkv)
+        q = h * nq * dh if m["rq"] is None else h * m["rq"] + m["rq"] * nq * dh
+        kv = h * (rkv + dr) + rkv * nq * (dh - dr + dv)
+        return q + kv + nq * dv * h + norms
     p = 2 * h * nq * dh + 2 * h * nkv * dh
+    if matrices_only:
+        return p
     if a["qk_norm"]:
         p += 2 * dh
     if a["qkv_bias"]:
@@ -261,7 +265,9 @@ def plan_declaration_derive(ctx):
         total = Ld * dense + Lm * moe + emb + head + h
         active = Ld * dense + Lm * moe_active + emb + head + h
         # matrices a token multiplies by: all but norm vectors and the embedding lookup
-        mat_layer_d, mat_layer_m = dense - 2 * h, moe_active - 2 * h
+        mat_attn = attention_params(a, m, matrices_only=True)
+        mat_layer_d = mat_attn + mats * h * f
+        mat_layer_m = mat_attn + router + (k + ks) * expert
         matrices = Ld * mat_layer_d + Lm * mat_layer_m + V * h
         ctx.define("expert_flops_per_token", 2 * mats * 3 * Lm * h * fe * (k + ks), "GFLOP/token",
                    "training FLOPs of the expert matmuls per token: 18·n_L·h·f·(k + k_s) (§3.6.2)")
@@ -272,7 +278,7 @@ def plan_declaration_derive(ctx):
         layer = dense
         ctx.define("layer_params", layer, "param", "parameters of one transformer block")
         total = active = L * layer + emb + head + h
-        matrices = L * (layer - 2 * h) + V * h
+        matrices = L * (attention_params(a, m, matrices_only=True) + mats * h * f) + V * h
     if m["mla"]:
         kvw = m["rkv"] + m["dr"]
     else:
