@@ -131,3 +131,15 @@ def test_moe_model_by_fields_matches_config(tmp_path):
         "  vocab = 151936; qk_norm = true; experts = 128; experts_per_token = 8; expert_ffn = 768 }\n")
     w = dsl.load(tmp_path / "m.plan")
     assert w.value("a.params") == w.value("b.params") and w.value("a.active_params") == w.value("b.active_params")
+
+
+def test_compute_refuses_moe_models(tmp_path):
+    (tmp_path / "t.plan").write_text(
+        'import "@catalog/models.plan"\nimport "@catalog/hardware.plan"\n'
+        "workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
+        "plan p { model = qwen3_30b_a3b; workload = w; device = rtx4090; gpus = 1; mfu = 40 %\n"
+        "  use compute {} }\n")
+    with pytest.raises(PlanError) as ei:
+        dsl.load(tmp_path / "t.plan")
+    d = ei.value.diagnostics[0]
+    assert d.code == "unsupported" and "flops_per_token_forward" in d.hint
