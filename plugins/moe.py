@@ -21,7 +21,9 @@ Blocks (book ch. 10 §10.3.4, §10.5.2, §10.5.4, footnotes 5 and 25; ch. 3 §3.
     A causal sequence of s tokens has s(s+1)/2 query–key pairs; a packed batch
     Σ s_i(s_i+1)/2.  The forward QKᵀ and AV of one layer cost 2·n_q·(d_qk + d_v) FLOPs per
     pair (4·n_q·d_h for a GQA model, ch. 3 §3.4.2).  Compared with the same tokens in as many
-    sequences of equal length.
+    sequences of equal length.  With ``devices`` > 1 whole sequences are placed longest first on
+    the least loaded device (LPT): the most loaded device sets the attention time (length
+    grouping evens the triangles out; context parallelism would split a long one).
 
 ``use routing_replay { tokens = 8192 token; id_bytes = 2 B }``
     Routing-replay (R3) record: tokens × MoE layers × k × id width (§10.5.4, exercise 10-8).
@@ -85,7 +87,8 @@ LONG = UseSpec(
     order=61,
     provides=("packed_tokens", "packed_sequences", "attention_pairs", "attention_pairs_equal",
               "attention_increase", "attention_flops_layer", "attention_flops_step",
-              "attention_flops_per_device"),
+              "attention_flops_per_device", "attention_pairs_max_device", "attention_imbalance",
+              "attention_flops_max_device"),
 )
 
 REPLAY = UseSpec(
@@ -203,6 +206,13 @@ def _max(xs):
 
 # ---------------------------------------------------------------- pricing
 @hookimpl
+def plan_activities_schedule(ctx):
+    b = ctx.block("moe_routing")
+    if b is not None and b.value("row_time") is not None:
+        _schedule_experts(ctx, b, _routing(ctx, b)[5])
+
+
+@hookimpl
 def plan_quantities_price(ctx):
     if ctx.block("moe_routing") is not None:
         _price_routing(ctx, ctx.block("moe_routing"))
@@ -214,13 +224,28 @@ def plan_quantities_price(ctx):
         _price_sync(ctx, ctx.block("expert_sync"))
 
 
-def _price_routing(ctx, b):
+def _routing(ctx, b):
+    """Structure of one routed layer: (E, number of experts, k, dispatches D = tokens·k,
+    per-expert loads, per-device rows), all sympy in token units; errors at the parameters."""
     E, n_E = _model_int(ctx, b, "experts", "experts")
     k, _ = _model_int(ctx, b, "top_k", "experts_per_token")
-    T, c = b.q("tokens"), b.q("capacity_factor")
-    D = ctx.define("dispatches", T * k, "token", "token dispatches: tokens × k", headline=True)
-    mean = ctx.define("mean_expert_load", D / E, "token", "mean dispatches per expert: tokens·k/E")
+    D = b.q("tokens") * k
     loads = _loads(ctx, b, E, n_E, D)
+    n_dev = int(b.value("devices") or n_E)
+    if n_E % n_dev:
+        b.error_at("devices", f"{n_E} experts do not split evenly over {n_dev} devices",
+                   "use a divisor of the expert count")
+    g = n_E // n_dev
+    per_dev = [sum(loads[i * g:(i + 1) * g]) for i in range(n_dev)]
+    return E, n_E, k, D, loads, per_dev
+
+
+def _price_routing(ctx, b):
+    E, n_E, k, D, loads, per_dev = _routing(ctx, b)
+    T, c = b.q("tokens"), b.q("capacity_factor")
+    n_dev = len(per_dev)
+    D = ctx.define("dispatches", D, "token", "token dispatches: tokens × k", headline=True)
+    ctx.define("mean_expert_load", D / E, "token", "mean dispatches per expert: tokens·k/E")
     ctx.define("max_expert_load", _max(loads), "token", "dispatches of the most loaded expert")
     cap = ctx.define("expert_capacity", sp.floor(c * T * k / E), "token",
                      "rows per expert: ⌊c·tokens·k/E⌋ (Switch Transformer eq. 3; §10.3.4)", headline=True)
@@ -232,12 +257,6 @@ def _price_routing(ctx, b):
                      "zero rows filling unused capacity (still computed and sent)", headline=True)
     ctx.define("padding_fraction", pad / rows, "%", "zero-padded share of the executed rows", headline=True)
 
-    n_dev = int(b.value("devices") or n_E)
-    if n_E % n_dev:
-        b.error_at("devices", f"{n_E} experts do not split evenly over {n_dev} devices",
-                   "use a divisor of the expert count")
-    g = n_E // n_dev
-    per_dev = [sum(loads[i * g:(i + 1) * g]) for i in range(n_dev)]
     worst = ctx.define("max_device_rows", _max(per_dev), "token",
                        "dispatched rows of the most loaded expert-parallel device (no capacity limit)",
                        headline=True)
@@ -245,10 +264,21 @@ def _price_routing(ctx, b):
     ctx.define("imbalance_saving", 1 - even / worst, "%",
                "share of the expert phase a balanced routing saves: 1 − mean/max (§10.3.4)", headline=True)
     if b.value("row_time") is not None:
-        rt = b.q("row_time")
-        ctx.define("expert_time", worst * rt, "ms",
-                   "expert phase: set by the most loaded device", headline=True)
-        ctx.define("balanced_expert_time", even * rt, "ms", "expert phase with every device at the mean")
+        ctx.define("balanced_expert_time", even * b.q("row_time"), "ms",
+                   "expert phase with every device at the mean")
+
+
+def _schedule_experts(ctx, b, per_dev):
+    """Timeline ``experts``: each device computes its dispatched rows, then the combine waits
+    for all of them — the most loaded device is the critical path."""
+    rt = b.q("row_time")
+    tl = ctx.timeline("experts")
+    for i, rows in enumerate(per_dev):
+        tl.add(f"experts_dev{i}", rows * rt, f"dev{i}", kind="compute", label=str(i),
+               doc=f"expert FFNs of device {i}: its dispatched rows × row time")
+    tl.add("combine", 0, None, after=[f"experts_dev{i}" for i in range(len(per_dev))], kind="comm",
+           doc="combine: every token's expert outputs are needed")
+    tl.makespan_quantity("expert_time", "ms", "expert phase: the most loaded device sets it (§10.3.4)")
 
 
 def _pairs(s):
@@ -262,13 +292,13 @@ def _price_long(ctx, b):
                    "`lengths = \"hist.csv\"`", "give the packed lengths as a list or a histogram",
                    code="missing-parameter")
     if given[0] == "seq_lens":
-        items = [(s, sp.Integer(1)) for s in b.q_list("seq_lens")]
+        items = [(s, sp.Integer(1), v) for s, v in zip(b.q_list("seq_lens"), b.value("seq_lens"))]
     else:
-        items = [(s, c) for s, c in read_csv_column(ctx, b, "lengths", ("length", "count")) if c]
-    n = sum(c for _, c in items)
-    T = ctx.define("packed_tokens", sum(s * c for s, c in items), "token", "tokens of the packed batch")
+        items = [(s, c, float(s)) for s, c in read_csv_column(ctx, b, "lengths", ("length", "count")) if c]
+    n = sum(c for _, c, _ in items)
+    T = ctx.define("packed_tokens", sum(s * c for s, c, _ in items), "token", "tokens of the packed batch")
     ctx.define("packed_sequences", n, "", "sequences in the packed batch")
-    P = ctx.define("attention_pairs", sum(c * _pairs(s) for s, c in items), "",
+    P = ctx.define("attention_pairs", sum(c * _pairs(s) for s, c, _ in items), "",
                    "causal query–key pairs Σ s_i(s_i+1)/2 (§10.3.4)", headline=True)
     Pe = ctx.define("attention_pairs_equal", n * _pairs(T / n), "",
                     "pairs of the same tokens in as many sequences of equal length")
@@ -284,6 +314,39 @@ def _price_long(ctx, b):
                       "forward + backward attention FLOPs of all layers for the batch")
     ctx.define("attention_flops_per_device", step / b.q("devices"), "TFLOP",
                "attention FLOPs per device when the batch's work is spread evenly")
+    # whole sequences on devices: longest-processing-time-first assignment (nominal lengths)
+    n_dev = int(round(float(b.value("devices"))))
+    if n_dev > 1:
+        if n > 100_000:
+            b.error_at("devices", f"{n} sequences are too many to place one by one",
+                       "give the histogram of one step's batch")
+        per_dev = _assign(items, n_dev)
+        worst = ctx.define("attention_pairs_max_device", _max(per_dev), "",
+                           "pairs of the most loaded device, whole sequences placed longest first",
+                           headline=True)
+        ctx.define("attention_imbalance", worst * b.q("devices") / P - 1, "%",
+                   "extra attention time of the most loaded device over an even split", headline=True)
+        ctx.define("attention_flops_max_device", step * worst / P, "TFLOP",
+                   "attention FLOPs of the most loaded device")
+
+
+def _assign(items, n_dev):
+    """Place whole sequences on ``n_dev`` devices, longest first, each on the device with the
+    fewest pairs so far (LPT, at nominal lengths).
+
+    :param items: [(length expr, count, nominal length)]; :return: per-device pair sums (sympy).
+    """
+    import heapq
+    order = sorted(range(len(items)), key=lambda j: (-items[j][2], j))
+    heap = [(0.0, i) for i in range(n_dev)]
+    per = [dict() for _ in range(n_dev)]
+    for j in order:
+        s, c, v = items[j]
+        for _ in range(int(c)):
+            load, i = heapq.heappop(heap)
+            per[i][j] = per[i].get(j, 0) + 1
+            heapq.heappush(heap, (load + v * (v + 1) / 2, i))
+    return [sum((n * _pairs(items[j][0]) for j, n in d.items()), sp.Integer(0)) for d in per]
 
 
 def _price_replay(ctx, b):

@@ -56,6 +56,8 @@ def test_imbalance_on_the_critical_path(ws):
     assert qval(ws, "two_experts.imbalance_saving") == pytest.approx(1 / 3, abs=1e-12)
     t, tb = qval(ws, "two_experts.expert_time", "ms"), qval(ws, "two_experts_balanced.expert_time", "ms")
     assert 1 - tb / t == pytest.approx(1 / 3, abs=1e-12)
+    # an event model: the device with 96 rows is the critical path of the expert phase
+    assert ws.critical_path("two_experts", "experts")["path"] == ["experts_dev0"]
 
 
 @pytest.mark.parametrize("plan", ["qwen235", "two_experts"])

@@ -37,7 +37,15 @@ def test_histogram_and_devices(ws):
     assert qval(ws, "from_histogram.packed_tokens", "token") == 2 * 7168 + 2 * 1024 + 4 * 4096
     per_pair = 2 * 32 * (128 + 128)                   # QKᵀ and AV, 32 heads of 128
     step = 3 * 36 * per_pair * pairs                  # forward + backward, 36 layers
-    assert qval(ws, "from_histogram.attention_flops_per_device", "FLOP") == pytest.approx(step / 8, rel=1e-12)
+    assert qval(ws, "from_histogram.attention_flops_per_device", "FLOP") == pytest.approx(step / 4, rel=1e-12)
+    # longest first on 4 devices: the two 7,168-token sequences alone on two devices, the
+    # 4,096s and 1,024s shared by the other two (2·8,390,656 + 524,800 = 17,306,112 < 25,693,696)
+    worst = 7168 * 7169 // 2
+    assert 2 * (4096 * 4097 // 2) + 1024 * 1025 // 2 < worst
+    assert qval(ws, "from_histogram.attention_pairs_max_device") == worst
+    assert qval(ws, "from_histogram.attention_imbalance") == pytest.approx(4 * worst / pairs - 1, rel=1e-12)
+    assert qval(ws, "from_histogram.attention_flops_max_device", "FLOP") == pytest.approx(
+        3 * 36 * per_pair * worst, rel=1e-12)
 
 
 def test_both_list_and_histogram_is_an_error(tmp_path):
