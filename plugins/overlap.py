@@ -130,7 +130,7 @@ def _schedule(ctx, b, name, n, with_reduction=True):
             j = todo.pop(0)
             tl.add(f"bucket{j}", t, "link", kind="comm", label=str(j), doc=f"AllReduce of bucket {j} in gap {i}")
             cursor += tn
-        tl.add(f"exchange{i}", bz, "link", release=release, kind="transfer", label="EP",
+        tl.add(f"exchange{i}", bz, "link", release=release, kind="exchange", label="EP",
                doc="expert exchange on the shared link")
         cursor = max(cursor, release_n) + bn[i]
         release, release_n = release + bz, release_n + bn[i]
