@@ -8,7 +8,6 @@ Qwen3-235B-A22B (E = 128, k = 8, 8,192 tokens, half the experts at 1.5x the mean
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 
