@@ -95,6 +95,11 @@ def plan_quantities_price(ctx):
     if any(a[k] is None for k in ("L", "h", "f", "nq", "V")):
         ctx.error(f"model '{model.name}' lacks layers/hidden/ffn/heads/vocab needed by `use compute`",
                   "describe the architecture or use `model NAME from \"config.json\"`")
+    if model.has("experts") or model.has("kv_lora_rank"):
+        ctx.error(f"`use compute` counts the FLOPs of dense GQA decoders; model '{model.name}' has "
+                  "mixture-of-experts or MLA layers",
+                  "its per-token FLOPs are the model fields flops_per_token_forward and expert_flops_per_token",
+                  code="unsupported")
     s = wl.q("seq_len", "token", positive=True)
     batch = wl.q("global_batch", "seq", positive=True)
     tokens = wl.q("tokens", "token", positive=True)
