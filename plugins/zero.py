@@ -1,7 +1,8 @@
 """ZeRO / FSDP: sharded persistent state, collective volume, link time and exposed wait.
 
 ``use zero { stage = 3; group = gpus; link = pcie4_x16; nic = nic_200g; nics_per_host = 8;
-prefetch = true }``
+prefetch = true }`` — without ``link`` only the memory side is priced (``use zero { stage = 3;
+group = 8 }`` needs no ``use compute``).
 
 Persistent state per GPU over a data-parallel group of d GPUs (book §10.2.1), with W, G, M, O
 the weights, grads, master and optimizer state of the whole model (from ``use memory``):
@@ -52,7 +53,8 @@ SPEC = UseSpec(
         Param("stage", "", "3", "ZeRO stage: 0 plain DP, 1 optimizer, 2 +grads, 3 +weights", kind="int",
               min=0, max=3),
         Param("group", "", "gpus", "GPUs in the sharding (data-parallel) group", min=1, whole=True),
-        Param("link", kind="ref", ref_kind="link", doc="the link each GPU's collective traffic crosses"),
+        Param("link", kind="ref", ref_kind="link", optional=True,
+              doc="the link each GPU's collective traffic crosses (omit to price memory only)"),
         Param("nic", kind="ref", ref_kind="link", optional=True,
               doc="the NIC that carries inter-host traffic (omit on one host)"),
         Param("nics_per_host", "", "gpus_per_host", "NICs per host that share the ring's host cut", min=1, whole=True),
@@ -61,11 +63,12 @@ SPEC = UseSpec(
     ),
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model trained"),
-        Param("gpus", "", doc="number of GPUs", min=1, whole=True),
+        Param("gpus", "", "1", "number of GPUs (required by `use compute`)", min=1, whole=True),
         Param("gpus_per_host", "", "8", "GPUs in one host", min=1, whole=True),
     ),
     order=30,
-    provides=("persistent_memory", "transfer_volume", "link_bandwidth", "transfer_time", "transfer_per_microbatch",
+    provides=("persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu", "optimizer_per_gpu",
+              "transfer_volume", "link_bandwidth", "transfer_time", "transfer_per_microbatch",
               "comm_head", "comm_tail", "gather_time"),
 )
 
@@ -87,6 +90,11 @@ def plan_quantities_price(ctx):
     full = [x for x in (W, G, M, O) if x not in sharded]
     ctx.define("persistent_memory", sum(full) + sum(sharded) / d, "GiB",
                f"persistent state per GPU under ZeRO-{stage} (§10.2.1)", headline=True)
+    for k, x in zip(("weights", "grads", "master", "optimizer"), (W, G, M, O)):
+        ctx.define(f"{k}_per_gpu", x / d if x in sharded else x, "GiB",
+                   f"{k} state held by one GPU under ZeRO-{stage} ({'sharded' if x in sharded else 'replicated'})")
+    if b.value("link") is None:
+        return          # memory only: no collective is priced
 
     m = ctx.q("micro_batches", "")
     frac = (d - 1) / d
@@ -130,6 +138,8 @@ def plan_quantities_price(ctx):
 def plan_activities_schedule(ctx):
     b = ctx.block("zero")
     if b is None:
+        return
+    if b.value("link") is None:
         return
     tl = ctx.timeline("step")
     stage, prefetch = int(b.value("stage")), bool(b.value("prefetch"))
