@@ -169,3 +169,59 @@ def plan_activities_schedule(ctx):
     tl.add("grad_reduce", t - gather - tail, "link", after=["backward_lag"],
            doc="gradient reduction overlapped with the backward passes", kind="comm")
     tl.add(last, tail, "link", after=["compute", "grad_reduce"], doc="last collective (word embedding gradient)", kind="comm")
+
+
+# ---------------------------------------------------------------- figure 10-16
+def memory_curve(ws, plan: str, ds) -> list[float] | None:
+    """``memory_per_gpu`` of ``plan`` (bytes) at each sharding degree d in ``ds``.
+
+    The plan's own expression is evaluated with ``zero.group`` free and every other input at
+    its nominal value (stage 3 with BF16/Adam: 16N/d + transient, book fig. 10-16).
+    """
+    import sympy as sp
+
+    target, mem = f"{plan}.zero.group", f"{plan}.memory_per_gpu"
+    if target not in ws.nodes or mem not in ws.nodes or ws.value(mem) is None:
+        return None
+    free = frozenset({target})
+    x = sp.Dummy("d")
+    e = ws.full_expr(mem, free).xreplace(ws.nominal_map(exclude={target}))
+    e = e.xreplace({s: x for s in e.free_symbols if s.name == target})
+    f = sp.lambdify(x, e, modules=["mpmath"])
+    return [float(f(d)) for d in ds]
+
+
+def _draw_shards(ws, plan, fig) -> bool:
+    if "zero" not in ws.decls[plan].uses or "memory" not in ws.decls[plan].uses:
+        return False
+    d0 = int(round(float(ws.value(f"{plan}.zero.group"))))
+    ds = list(range(1, max(32, 2 * d0) + 1))
+    ys = memory_curve(ws, plan, ds)
+    if ys is None:
+        return False
+    gib = 2.0 ** 30
+    usable = float(ws.value(f"{plan}.usable_memory")) / gib
+    stage = int(ws.python_value(f"{plan}.zero.stage"))
+    ax = fig.subplots()
+    fig.set_size_inches(7, 4)
+    ys_g = [y / gib for y in ys]
+    ax.plot(ds, ys_g, "o-", ms=3, label=f"memory per GPU, ZeRO-{stage}")
+    ax.axhline(usable, color="#C44E52", lw=1, label=f"usable {usable:.3g} GiB")
+    fits = [d for d, y in zip(ds, ys_g) if y <= usable]
+    if fits:
+        ax.axvline(fits[0], color="#55A868", lw=0.8, ls="--", label=f"smallest d that fits: {fits[0]}")
+    ax.plot([d0], [ys_g[d0 - 1]], "s", color="black", ms=5, label=f"this plan: d = {d0}")
+    ax.set_xlabel("sharding degree d (GPUs)")
+    ax.set_ylabel("GiB per GPU")
+    ax.set_ylim(0, min(max(ys_g), 4 * usable) * 1.05)
+    ax.set_title(f"{plan}: memory per GPU against the budget (fig. 10-16)", fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return True
+
+
+@hookimpl
+def plan_figures_register():
+    from dsl.plugins import FigureSpec
+    return [FigureSpec("memory-shards", "Memory per GPU over the sharding degree (fig. 10-16)", _draw_shards,
+                       "memory_per_gpu as a function of zero.group against usable memory")]
