@@ -222,7 +222,7 @@ def _states_table(ws, plan):
 
 
 def _peaks_table(ws, plan):
-    from dsl.units import convert
+    from dsl.units import convert, format_number
 
     rows = []
     for (p, name), tl in sorted(ws.timelines.items()):
@@ -231,14 +231,21 @@ def _peaks_table(ws, plan):
         for pool, prof in sorted(tl.profiles.items()):
             unit = "GiB" if prof.peak >= 2 ** 30 else "MiB"
             rows.append((name, pool, "PEAK", round(convert(prof.peak, unit), 3), unit, ""))
+            groups: dict = {}          # many holds of one kind (per layer, per micro-batch) -> one row
             for hid in prof.live:
                 h = tl.holds[hid]
                 size = float(h.bytes.xreplace({s: ws.value(s.name) for s in h.bytes.free_symbols}))
+                key = (h.doc, size) if len(prof.live) > 8 else (hid, size)
+                groups.setdefault(key, []).append(h)
+            for (_, size), hs in groups.items():
+                h = hs[0]
 
                 def anchor(a, edge):
                     return edge if a is None else f"{a[1]} of {a[0]}"
-                rows.append((name, pool, hid, round(convert(size, unit), 3), unit,
-                             f"{anchor(h.start, 'timeline start')} → {anchor(h.end, 'timeline end')}"))
+                label = h.id if len(hs) == 1 else f"{h.doc}: {len(hs)} × {format_number(convert(size, unit))} {unit}"
+                rows.append((name, pool, label, round(convert(size * len(hs), unit), 3), unit,
+                             f"{anchor(h.start, 'timeline start')} → {anchor(h.end, 'timeline end')}"
+                             + (" (first of them)" if len(hs) > 1 else "")))
     if not rows:
         return None
     return Table(("timeline", "pool", "hold live at the peak", "size", "unit", "live from → to"), tuple(rows),
@@ -258,7 +265,7 @@ def _methods_table(ws, plan):
             "" if wait is None else f" (exposed communication {wait:.3g} s per step)")
         rows.append(("sharding (ZeRO/FSDP)", "replicated weights, gradients or optimizer state",
                      round(_conv(removed, "GiB"), 2), "GiB", extra, cond))
-    if _uses(ws, plan, "recompute"):
+    if _uses(ws, plan, "recompute") and ws.python_value(f"{plan}.recompute.policy") != "none":
         removed = _v(ws, f"{plan}.recompute_saving")
         fl = _v(ws, f"{plan}.recompute_flops")
         rows.append(("recomputation", "activations saved between forward and backward",
