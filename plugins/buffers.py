@@ -64,7 +64,6 @@ def plan_quantities_price(ctx):
     b = ctx.block("buffers")
     if b is None:
         return
-    _check(b)
     if b.given("usable"):
         ctx.require("fits_peak", ctx.q("peak_memory", "B"), "<=", b.q("usable"), "GiB",
                     "the lifetime peak fits in usable memory")
