@@ -270,8 +270,10 @@ def _methods_table(ws, plan):
         fl = _v(ws, f"{plan}.recompute_flops")
         rows.append(("recomputation", "activations saved between forward and backward",
                      round(_conv(removed, "MiB"), 2), "MiB",
-                     f"rebuild forward values: {fl / 1e6:.2f} M multiplies per micro-batch per stage",
-                     "the rebuild does not delay a backward pass on the critical path"))
+                     f"rebuild forward values: {fl / 1e6:.4g} M multiplies per micro-batch on this GPU",
+                     "the rebuild does not delay a backward pass on the critical path" + (
+                         "" if _v(ws, f"{plan}.recompute_time") is None else
+                         f" (it adds {_v(ws, f'{plan}.recompute_time'):.3g} s of GPU work per step)")))
     if _uses(ws, plan, "offload"):
         removed = _v(ws, f"{plan}.offload_removed")
         wait = _v(ws, f"{plan}.offload_wait")
