@@ -2,7 +2,7 @@
 
 ``use zero { stage = 3; group = gpus; link = pcie4_x16; nic = nic_200g; nics_per_host = 8;
 prefetch = true }`` — without ``link`` only the memory side is priced (``use zero { stage = 3;
-group = 8 }`` needs no ``use compute``).
+group = 8 }`` in a plan without ``use compute``; with ``use compute`` a link is required).
 
 Persistent state per GPU over a data-parallel group of d GPUs (book §10.2.1), with W, G, M, O
 the weights, grads, master and optimizer state of the whole model (from ``use memory``):
@@ -94,6 +94,12 @@ def plan_quantities_price(ctx):
         ctx.define(f"{k}_per_gpu", x / d if x in sharded else x, "GiB",
                    f"{k} state held by one GPU under ZeRO-{stage} ({'sharded' if x in sharded else 'replicated'})")
     if b.value("link") is None:
+        if ctx.block("compute") is not None:
+            # a priced training step must price its collectives too
+            b.error_at("link", f"`use zero` in '{ctx.name}' needs 'link' (the link each GPU's collective traffic "
+                       "crosses) when the plan prices a step with `use compute`",
+                       "add `link = …` naming a link (e.g. pcie4_x16), or drop `use compute` to price memory only",
+                       code="missing-parameter")
         return          # memory only: no collective is priced
 
     m = ctx.q("micro_batches", "")
