@@ -12,6 +12,10 @@ the weights, grads, master and optimizer state of the whole model (from ``use me
 * stage 2: W + (G + M + O)/d                (2N + 14N/d)
 * stage 3: (W + G + M + O)/d                (16N/d)
 
+``weights_per_gpu``, ``grads_per_gpu``, ``master_per_gpu``, ``optimizer_per_gpu`` are each state's
+per-GPU share (replicated: whole; sharded: whole / d).  Figure ``memory-shards`` draws
+``memory_per_gpu`` over d against the usable memory (book fig. 10-16, :func:`memory_curve`).
+
 Per-step link volume per GPU, m micro-batches per GPU (§10.3.3).  Every ring collective moves
 (d−1)/d of its buffer in and out of each GPU:
 
