@@ -50,3 +50,19 @@ def test_offload_row(table):
     assert r[2] == 192 and r[3] == "MiB"                     # the FP32 copy kept on the host
     assert "96 MiB" in r[4]
     assert "T_wait = max(0, V/B − W) = 3.15 ms" in r[5]      # 96 MiB / 32 GB/s, no window
+
+
+def test_provides_lists_what_each_memory_block_defines():
+    """UseSpec.provides (hints, docs) matches what buffers, recompute and offload define."""
+    import dsl
+    from dsl.plugins import get_plugins
+
+    ws_methods = dsl.load(METHODS)
+    ws_life = dsl.load(CASES / "memory-lifetimes.plan")
+    blocks = get_plugins().blocks
+    for ws, plan, block in ((ws_methods, "combined", "recompute"), (ws_methods, "combined", "offload"),
+                            (ws_life, "act_and_gather", "buffers")):
+        spec = blocks[block]
+        defined = {n.name for n in ws.nodes.values()
+                   if n.owner == plan and n.kind == "quantity" and n.plugin == spec.plugin}
+        assert defined == set(spec.provides), block
