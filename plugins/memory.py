@@ -1,32 +1,67 @@
-"""Training-state memory by format and the per-GPU memory budget.
+"""Training-state memory by format, the per-GPU memory budget, and the memory tables.
 
 ``use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam";
-moments = "fp32"; transient = 10 GiB; usable = 22 GiB }``
+moments = "fp32"; operand = "fp8_e4m3"; scale_block = 128; transient = 10 GiB; usable = 22 GiB }``
 
 Bytes per parameter (book ch. 10 §10.1.2, ch. 3 example 3-3): BF16 weights 2, BF16 grads 2,
 FP32 master 4, Adam moments 4 + 4 → 16 B (Qwen3-8B: 131.1 GB = 122.1 GiB); FP32 grads → 18 B
 (147.433 GB).  SGD with momentum keeps one moment, plain SGD none.
 
+Block-scaled formats (FP8 E4M3/E5M2, §10.1.2 after DeepSeek-V3 §3.3): one FP32 scale per
+``scale_block`` × ``scale_block`` block of a weight matrix, so a copy costs
+1 + 4/scale_block² B/param (1 + 4/16384 ≈ 1.0002 at 128).  ``operand`` is the format of the
+copy of the weights fed to the matmuls; by default (``"same"``) it is the stored ``weights``.
+An FP8 operand copy halves the weights the matmuls read (Qwen3-8B 16.4 → ≈8.2 GB,
+``matmul_weights_memory``) while the persistent state (``bytes_per_param``) keeps its
+16 B/param; writing ``weights = "fp8_e4m3"`` instead stores the weights themselves in FP8.
+
 Per-state quantities ``weights_memory``, ``grads_memory``, ``master_memory``,
 ``optimizer_memory`` (whole model, bytes) feed ``persistent_memory`` — unsharded here
-(a fallback), divided by the ``zero`` block when one is used.  ``memory_per_gpu`` adds the
-``transient`` budget (activations, gathered parameters, workspace that are live together,
-§10.2.4); ``memory_margin`` = usable − memory_per_gpu; requirement ``fits_memory``.
+(a fallback), divided by the ``zero`` block when one is used; ``X_per_gpu`` are the per-GPU
+shares (fallbacks the ``zero`` block replaces).  ``memory_per_gpu`` adds the ``transient``
+memory (activations, gathered parameters, workspace that are live together, §10.2.4; by
+default the transient peak of ``use buffers`` when that block is used, else 0);
+``memory_margin`` = usable − memory_per_gpu; requirement ``fits_memory``.
+
+Tables: ``memory-formats`` (the book's format table for this plan's model), ``memory-states``
+(per state: format, bytes, replicated or sharded, per-GPU share), ``memory-peaks`` (each
+memory pool's peak on each timeline with the holds live at it) and ``memory-methods`` (the
+§10.2.4 comparison of sharding, recomputation and offload, filled from the plan).
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+import sympy as sp
 
-FORMAT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "none": 0}
+from dsl.hookspecs import hookimpl
+from dsl.plugins import Param, Table, TableSpec, UseSpec
+
+# Bytes per element of each format; block-scaled formats add one FP32 scale per block.
+FORMAT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8": 1, "none": 0}
+BLOCK_SCALED = {"fp8_e4m3", "fp8_e5m2", "fp8"}
+SCALE_BYTES = 4                       # one FP32 scale per block
 OPTIMIZER_MOMENTS = {"adam": 2, "adamw": 2, "sgd_momentum": 1, "sgd": 0}
+STATES = ("weights", "grads", "master", "optimizer")
+
+# The book's format table (§10.1.2): scaling control and main numerical risk per operand format.
+FORMAT_NOTES = {
+    "fp32": ("FP32", "not needed", "memory and bandwidth: 4 B per element"),
+    "tf32": ("TF32", "not needed", "10-bit mantissa inside matmuls"),
+    "fp16": ("FP16", "global loss scaling", "gradient underflow; overflow when scaling"),
+    "bf16": ("BF16", "not needed", "short mantissa, compensated by FP32 accumulation"),
+    "fp8_e4m3": ("FP8 E4M3 operand copy", "block scaling and periodic high-precision accumulation",
+                 "rounding inside a block; stale scales"),
+    "fp8_e5m2": ("FP8 E5M2 operand copy", "block scaling and periodic high-precision accumulation",
+                 "2-bit mantissa; stale scales"),
+}
+FORMAT_NOTES["fp8"] = FORMAT_NOTES["fp8_e4m3"]
+WEIGHT_FORMATS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8")
 
 SPEC = UseSpec(
     "memory",
     "training state per parameter by format, and the per-GPU memory budget",
     params=(
-        Param("weights", default='"bf16"', kind="choice", choices=("fp32", "bf16", "fp16", "fp8"),
-              doc="format of the weights used by matmuls"),
+        Param("weights", default='"bf16"', kind="choice", choices=WEIGHT_FORMATS,
+              doc="format of the stored weights (fp8_* are block-scaled; fp8 = fp8_e4m3)"),
         Param("grads", default='"bf16"', kind="choice", choices=("fp32", "bf16", "fp16"),
               doc="format in which gradients are accumulated"),
         Param("master", default='"fp32"', kind="choice", choices=("fp32", "none"),
@@ -35,8 +70,12 @@ SPEC = UseSpec(
               doc="optimizer family (number of moments kept)"),
         Param("moments", default='"fp32"', kind="choice", choices=("fp32", "bf16"),
               doc="format of the optimizer moments"),
-        Param("transient", "B", "0 GiB", "activations, gathered parameters and workspace live together "
-              "at the peak, per GPU", min=0),
+        Param("operand", default='"same"', kind="choice", choices=("same",) + WEIGHT_FORMATS,
+              doc="format of the weight copy fed to the matmuls (same: the stored weights)"),
+        Param("scale_block", "", "128", "edge of the square block that shares one FP32 scale "
+              "(block-scaled formats)", kind="int", min=1),
+        Param("transient", "B", "0 GiB", "activations, gathered parameters and workspace live together at "
+              "the peak, per GPU (when not written and `use buffers` is used: its transient peak)", min=0),
         Param("usable", "B", "device.memory", "memory a GPU can give to training", min=0, min_open=True),
     ),
     plan_params=(
@@ -45,7 +84,9 @@ SPEC = UseSpec(
     ),
     order=10,
     provides=("weights_memory", "grads_memory", "master_memory", "optimizer_memory", "bytes_per_param",
-              "state_memory", "persistent_memory", "memory_per_gpu", "usable_memory", "memory_margin"),
+              "operand_bytes_per_param", "matmul_weights_memory", "state_memory", "persistent_memory",
+              "weights_per_gpu", "grads_per_gpu", "master_per_gpu", "optimizer_per_gpu",
+              "memory_per_gpu", "usable_memory", "memory_margin"),
 )
 
 
@@ -54,14 +95,32 @@ def plan_blocks_register():
     return [SPEC]
 
 
-def bytes_per_param(block) -> dict[str, int]:
+def format_bytes(fmt: str, scale_block: int = 128):
+    """Bytes per element of format ``fmt`` (sympy Rational).
+
+    Block-scaled formats (fp8_*) add one FP32 scale per ``scale_block``² elements:
+    1 + 4/scale_block² (§10.1.2; 1 + 4/16384 ≈ 1.0002 for 128 × 128 blocks).
+    """
+    b = sp.Integer(FORMAT_BYTES[fmt])
+    if fmt in BLOCK_SCALED:
+        b += sp.Rational(SCALE_BYTES, scale_block ** 2)
+    return b
+
+
+def bytes_per_param(block) -> dict[str, sp.Rational]:
     """Bytes per parameter of each state for a ``memory`` block's formats."""
+    blk = int(block.value("scale_block"))
     return {
-        "weights": FORMAT_BYTES[block.value("weights")],
-        "grads": FORMAT_BYTES[block.value("grads")],
-        "master": FORMAT_BYTES[block.value("master")],
-        "optimizer": OPTIMIZER_MOMENTS[block.value("optimizer")] * FORMAT_BYTES[block.value("moments")],
+        "weights": format_bytes(block.value("weights"), blk),
+        "grads": format_bytes(block.value("grads"), blk),
+        "master": format_bytes(block.value("master"), blk),
+        "optimizer": OPTIMIZER_MOMENTS[block.value("optimizer")] * format_bytes(block.value("moments"), blk),
     }
+
+
+def _fmt_bpp(v) -> str:
+    v = sp.nsimplify(v)
+    return str(v) if v.is_Integer else f"{float(v):.4f}"
 
 
 @hookimpl
@@ -71,15 +130,172 @@ def plan_quantities_price(ctx):
         return
     N = ctx.ref("model").q("params", "param")
     bpp = bytes_per_param(b)
-    parts = {k: ctx.define(f"{k}_memory", v * N, "GB", f"{k} state of the whole model ({v} B/param)")
+    parts = {k: ctx.define(f"{k}_memory", v * N, "GB", f"{k} state of the whole model ({_fmt_bpp(v)} B/param)")
              for k, v in bpp.items()}
     ctx.define("bytes_per_param", sum(bpp.values()), "B/param", "persistent training state per parameter")
+    op = b.value("operand")
+    op_bytes = bpp["weights"] if op == "same" else format_bytes(op, int(b.value("scale_block")))
+    ctx.define("operand_bytes_per_param", op_bytes, "B/param",
+               "bytes per parameter of the weight copy the matmuls read, scales included (§10.1.2)")
+    ctx.define("matmul_weights_memory", op_bytes * N, "GB", "weights the matmuls read per pass (§10.1.2)")
     total = ctx.define("state_memory", sum(parts.values()), "GB",
                        "persistent training state of the whole model (§10.1.2)")
     ctx.define("persistent_memory", total, "GiB", "persistent state per GPU (no sharding)", fallback=True,
                headline=True)
-    per_gpu = ctx.define("memory_per_gpu", ctx.q("persistent_memory", "B") + b.q("transient"), "GiB",
-                         "peak per GPU: persistent state + transient budget (§10.2.4)", headline=True, rank=3)
+    for k in STATES:
+        ctx.define(f"{k}_per_gpu", parts[k], "GiB", f"{k} state held by one GPU (no sharding)", fallback=True)
+    if b.given("transient"):
+        transient = b.q("transient")
+    elif ctx.block("buffers") is not None:
+        transient = ctx.q("transient_peak", "B")
+    else:
+        transient = sp.Integer(0)
+    per_gpu = ctx.define("memory_per_gpu", ctx.q("persistent_memory", "B") + transient, "GiB",
+                         "peak per GPU: persistent state + transient memory (§10.1.2, §10.2.4)", headline=True,
+                         rank=3)
     ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True, rank=4)
     ctx.define("memory_margin", b.q("usable") - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
     ctx.require("fits_memory", per_gpu, "<=", b.q("usable"), "GiB", "the peak fits in usable memory")
+
+
+# ---------------------------------------------------------------- tables
+def _v(ws, nid):
+    """Nominal float of ``nid`` (base units) or None when the plan has no such quantity."""
+    if nid not in ws.nodes:
+        return None
+    v = ws.value(nid)
+    return None if v is None else float(v)
+
+
+def _uses(ws, plan, block) -> bool:
+    return block in ws.decls[plan].uses
+
+
+def _conv(x, unit):
+    from dsl.units import convert
+    return None if x is None else convert(x, unit)
+
+
+def _formats_table(ws, plan):
+    if not _uses(ws, plan, "memory"):
+        return None
+    model = ws.python_value(f"{plan}.model").name
+    N = _v(ws, f"{model}.params")
+    blk = int(ws.python_value(f"{plan}.memory.scale_block"))
+    op = ws.python_value(f"{plan}.memory.operand")
+    chosen = ws.python_value(f"{plan}.memory.weights") if op == "same" else op
+    shown = ["fp16", "bf16", "fp8_e4m3"]
+    if chosen not in shown and chosen in FORMAT_NOTES:
+        shown.append(chosen)
+    rows = []
+    for f in shown:
+        name, control, risk = FORMAT_NOTES[f]
+        bpp = format_bytes(f, blk)
+        rows.append(((name + " *") if f == chosen or (chosen == "fp8" and f == "fp8_e4m3") else name,
+                     _fmt_bpp(bpp), round(_conv(float(bpp) * N, "GB"), 1), control, risk))
+    bpp_state = _v(ws, f"{plan}.bytes_per_param")
+    notes = (f"* the plan's matmul operand format; block-scaled formats carry one FP32 scale per "
+             f"{blk}×{blk} block (1 + 4/{blk * blk} B/param)",
+             f"the persistent training state stays {_fmt_bpp(sp.nsimplify(bpp_state))} B/param: master weights, "
+             "gradients and optimizer moments keep their own formats (§10.1.2)")
+    return Table(("format", "B/param with scales", f"matmul weights of {model} (GB)", "scaling control",
+                  "main risk"), tuple(rows), notes)
+
+
+def _states_table(ws, plan):
+    if not _uses(ws, plan, "memory"):
+        return None
+    stage = int(ws.python_value(f"{plan}.zero.stage")) if _uses(ws, plan, "zero") else 0
+    sharded = {0: (), 1: ("master", "optimizer"), 2: ("grads", "master", "optimizer"), 3: STATES}[stage]
+    d = _v(ws, f"{plan}.zero.group") if _uses(ws, plan, "zero") else 1.0
+    rows = []
+    for k in STATES:
+        fmt = (ws.python_value(f"{plan}.memory.optimizer") + " × " + ws.python_value(f"{plan}.memory.moments")
+               if k == "optimizer" else ws.python_value(f"{plan}.memory.{k}"))
+        whole = _v(ws, f"{plan}.{k}_memory")
+        rows.append((k, fmt, round(_conv(whole, "GB"), 2), f"sharded over {d:g}" if k in sharded else "replicated",
+                     round(_conv(_v(ws, f"{plan}.{k}_per_gpu"), "GiB"), 2)))
+    rows.append(("total", "", round(_conv(_v(ws, f"{plan}.state_memory"), "GB"), 2), f"ZeRO-{stage}",
+                 round(_conv(_v(ws, f"{plan}.persistent_memory"), "GiB"), 2)))
+    return Table(("state", "format", "whole model (GB)", "ZeRO split", "per GPU (GiB)"), tuple(rows),
+                 ("per GPU = whole / d for sharded states, whole for replicated ones (§10.2.1)",))
+
+
+def _peaks_table(ws, plan):
+    from dsl.units import convert, format_number
+
+    rows = []
+    for (p, name), tl in sorted(ws.timelines.items()):
+        if p != plan or not tl.profiles:
+            continue
+        for pool, prof in sorted(tl.profiles.items()):
+            unit = "GiB" if prof.peak >= 2 ** 30 else "MiB"
+            rows.append((name, pool, "PEAK", round(convert(prof.peak, unit), 3), unit, ""))
+            groups: dict = {}          # many holds of one kind (per layer, per micro-batch) -> one row
+            for hid in prof.live:
+                h = tl.holds[hid]
+                size = float(h.bytes.xreplace({s: ws.value(s.name) for s in h.bytes.free_symbols}))
+                key = (h.doc, size) if len(prof.live) > 8 else (hid, size)
+                groups.setdefault(key, []).append(h)
+            for (_, size), hs in groups.items():
+                h = hs[0]
+
+                def anchor(a, edge):
+                    return edge if a is None else f"{a[1]} of {a[0]}"
+                label = h.id if len(hs) == 1 else f"{h.doc}: {len(hs)} × {format_number(convert(size, unit))} {unit}"
+                rows.append((name, pool, label, round(convert(size * len(hs), unit), 3), unit,
+                             f"{anchor(h.start, 'timeline start')} → {anchor(h.end, 'timeline end')}"
+                             + (" (first of them)" if len(hs) > 1 else "")))
+    if not rows:
+        return None
+    return Table(("timeline", "pool", "hold live at the peak", "size", "unit", "live from → to"), tuple(rows),
+                 ("peak = max over time of the holds live together; a hold is live on [start, end), so a "
+                  "buffer freed when another is allocated shares its region (§10.1.2)",))
+
+
+def _methods_table(ws, plan):
+    rows = []
+    if _uses(ws, plan, "zero") and _uses(ws, plan, "memory"):
+        removed = _v(ws, f"{plan}.state_memory") - _v(ws, f"{plan}.persistent_memory")
+        vol = _v(ws, f"{plan}.transfer_volume")
+        extra = ("AllGather of weights, ReduceScatter of gradients" if vol is None else
+                 f"AllGather + ReduceScatter: {_conv(vol, 'GB'):.1f} GB per GPU per step")
+        wait = _v(ws, f"{plan}.comm_wait")
+        cond = "the gather finishes before its module runs" + (
+            "" if wait is None else f" (exposed communication {wait:.3g} s per step)")
+        rows.append(("sharding (ZeRO/FSDP)", "replicated weights, gradients or optimizer state",
+                     round(_conv(removed, "GiB"), 2), "GiB", extra, cond))
+    if _uses(ws, plan, "recompute") and ws.python_value(f"{plan}.recompute.policy") != "none":
+        removed = _v(ws, f"{plan}.recompute_saving")
+        fl = _v(ws, f"{plan}.recompute_flops")
+        rows.append(("recomputation", "activations saved between forward and backward",
+                     round(_conv(removed, "MiB"), 2), "MiB",
+                     f"rebuild forward values: {fl / 1e6:.4g} M multiplies per micro-batch on this GPU",
+                     "the rebuild does not delay a backward pass on the critical path" + (
+                         "" if _v(ws, f"{plan}.recompute_time") is None else
+                         f" (it adds {_v(ws, f'{plan}.recompute_time'):.3g} s of GPU work per step)")))
+    if _uses(ws, plan, "offload"):
+        removed = _v(ws, f"{plan}.offload_removed")
+        wait = _v(ws, f"{plan}.offload_wait")
+        vol = _v(ws, f"{plan}.offload_volume")
+        rows.append(("offload", "state not needed on the accelerator for a while",
+                     round(_conv(removed, "MiB"), 2), "MiB",
+                     f"host↔device transfer of {_conv(vol, 'MiB'):.0f} MiB",
+                     f"the data is back before use: T_wait = max(0, V/B − W) = {wait * 1e3:.3g} ms"))
+    if not rows:
+        return None
+    return Table(("method", "memory it removes", "removed", "unit", "extra work", "timing condition that decides"),
+                 tuple(rows), ("book §10.2.4: sharding, recomputation and offload change storage, compute and "
+                               "transfer respectively",))
+
+
+@hookimpl
+def plan_tables_register():
+    return [TableSpec("memory-formats", "Matmul weight formats (§10.1.2)", _formats_table,
+                      "bytes per parameter with block scales, weights read by matmuls, scaling, risk"),
+            TableSpec("memory-states", "Training state per GPU (§10.2.1)", _states_table,
+                      "format, whole-model bytes, replicated or sharded, per-GPU share of each state"),
+            TableSpec("memory-peaks", "Memory peaks and the holds live at them", _peaks_table,
+                      "each pool's peak on each timeline with the tensors and buffers that make it"),
+            TableSpec("memory-methods", "Ways to make it fit (§10.2.4)", _methods_table,
+                      "memory removed, extra work and deciding timing condition per method in use")]

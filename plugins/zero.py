@@ -1,7 +1,8 @@
 """ZeRO / FSDP: sharded persistent state, collective volume, link time and exposed wait.
 
 ``use zero { stage = 3; group = gpus; link = pcie4_x16; nic = nic_200g; nics_per_host = 8;
-prefetch = true }``
+prefetch = true }`` — without ``link`` only the memory side is priced (``use zero { stage = 3;
+group = 8 }`` in a plan without ``use compute``; with ``use compute`` a link is required).
 
 Persistent state per GPU over a data-parallel group of d GPUs (book §10.2.1), with W, G, M, O
 the weights, grads, master and optimizer state of the whole model (from ``use memory``):
@@ -10,6 +11,10 @@ the weights, grads, master and optimizer state of the whole model (from ``use me
 * stage 1: W + G + (M + O)/d                (4N + 12N/d)
 * stage 2: W + (G + M + O)/d                (2N + 14N/d)
 * stage 3: (W + G + M + O)/d                (16N/d)
+
+``weights_per_gpu``, ``grads_per_gpu``, ``master_per_gpu``, ``optimizer_per_gpu`` are each state's
+per-GPU share (replicated: whole; sharded: whole / d).  Figure ``memory-shards`` draws
+``memory_per_gpu`` over d against the usable memory (book fig. 10-16, :func:`memory_curve`).
 
 Per-step link volume per GPU, m micro-batches per GPU (§10.3.3).  Every ring collective moves
 (d−1)/d of its buffer in and out of each GPU:
@@ -52,7 +57,8 @@ SPEC = UseSpec(
         Param("stage", "", "3", "ZeRO stage: 0 plain DP, 1 optimizer, 2 +grads, 3 +weights", kind="int",
               min=0, max=3),
         Param("group", "", "gpus", "GPUs in the sharding (data-parallel) group", min=1, whole=True),
-        Param("link", kind="ref", ref_kind="link", doc="the link each GPU's collective traffic crosses"),
+        Param("link", kind="ref", ref_kind="link", optional=True,
+              doc="the link each GPU's collective traffic crosses (omit to price memory only)"),
         Param("nic", kind="ref", ref_kind="link", optional=True,
               doc="the NIC that carries inter-host traffic (omit on one host)"),
         Param("nics_per_host", "", "gpus_per_host", "NICs per host that share the ring's host cut", min=1, whole=True),
@@ -61,11 +67,12 @@ SPEC = UseSpec(
     ),
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model trained"),
-        Param("gpus", "", doc="number of GPUs", min=1, whole=True),
+        Param("gpus", "", "1", "number of GPUs (required by `use compute`)", min=1, whole=True),
         Param("gpus_per_host", "", "8", "GPUs in one host", min=1, whole=True),
     ),
     order=30,
-    provides=("persistent_memory", "transfer_volume", "link_bandwidth", "transfer_time", "transfer_per_microbatch",
+    provides=("persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu", "optimizer_per_gpu",
+              "transfer_volume", "link_bandwidth", "transfer_time", "transfer_per_microbatch",
               "comm_head", "comm_tail", "gather_time"),
 )
 
@@ -87,6 +94,17 @@ def plan_quantities_price(ctx):
     full = [x for x in (W, G, M, O) if x not in sharded]
     ctx.define("persistent_memory", sum(full) + sum(sharded) / d, "GiB",
                f"persistent state per GPU under ZeRO-{stage} (§10.2.1)", headline=True)
+    for k, x in zip(("weights", "grads", "master", "optimizer"), (W, G, M, O)):
+        ctx.define(f"{k}_per_gpu", x / d if x in sharded else x, "GiB",
+                   f"{k} state held by one GPU under ZeRO-{stage} ({'sharded' if x in sharded else 'replicated'})")
+    if b.value("link") is None:
+        if ctx.block("compute") is not None:
+            # a priced training step must price its collectives too
+            b.error_at("link", f"`use zero` in '{ctx.name}' needs 'link' (the link each GPU's collective traffic "
+                       "crosses) when the plan prices a step with `use compute`",
+                       "add `link = …` naming a link (e.g. pcie4_x16), or drop `use compute` to price memory only",
+                       code="missing-parameter")
+        return          # memory only: no collective is priced
 
     m = ctx.q("micro_batches", "")
     frac = (d - 1) / d
@@ -131,6 +149,8 @@ def plan_activities_schedule(ctx):
     b = ctx.block("zero")
     if b is None:
         return
+    if b.value("link") is None:
+        return
     tl = ctx.timeline("step")
     stage, prefetch = int(b.value("stage")), bool(b.value("prefetch"))
     head, tail, t = ctx.q("comm_head"), ctx.q("comm_tail"), ctx.q("transfer_time")
@@ -159,3 +179,59 @@ def plan_activities_schedule(ctx):
     tl.add("grad_reduce", t - gather - tail, "link", after=["backward_lag"],
            doc="gradient reduction overlapped with the backward passes", kind="comm")
     tl.add(last, tail, "link", after=["compute", "grad_reduce"], doc="last collective (word embedding gradient)", kind="comm")
+
+
+# ---------------------------------------------------------------- figure 10-16
+def memory_curve(ws, plan: str, ds) -> list[float] | None:
+    """``memory_per_gpu`` of ``plan`` (bytes) at each sharding degree d in ``ds``.
+
+    The plan's own expression is evaluated with ``zero.group`` free and every other input at
+    its nominal value (stage 3 with BF16/Adam: 16N/d + transient, book fig. 10-16).
+    """
+    import sympy as sp
+
+    target, mem = f"{plan}.zero.group", f"{plan}.memory_per_gpu"
+    if target not in ws.nodes or mem not in ws.nodes or ws.value(mem) is None:
+        return None
+    free = frozenset({target})
+    x = sp.Dummy("d")
+    e = ws.full_expr(mem, free).xreplace(ws.nominal_map(exclude={target}))
+    e = e.xreplace({s: x for s in e.free_symbols if s.name == target})
+    f = sp.lambdify(x, e, modules=["mpmath"])
+    return [float(f(d)) for d in ds]
+
+
+def _draw_shards(ws, plan, fig) -> bool:
+    if "zero" not in ws.decls[plan].uses or "memory" not in ws.decls[plan].uses:
+        return False
+    d0 = int(round(float(ws.value(f"{plan}.zero.group"))))
+    ds = list(range(1, max(32, 2 * d0) + 1))
+    ys = memory_curve(ws, plan, ds)
+    if ys is None:
+        return False
+    gib = 2.0 ** 30
+    usable = float(ws.value(f"{plan}.usable_memory")) / gib
+    stage = int(ws.python_value(f"{plan}.zero.stage"))
+    ax = fig.subplots()
+    fig.set_size_inches(7, 4)
+    ys_g = [y / gib for y in ys]
+    ax.plot(ds, ys_g, "o-", ms=3, label=f"memory per GPU, ZeRO-{stage}")
+    ax.axhline(usable, color="#C44E52", lw=1, label=f"usable {usable:.3g} GiB")
+    fits = [d for d, y in zip(ds, ys_g) if y <= usable]
+    if fits:
+        ax.axvline(fits[0], color="#55A868", lw=0.8, ls="--", label=f"smallest d that fits: {fits[0]}")
+    ax.plot([d0], [ys_g[d0 - 1]], "s", color="black", ms=5, label=f"this plan: d = {d0}")
+    ax.set_xlabel("sharding degree d (GPUs)")
+    ax.set_ylabel("GiB per GPU")
+    ax.set_ylim(0, min(max(ys_g), 4 * usable) * 1.05)
+    ax.set_title(f"{plan}: memory per GPU against the budget (fig. 10-16)", fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return True
+
+
+@hookimpl
+def plan_figures_register():
+    from dsl.plugins import FigureSpec
+    return [FigureSpec("memory-shards", "Memory per GPU over the sharding degree (fig. 10-16)", _draw_shards,
+                       "memory_per_gpu as a function of zero.group against usable memory")]

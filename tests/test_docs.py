@@ -71,9 +71,10 @@ def test_example(tmp_path, tag, text):
 
 
 def _section(doc: str, block: str) -> str:
-    m = re.search(rf"^## `use {block}`\n(.*?)(?=^## |\Z)", doc, re.M | re.S)
-    assert m, f"docs/language.md and docs/plugins/*.md have no section '## `use {block}`'"
-    return m.group(1)
+    # a block may be documented in docs/language.md and extended in docs/plugins/NAME.md
+    ms = list(re.finditer(rf"^## `use {block}`\n(.*?)(?=^## |\Z)", doc, re.M | re.S))
+    assert ms, f"docs/language.md and docs/plugins/*.md have no section '## `use {block}`'"
+    return "\n".join(m.group(1) for m in ms)
 
 
 def _reference() -> str:
