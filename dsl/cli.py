@@ -53,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
                                    "the plugins' graph and check every unit and reference; no value is computed.")
     c.add_argument("file", metavar="FILE")
     c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument("--strict", action="store_true",
+                   help="also evaluate, and exit 1 when a requirement fails, naming it, its margin and the "
+                        "inputs that drive it (a CI gate)")
+    c.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable; with --strict)")
 
     s = sub.add_parser("solve", help="answer break-even queries (`solve X for LHS == RHS`)",
                        description="Answer the file's `solve` queries, or QUERY given on the command line "
@@ -420,9 +424,11 @@ def cmd_get(args) -> int:
 
 
 def cmd_check(args) -> int:
-    ws = _load(args.file, evaluate=False)
+    ws = _load(args.file, evaluate=args.strict)
     ws.rep.raise_if_errors()
     _warn(ws)
+    if args.strict:
+        return _check_strict(ws, args)
     if args.format == "json":
         print(json.dumps({"file": args.file, "ok": True, "declarations": len(ws.decls),
                           "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
@@ -430,6 +436,59 @@ def cmd_check(args) -> int:
         nd, nf = len(ws.decls), len(ws.modules)
         print(f"{args.file}: ok ({nd} declaration{'s' if nd != 1 else ''} in {nf} file{'s' if nf != 1 else ''})")
     return EXIT_OK
+
+
+def _check_strict(ws, args) -> int:
+    """`plan check --strict`: every requirement of the selected plans; each failing one is an
+    ``error[requirement]`` with its margin and its drivers (largest elasticities of lhs/rhs),
+    each with the value at which the requirement would hold again."""
+    from .diagnostics import Diagnostic, render
+    from .sensitivity import requirement_report
+    from .units import format_quantity
+
+    plans = _select_plans(ws, args.file, args.plan)
+    failed, checked = [], 0
+    for p in plans:
+        results = {r["name"]: r for r in ws.requirement_results(p)}
+        for req in [r for r in ws.requirements if r.plan == p]:
+            res = results.get(req.name)
+            if res is None:
+                continue
+            checked += 1
+            if res["ok"]:
+                continue
+            rr = requirement_report(ws, req)
+            u = req.unit
+            side = req.text or req.doc or req.name
+            summary = (f"requirement '{p}.{req.name}' fails: {format_quantity(rr['lhs'], u)} {req.op} "
+                       f"{format_quantity(rr['rhs'], u)} does not hold (margin {format_quantity(rr['margin'], u)}, "
+                       f"{rr['relative'] * 100:+.1f} %)")
+            drivers = []
+            for d in rr["drivers"]:
+                n = ws.nodes[d["input"]]
+                be = d["break_even"]
+                flip = ("holds when " + d["input"] + f" {be['holds']} " + format_quantity(be["value"], n.unit)
+                        if be["value"] is not None and be["holds"] else "no single change of it fixes this")
+                drivers.append(f"{d['input']} = {format_quantity(d['value'], n.unit)} "
+                               f"(elasticity {d['elasticity']:+.3g}; {flip})")
+            hint = (f"{side}; the inputs that drive it (largest elasticities of lhs/rhs first):\n"
+                    + "\n".join(f"    - {x}" for x in drivers)) if drivers else side
+            span = req.span or ws.decls[p].ast.name_span
+            diag = Diagnostic("error", "requirement", summary, span, hint)
+            failed.append((diag, rr))
+    if args.format == "json":
+        print(json.dumps({"file": args.file, "ok": not failed, "requirements_checked": checked,
+                          "failed": [dict(rr, where=str(d.span)) for d, rr in failed]},
+                         indent=2, sort_keys=True, default=str))
+    else:
+        for d, _ in failed:
+            print(render(d), file=sys.stderr)
+        if failed:
+            print(f"{len(failed)} of {checked} requirements fail", file=sys.stderr)
+        else:
+            print(f"{args.file}: ok ({checked} requirement{'s' if checked != 1 else ''} hold"
+                  f"{'' if checked != 1 else 's'})")
+    return EXIT_PLAN if failed else EXIT_OK
 
 
 def cmd_solve(args) -> int:
