@@ -87,6 +87,18 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--width", type=int, default=100, help="columns of the chart (default 100)")
     t.add_argument("--in", dest="unit", metavar="UNIT", default=None, help="time unit (default: ms or s)")
 
+    r = sub.add_parser("report", help="sensitivity report: formulas, inputs, elasticities, break-evens, figures",
+                       description="Per plan: headline values and formulas, inputs with ranges and sources, "
+                                   "partial derivatives and elasticities, a tornado chart over the declared ranges, "
+                                   "the value of every input at which each requirement flips, the critical path "
+                                   "with slack, and every plugin table and figure.  HTML is one self-contained "
+                                   "file (inline SVG and MathML); Markdown suits PR comments.")
+    r.add_argument("file", metavar="FILE")
+    r.add_argument("--format", choices=("html", "md", "text"), default=None,
+                   help="default: from the suffix of -o (.html, .md), else text")
+    r.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
+    r.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
+
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -102,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
-                "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline}[args.cmd](args)
+                "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
+                "report": cmd_report}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -564,6 +577,27 @@ def cmd_solve(args) -> int:
     if failed:
         print(f"{len(failed)} of {len(queries)} queries failed", file=sys.stderr)
     return rc
+
+
+def cmd_report(args) -> int:
+    from pathlib import Path
+
+    from . import report
+
+    fmt = args.format
+    if fmt is None:
+        suffix = Path(args.out).suffix.lower() if args.out else ""
+        fmt = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}.get(suffix, "text")
+    ws = _load(args.file)
+    _warn(ws)
+    plans = _select_plans(ws, args.file, args.plan)
+    text = report.render(report.build(ws, plans, figures=fmt == "html"), fmt)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(args.out)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
 
 
 def cmd_plugins(args) -> int:
