@@ -99,6 +99,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
     r.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
 
+    d = sub.add_parser("diff", help="what changed between two plans: inputs, outputs, flipped requirements",
+                       description="Compare OLD and NEW, each [REV:]PATH[#PLAN]: a .plan file, the file as of "
+                                   "git revision REV (its imports as of the same revision), and optionally one "
+                                   "plan of it (x.plan#gpus48 x.plan#gpus32).  Shows changed inputs, changed "
+                                   "headline outputs with absolute and relative deltas, and the requirements "
+                                   "that flipped.")
+    d.add_argument("old", metavar="OLD")
+    d.add_argument("new", metavar="NEW")
+    d.add_argument("--format", choices=("text", "md", "json"), default="text")
+
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -115,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
-                "report": cmd_report}[args.cmd](args)
+                "report": cmd_report, "diff": cmd_diff}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -597,6 +607,25 @@ def cmd_report(args) -> int:
         print(args.out)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
+def cmd_diff(args) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from . import diff
+
+    with tempfile.TemporaryDirectory(prefix="plan-diff-") as tmp:
+        old = diff.load_side(args.old, Path(tmp))
+        new = diff.load_side(args.new, Path(tmp))
+        res = diff.compare(old, new)
+    if args.format == "json":
+        print(json.dumps(res, indent=2, sort_keys=True, default=str))
+    elif args.format == "md":
+        sys.stdout.write(diff.render_markdown(res))
+    else:
+        print(diff.render_text(res))
     return EXIT_OK
 
 
