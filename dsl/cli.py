@@ -109,6 +109,22 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("new", metavar="NEW")
     d.add_argument("--format", choices=("text", "md", "json"), default="text")
 
+    w = sub.add_parser("sweep", help="evaluate a plan over a grid or random samples of inputs (numpy)",
+                       description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%%:50%%:21; "
+                                   "NAME alone uses its declared range) and evaluate the plan's headline quantities "
+                                   "and requirements at every point, compiled once with lambdify and vectorised "
+                                   "with numpy (pip install \"plan-dsl[numeric]\").  Prints a feasibility "
+                                   "summary; --out writes every point as CSV.")
+    w.add_argument("file", metavar="FILE")
+    w.add_argument("--vary", action="append", metavar="NAME=START:STOP:N", required=True,
+                   help="a varied input (repeatable: the grid is the product)")
+    w.add_argument("--plan", action="append", metavar="NAME", help="plan to evaluate (default: the plan of "
+                                                                     "the varied names, else the file's plans)")
+    w.add_argument("--random", type=int, metavar="COUNT", help="COUNT uniform random samples instead of a grid")
+    w.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    w.add_argument("--out", metavar="CSV", help="write every point to CSV")
+    w.add_argument("--format", choices=("text", "json"), default="text")
+
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -125,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
-                "report": cmd_report, "diff": cmd_diff}[args.cmd](args)
+                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -626,6 +642,52 @@ def cmd_diff(args) -> int:
         sys.stdout.write(diff.render_markdown(res))
     else:
         print(diff.render_text(res))
+    return EXIT_OK
+
+
+def cmd_sweep(args) -> int:
+    from . import sweep
+    from .units import format_number
+
+    try:
+        sweep._numpy()
+    except sweep.SweepError as e:
+        print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    ws = _load(args.file)
+    _warn(ws)
+    varies = [sweep.parse_vary(ws, v) for v in args.vary]
+    if args.plan:
+        plans = _select_plans(ws, args.file, args.plan)
+    else:
+        plans = [p for p in ws.plans() if any(v.id.startswith(p + ".") for v in varies)] or ws.plans(own=True)
+    out = {}
+    for p in plans:
+        res = sweep.run(ws, p, varies, random=args.random, seed=args.seed)
+        out[p] = res
+        if args.out:
+            path = args.out if len(plans) == 1 else args.out.replace(".csv", "") + f"-{p}.csv"
+            res.write_csv(path)
+            print(path, file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps({p: r.summary() for p, r in out.items()}, indent=2, sort_keys=True))
+        return EXIT_OK
+    for p, res in out.items():
+        s = res.summary()
+        print(f"plan {p}: {s['points']:,} points ({'random' if args.random else 'grid'}), "
+              f"{s['feasible']:,} feasible ({s['share'] * 100:.1f} %)")
+        for v in res.varied:
+            u = res.units[v]
+            rng = s["ranges"][v]
+            shown = "none" if rng is None else f"{format_number(rng[0])} .. {format_number(rng[1])} {u}".rstrip()
+            print(f"  {v}: feasible {shown}")
+        for r, share in s["failing"].items():
+            print(f"  requirement {r}: fails at {share * 100:.1f} % of points")
+        for name, col in res.columns.items():
+            if name in res.varied or col.dtype == bool:
+                continue
+            u = res.units.get(name, "")
+            print(f"  {name}: {format_number(float(col.min()))} .. {format_number(float(col.max()))} {u}".rstrip())
     return EXIT_OK
 
 
