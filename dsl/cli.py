@@ -125,6 +125,15 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--out", metavar="CSV", help="write every point to CSV")
     w.add_argument("--format", choices=("text", "json"), default="text")
 
+    fm = sub.add_parser("fmt", help="format .plan files canonically (comments kept)",
+                        description="Rewrite each FILE in the canonical layout: one member group per line, "
+                                    "two-space indents, single spaces around operators, minimal parentheses, "
+                                    "blank-line runs collapsed, comments kept.  Idempotent.  '-' reads standard "
+                                    "input and writes standard output.")
+    fm.add_argument("files", nargs="+", metavar="FILE")
+    fm.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 listing the files that are not formatted (for CI)")
+
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -141,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
-                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep}[args.cmd](args)
+                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -689,6 +698,55 @@ def cmd_sweep(args) -> int:
             u = res.units.get(name, "")
             print(f"  {name}: {format_number(float(col.min()))} .. {format_number(float(col.max()))} {u}".rstrip())
     return EXIT_OK
+
+
+def cmd_fmt(args) -> int:
+    from pathlib import Path
+
+    from .diagnostics import PlanError, render
+    from .format import format_source
+
+    unformatted, errors = [], 0
+    for f in args.files:
+        if f == "-":
+            text = sys.stdin.read()
+            try:
+                out = format_source(text, "<stdin>")
+            except PlanError as e:
+                for d in e.diagnostics:
+                    print(render(d), file=sys.stderr)
+                errors += 1
+                continue
+            if args.check:
+                if out != text:
+                    unformatted.append("<stdin>")
+            else:
+                sys.stdout.write(out)
+            continue
+        try:
+            text = Path(f).read_text(encoding="utf-8")
+        except OSError as e:
+            print(f"plan: error[missing-file]: cannot read '{f}': {e.strerror}", file=sys.stderr)
+            errors += 1
+            continue
+        try:
+            out = format_source(text, f)
+        except PlanError as e:
+            for d in e.diagnostics:
+                print(render(d), file=sys.stderr)
+            errors += 1
+            continue
+        if out != text:
+            unformatted.append(f)
+            if not args.check:
+                Path(f).write_text(out, encoding="utf-8")
+                print(f"formatted {f}", file=sys.stderr)
+    if args.check and unformatted:
+        for f in unformatted:
+            print(f"would reformat {f}", file=sys.stderr)
+    if errors:
+        return EXIT_PLAN
+    return EXIT_PLAN if (args.check and unformatted) else EXIT_OK
 
 
 def cmd_plugins(args) -> int:

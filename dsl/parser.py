@@ -318,6 +318,43 @@ def parse(text: str, file: str = "<string>") -> A.Module:
     return _make_transformer(file).transform(tree)
 
 
+@lru_cache(maxsize=None)
+def _comment_parser():
+    """A second parser whose lexer hands every (ignored) COMMENT token to a collector."""
+    from lark import Lark
+
+    sink: list = []
+
+    def collect(tok):
+        sink.append((tok.line, tok.column, str(tok)))
+        return tok
+    lark = Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
+                propagate_positions=True, start=["start"], maybe_placeholders=True,
+                lexer_callbacks={"COMMENT": collect})
+    return lark, sink
+
+
+def parse_with_comments(text: str, file: str = "<string>") -> tuple[A.Module, list[tuple[int, int, str]]]:
+    """Parse ``text`` and also return its comments as ``(line, column, text)`` (for `plan fmt`).
+
+    :raises PlanError: with one ``syntax`` diagnostic on malformed input.
+    """
+    from lark.exceptions import UnexpectedInput
+
+    remember_source(file, text)
+    if not text.endswith("\n"):
+        text += "\n"
+    lark, sink = _comment_parser()
+    sink.clear()
+    try:
+        tree = lark.parse(text, start="start")
+    except UnexpectedInput as e:
+        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    comments = sorted(set(sink))
+    sink.clear()
+    return _make_transformer(file).transform(tree), comments
+
+
 def parse_query(text: str, file: str = "<query>") -> A.Query:
     """Parse a command-line query ``TARGET for LHS op RHS``.
 
