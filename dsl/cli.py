@@ -134,6 +134,25 @@ def _parser() -> argparse.ArgumentParser:
     fm.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 listing the files that are not formatted (for CI)")
 
+    x = sub.add_parser("explain", help="the derivation tree of a quantity down to the inputs",
+                       description="Print how NAME (plan.quantity) is derived: at each node its value, the "
+                                   "plugin or declaration that defines it, its formula over the nodes below, its "
+                                   "documentation (with the book section) and, for inputs, range and source.")
+    x.add_argument("file", metavar="FILE")
+    x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time")
+    x.add_argument("--depth", type=int, metavar="N", help="stop N levels below NAME")
+    x.add_argument("--format", choices=("text", "json"), default="text")
+
+    gr = sub.add_parser("graph", help="the quantity and activity graph of a plan (dot, mermaid, svg)",
+                        description="Export the dependency graph of a plan's quantities and activities: "
+                                    "Graphviz dot, Mermaid (renders in GitHub Markdown) or SVG (matplotlib).  "
+                                    "--quantity keeps only what one quantity depends on.")
+    gr.add_argument("file", metavar="FILE")
+    gr.add_argument("--plan", metavar="NAME", help="the plan (default: the file's first plan)")
+    gr.add_argument("--quantity", metavar="NAME", help="only the ancestors of this quantity (plan.quantity)")
+    gr.add_argument("--format", choices=("dot", "mermaid", "svg"), default="dot")
+    gr.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
+
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -150,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
-                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt}[args.cmd](args)
+                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
+                "explain": cmd_explain, "graph": cmd_graph}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -747,6 +767,45 @@ def cmd_fmt(args) -> int:
     if errors:
         return EXIT_PLAN
     return EXIT_PLAN if (args.check and unformatted) else EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    from . import explain
+
+    ws = _load(args.file)
+    _warn(ws)
+    nid = ws.lookup(args.name)
+    t = explain.tree(ws, nid, args.depth)
+    if args.format == "json":
+        print(json.dumps(t, indent=2, sort_keys=True))
+    else:
+        print(explain.render(t, ws.nodes[nid].owner))
+    return EXIT_OK
+
+
+def cmd_graph(args) -> int:
+    from pathlib import Path
+
+    from . import graphviz
+
+    ws = _load(args.file)
+    _warn(ws)
+    q = ws.lookup(args.quantity) if args.quantity else None
+    if args.plan:
+        plan = _select_plans(ws, args.file, [args.plan])[0]
+    else:
+        plan = ws.nodes[q].owner if q else (ws.plans(own=True) or [None])[0]
+    if plan is None:
+        print(f"{args.file}: no plan to draw", file=sys.stderr)
+        return EXIT_PLAN
+    g = graphviz.subgraph(ws, plan, q)
+    text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(args.out)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
 
 
 def cmd_plugins(args) -> int:
