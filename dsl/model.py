@@ -1727,6 +1727,23 @@ class Workspace:
         return {"timeline": timeline, "makespan": sc.makespan, "path": list(sc.path),
                 "activities": acts, "expr": tl.path_expr(sc)}
 
+    # ------------------------------------------------------------ notebook API (dsl/api.py)
+    def __getitem__(self, plan: str):
+        """``ws["gpus48"]``: a :class:`dsl.api.Plan` handle (value, expr, report, sweep)."""
+        from .api import Plan
+        if plan not in self.plans():
+            g = did_you_mean(plan, self.plans())
+            raise KeyError(f"no plan '{plan}'" + (f"; did you mean '{g}'?" if g else ""))
+        return Plan(self, plan)
+
+    def report(self, fmt: str = "html") -> str:
+        """The report of the root file's plans (``plan report``) as html, md or text."""
+        from .api import workspace_report
+        return workspace_report(self, fmt)
+
+    def _repr_html_(self) -> str:
+        return self.report("html")
+
     def memory_profile(self, plan: str, timeline: str, pool: str):
         """:class:`~dsl.timeline.Profile` of memory ``pool`` on a timeline, or None."""
         tl = self.timelines.get((plan, timeline))
