@@ -819,7 +819,10 @@ def cmd_plugins(args) -> int:
         print(json.dumps({"plugins": pl.names, "blocks": [
             {"name": b.name, "plugin": b.plugin, "doc": b.doc,
              "params": [vars(p) | {"choices": list(p.choices)} for p in b.params],
-             "plan_params": [vars(p) | {"choices": list(p.choices)} for p in b.plan_params]} for b in blocks]},
+             "plan_params": [vars(p) | {"choices": list(p.choices)} for p in b.plan_params],
+             "provides": list(b.provides)} for b in blocks],
+            "tables": [{"name": n, "title": t.title, "plugin": t.plugin} for n, t in sorted(pl.tables.items())],
+            "figures": [{"name": n, "title": f.title, "plugin": f.plugin} for n, f in sorted(pl.figures.items())]},
             indent=2, sort_keys=True, default=str))
         return EXIT_OK
     lines = ["plugins: " + ", ".join(pl.names), ""]
@@ -838,7 +841,15 @@ def cmd_plugins(args) -> int:
         w = [max(len(r[i]) for r in rows) for i in range(3)]
         for r in rows:
             lines.append("    " + "  ".join(c.ljust(w[i]) for i, c in enumerate(r[:3])) + "  " + r[3])
+        if b.provides:
+            lines.append("    provides: " + ", ".join(b.provides))
         lines.append("")
+    for what, specs in (("tables", pl.tables), ("figures", pl.figures)):
+        if specs:
+            lines.append(f"{what} (shown by " + ("`plan eval` and `plan report`" if what == "tables" else
+                                                 "`plan report` and `plan figure`") + "):")
+            lines.extend(f"    {n}  — {s.title}  [plugin {s.plugin}]" for n, s in sorted(specs.items()))
+            lines.append("")
     lines.append("`plan.NAME` rows are fields of the plan itself, shared by the blocks that read them.")
     print("\n".join(lines).rstrip())
     return EXIT_OK
