@@ -68,11 +68,11 @@ def formula(ws, nid: str, plan: str) -> dict:
         text = text.replace(s.name, names[s])
     latex = sp.latex(e, symbol_names={s: r"\mathrm{" + names[s].replace("_", r"\_") + "}" for s in syms})
     ph = dict(zip(syms, _alpha_names(len(syms))))
-    mm = sp.mathml(e.xreplace({s: sp.Symbol(ph[s]) for s in syms}), printer="presentation")
+    mm = sp.mathml(e.xreplace({s: sp.Symbol(ph[s]) for s in syms}), printer="presentation", mul_symbol="dot")
     for s in syms:
         mm = mm.replace(f"<mi>{ph[s]}</mi>", f"<mi>{html.escape(names[s])}</mi>")
     return {"text": text, "latex": latex, "mathml": f'<math xmlns="http://www.w3.org/1998/Math/MathML" '
-                                                    f'display="block">{mm}</math>'}
+                                                    f'display="inline"><mstyle displaystyle="true">{mm}</mstyle></math>'}
 
 
 def _fmt(ws, nid: str, v_si: float) -> str:
@@ -377,7 +377,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;m
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.2em .6em;font-size:.9em}
 th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .ok{color:#1a7f37;font-weight:bold}.fail{color:#cf222e;font-weight:bold}
-code{background:#f6f8fa;padding:0 .2em}.formula{margin:.3em 0 1em 1.5em}
+code{background:#f6f8fa;padding:0 .2em}.formula{margin:.4em 0 .8em 1.5em;overflow-x:auto}math{font-size:1.1em}
 figure{margin:1em 0}figcaption{font-size:.85em;color:#555}svg{max-width:100%;height:auto}
 """
 
@@ -419,7 +419,7 @@ def render_html(data: dict) -> str:
                  "(numbers in base units: s, B, FLOP, token).</p>")
         for h in rep["headline"]:
             if h["formula"]["mathml"]:
-                B.append(f'<div class="formula" data-quantity="{_h(h["name"])}"><code>{_h(h["name"])}</code> ='
+                B.append(f'<div class="formula" data-quantity="{_h(h["name"])}"><code>{_h(h["name"])}</code> = '
                          f'{h["formula"]["mathml"]}</div>')
         B.append("<h3>Inputs</h3>")
         B.append(_html_table(["input", "value", "range", "source", "meaning"],
