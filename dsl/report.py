@@ -182,7 +182,12 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
                                 "critical": a["id"] in cp["path"], "plugin": a["plugin"] or ""}
                                for a in cp["activities"]]})
         for name, spec in sorted(ws.plugins.tables.items()):
-            t = spec.build(ws, p)
+            try:
+                t = spec.build(ws, p)
+            except Exception as e:  # one plugin's bug does not hide the rest of the report
+                rep["tables"].append({"name": name, "title": spec.title, "plugin": spec.plugin, "columns": [],
+                                      "rows": [], "notes": [f"this table failed: {type(e).__name__}: {e}"]})
+                continue
             if t is not None:
                 rep["tables"].append({"name": name, "title": spec.title, "plugin": spec.plugin,
                                       "columns": [str(c) for c in t.columns],
@@ -222,6 +227,9 @@ def _plugin_figures(ws, plan: str) -> list[dict]:
                 out.append({"name": name, "title": spec.title, "plugin": spec.plugin, "svg": _svg_text(fig)})
         except FigureError:
             return []
+        except Exception as e:  # one plugin's bug does not hide the rest of the report
+            out.append({"name": name, "title": f"{spec.title} (failed: {type(e).__name__}: {e})",
+                        "plugin": spec.plugin, "svg": ""})
     return out
 
 

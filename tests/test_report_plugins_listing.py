@@ -27,3 +27,24 @@ def test_json(run_cli):
     fin = next(b for b in data["blocks"] if b["name"] == "finish")
     assert "finish_time" in fin["provides"]
     assert {f["name"] for f in data["figures"]} == set(get_plugins().figures)
+
+
+def test_report_survives_a_failing_plugin_table(case_ws, monkeypatch):
+    """A plugin table that raises is shown as a note; the rest of the report is built."""
+    from dsl import report
+    from dsl.plugins import Table, TableSpec
+
+    def boom(ws, plan):
+        raise RuntimeError("bug in a plugin")
+
+    def ok(ws, plan):
+        return Table(("a",), ((1.5,),), ("a note",))
+    tables = dict(case_ws.plugins.tables)
+    tables["zz-broken"] = TableSpec("zz-broken", "Broken", boom, plugin="ext")
+    tables["zz-ok"] = TableSpec("zz-ok", "Fine", ok, plugin="ext")
+    monkeypatch.setattr(case_ws.plugins, "tables", tables, raising=False)
+    data = report.build(case_ws, ["gpus48"], figures=False)
+    got = {t["name"]: t for t in data["plans"]["gpus48"]["tables"]}
+    assert "this table failed: RuntimeError: bug in a plugin" in got["zz-broken"]["notes"][0]
+    assert got["zz-ok"]["rows"] == [["1.5"]] and got["zz-ok"]["plugin"] == "ext"
+    assert 'data-table="zz-ok"' in report.render_html(data)
