@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 
 from dsl import explain, graphviz
 

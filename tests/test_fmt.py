@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsl
-from dsl import ast as A
 from dsl.diagnostics import Span
 from dsl.format import format_source
 from dsl.parser import parse, parse_with_comments

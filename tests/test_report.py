@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
