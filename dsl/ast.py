@@ -80,6 +80,26 @@ class Assign:
     value: Expr
     span: Span        # the whole `name = value`
     name_span: Span
+    range: tuple["Expr", "Expr"] | None = None   # `in [lo, hi]`
+    source: str | None = None                    # `source "Llama 3 report §3.3.2"`
+    range_span: Span | None = None
+    source_span: Span | None = None
+
+
+@dataclass(frozen=True)
+class Require:
+    """`require [NAME:] LHS op RHS` inside a declaration body."""
+
+    name: str | None
+    lhs: Expr
+    op: str
+    rhs: Expr
+    span: Span
+    name_span: Span | None = None
+
+    def text(self) -> str:
+        from .format import format_expr
+        return f"{format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
 
 
 @dataclass(frozen=True)
@@ -103,6 +123,7 @@ class Decl:
     name_span: Span
     extends_span: Span | None = None
     source_span: Span | None = None
+    requires: tuple[Require, ...] = ()
 
 
 @dataclass(frozen=True)

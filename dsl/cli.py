@@ -53,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
                                    "the plugins' graph and check every unit and reference; no value is computed.")
     c.add_argument("file", metavar="FILE")
     c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument("--strict", action="store_true",
+                   help="also evaluate, and exit 1 when a requirement fails, naming it, its margin and the "
+                        "inputs that drive it (a CI gate)")
+    c.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable; with --strict)")
 
     s = sub.add_parser("solve", help="answer break-even queries (`solve X for LHS == RHS`)",
                        description="Answer the file's `solve` queries, or QUERY given on the command line "
@@ -83,6 +87,72 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--width", type=int, default=100, help="columns of the chart (default 100)")
     t.add_argument("--in", dest="unit", metavar="UNIT", default=None, help="time unit (default: ms or s)")
 
+    r = sub.add_parser("report", help="sensitivity report: formulas, inputs, elasticities, break-evens, figures",
+                       description="Per plan: headline values and formulas, inputs with ranges and sources, "
+                                   "partial derivatives and elasticities, a tornado chart over the declared ranges, "
+                                   "the value of every input at which each requirement flips, the critical path "
+                                   "with slack, and every plugin table and figure.  HTML is one self-contained "
+                                   "file (inline SVG and MathML); Markdown suits PR comments.")
+    r.add_argument("file", metavar="FILE")
+    r.add_argument("--format", choices=("html", "md", "text"), default=None,
+                   help="default: from the suffix of -o (.html, .md), else text")
+    r.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
+    r.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
+
+    d = sub.add_parser("diff", help="what changed between two plans: inputs, outputs, flipped requirements",
+                       description="Compare OLD and NEW, each [REV:]PATH[#PLAN]: a .plan file, the file as of "
+                                   "git revision REV (its imports as of the same revision), and optionally one "
+                                   "plan of it (x.plan#gpus48 x.plan#gpus32).  Shows changed inputs, changed "
+                                   "headline outputs with absolute and relative deltas, and the requirements "
+                                   "that flipped.")
+    d.add_argument("old", metavar="OLD")
+    d.add_argument("new", metavar="NEW")
+    d.add_argument("--format", choices=("text", "md", "json"), default="text")
+
+    w = sub.add_parser("sweep", help="evaluate a plan over a grid or random samples of inputs (numpy)",
+                       description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%%:50%%:21; "
+                                   "NAME alone uses its declared range) and evaluate the plan's headline quantities "
+                                   "and requirements at every point, compiled once with lambdify and vectorised "
+                                   "with numpy (pip install \"plan-dsl[numeric]\").  Prints a feasibility "
+                                   "summary; --out writes every point as CSV.")
+    w.add_argument("file", metavar="FILE")
+    w.add_argument("--vary", action="append", metavar="NAME=START:STOP:N", required=True,
+                   help="a varied input (repeatable: the grid is the product)")
+    w.add_argument("--plan", action="append", metavar="NAME", help="plan to evaluate (default: the plan of "
+                                                                     "the varied names, else the file's plans)")
+    w.add_argument("--random", type=int, metavar="COUNT", help="COUNT uniform random samples instead of a grid")
+    w.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    w.add_argument("--out", metavar="CSV", help="write every point to CSV")
+    w.add_argument("--format", choices=("text", "json"), default="text")
+
+    fm = sub.add_parser("fmt", help="format .plan files canonically (comments kept)",
+                        description="Rewrite each FILE in the canonical layout: one member group per line, "
+                                    "two-space indents, single spaces around operators, minimal parentheses, "
+                                    "blank-line runs collapsed, comments kept.  Idempotent.  '-' reads standard "
+                                    "input and writes standard output.")
+    fm.add_argument("files", nargs="+", metavar="FILE")
+    fm.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 listing the files that are not formatted (for CI)")
+
+    x = sub.add_parser("explain", help="the derivation tree of a quantity down to the inputs",
+                       description="Print how NAME (plan.quantity) is derived: at each node its value, the "
+                                   "plugin or declaration that defines it, its formula over the nodes below, its "
+                                   "documentation (with the book section) and, for inputs, range and source.")
+    x.add_argument("file", metavar="FILE")
+    x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time")
+    x.add_argument("--depth", type=int, metavar="N", help="stop N levels below NAME")
+    x.add_argument("--format", choices=("text", "json"), default="text")
+
+    gr = sub.add_parser("graph", help="the quantity and activity graph of a plan (dot, mermaid, svg)",
+                        description="Export the dependency graph of a plan's quantities and activities: "
+                                    "Graphviz dot, Mermaid (renders in GitHub Markdown) or SVG (matplotlib).  "
+                                    "--quantity keeps only what one quantity depends on.")
+    gr.add_argument("file", metavar="FILE")
+    gr.add_argument("--plan", metavar="NAME", help="the plan (default: the file's first plan)")
+    gr.add_argument("--quantity", metavar="NAME", help="only the ancestors of this quantity (plan.quantity)")
+    gr.add_argument("--format", choices=("dot", "mermaid", "svg"), default="dot")
+    gr.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
+
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
@@ -98,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
-                "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline}[args.cmd](args)
+                "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
+                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
+                "explain": cmd_explain, "graph": cmd_graph}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -420,9 +492,11 @@ def cmd_get(args) -> int:
 
 
 def cmd_check(args) -> int:
-    ws = _load(args.file, evaluate=False)
+    ws = _load(args.file, evaluate=args.strict)
     ws.rep.raise_if_errors()
     _warn(ws)
+    if args.strict:
+        return _check_strict(ws, args)
     if args.format == "json":
         print(json.dumps({"file": args.file, "ok": True, "declarations": len(ws.decls),
                           "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
@@ -430,6 +504,59 @@ def cmd_check(args) -> int:
         nd, nf = len(ws.decls), len(ws.modules)
         print(f"{args.file}: ok ({nd} declaration{'s' if nd != 1 else ''} in {nf} file{'s' if nf != 1 else ''})")
     return EXIT_OK
+
+
+def _check_strict(ws, args) -> int:
+    """`plan check --strict`: every requirement of the selected plans; each failing one is an
+    ``error[requirement]`` with its margin and its drivers (largest elasticities of lhs/rhs),
+    each with the value at which the requirement would hold again."""
+    from .diagnostics import Diagnostic, render
+    from .sensitivity import requirement_report
+    from .units import format_quantity
+
+    plans = _select_plans(ws, args.file, args.plan)
+    failed, checked = [], 0
+    for p in plans:
+        results = {r["name"]: r for r in ws.requirement_results(p)}
+        for req in [r for r in ws.requirements if r.plan == p]:
+            res = results.get(req.name)
+            if res is None:
+                continue
+            checked += 1
+            if res["ok"]:
+                continue
+            rr = requirement_report(ws, req)
+            u = req.unit
+            side = req.text or req.doc or req.name
+            summary = (f"requirement '{p}.{req.name}' fails: {format_quantity(rr['lhs'], u)} {req.op} "
+                       f"{format_quantity(rr['rhs'], u)} does not hold (margin {format_quantity(rr['margin'], u)}, "
+                       f"{rr['relative'] * 100:+.1f} %)")
+            drivers = []
+            for d in rr["drivers"]:
+                n = ws.nodes[d["input"]]
+                be = d["break_even"]
+                flip = ("holds when " + d["input"] + f" {be['holds']} " + format_quantity(be["value"], n.unit)
+                        if be["value"] is not None and be["holds"] else "no single change of it fixes this")
+                drivers.append(f"{d['input']} = {format_quantity(d['value'], n.unit)} "
+                               f"(elasticity {d['elasticity']:+.3g}; {flip})")
+            hint = (f"{side}; the inputs that drive it (largest elasticities of lhs/rhs first):\n"
+                    + "\n".join(f"    - {x}" for x in drivers)) if drivers else side
+            span = req.span or ws.decls[p].ast.name_span
+            diag = Diagnostic("error", "requirement", summary, span, hint)
+            failed.append((diag, rr))
+    if args.format == "json":
+        print(json.dumps({"file": args.file, "ok": not failed, "requirements_checked": checked,
+                          "failed": [dict(rr, where=str(d.span)) for d, rr in failed]},
+                         indent=2, sort_keys=True, default=str))
+    else:
+        for d, _ in failed:
+            print(render(d), file=sys.stderr)
+        if failed:
+            print(f"{len(failed)} of {checked} requirements fail", file=sys.stderr)
+        else:
+            print(f"{args.file}: ok ({checked} requirement{'s' if checked != 1 else ''} hold"
+                  f"{'' if checked != 1 else 's'})")
+    return EXIT_PLAN if failed else EXIT_OK
 
 
 def cmd_solve(args) -> int:
@@ -507,6 +634,180 @@ def cmd_solve(args) -> int:
     return rc
 
 
+def cmd_report(args) -> int:
+    from pathlib import Path
+
+    from . import report
+
+    fmt = args.format
+    if fmt is None:
+        suffix = Path(args.out).suffix.lower() if args.out else ""
+        fmt = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}.get(suffix, "text")
+    ws = _load(args.file)
+    _warn(ws)
+    plans = _select_plans(ws, args.file, args.plan)
+    text = report.render(report.build(ws, plans, figures=fmt == "html"), fmt)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(args.out)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
+def cmd_diff(args) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from . import diff
+
+    with tempfile.TemporaryDirectory(prefix="plan-diff-") as tmp:
+        old = diff.load_side(args.old, Path(tmp))
+        new = diff.load_side(args.new, Path(tmp))
+        res = diff.compare(old, new)
+    if args.format == "json":
+        print(json.dumps(res, indent=2, sort_keys=True, default=str))
+    elif args.format == "md":
+        sys.stdout.write(diff.render_markdown(res))
+    else:
+        print(diff.render_text(res))
+    return EXIT_OK
+
+
+def cmd_sweep(args) -> int:
+    from . import sweep
+    from .units import format_number
+
+    try:
+        sweep._numpy()
+    except sweep.SweepError as e:
+        print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    ws = _load(args.file)
+    _warn(ws)
+    varies = [sweep.parse_vary(ws, v) for v in args.vary]
+    if args.plan:
+        plans = _select_plans(ws, args.file, args.plan)
+    else:
+        plans = [p for p in ws.plans() if any(v.id.startswith(p + ".") for v in varies)] or ws.plans(own=True)
+    out = {}
+    for p in plans:
+        res = sweep.run(ws, p, varies, random=args.random, seed=args.seed)
+        out[p] = res
+        if args.out:
+            path = args.out if len(plans) == 1 else args.out.replace(".csv", "") + f"-{p}.csv"
+            res.write_csv(path)
+            print(path, file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps({p: r.summary() for p, r in out.items()}, indent=2, sort_keys=True))
+        return EXIT_OK
+    for p, res in out.items():
+        s = res.summary()
+        print(f"plan {p}: {s['points']:,} points ({'random' if args.random else 'grid'}), "
+              f"{s['feasible']:,} feasible ({s['share'] * 100:.1f} %)")
+        for v in res.varied:
+            u = res.units[v]
+            rng = s["ranges"][v]
+            shown = "none" if rng is None else f"{format_number(rng[0])} .. {format_number(rng[1])} {u}".rstrip()
+            print(f"  {v}: feasible {shown}")
+        for r, share in s["failing"].items():
+            print(f"  requirement {r}: fails at {share * 100:.1f} % of points")
+        for name, col in res.columns.items():
+            if name in res.varied or col.dtype == bool:
+                continue
+            u = res.units.get(name, "")
+            print(f"  {name}: {format_number(float(col.min()))} .. {format_number(float(col.max()))} {u}".rstrip())
+    return EXIT_OK
+
+
+def cmd_fmt(args) -> int:
+    from pathlib import Path
+
+    from .diagnostics import PlanError, render
+    from .format import format_source
+
+    unformatted, errors = [], 0
+    for f in args.files:
+        if f == "-":
+            text = sys.stdin.read()
+            try:
+                out = format_source(text, "<stdin>")
+            except PlanError as e:
+                for d in e.diagnostics:
+                    print(render(d), file=sys.stderr)
+                errors += 1
+                continue
+            if args.check:
+                if out != text:
+                    unformatted.append("<stdin>")
+            else:
+                sys.stdout.write(out)
+            continue
+        try:
+            text = Path(f).read_text(encoding="utf-8")
+        except OSError as e:
+            print(f"plan: error[missing-file]: cannot read '{f}': {e.strerror}", file=sys.stderr)
+            errors += 1
+            continue
+        try:
+            out = format_source(text, f)
+        except PlanError as e:
+            for d in e.diagnostics:
+                print(render(d), file=sys.stderr)
+            errors += 1
+            continue
+        if out != text:
+            unformatted.append(f)
+            if not args.check:
+                Path(f).write_text(out, encoding="utf-8")
+                print(f"formatted {f}", file=sys.stderr)
+    if args.check and unformatted:
+        for f in unformatted:
+            print(f"would reformat {f}", file=sys.stderr)
+    if errors:
+        return EXIT_PLAN
+    return EXIT_PLAN if (args.check and unformatted) else EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    from . import explain
+
+    ws = _load(args.file)
+    _warn(ws)
+    nid = ws.lookup(args.name)
+    t = explain.tree(ws, nid, args.depth)
+    if args.format == "json":
+        print(json.dumps(t, indent=2, sort_keys=True))
+    else:
+        print(explain.render(t, ws.nodes[nid].owner))
+    return EXIT_OK
+
+
+def cmd_graph(args) -> int:
+    from pathlib import Path
+
+    from . import graphviz
+
+    ws = _load(args.file)
+    _warn(ws)
+    q = ws.lookup(args.quantity) if args.quantity else None
+    if args.plan:
+        plan = _select_plans(ws, args.file, [args.plan])[0]
+    else:
+        plan = ws.nodes[q].owner if q else (ws.plans(own=True) or [None])[0]
+    if plan is None:
+        print(f"{args.file}: no plan to draw", file=sys.stderr)
+        return EXIT_PLAN
+    g = graphviz.subgraph(ws, plan, q)
+    text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(args.out)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def cmd_plugins(args) -> int:
     from .plugins import get_plugins
 
@@ -518,7 +819,10 @@ def cmd_plugins(args) -> int:
         print(json.dumps({"plugins": pl.names, "blocks": [
             {"name": b.name, "plugin": b.plugin, "doc": b.doc,
              "params": [vars(p) | {"choices": list(p.choices)} for p in b.params],
-             "plan_params": [vars(p) | {"choices": list(p.choices)} for p in b.plan_params]} for b in blocks]},
+             "plan_params": [vars(p) | {"choices": list(p.choices)} for p in b.plan_params],
+             "provides": list(b.provides)} for b in blocks],
+            "tables": [{"name": n, "title": t.title, "plugin": t.plugin} for n, t in sorted(pl.tables.items())],
+            "figures": [{"name": n, "title": f.title, "plugin": f.plugin} for n, f in sorted(pl.figures.items())]},
             indent=2, sort_keys=True, default=str))
         return EXIT_OK
     lines = ["plugins: " + ", ".join(pl.names), ""]
@@ -538,7 +842,15 @@ def cmd_plugins(args) -> int:
         w = [max(len(r[i]) for r in rows) for i in range(3)]
         for r in rows:
             lines.append("    " + "  ".join(c.ljust(w[i]) for i, c in enumerate(r[:3])) + "  " + r[3])
+        if b.provides:
+            lines.append("    provides: " + ", ".join(b.provides))
         lines.append("")
+    for what, specs in (("tables", pl.tables), ("figures", pl.figures)):
+        if specs:
+            lines.append(f"{what} (shown by " + ("`plan eval` and `plan report`" if what == "tables" else
+                                                 "`plan report` and `plan figure`") + "):")
+            lines.extend(f"    {n}  — {s.title}  [plugin {s.plugin}]" for n, s in sorted(specs.items()))
+            lines.append("")
     lines.append("`plan.NAME` rows are fields of the plan itself, shared by the blocks that read them.")
     print("\n".join(lines).rstrip())
     return EXIT_OK

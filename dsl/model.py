@@ -94,6 +94,8 @@ class Node:
     state: int = 0               # 0 unbuilt, 1 building, 2 built, 3 failed
     default: str | None = None   # the plugin's default text when the user gave no value
     div_checks: list = field(default_factory=list)
+    range: tuple | None = None   # declared `in [lo, hi]` of an input: exact sympy numbers, base units
+    source: str | None = None    # declared `source "…"`
 
     @property
     def numeric(self) -> bool:
@@ -121,6 +123,8 @@ class Requirement:
     unit: str
     doc: str
     plugin: str
+    span: Span | None = None     # a `require` written in the plan
+    text: str = ""               # its text as written (canonical form)
 
 
 class Abort(Exception):
@@ -424,6 +428,7 @@ class DeclInfo:
     uses: dict[str, dict[str, A.Assign]] = field(default_factory=dict)
     use_spans: dict[str, Span] = field(default_factory=dict)
     parents: tuple[str, ...] = ()
+    requires: dict[str, A.Require] = field(default_factory=dict)
 
 
 class Workspace:
@@ -586,6 +591,7 @@ class Workspace:
         uses: dict[str, dict[str, A.Assign]] = {}
         spans: dict[str, Span] = {}
         parents: tuple[str, ...] = ()
+        requires: dict[str, A.Require] = {}
         if d.extends:
             parent = self.decls.get(d.extends)
             if parent is None:
@@ -603,6 +609,7 @@ class Workspace:
             else:
                 self._merge(parent, chain + [d.name])
                 fields.update(parent.fields)
+                requires.update(parent.requires)
                 for b, ps in parent.uses.items():
                     uses[b] = dict(ps)
                 spans.update(parent.use_spans)
@@ -631,6 +638,10 @@ class Workspace:
             merged = uses.setdefault(u.plugin, {})
             seen_p: set[str] = set()
             for a in u.assigns:
+                if isinstance(a, A.Require):
+                    self.rep.error("syntax", f"`require` cannot be inside `use {u.plugin}`", a.span,
+                                   "write requirements in the plan's body, after the `use` blocks")
+                    continue
                 if isinstance(a, A.UseBlock):
                     self.rep.error("syntax", f"`use {a.plugin}` cannot be nested inside `use {u.plugin}`",
                                    a.name_span, f"close `use {u.plugin} {{ … }}` with '}}' before `use {a.plugin}`")
@@ -642,7 +653,21 @@ class Workspace:
                 seen_p.add(a.name)
                 merged[a.name] = a
             spans[u.plugin] = u.name_span
+        own_req: set[str] = set()
+        for r in d.requires:
+            if d.kind != "plan":
+                self.rep.error("syntax", f"`require` belongs in plans, not in {d.kind} '{d.name}'", r.span,
+                               "move it into the plan that must satisfy it")
+                continue
+            name = r.name or requirement_slug(r)
+            if name in own_req:
+                self.rep.error("duplicate", f"requirement '{name}' is declared twice in '{d.name}'",
+                               r.name_span or r.span, "give each `require` its own name: `require NAME: …`")
+                continue
+            own_req.add(name)
+            requires[name] = r   # a child's requirement of the same name replaces its parent's
         info.fields, info.uses, info.use_spans, info.parents = fields, uses, spans, parents
+        info.requires = requires
         info._merged = True
 
     def _config_fields(self, d: A.Decl) -> dict[str, A.Assign]:
@@ -708,6 +733,40 @@ class Workspace:
                 self.plugins.schedule(ctx)
         for tl in self.timelines.values():
             self._timeline_quantities(tl)
+        for info in self.decls.values():
+            if info.kind == "plan":
+                self._user_requirements(info)
+
+    def _user_requirements(self, info: DeclInfo) -> None:
+        """`require [NAME:] LHS op RHS` of a plan (inherited through `extends`): both sides are
+        built in the plan's scope (plugin quantities included) and must share a dimension."""
+        taken = {r.name for r in self.requirements if r.plan == info.name}
+        for name, r in info.requires.items():
+            scope = (info.name, None)
+            try:
+                lhs = self._num(self._eval(r.lhs, scope, None), r.lhs)
+                rhs = self._num(self._eval(r.rhs, scope, None), r.rhs)
+            except (_Fail, _Cycle):
+                continue
+            if lhs.dim != rhs.dim:
+                self.rep.error("unit-mismatch", f"requirement '{name}' compares {describe_dim(lhs.dim)} with "
+                               f"{describe_dim(rhs.dim)}", r.span, "both sides of a requirement need the same "
+                               "dimension")
+                continue
+            if name in taken:
+                self.rep.error("duplicate", f"plan '{info.name}' already has a requirement '{name}' (from a "
+                               "plugin)", r.name_span or r.span, "choose another name: `require NAME: …`")
+                continue
+            unit = _display_unit(r.lhs, lhs.dim)
+            if isinstance(r.lhs, A.Ref):
+                try:
+                    t = self._resolve(r.lhs.parts, scope, r.lhs.span)
+                    if isinstance(t, str) and self.nodes[t].unit:
+                        unit = self.nodes[t].unit
+                except _Fail:
+                    pass
+            self.requirements.append(Requirement(info.name, name, lhs.expr, r.op, rhs.expr, unit,
+                                                 r.text(), "plan", r.span, r.text()))
 
     def _apply_defaults(self, info: DeclInfo) -> None:
         blocks = self.plugins.blocks
@@ -936,8 +995,46 @@ class Workspace:
             node.unit = _display_unit(node.assign.value, v.dim)
         else:
             node.value = v
+        node.source = node.assign.source if node.default is None else None
+        if node.assign.range is not None and node.default is None:
+            self._declared_range(node, v)
         node.state = 2
         return node
+
+    def _declared_range(self, node: Node, v) -> None:
+        """Check and store `in [lo, hi]` of an input: constant bounds of the value's dimension,
+        lo <= nominal <= hi."""
+        a = node.assign
+        if not isinstance(v, Val) or not node.input:
+            self.rep.error("range", f"'{node.id}' is not an input number, so it cannot have a range",
+                           a.range_span, "a range belongs to a literal value (`mfu = 40 % in [30 %, 50 %]`); "
+                           "a derived value's range follows from its inputs'")
+            return
+        bounds = []
+        for e in a.range:
+            try:
+                b = self._num(self._eval(e, node.scope, None), e)
+            except (_Fail, _Cycle):
+                return
+            if b.expr.free_symbols:
+                self.rep.error("range", "the bounds of a range must be numbers, not formulas of other values",
+                               e.span, "write both bounds as literals with units")
+                return
+            if b.dim != v.dim:
+                self.rep.error("unit-mismatch", f"the range of '{node.id}' is in {describe_dim(b.dim)} but its "
+                               f"value is {describe_dim(v.dim)}", e.span, "give the bounds the value's unit")
+                return
+            bounds.append(b.expr)
+        lo, hi = bounds
+        if bool(lo > hi):
+            self.rep.error("range", f"the range of '{node.id}' is empty (lower bound above the upper one)",
+                           a.range_span, "write `in [low, high]`")
+            return
+        if bool(v.expr < lo) or bool(v.expr > hi):
+            self.rep.error("out-of-range", f"the value of '{node.id}' lies outside its declared range",
+                           a.value.span, "a range brackets the nominal value: widen it or fix the value")
+            return
+        node.range = (lo, hi)
 
     def wanted_block(self, plugin: str) -> str:
         """The block name a plugin registered (for messages), or the plugin's own name."""
@@ -1600,6 +1697,8 @@ class Workspace:
             ok = {"<=": lv <= rv, ">=": lv >= rv, "<": lv < rv, ">": lv > rv, "==": lv == rv}[r.op]
             out.append({"name": r.name, "ok": bool(ok), "lhs_si": float(lv), "rhs_si": float(rv), "op": r.op,
                         "unit": r.unit, "doc": r.doc, "plugin": r.plugin})
+            if r.span is not None:
+                out[-1]["where"] = f"{r.span.file}:{r.span.line}:{r.span.column}"
         return out
 
     def requirement(self, plan: str, name: str) -> dict | None:
@@ -1632,6 +1731,23 @@ class Workspace:
         acts.sort(key=lambda r: (r["start"], pos[r["id"]]))
         return {"timeline": timeline, "makespan": sc.makespan, "path": list(sc.path),
                 "activities": acts, "expr": tl.path_expr(sc)}
+
+    # ------------------------------------------------------------ notebook API (dsl/api.py)
+    def __getitem__(self, plan: str):
+        """``ws["gpus48"]``: a :class:`dsl.api.Plan` handle (value, expr, report, sweep)."""
+        from .api import Plan
+        if plan not in self.plans():
+            g = did_you_mean(plan, self.plans())
+            raise KeyError(f"no plan '{plan}'" + (f"; did you mean '{g}'?" if g else ""))
+        return Plan(self, plan)
+
+    def report(self, fmt: str = "html") -> str:
+        """The report of the root file's plans (``plan report``) as html, md or text."""
+        from .api import workspace_report
+        return workspace_report(self, fmt)
+
+    def _repr_html_(self) -> str:
+        return self.report("html")
 
     def memory_profile(self, plan: str, timeline: str, pool: str):
         """:class:`~dsl.timeline.Profile` of memory ``pool`` on a timeline, or None."""
@@ -1666,6 +1782,17 @@ def _display_path(p: Path) -> str:
         return str(p.relative_to(Path.cwd()))
     except ValueError:
         return str(p)
+
+
+def requirement_slug(r: A.Require) -> str:
+    """Default name of an unnamed `require`: its text as an identifier
+    (`finish_time <= workload.deadline` -> ``finish_time_le_workload_deadline``)."""
+    import re
+
+    from .format import format_expr
+    op = {"<=": "le", ">=": "ge", "<": "lt", ">": "gt", "==": "eq"}[r.op]
+    raw = f"{format_expr(r.lhs)} {op} {format_expr(r.rhs)}"
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]+", "_", raw)).strip("_")[:60] or "requirement"
 
 
 def _display_unit(e, dim: Dim) -> str:

@@ -94,7 +94,21 @@ def _make_transformer(file: str):
             return A.Call(str(name), tuple(args), _span(file, meta), _tok_span(file, name))
 
         def assign(self, meta, ch):
-            return A.Assign(str(ch[0]), ch[1], _span(file, meta), _tok_span(file, ch[0]))
+            name, value, rng, src = ch
+            return A.Assign(str(name), value, _span(file, meta), _tok_span(file, name),
+                            rng[:2] if rng else None, src[0] if src else None,
+                            rng[2] if rng else None, src[1] if src else None)
+
+        def range_clause(self, meta, ch):
+            return (ch[0], ch[1], _span(file, meta))
+
+        def source_clause(self, meta, ch):
+            return (_unescape(str(ch[0])), _tok_span(file, ch[0]))
+
+        def require_stmt(self, meta, ch):
+            name, lhs, op, rhs = ch
+            return A.Require(str(name) if name is not None else None, lhs, str(op), rhs, _span(file, meta),
+                             _tok_span(file, name) if name is not None else None)
 
         def body(self, meta, ch):
             return list(ch)
@@ -114,9 +128,10 @@ def _make_transformer(file: str):
             members = members or []
             assigns = tuple(m for m in members if isinstance(m, A.Assign))
             uses = tuple(m for m in members if isinstance(m, A.UseBlock))
+            reqs = tuple(m for m in members if isinstance(m, A.Require))
             return A.Decl(str(kind), str(name), ext[1] if ext else None, frm[1] if frm else None,
                           assigns, uses, _span(file, meta), _tok_span(file, kind),
-                          _tok_span(file, name), ext[2] if ext else None, frm[2] if frm else None)
+                          _tok_span(file, name), ext[2] if ext else None, frm[2] if frm else None, reqs)
 
         def import_stmt(self, meta, ch):
             return A.Import(_unescape(str(ch[0])), _span(file, meta))
@@ -150,7 +165,8 @@ _TOKEN_NAMES = {
     "STAR": "'*'", "SLASH": "'/'", "CIRCUMFLEX": "'^'", "COMMA": "','", "DOT": "'.'",
     "CMP": "a comparison (== <= >= < >)", "$END": "end of file", "FOR": "'for'",
     "IMPORT": "'import'", "SOLVE": "'solve'", "USE": "'use'", "EXTENDS": "'extends'",
-    "FROM": "'from'", "TRUE": "'true'", "FALSE": "'false'",
+    "FROM": "'from'", "TRUE": "'true'", "FALSE": "'false'", "IN": "'in'", "SOURCE": "'source'",
+    "REQUIRE": "'require'", "COLON": "':'", "LSQB": "'['", "RSQB": "']'",
 }
 
 
@@ -300,6 +316,43 @@ def parse(text: str, file: str = "<string>") -> A.Module:
     except LarkError as e:  # pragma: no cover - defensive
         raise PlanError([Diagnostic("error", "syntax", str(e), Span(file, 1, 1, 1, 2))]) from None
     return _make_transformer(file).transform(tree)
+
+
+@lru_cache(maxsize=None)
+def _comment_parser():
+    """A second parser whose lexer hands every (ignored) COMMENT token to a collector."""
+    from lark import Lark
+
+    sink: list = []
+
+    def collect(tok):
+        sink.append((tok.line, tok.column, str(tok)))
+        return tok
+    lark = Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
+                propagate_positions=True, start=["start"], maybe_placeholders=True,
+                lexer_callbacks={"COMMENT": collect})
+    return lark, sink
+
+
+def parse_with_comments(text: str, file: str = "<string>") -> tuple[A.Module, list[tuple[int, int, str]]]:
+    """Parse ``text`` and also return its comments as ``(line, column, text)`` (for `plan fmt`).
+
+    :raises PlanError: with one ``syntax`` diagnostic on malformed input.
+    """
+    from lark.exceptions import UnexpectedInput
+
+    remember_source(file, text)
+    if not text.endswith("\n"):
+        text += "\n"
+    lark, sink = _comment_parser()
+    sink.clear()
+    try:
+        tree = lark.parse(text, start="start")
+    except UnexpectedInput as e:
+        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    comments = sorted(set(sink))
+    sink.clear()
+    return _make_transformer(file).transform(tree), comments
 
 
 def parse_query(text: str, file: str = "<query>") -> A.Query:

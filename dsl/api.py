@@ -1,0 +1,97 @@
+"""The notebook API (issue 12 item 9)::
+
+    import dsl
+    ws = dsl.load("specs/cases/cpt-qwen3-8b-4090.plan")
+    p = ws["gpus48"]                      # a Plan handle
+    p.value("finish_time", "day")         # 24.64…
+    p.expr("finish_time")                 # sympy expression of the inputs (base units)
+    p.requirements                        # {"meets_deadline": True, …}
+    p.sweep(mfu=("30 %", "50 %", 21))     # pandas DataFrame (dict of numpy arrays without pandas)
+    p                                     # in Jupyter: the HTML report of this plan
+    ws.report("md")                       # the report of every plan of the file as Markdown
+
+Names are relative to the plan (``finish_time``, ``memory.usable``) or fully dotted
+(``cpt.deadline``).  Values in ``unit`` (default: the unit ``plan eval`` shows).
+"""
+from __future__ import annotations
+
+from .diagnostics import Diagnostic, PlanError
+
+
+class Plan:
+    """One plan of a loaded workspace."""
+
+    def __init__(self, ws, name: str):
+        self.ws, self.name = ws, name
+
+    def __repr__(self) -> str:
+        return f"<plan {self.name} of {self.ws.path}>"
+
+    def _id(self, name: str) -> str:
+        local = f"{self.name}.{name}"
+        return self.ws.lookup(local if local in self.ws.nodes else name)
+
+    def value(self, name: str, unit: str | None = None) -> float:
+        """Nominal value of ``name`` in ``unit`` (default: its display unit).
+
+        :raises PlanError: unknown name; :class:`dsl.units.UnitError` for a unit of another
+            dimension.
+        """
+        from .units import check_unit_for, convert
+        nid = self._id(name)
+        n = self.ws.nodes[nid]
+        v = self.ws.value(nid)
+        if v is None:
+            raise PlanError([Diagnostic("error", "type", f"'{nid}' has no numeric value", None, "")])
+        u = n.unit if unit is None else unit
+        check_unit_for(n.dim, u)
+        return convert(float(v), u)
+
+    def expr(self, name: str):
+        """The sympy expression of ``name`` in terms of the declared inputs (base units)."""
+        return self.ws.full_expr(self._id(name))
+
+    @property
+    def requirements(self) -> dict:
+        """{requirement name: holds?} at the nominal point."""
+        return {r["name"]: r["ok"] for r in self.ws.requirement_results(self.name)}
+
+    def explain(self, name: str) -> str:
+        """The derivation tree of ``name`` as text (``plan explain``)."""
+        from . import explain
+        return explain.render(explain.tree(self.ws, self._id(name)), self.name)
+
+    def report(self, fmt: str = "html") -> str:
+        """This plan's report as ``html``, ``md`` or ``text`` (``plan report``)."""
+        from . import report
+        return report.render(report.build(self.ws, [self.name], figures=fmt == "html"), fmt)
+
+    def _repr_html_(self) -> str:
+        return self.report("html")
+
+    def sweep(self, random: int | None = None, seed: int = 0, **vary):
+        """Evaluate the plan over a grid (or ``random`` samples) of inputs.
+
+        Each keyword is a name with underscores for dots (``checkpoint_interval`` is not
+        ambiguous with a plan field named so: a plan field wins) mapped to ``(start, stop, n)``
+        with `.plan` value strings (``mfu=("30 %", "50 %", 21)``), or ``None`` for the
+        declared range.  Returns a pandas DataFrame when pandas is installed, else a dict of
+        numpy arrays.
+        """
+        from . import sweep
+        varies = []
+        for key, spec in vary.items():
+            name = key if f"{self.name}.{key}" in self.ws.nodes else key.replace("__", ".")
+            nid = self._id(name)
+            if spec is None:
+                varies.append(sweep.parse_vary(self.ws, nid))
+            else:
+                start, stop, n = spec
+                varies.append(sweep.parse_vary(self.ws, f"{nid}={start}:{stop}:{n}"))
+        return sweep.run(self.ws, self.name, varies, random=random, seed=seed).to_frame()
+
+
+def workspace_report(ws, fmt: str = "html") -> str:
+    """The report of every plan of the root file."""
+    from . import report
+    return report.render(report.build(ws, ws.plans(own=True), figures=fmt == "html"), fmt)

@@ -1,0 +1,90 @@
+"""`plan explain FILE PLAN.QUANTITY`: the derivation tree of a quantity (issue 12 item 4).
+
+Each node shows its value in its display unit, who defined it (a plugin, the plan, a
+declaration), its local formula over the quantities directly below it (names shortened
+within the plan), its documentation (which cites the book section or paper) and, for an
+input, its declared range and source.  A node met a second time is printed once with
+``(see above)``, so the tree stays linear in the size of the graph.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .units import format_quantity
+
+
+def _short(nid: str, plan: str) -> str:
+    return nid[len(plan) + 1:] if nid.startswith(plan + ".") else nid
+
+
+def _who(ws, n) -> str:
+    if n.kind == "activity":
+        return f"activity, plugin {n.plugin}"
+    if n.plugin:
+        return f"plugin {n.plugin}"
+    d = ws.decls.get(n.owner)
+    kind = d.kind if d else "field"
+    if n.default is not None:
+        return f"default of {kind} {n.owner}: {n.default}"
+    return f"{'input' if n.input else 'field'} of {kind} {n.owner}"
+
+
+def tree(ws, nid: str, max_depth: int | None = None) -> dict:
+    """The derivation tree of node ``nid`` as nested dicts: ``id``, ``value`` (display
+    text), ``unit``, ``who``, ``formula``, ``doc``, ``range``, ``source``, ``children`` and
+    ``repeated`` (already shown above)."""
+    plan = ws.nodes[nid].owner
+    seen: set[str] = set()
+
+    def node(i: str, depth: int) -> dict:
+        n = ws.nodes[i]
+        v = ws.value(i) if n.numeric else None
+        shown = format_quantity(float(v), n.unit) if v is not None else (
+            getattr(n.value, "name", None) or str(n.value))
+        d = {"id": i, "value": shown, "unit": n.unit, "who": _who(ws, n), "doc": n.doc, "formula": "",
+             "range": None, "source": n.source or "", "children": [], "repeated": i in seen}
+        if n.range is not None:
+            d["range"] = [format_quantity(float(b), n.unit) for b in n.range]
+        if d["repeated"]:
+            return d
+        seen.add(i)
+        if n.expr is not None and not n.input:
+            syms = sorted((s for s in n.expr.free_symbols if s.name in ws.nodes), key=lambda s: s.name)
+            txt = sp.sstr(n.expr)
+            for s in sorted(syms, key=lambda s: -len(s.name)):
+                txt = txt.replace(s.name, _short(s.name, plan))
+            d["formula"] = txt
+            if max_depth is None or depth < max_depth:
+                d["children"] = [node(s.name, depth + 1) for s in syms]
+        return d
+
+    return node(nid, 0)
+
+
+def render(t: dict, plan: str) -> str:
+    """The tree as text with box-drawing branches."""
+    lines: list[str] = []
+
+    def walk(d: dict, prefix: str, last: bool, root: bool) -> None:
+        branch = "" if root else ("└─ " if last else "├─ ")
+        cont = "" if root else ("   " if last else "│  ")
+        name = d["id"] if root else _short(d["id"], plan)
+        head = f"{prefix}{branch}{name} = {d['value']}   [{d['who']}]"
+        if d["repeated"]:
+            lines.append(head + "  (see above)")
+            return
+        lines.append(head)
+        sub = prefix + cont + ("│  " if d["children"] else "   ")
+        if d["formula"]:
+            lines.append(f"{sub}= {d['formula']}")
+        if d["doc"]:
+            lines.append(f"{sub}{d['doc']}")
+        if d["range"]:
+            lines.append(f"{sub}range {d['range'][0]} .. {d['range'][1]}")
+        if d["source"]:
+            lines.append(f"{sub}source: {d['source']}")
+        for i, c in enumerate(d["children"]):
+            walk(c, prefix + cont, i == len(d["children"]) - 1, False)
+
+    walk(t, "", True, True)
+    return "\n".join(lines)

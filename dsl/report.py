@@ -1,0 +1,472 @@
+"""Sensitivity reports: `plan report FILE [--format html|md|text] [-o PATH]`.
+
+Per plan (issue 12 item 2; design §"Presenting results"):
+
+* headline values with units;
+* each headline's formula in terms of its neighbouring quantities — MathML (sympy's
+  presentation printer) in HTML, LaTeX in Markdown (``$$ … $$``, rendered by GitHub in PR
+  comments), plain text in the terminal;
+* the inputs the headlines depend on, with value, unit, declared range and source;
+* partial derivatives and elasticities at the nominal point of each *key quantity* (a
+  quantity a requirement compares: finish time, memory per GPU …) and a tornado chart over
+  the declared ranges;
+* a break-even table: for every requirement and every input it depends on, the input value
+  at which it flips, or "never";
+* the critical path of each timeline with per-activity slack;
+* every plugin table (``ws.plugins.tables``) and figure (``ws.plugins.figures``), so a new
+  plugin's output appears without a change here.
+
+:func:`build` computes the data once (plain dicts, base units converted to display units);
+:func:`render_html`, :func:`render_markdown` and :func:`render_text` present it.  The HTML is
+one self-contained file: inline SVG, inline CSS, MathML, no script and no network access.
+"""
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+
+import sympy as sp
+
+from .units import convert, format_number, format_quantity
+
+
+# ---------------------------------------------------------------- data
+def _short(nid: str, plan: str) -> str:
+    return nid[len(plan) + 1:] if nid.startswith(plan + ".") else nid
+
+
+def _alpha_names(n: int) -> list[str]:
+    """n placeholder symbol names made of letters only (sympy's printers turn trailing
+    digits and underscores into subscripts, so real names are substituted back afterwards)."""
+    out, i = [], 0
+    while len(out) < n:
+        k, s = i, ""
+        while True:
+            s = chr(ord("a") + k % 26) + s
+            k = k // 26 - 1
+            if k < 0:
+                break
+        out.append("zq" + s)
+        i += 1
+    return out
+
+
+def formula(ws, nid: str, plan: str) -> dict:
+    """The local formula of ``nid`` (one level: over the quantities it is built from) as
+    ``text``, ``latex`` and ``mathml`` (presentation), names shortened within ``plan``.
+    Numbers are in base units (s, B, FLOP …)."""
+    n = ws.nodes[nid]
+    e = n.expr
+    if e is None:
+        return {"text": "", "latex": "", "mathml": ""}
+    syms = sorted(e.free_symbols, key=lambda s: s.name)
+    names = {s: _short(s.name, plan) for s in syms}
+    text = sp.sstr(e.xreplace({s: sp.Symbol(names[s]) for s in syms}))
+    for s in syms:
+        text = text.replace(s.name, names[s])
+    latex = sp.latex(e, symbol_names={s: r"\mathrm{" + names[s].replace("_", r"\_") + "}" for s in syms})
+    ph = dict(zip(syms, _alpha_names(len(syms))))
+    mm = sp.mathml(e.xreplace({s: sp.Symbol(ph[s]) for s in syms}), printer="presentation", mul_symbol="dot")
+    for s in syms:
+        mm = mm.replace(f"<mi>{ph[s]}</mi>", f"<mi>{html.escape(names[s])}</mi>")
+    return {"text": text, "latex": latex, "mathml": f'<math xmlns="http://www.w3.org/1998/Math/MathML" '
+                                                    f'display="inline"><mstyle displaystyle="true">{mm}</mstyle></math>'}
+
+
+def _fmt(ws, nid: str, v_si: float) -> str:
+    return format_quantity(v_si, ws.nodes[nid].unit)
+
+
+def key_quantities(ws, plan: str) -> list[str]:
+    """Quantities a requirement of ``plan`` compares (a side that is one node), in order."""
+    out = []
+    for r in ws.requirements:
+        if r.plan != plan:
+            continue
+        for side in (r.lhs, r.rhs):
+            if isinstance(side, sp.Symbol) and side.name in ws.nodes and not ws.nodes[side.name].input \
+                    and side.name not in out:
+                out.append(side.name)
+    return out
+
+
+def _fast_sides(ws, req, inputs: list[str]):
+    """The two sides of a requirement as one float function of all ``inputs``."""
+    from .sensitivity import _full
+    syms = [sp.Symbol(i, real=True) for i in inputs]
+    return [sp.lambdify(syms, _full(ws, e), modules="math") for e in (req.lhs, req.rhs)]
+
+
+def break_even_table(ws, plan: str) -> list[dict]:
+    """For every requirement of ``plan`` and every input it depends on: the value at which
+    it flips (others nominal), or None ("never").  Rows: requirement, input, nominal, value,
+    holds (side), display unit."""
+    from .sensitivity import _full, break_even, inputs_of
+    rows = []
+    for r in ws.requirements:
+        if r.plan != plan:
+            continue
+        deps = inputs_of(ws, _full(ws, r.lhs - r.rhs))
+        for nid in deps:
+            be = break_even(ws, r, nid)
+            rows.append({"requirement": r.name, "input": nid, "nominal": _fmt(ws, nid, be["nominal"]),
+                         "value": None if be["value"] is None else _fmt(ws, nid, be["value"]),
+                         "holds": be["holds"], "op": r.op})
+    return rows
+
+
+def build(ws, plans: list[str], figures: bool = True) -> dict:
+    """Everything a report shows, per plan (see the module docstring).
+
+    :returns: ``{"file", "plans": {plan: {...}}}`` with display strings and numbers in
+        display units; figures as SVG text (``svg``), empty when matplotlib is missing.
+    """
+    from .sensitivity import _full, elasticities, inputs_of, tornado
+
+    out = {"file": ws.path, "plans": {}}
+    for p in plans:
+        heads = ws.headline(p)
+        results = {r["name"]: r for r in ws.requirement_results(p)}
+        rep: dict = {"headline": [], "requirements": [], "inputs": [], "sensitivity": [], "break_even": [],
+                     "critical_paths": [], "tables": [], "figures": []}
+        deps: set[str] = set()
+        for n in heads:
+            v = ws.value(n.id)
+            rep["headline"].append({"name": n.name, "id": n.id, "value": None if v is None else
+                                    convert(float(v), n.unit), "unit": n.unit, "doc": n.doc,
+                                    "plugin": n.plugin or "", "formula": formula(ws, n.id, p)})
+            deps.update(inputs_of(ws, ws.full_expr(n.id)))
+        for r in ws.requirements:
+            if r.plan != p or r.name not in results:
+                continue
+            res = results[r.name]
+            deps.update(inputs_of(ws, _full(ws, r.lhs - r.rhs)))
+            rep["requirements"].append({"name": r.name, "ok": res["ok"], "text": r.text or r.doc,
+                                        "lhs": format_quantity(res["lhs_si"], r.unit),
+                                        "rhs": format_quantity(res["rhs_si"], r.unit), "op": r.op,
+                                        "plugin": r.plugin})
+        for nid in sorted(deps):
+            n = ws.nodes[nid]
+            rep["inputs"].append({"id": nid, "name": _short(nid, p), "value": _fmt(ws, nid, float(n.nominal)),
+                                  "unit": n.unit, "range": None if n.range is None else
+                                  [_fmt(ws, nid, float(b)) for b in n.range], "source": n.source or "",
+                                  "doc": n.doc})
+        for q in key_quantities(ws, p):
+            n = ws.nodes[q]
+            sym = sp.Symbol(q, real=True)
+            rows = []
+            for el in elasticities(ws, sym):
+                xi = ws.nodes[el["input"]]
+                d = el["derivative"]
+                # ∂y/∂x in display units: (y unit) per (x unit)
+                dy = convert(d, n.unit) / convert(1.0, xi.unit) if d == d else d
+                rows.append({"input": el["input"], "value": _fmt(ws, el["input"], el["value"]),
+                             "derivative": dy, "per": f"{n.unit or '1'}/{xi.unit or '1'}",
+                             "elasticity": el["elasticity"]})
+            tor = [{"input": t["input"], "lo": _fmt(ws, t["input"], t["lo"]), "hi": _fmt(ws, t["input"], t["hi"]),
+                    "y_lo": convert(t["y_lo"], n.unit), "y_hi": convert(t["y_hi"], n.unit),
+                    "y0": convert(t["y0"], n.unit)} for t in tornado(ws, sym)]
+            rep["sensitivity"].append({"quantity": n.name, "id": q, "unit": n.unit, "rows": rows,
+                                       "tornado": tor, "svg": _tornado_svg(n.name, n.unit, tor) if figures else ""})
+        rep["break_even"] = break_even_table(ws, p)
+        for (plan, tl_name) in sorted(k for k in ws.timelines if k[0] == p):
+            cp = ws.critical_path(p, tl_name)
+            if cp is None:
+                continue
+            rep["critical_paths"].append({
+                "timeline": tl_name, "makespan": format_quantity(cp["makespan"], "s"),
+                "activities": [{"id": a["id"], "resource": a["resource"] or "", "kind": a["kind"] or "",
+                                "start": a["start"], "duration": a["duration"], "slack": a["slack"],
+                                "critical": a["id"] in cp["path"], "plugin": a["plugin"] or ""}
+                               for a in cp["activities"]]})
+        for name, spec in sorted(ws.plugins.tables.items()):
+            try:
+                t = spec.build(ws, p)
+            except Exception as e:  # one plugin's bug does not hide the rest of the report
+                rep["tables"].append({"name": name, "title": spec.title, "plugin": spec.plugin, "columns": [],
+                                      "rows": [], "notes": [f"this table failed: {type(e).__name__}: {e}"]})
+                continue
+            if t is not None:
+                rep["tables"].append({"name": name, "title": spec.title, "plugin": spec.plugin,
+                                      "columns": [str(c) for c in t.columns],
+                                      "rows": [[_cell(c) for c in r] for r in t.rows], "notes": list(t.notes)})
+        if figures:
+            rep["figures"] = _plugin_figures(ws, p)
+        out["plans"][p] = rep
+    return out
+
+
+def _cell(c) -> str:
+    if isinstance(c, float):
+        return format_number(c)
+    return "—" if c is None else str(c)
+
+
+# ---------------------------------------------------------------- figures (inline SVG)
+def _svg_text(fig) -> str:
+    meta = {"Date": None, "Creator": "plan"}
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata=meta, bbox_inches="tight")
+    s = buf.getvalue()
+    s = s[s.index("<svg"):]          # drop the XML declaration and DOCTYPE: inline SVG
+    return s
+
+
+def _plugin_figures(ws, plan: str) -> list[dict]:
+    try:
+        from .figures import FigureError, new_figure
+    except ImportError:  # pragma: no cover
+        return []
+    out = []
+    for name, spec in sorted(ws.plugins.figures.items()):
+        try:
+            fig = new_figure()
+            if spec.draw(ws, plan, fig):
+                out.append({"name": name, "title": spec.title, "plugin": spec.plugin, "svg": _svg_text(fig)})
+        except FigureError:
+            return []
+        except Exception as e:  # one plugin's bug does not hide the rest of the report
+            out.append({"name": name, "title": f"{spec.title} (failed: {type(e).__name__}: {e})",
+                        "plugin": spec.plugin, "svg": ""})
+    return out
+
+
+def _tornado_svg(name: str, unit: str, rows: list[dict]) -> str:
+    """Horizontal bars from y at the low end to y at the high end of each input's range."""
+    if not rows:
+        return ""
+    try:
+        from .figures import FigureError, new_figure
+        fig = new_figure(7.0, 0.6 + 0.45 * len(rows))
+    except (ImportError, FigureError):
+        return ""
+    ax = fig.add_subplot(111)
+    y0 = rows[0]["y0"]
+    for i, r in enumerate(reversed(rows)):
+        for end, color in (("y_lo", "#4C72B0"), ("y_hi", "#DD8452")):
+            ax.barh(i, r[end] - y0, left=y0, color=color, height=0.6)
+        ax.text(min(r["y_lo"], r["y_hi"]), i, f"{r['lo']} ", va="center", ha="right", fontsize=7)
+        ax.text(max(r["y_lo"], r["y_hi"]), i, f" {r['hi']}", va="center", ha="left", fontsize=7)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r["input"] for r in reversed(rows)], fontsize=8)
+    ax.axvline(y0, color="black", linewidth=0.8)
+    ax.set_xlabel(f"{name} ({unit})" if unit else name)
+    ax.set_title(f"{name}: each input over its declared range (blue: low end, orange: high end)", fontsize=9)
+    lo = min(min(r["y_lo"], r["y_hi"]) for r in rows)
+    hi = max(max(r["y_lo"], r["y_hi"]) for r in rows)
+    pad = (hi - lo) * 0.25 or abs(y0) * 0.05 or 1.0
+    ax.set_xlim(lo - pad, hi + pad)
+    return _svg_text(fig)
+
+
+# ---------------------------------------------------------------- renderers
+def _num(x) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float) and math.isnan(x):
+        return "—"
+    return format_number(x) if isinstance(x, (int, float)) else str(x)
+
+
+def _be_text(r: dict) -> str:
+    if r["value"] is None:
+        return "never"
+    return f"{r['holds'] or 'at'} {r['value']}" if r["holds"] else r["value"]
+
+
+def render_text(data: dict) -> str:
+    """The report for a terminal: formulas as plain text, tables as aligned columns."""
+    from .cli import _render_table
+
+    lines = [f"report: {data['file']}"]
+    for p, rep in data["plans"].items():
+        lines += ["", f"== plan {p} =="]
+        lines += _render_table("headline", ["quantity", "value", "unit", "formula"],
+                               [[h["name"], _num(h["value"]), h["unit"], h["formula"]["text"]]
+                                for h in rep["headline"]])
+        lines.append("")
+        lines += _render_table("requirements", ["requirement", "", "lhs", "op", "rhs"],
+                               [[r["name"], "ok" if r["ok"] else "FAIL", r["lhs"], r["op"], r["rhs"]]
+                                for r in rep["requirements"]])
+        lines.append("")
+        lines += _render_table("inputs", ["input", "value", "range", "source"],
+                               [[i["id"], i["value"], " .. ".join(i["range"]) if i["range"] else "", i["source"]]
+                                for i in rep["inputs"]])
+        for s in rep["sensitivity"]:
+            lines.append("")
+            lines += _render_table(f"sensitivity of {s['quantity']} ({s['unit']})",
+                                   ["input", "value", "d/dx", "per", "elasticity"],
+                                   [[r["input"], r["value"], _num(r["derivative"]), r["per"],
+                                     f"{r['elasticity']:+.3f}"] for r in s["rows"] if r["elasticity"]])
+            if s["tornado"]:
+                lines += _render_table(f"  over declared ranges ({s['unit']})", ["input", "low", "high",
+                                                                                 f"{s['quantity']} low",
+                                                                                 f"{s['quantity']} high"],
+                                       [[t["input"], t["lo"], t["hi"], _num(t["y_lo"]), _num(t["y_hi"])]
+                                        for t in s["tornado"]])
+        lines.append("")
+        lines += _render_table("break-even: the input value at which each requirement flips (others nominal)",
+                               ["requirement", "input", "nominal", "flips at"],
+                               [[b["requirement"], b["input"], b["nominal"], _be_text(b)] for b in rep["break_even"]])
+        for cp in rep["critical_paths"]:
+            lines.append("")
+            lines += _render_table(f"timeline {cp['timeline']} (makespan {cp['makespan']})",
+                                   ["activity", "resource", "start s", "duration s", "slack s", "critical"],
+                                   [[a["id"], a["resource"], a["start"], a["duration"], a["slack"],
+                                     "yes" if a["critical"] else ""] for a in cp["activities"]])
+        for t in rep["tables"]:
+            lines.append("")
+            lines += _render_table(f"{t['title']} [plugin {t['plugin']}]", t["columns"], t["rows"], t["notes"])
+        if rep["figures"]:
+            lines += ["", "figures (see the HTML report or `plan figure`): "
+                      + ", ".join(f["name"] for f in rep["figures"])]
+    return "\n".join(lines)
+
+
+def _md_table(cols: list[str], rows: list[list]) -> list[str]:
+    def esc(c):
+        return str(c).replace("|", "\\|").replace("\n", " ")
+    out = ["| " + " | ".join(esc(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def render_markdown(data: dict) -> str:
+    """The report as GitHub Markdown (for PR comments): formulas as ``$$ LaTeX $$``; figures
+    are not embedded (use the HTML report)."""
+    L = [f"# plan report: `{data['file']}`"]
+    for p, rep in data["plans"].items():
+        L += ["", f"## plan `{p}`", "", "### Headline values", ""]
+        L += _md_table(["quantity", "value", "unit", "meaning"],
+                       [[f"`{h['name']}`", _num(h["value"]), h["unit"], h["doc"]] for h in rep["headline"]])
+        L += ["", "### Requirements", ""]
+        L += _md_table(["requirement", "", "lhs", "op", "rhs"],
+                       [[f"`{r['name']}`", "✅ ok" if r["ok"] else "❌ FAIL", r["lhs"], f"`{r['op']}`", r["rhs"]]
+                        for r in rep["requirements"]])
+        L += ["", "### Formulas", ""]
+        for h in rep["headline"]:
+            if h["formula"]["latex"]:
+                L += [f"`{h['name']}` =", "", "$$" + h["formula"]["latex"] + "$$", ""]
+        L += ["### Inputs", ""]
+        L += _md_table(["input", "value", "range", "source"],
+                       [[f"`{i['id']}`", i["value"], " … ".join(i["range"]) if i["range"] else "", i["source"]]
+                        for i in rep["inputs"]])
+        for s in rep["sensitivity"]:
+            L += ["", f"### Sensitivity of `{s['quantity']}` ({s['unit']})", ""]
+            L += _md_table(["input", "value", "∂y/∂x", "unit", "elasticity"],
+                           [[f"`{r['input']}`", r["value"], _num(r["derivative"]), r["per"],
+                             f"{r['elasticity']:+.3f}"] for r in s["rows"] if r["elasticity"]])
+            if s["tornado"]:
+                L += ["", "Over the declared ranges:", ""]
+                L += _md_table(["input", "low", "high", f"{s['quantity']} at low", f"{s['quantity']} at high"],
+                               [[f"`{t['input']}`", t["lo"], t["hi"], _num(t["y_lo"]), _num(t["y_hi"])]
+                                for t in s["tornado"]])
+        L += ["", "### Break-even values", "", "The value of each input at which a requirement flips, "
+              "every other input nominal.", ""]
+        L += _md_table(["requirement", "input", "nominal", "flips at"],
+                       [[f"`{b['requirement']}`", f"`{b['input']}`", b["nominal"], _be_text(b)]
+                        for b in rep["break_even"]])
+        for cp in rep["critical_paths"]:
+            L += ["", f"### Timeline `{cp['timeline']}` (makespan {cp['makespan']})", ""]
+            L += _md_table(["activity", "resource", "start (s)", "duration (s)", "slack (s)", "critical"],
+                           [[a["id"], a["resource"], _num(a["start"]), _num(a["duration"]), _num(a["slack"]),
+                             "●" if a["critical"] else ""] for a in cp["activities"]])
+        for t in rep["tables"]:
+            L += ["", f"### {t['title']}", ""]
+            L += _md_table(t["columns"], t["rows"])
+            L += [""] + [f"_{n}_" for n in t["notes"]] if t["notes"] else []
+    return "\n".join(L) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.2em .6em;font-size:.9em}
+th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#1a7f37;font-weight:bold}.fail{color:#cf222e;font-weight:bold}
+code{background:#f6f8fa;padding:0 .2em}.formula{margin:.4em 0 .8em 1.5em;overflow-x:auto}math{font-size:1.1em}
+figure{margin:1em 0}figcaption{font-size:.85em;color:#555}svg{max-width:100%;height:auto}
+"""
+
+
+def _h(x) -> str:
+    return html.escape(str(x))
+
+
+def _html_table(cols: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+    out = ["<table><thead><tr>" + "".join(f"<th>{_h(c)}</th>" for c in cols) + "</tr></thead><tbody>"]
+    for r in rows:
+        cells = []
+        for i, c in enumerate(r):
+            if isinstance(c, tuple):        # (html, css class): pre-rendered cell
+                cells.append(f'<td class="{c[1]}">{c[0]}</td>')
+            else:
+                cells.append(f'<td class="n">{_h(c)}</td>' if i in numeric else f"<td>{_h(c)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def render_html(data: dict) -> str:
+    """The report as one self-contained HTML5 file (inline CSS, SVG and MathML; no script)."""
+    B = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+         f"<title>plan report: {_h(data['file'])}</title>", f"<style>{_CSS}</style></head><body>",
+         f"<h1>plan report: <code>{_h(data['file'])}</code></h1>"]
+    for p, rep in data["plans"].items():
+        B.append(f'<section id="plan-{_h(p)}"><h2>plan <code>{_h(p)}</code></h2>')
+        B.append("<h3>Headline values</h3>")
+        B.append(_html_table(["quantity", "value", "unit", "meaning", "plugin"],
+                             [[h["name"], _num(h["value"]), h["unit"], h["doc"], h["plugin"]] for h in rep["headline"]],
+                             {1}))
+        B.append("<h3>Requirements</h3>")
+        B.append(_html_table(["requirement", "", "lhs", "op", "rhs", "meaning"],
+                             [[r["name"], ("ok", "ok") if r["ok"] else ("FAIL", "fail"), r["lhs"], r["op"], r["rhs"],
+                               r["text"]] for r in rep["requirements"]], {2, 4}))
+        B.append("<h3>Formulas</h3><p>Each headline in terms of the quantities it is built from "
+                 "(numbers in base units: s, B, FLOP, token).</p>")
+        for h in rep["headline"]:
+            if h["formula"]["mathml"]:
+                B.append(f'<div class="formula" data-quantity="{_h(h["name"])}"><code>{_h(h["name"])}</code> = '
+                         f'{h["formula"]["mathml"]}</div>')
+        B.append("<h3>Inputs</h3>")
+        B.append(_html_table(["input", "value", "range", "source", "meaning"],
+                             [[i["id"], i["value"], " … ".join(i["range"]) if i["range"] else "", i["source"], i["doc"]]
+                              for i in rep["inputs"]], {1}))
+        for s in rep["sensitivity"]:
+            B.append(f"<h3>Sensitivity of <code>{_h(s['quantity'])}</code> ({_h(s['unit'])})</h3>")
+            B.append("<p>Partial derivatives and elasticities (∂ln y/∂ln x) at the nominal point.</p>")
+            B.append(_html_table(["input", "value", "∂y/∂x", "unit", "elasticity"],
+                                 [[r["input"], r["value"], _num(r["derivative"]), r["per"], f"{r['elasticity']:+.3f}"]
+                                  for r in s["rows"] if r["elasticity"]], {1, 2, 4}))
+            if s["svg"]:
+                B.append(f'<figure class="tornado">{s["svg"]}<figcaption>Tornado chart of {_h(s["quantity"])} '
+                         "over the declared input ranges</figcaption></figure>")
+        B.append("<h3>Break-even values</h3><p>The value of each input at which a requirement flips, every "
+                 "other input nominal (“never”: no value in the input's allowed range flips it).</p>")
+        B.append(_html_table(["requirement", "input", "nominal", "flips at"],
+                             [[b["requirement"], b["input"], b["nominal"], _be_text(b)] for b in rep["break_even"]],
+                             {2}))
+        for cp in rep["critical_paths"]:
+            B.append(f"<h3>Timeline <code>{_h(cp['timeline'])}</code>: critical path and slack "
+                     f"(makespan {_h(cp['makespan'])})</h3>")
+            B.append(_html_table(["activity", "resource", "kind", "start (s)", "duration (s)", "slack (s)", "critical"],
+                                 [[a["id"], a["resource"], a["kind"], _num(a["start"]), _num(a["duration"]),
+                                   _num(a["slack"]), "●" if a["critical"] else ""] for a in cp["activities"]],
+                                 {3, 4, 5}))
+        for t in rep["tables"]:
+            B.append(f'<h3 class="plugin-table" data-table="{_h(t["name"])}">{_h(t["title"])} '
+                     f'<small>[plugin {_h(t["plugin"])}]</small></h3>')
+            B.append(_html_table(t["columns"], t["rows"]))
+            B.extend(f"<p><small>{_h(n)}</small></p>" for n in t["notes"])
+        for f in rep["figures"]:
+            B.append(f'<figure class="plugin-figure" data-figure="{_h(f["name"])}">{f["svg"]}'
+                     f'<figcaption>{_h(f["title"])} [plugin {_h(f["plugin"])}]</figcaption></figure>')
+        B.append("</section>")
+    B.append("</body></html>")
+    return re.sub(r"[ \t]+\n", "\n", "\n".join(B)) + "\n"
+
+
+def render(data: dict, fmt: str) -> str:
+    """Render ``data`` (from :func:`build`) as ``html``, ``md`` or ``text``."""
+    return {"html": render_html, "md": render_markdown, "text": render_text}[fmt](data)

@@ -1,0 +1,188 @@
+"""Sensitivity of results to inputs: derivatives, elasticities, declared ranges, break-evens.
+
+Everything is computed from the symbolic full expression of a quantity (``ws.full_expr``),
+at the nominal point (design §"The solver", *Sensitivity*):
+
+* **partial derivative** ∂y/∂x and **elasticity** ε = (∂y/∂x)·x/y = ∂ln y/∂ln x: a 1 % change
+  of x changes y by about ε %.  ``max``/``min``/piecewise choices are replaced by the branch
+  active at the nominal point (the critical path stays the same near it), and
+  ``ceil``/``floor`` by their argument — a step count is treated as continuous, so the
+  elasticity of a finish time to the token count is 1, not 0.
+* **tornado**: y at each end of an input's declared range (``mfu = 40 % in [30 %, 50 %]``)
+  with every other input nominal.
+* **break-even**: the value of one input at which a requirement flips (``meets_deadline``
+  fails when MFU < 31.3 %), every other input nominal; found on the exact relation (steps
+  included) by a geometric scan around the nominal value and bisection — ``None`` ("never")
+  when no value in the input's allowed range flips it.
+* **drivers** of a requirement: the inputs with the largest elasticity of the ratio of its two
+  sides, ε(lhs/rhs) = ε(lhs) − ε(rhs).
+
+Values are in base units (s, B, FLOP …); callers convert with ``dsl.units.convert``.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+
+def _full(ws, expr):
+    """``expr`` (over node symbols) expanded to the declared inputs."""
+    return expr.xreplace({s: ws.full_expr(s.name) for s in expr.free_symbols if s.name in ws.nodes})
+
+
+def inputs_of(ws, expr) -> list[str]:
+    """Ids of the numeric inputs the (full) expression depends on, sorted."""
+    out = []
+    for s in expr.free_symbols:
+        n = ws.nodes.get(s.name)
+        if n is not None and n.input and n.numeric:
+            out.append(s.name)
+    return sorted(out)
+
+
+def nominal_floats(ws) -> dict:
+    """{Symbol: exact nominal value} of every input."""
+    return ws.nominal_map()
+
+
+def active_branch(expr, at: dict):
+    """``expr`` with Max/Min/Piecewise replaced by the branch active at ``at`` and
+    ceiling/floor by their argument (see the module docstring)."""
+    from .solver import _branch
+
+    e = _branch(expr, {k: sp.Float(v, 30) for k, v in at.items()})
+    return e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
+
+
+def _num(e, at) -> float:
+    try:
+        return float(e.xreplace(at))
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def elasticities(ws, expr) -> list[dict]:
+    """Partial derivatives and elasticities of ``expr`` (node symbols, base units) with
+    respect to every input it depends on, at the nominal point.
+
+    :returns: ``[{"input", "value", "derivative", "elasticity"}]`` (base units), sorted by
+        decreasing |elasticity| then name; inputs whose derivative is zero at the nominal point
+        (a branch not taken) are kept with elasticity 0.
+    """
+    full = _full(ws, expr)
+    at = nominal_floats(ws)
+    y = _num(full, at)
+    g = active_branch(full, at)
+    out = []
+    for nid in inputs_of(ws, full):
+        x = sp.Symbol(nid, real=True)
+        xv = float(at[x])
+        try:
+            d = _num(sp.diff(g, x), at)
+        except Exception:   # an expression sympy cannot differentiate
+            d = float("nan")
+        el = d * xv / y if y not in (0.0,) and not math.isnan(d) else float("nan")
+        out.append({"input": nid, "value": xv, "derivative": d, "elasticity": el})
+    out.sort(key=lambda r: (-abs(r["elasticity"]) if not math.isnan(r["elasticity"]) else 0, r["input"]))
+    return out
+
+
+def requirement_drivers(ws, req, top: int | None = None) -> list[dict]:
+    """Inputs ranked by the elasticity of ``lhs/rhs`` of requirement ``req`` (a
+    :class:`~dsl.model.Requirement`): how strongly a 1 % change of each moves the margin."""
+    ratio = req.lhs / req.rhs if req.rhs != 0 else req.lhs
+    rows = [r for r in elasticities(ws, ratio) if r["elasticity"] == r["elasticity"] and r["elasticity"] != 0]
+    return rows[:top] if top else rows
+
+
+def tornado(ws, expr, inputs: list[str] | None = None) -> list[dict]:
+    """``expr`` evaluated at both ends of each input's declared range (others nominal).
+
+    :returns: ``[{"input", "lo", "hi", "y_lo", "y_hi", "y0"}]`` in base units, sorted by
+        decreasing swing |y_hi − y_lo|; inputs without a declared range are skipped.
+    """
+    full = _full(ws, expr)
+    at = nominal_floats(ws)
+    y0 = _num(full, at)
+    dep = set(inputs_of(ws, full))
+    names = inputs if inputs is not None else sorted(n for n in dep if ws.nodes[n].range is not None)
+    out = []
+    for nid in names:
+        n = ws.nodes[nid]
+        if n.range is None or nid not in dep:
+            continue
+        x = sp.Symbol(nid, real=True)
+        ys = []
+        for b in n.range:
+            a2 = dict(at)
+            a2[x] = b
+            ys.append(_num(full, a2))
+        out.append({"input": nid, "lo": float(n.range[0]), "hi": float(n.range[1]), "y_lo": ys[0],
+                    "y_hi": ys[1], "y0": y0})
+    out.sort(key=lambda r: (-abs(r["y_hi"] - r["y_lo"]), r["input"]))
+    return out
+
+
+def _holds(op: str, lv: float, rv: float) -> bool:
+    tol = 1e-12 * max(abs(lv), abs(rv), 1e-300)
+    return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv - tol, ">": lv > rv + tol,
+            "==": abs(lv - rv) <= tol}[op]
+
+
+def break_even(ws, req, nid: str) -> dict:
+    """The value of input ``nid`` at which requirement ``req`` flips, others nominal.
+
+    :returns: ``{"input", "nominal", "value", "holds"}`` in base units: ``value`` is the
+        boundary nearest the nominal value inside the input's allowed range (None: never),
+        ``holds`` says on which side the requirement holds (``"<="``/``">="``) or None.
+    """
+    from .solver import _bisect, _domain, _in_domain, _scan
+
+    x = sp.Symbol(nid, real=True)
+    at = nominal_floats(ws)
+    x0 = float(at[x])
+    sides = [_full(ws, e) for e in (req.lhs, req.rhs)]
+    rest = {k: sp.Float(v, 20) for k, v in at.items() if k != x}
+    fs = [sp.lambdify(x, s.xreplace(rest), modules="math") for s in sides]
+
+    def holds(v: float):
+        try:
+            lv, rv = float(fs[0](v)), float(fs[1](v))
+        except (ZeroDivisionError, ValueError, TypeError, OverflowError):
+            return None
+        if math.isnan(lv) or math.isnan(rv):
+            return None
+        return _holds(req.op, lv, rv)
+
+    def fn(v: float) -> float:
+        h = holds(v)
+        return float("nan") if h is None else (1.0 if h else -1.0)
+
+    out = {"input": nid, "nominal": x0, "value": None, "holds": None}
+    if req.op == "==" or not any(x in s.free_symbols for s in sides):
+        return out
+    dom = _domain(ws.param_specs.get(nid), x0)
+    roots = [_bisect(fn, a, b, prefer_positive=True) for a, b in _scan(fn, x0 if x0 else 1.0)]
+    roots = [r for r in roots if _in_domain(r, dom)]
+    if not roots:
+        return out
+    v = min(roots, key=lambda r: abs(r - x0))
+    step = abs(v) * 1e-6 or 1e-9
+    up, down = holds(v + step), holds(v - step)
+    out["value"] = v
+    out["holds"] = ">=" if up and not down else "<=" if down and not up else None
+    return out
+
+
+def requirement_report(ws, req, top: int = 3) -> dict:
+    """Margin and drivers of one requirement: ``lhs``, ``rhs``, ``margin`` (rhs − lhs for
+    ``<=``/``<``, lhs − rhs otherwise; base units), ``relative`` margin (of rhs) and the
+    ``top`` drivers, each with its elasticity and break-even value."""
+    lv, rv = float(ws._subs_value(req.lhs)), float(ws._subs_value(req.rhs))
+    margin = rv - lv if req.op in ("<=", "<") else lv - rv
+    drivers = requirement_drivers(ws, req, top)
+    for d in drivers:
+        d["break_even"] = break_even(ws, req, d["input"])
+    return {"plan": req.plan, "name": req.name, "lhs": lv, "rhs": rv, "op": req.op, "unit": req.unit,
+            "margin": margin, "relative": margin / abs(rv) if rv else float("nan"), "drivers": drivers}

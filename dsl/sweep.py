@@ -1,0 +1,213 @@
+"""Vectorised parameter sweeps: `plan sweep FILE --vary NAME=START:STOP:N …` (issue 12 item 5).
+
+Each output of a plan (its headline quantities and both sides of each requirement) is
+expanded to a sympy expression of the inputs (``ws.full_expr``) with the varied names kept
+free — a varied name may be an input or a derived quantity, whose definition is then cut, as
+in ``solve`` — every other input at its nominal value, and compiled **once** with
+``sympy.lambdify(..., "numpy", cse=True)``.  A grid (the product of the ``N`` values of each
+varied name) or ``random`` uniform samples are then evaluated as numpy arrays: millions of
+evaluations per second on one core (``benchmarks/bench_sweep.py``).  ``max``/``min``,
+piecewise choices and ``ceil``/``floor`` are evaluated exactly per point.
+
+numpy is an optional dependency (``pip install "plan-dsl[numeric]"``); :class:`SweepError`
+says so when it is missing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from .diagnostics import Diagnostic, PlanError
+
+
+class SweepError(Exception):
+    """A sweep cannot run (numpy missing)."""
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError as e:
+        raise SweepError('plan sweep needs numpy: pip install "plan-dsl[numeric]"') from e
+    return numpy
+
+
+@dataclass
+class Vary:
+    """One varied name: node id, start and stop (base units), number of grid points."""
+
+    id: str
+    start: float
+    stop: float
+    n: int = 21
+
+
+@dataclass
+class SweepResult:
+    """Columns of a sweep: ``columns`` maps a name to a numpy array (display units of
+    ``units``); requirement columns are booleans; ``feasible`` is their conjunction."""
+
+    plan: str
+    columns: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+    varied: list = field(default_factory=list)
+    requirements: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.columns["feasible"]) if "feasible" in self.columns else 0
+
+    def to_frame(self):
+        """A pandas DataFrame when pandas is installed, else the ``columns`` dict."""
+        try:
+            import pandas as pd
+        except ImportError:
+            return dict(self.columns)
+        return pd.DataFrame(self.columns)
+
+    def summary(self) -> dict:
+        """Feasible points: count, share, and for each varied name its smallest and largest
+        feasible value; for each requirement the share of points where it fails."""
+        np = _numpy()
+        f = self.columns["feasible"]
+        out = {"points": int(f.size), "feasible": int(f.sum()), "share": float(f.mean()) if f.size else 0.0,
+               "ranges": {}, "failing": {}}
+        for v in self.varied:
+            col = self.columns[v]
+            out["ranges"][v] = (float(col[f].min()), float(col[f].max())) if f.any() else None
+        for r in self.requirements:
+            out["failing"][r] = float(np.mean(~self.columns[r])) if f.size else 0.0
+        return out
+
+    def write_csv(self, path) -> None:
+        """Columns with units in the header (``gpus48.mfu [%]``); booleans as true/false."""
+        import csv
+        np = _numpy()
+        names = list(self.columns)
+        head = [f"{n} [{self.units[n]}]" if self.units.get(n) else n for n in names]
+        cols = [self.columns[n] for n in names]
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(head)
+            for i in range(len(self)):
+                w.writerow([("true" if c[i] else "false") if c.dtype == np.bool_ else repr(float(c[i]))
+                            for c in cols])
+
+
+def parse_vary(ws, text: str) -> Vary:
+    """``NAME=START:STOP[:N]`` (START/STOP are `.plan` values with units, ``30%``,
+    ``1800 s``) or ``NAME`` alone for its declared range ``in [lo, hi]``.
+
+    :raises PlanError: ``error[sweep]`` for a malformed spec, a name without a declared range,
+        bounds of the wrong dimension or a count below 2.
+    """
+    from .parser import parse_expression
+
+    name, eq, rng = text.partition("=")
+    name = name.strip()
+    nid = ws.lookup(name)
+    n = ws.nodes[nid]
+    if not n.numeric:
+        raise PlanError([Diagnostic("error", "sweep", f"'{name}' is not a number", None, "vary a numeric input")])
+    if not eq:
+        if n.range is None:
+            raise PlanError([Diagnostic("error", "sweep", f"'{name}' has no declared range", None,
+                                        f"give one: --vary {name}=START:STOP:N, or declare `in [lo, hi]` in the plan")])
+        return Vary(nid, float(n.range[0]), float(n.range[1]), 21)
+    parts = rng.split(":")
+    if len(parts) not in (2, 3):
+        raise PlanError([Diagnostic("error", "sweep", f"bad --vary '{text}'", None,
+                                    "write NAME=START:STOP:N, e.g. gpus48.mfu=30%:50%:21")])
+    count = 21
+    if len(parts) == 3:
+        try:
+            count = int(parts[2])
+        except ValueError:
+            count = 0
+        if count < 2:
+            raise PlanError([Diagnostic("error", "sweep", f"the number of points in '{text}' must be a whole "
+                                        "number of at least 2", None, "e.g. gpus48.mfu=30%:50%:21")])
+    bounds = []
+    for p in parts[:2]:
+        v = ws.eval_expr(parse_expression(p.strip(), "<--vary>"))
+        if v.dim != n.dim or v.expr.free_symbols:
+            from .units import describe_dim
+            raise PlanError([Diagnostic("error", "sweep", f"'{p.strip()}' is not a value in the unit of '{name}' "
+                                        f"({describe_dim(n.dim)})", None, f"write it like {n.unit or 'a plain number'}")])
+        bounds.append(float(v.expr))
+    return Vary(nid, bounds[0], bounds[1], count)
+
+
+def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None = None,
+                    requirements: bool = True):
+    """Compile the outputs of ``plan`` as one numpy function of the varied node ids.
+
+    :returns: ``(fn, names, units, reqs)``: ``fn(*arrays) -> list`` of arrays in base units —
+        the outputs in order, then lhs and rhs of each requirement (unless
+        ``requirements=False``); ``names`` of the outputs,
+        their display ``units`` and the requirements (:class:`~dsl.model.Requirement`).
+    """
+    _numpy()
+    free = frozenset(varied)
+    syms = [sp.Symbol(v, real=True) for v in varied]
+    ids = outputs if outputs is not None else [n.id for n in ws.headline(plan)]
+    reqs = [r for r in ws.requirements if r.plan == plan] if requirements else []
+    nominal = ws.nominal_map(exclude=free)
+
+    def full(e):
+        e = e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols if s.name in ws.nodes})
+        # constants folded to floats: the compiled code does float arithmetic only
+        return e.xreplace(nominal).evalf(17)
+
+    exprs = [full(sp.Symbol(i, real=True)) for i in ids]
+    for r in reqs:
+        exprs += [full(r.lhs), full(r.rhs)]
+    raw = sp.lambdify(syms, exprs, modules="numpy", cse=True)
+
+    def fn(*arrays):
+        r = raw(*arrays)
+        return list(r) if isinstance(r, (list, tuple)) else [r]
+    return fn, ids, [ws.nodes[i].unit for i in ids], reqs
+
+
+def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int = 0,
+        outputs: list[str] | None = None) -> SweepResult:
+    """Evaluate ``plan`` on a grid (product of each :class:`Vary`'s ``n`` points) or on
+    ``random`` uniform samples of the boxes [start, stop]; see :class:`SweepResult`."""
+    np = _numpy()
+    varied = [v.id for v in varies]
+    fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
+    if random:
+        rng = np.random.default_rng(seed)
+        arrays = [rng.uniform(v.start, v.stop, size=random) for v in varies]
+    else:
+        grids = np.meshgrid(*[np.linspace(v.start, v.stop, v.n) for v in varies], indexing="ij")
+        arrays = [g.ravel() for g in grids]
+    size = arrays[0].size if arrays else 1
+    with np.errstate(all="ignore"):
+        vals = [np.broadcast_to(np.asarray(x, dtype=float), (size,)) for x in fn(*arrays)]
+    res = SweepResult(plan)
+    for v, a in zip(varies, arrays):
+        u = ws.nodes[v.id].unit
+        res.columns[v.id] = a / _scale(u)
+        res.units[v.id] = u
+        res.varied.append(v.id)
+    for i, u in zip(ids, units):
+        res.columns[ws.nodes[i].name if i.startswith(plan + ".") else i] = vals.pop(0) / _scale(u)
+        res.units[ws.nodes[i].name if i.startswith(plan + ".") else i] = u
+    feasible = np.ones(size, dtype=bool)
+    for r in reqs:
+        lv, rv = vals.pop(0), vals.pop(0)
+        tol = 1e-12 * np.maximum(np.abs(lv), np.abs(rv))
+        ok = {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
+              "==": np.abs(lv - rv) <= tol}[r.op]
+        res.columns[r.name] = ok
+        res.requirements.append(r.name)
+        feasible &= ok
+    res.columns["feasible"] = feasible
+    return res
+
+
+def _scale(unit: str) -> float:
+    from .units import parse_unit
+    return float(parse_unit(unit).scale) if unit and unit != "1" else 1.0

@@ -1,0 +1,166 @@
+"""`plan report` (issue 12 item 2) on the design case of book ch. 10 §10.6.1-10.6.2.
+
+Book numbers: 48 RTX 4090s finish in ~24.6 days (32: ~34.3), the 48-GPU step may grow to
+~67.2 s before the 30-day deadline breaks; the 32-GPU plan needs ~47 % MFU.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+
+from dsl import report
+
+CASE = "specs/cases/cpt-qwen3-8b-4090.plan"
+
+
+@pytest.fixture(scope="module")
+def data(case_ws):
+    return report.build(case_ws, ["gpus48", "gpus32"], figures=True)
+
+
+@pytest.fixture(scope="module")
+def html_text(data):
+    return report.render_html(data)
+
+
+def _row(rows, **kw):
+    return next(r for r in rows if all(r[k] == v for k, v in kw.items()))
+
+
+def test_headline_and_formula(data):
+    h = _row(data["plans"]["gpus48"]["headline"], name="finish_time")
+    assert h["value"] == pytest.approx(24.6, abs=0.05) and h["unit"] == "day"
+    assert _row(data["plans"]["gpus32"]["headline"], name="finish_time")["value"] == pytest.approx(34.3, abs=0.05)
+    # §10.6.1: T_finish = T_0 + steps · t_s · (1 + L), as neighbouring quantities
+    assert h["formula"]["text"] == "cpt.reserved + train_time*(overhead + 1)"
+    assert r"\mathrm{train\_time}" in h["formula"]["latex"]
+    assert "<mi>train_time</mi>" in h["formula"]["mathml"] and "<mi>cpt.reserved</mi>" in h["formula"]["mathml"]
+
+
+def test_inputs_with_range_and_source(data):
+    mfu = _row(data["plans"]["gpus48"]["inputs"], id="gpus48.mfu")
+    assert mfu["value"] == "40 %" and mfu["range"] == ["30 %", "50 %"] and "Llama 3" in mfu["source"]
+    assert _row(data["plans"]["gpus48"]["inputs"], id="cpt.deadline")["value"] == "30 day"
+
+
+def test_elasticities_of_finish_time(data):
+    s = _row(data["plans"]["gpus48"]["sensitivity"], quantity="finish_time")
+    mfu = _row(s["rows"], input="gpus48.mfu")
+    # hand computation from the book's 48-GPU column: compute 52.2 s of a 52.8 s step,
+    # train 19.4 d, overhead 1.08 %, finish 24.6 d: ε = −(52.2/52.8)·19.4·1.0108/24.6
+    assert mfu["elasticity"] == pytest.approx(-(52.2 / 52.8) * 19.4 * 1.0108 / 24.6, abs=0.01)
+    # finish time is proportional to the token count through the steps (+ 5 reserved days)
+    tok = _row(s["rows"], input="cpt.tokens")
+    assert tok["elasticity"] == pytest.approx((24.6 - 5) / 24.6, abs=0.01)
+    # the reserved days enter additively: ∂finish/∂reserved = 1 day/day
+    assert _row(s["rows"], input="cpt.reserved")["derivative"] == pytest.approx(1.0)
+
+
+def test_tornado_over_declared_ranges(data):
+    s = _row(data["plans"]["gpus32"]["sensitivity"], quantity="finish_time")
+    t = _row(s["tornado"], input="gpus32.mfu")
+    assert (t["lo"], t["hi"]) == ("30 %", "50 %")
+    # hand: the compute part of the book's 78.9 s step (less 0.5 s wait and ~0.08 s exposed
+    # communication) scales with 40/MFU; 31,790 steps, overhead 1.02 %, 5 reserved days
+    def finish(mfu):
+        step = (78.9 - 0.58) * 0.40 / mfu + 0.58
+        return 5 + 31790 * step * 1.0102 / 86400
+    assert t["y_lo"] == pytest.approx(finish(0.30), abs=0.05)
+    assert t["y_hi"] == pytest.approx(finish(0.50), abs=0.05)
+    # the widest bar first: MFU swings the finish time more than the input wait does
+    assert s["tornado"][0]["input"] == "gpus32.mfu"
+    assert "<svg" in s["svg"]
+
+
+def test_break_even_table(data):
+    rows = data["plans"]["gpus48"]["break_even"]
+    be = _row(rows, requirement="meets_deadline", input="gpus48.mfu")
+    # hand: the 48-GPU step may reach 67.2 s (§10.6.2); compute may take 67.2 − 0.58 s, so
+    # MFU ≥ 40 % · 52.2 / (67.2 − 0.58)
+    m = re.match(r">= ([\d.]+) %", report._be_text(be))
+    assert m and float(m.group(1)) == pytest.approx(40 * 52.2 / (67.2 - 0.58), abs=0.1)
+    be32 = _row(data["plans"]["gpus32"]["break_even"], requirement="meets_deadline", input="gpus32.mfu")
+    assert float(be32["value"].split()[0]) == pytest.approx(47, abs=0.5)       # book: ~47 %
+    # the deadline holds for any restart time a 48-GPU job could see within the scan: "never"
+    assert report._be_text(_row(rows, requirement="meets_deadline", input="gpus48.gpus_per_host")) == "never"
+    # every requirement has rows
+    assert {r["requirement"] for r in rows} >= {"meets_deadline", "fits_memory", "micro_batches_at_least_one"}
+
+
+def test_critical_path_with_slack(data):
+    cp = data["plans"]["gpus48"]["critical_paths"][0]
+    assert cp["timeline"] == "step"
+    comp = _row(cp["activities"], id="compute")
+    assert comp["critical"] and comp["slack"] == pytest.approx(0, abs=1e-9)
+    assert comp["duration"] == pytest.approx(52.2, abs=0.05)
+
+
+def test_every_plugin_table_and_figure_is_included(case_ws, data, html_text):
+    for name, spec in case_ws.plugins.tables.items():
+        if spec.build(case_ws, "gpus48") is not None:
+            assert f'data-table="{name}"' in html_text
+    from dsl.figures import new_figure
+    for name, spec in case_ws.plugins.figures.items():
+        if spec.draw(case_ws, "gpus48", new_figure()):
+            assert f'data-figure="{name}"' in html_text
+    assert data["plans"]["gpus48"]["figures"], "the design case has at least the step Gantt chart"
+
+
+class _Scan(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.external = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k in ("src", "href") and v and not v.startswith("#"):
+                self.external.append((tag, k, v))
+
+
+def test_html_is_self_contained(html_text):
+    s = _Scan()
+    s.feed(html_text)
+    assert s.external == [] and "script" not in s.tags and "link" not in s.tags
+    assert s.tags.count("math") >= 20           # one formula per headline quantity, two plans
+    assert s.tags.count("svg") >= 4             # tornado charts and plugin figures
+
+
+def test_markdown_for_pr_comments(data):
+    md = report.render_markdown(data)
+    assert "$$" in md and r"\mathrm{train\_time}" in md
+    assert "| `meets_deadline` | `gpus32.mfu` | 40 % | >= 46.99 % |" in md
+    assert "❌ FAIL" in md and "✅ ok" in md
+
+
+def test_cli_formats(run_cli, tmp_path):
+    out = tmp_path / "r.md"
+    rc, so, err = run_cli("report", CASE, "--plan", "gpus48", "-o", out)
+    assert rc == 0, err
+    assert out.read_text().startswith("# plan report")
+    rc, so, err = run_cli("report", CASE, "--plan", "gpus48")
+    assert rc == 0 and "break-even" in so and "cpt.reserved + train_time*(overhead + 1)" in so
+    rc, so, err = run_cli("report", CASE, "--plan", "nope")
+    assert rc == 1 and "no plan 'nope'" in err
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
+def test_html_renders_in_headless_chromium(html_text, tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(html_text, encoding="utf-8")
+    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                        "--v=0", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    dom = p.stdout
+    # rendered DOM: MathML formulas and inline SVG survived parsing
+    assert dom.count("<math") >= 20 and dom.count("<svg") >= 4
+    assert "<mi>train_time</mi>" in dom
+    console = [ln for ln in p.stderr.splitlines() if "CONSOLE" in ln]
+    assert console == [], console
