@@ -101,9 +101,6 @@ SYNC = UseSpec(
         Param("groups", "", "1", "groups the source feeds under `hierarchical` fan-out", min=1, whole=True),
         Param("link", kind="ref", ref_kind="link", optional=True, doc="the source's link (gives the sync time)"),
     ),
-    plan_params=(
-        Param("model", kind="ref", ref_kind="model", optional=True, doc="the policy model"),
-    ),
     order=62,
     provides=("weight_bytes", "receiver_bytes", "weight_receivers", "delivered_bytes", "source_bytes",
               "weight_sync_time"),
@@ -181,14 +178,15 @@ def _price_sync(ctx):
     if b.value("weights") is not None:
         w = b.q("weights")
     else:
-        if ctx.value("model") is None:
-            b.error_at("weights", "`use rl_weight_sync` needs the size of the weights",
-                       "give `weights = … GB` or a plan-level `model = …`", code="missing-parameter")
+        if ctx.value("model") is None:   # the plan's model, when it names one, sizes the weights
+            ctx.error("`use rl_weight_sync` needs the size of the weights",
+                      "give `weights = … GB` in the block or a plan-level `model = …`", code="missing-parameter")
         w = ctx.ref("model").q("params", "param") * b.q("bytes_per_param")
     w = ctx.define("weight_bytes", w, "GB", "one full copy of the weights M_W", headline=True, rank=70)
     n = b.q("receivers")
     per = w / n if b.value("shard_aware") else w
-    per = ctx.define("receiver_bytes", per, "GB", "bytes each receiving rank gets (its shard, or everything)")
+    per = ctx.define("receiver_bytes", per, "GB", "bytes each receiving rank gets (its shard, or everything)",
+                     headline=True, rank=70.5)
     r = b.q("instances")
     ctx.define("weight_receivers", r * n, "", "receiving ranks: instances × receivers per instance")
     total = ctx.define("delivered_bytes", r * n * per, "GB", "bytes delivered to all instances: r·M_W when unsharded",

@@ -270,6 +270,24 @@ def _switch_table(ws, plan):
                  (f"usable memory {format_number(float(usable) / 2 ** 30)} GiB",))
 
 
+def _after_each_step(ws, tl):
+    """(labels, GiB live before the switch and after each step) of a switch timeline."""
+    ids = tl.schedule.ids
+    pos = {a: i for i, a in enumerate(ids)}
+    labels, levels = ["before"], []
+    for i in range(-1, len(ids)):
+        live = 0.0
+        for h in tl.holds.values():
+            born = h.start is None or pos[h.start[0]] <= i
+            dead = h.end is not None and pos[h.end[0]] <= i
+            if born and not dead:
+                live += float(ws._subs_value(h.bytes))
+        levels.append(live / 2 ** 30)
+        if i >= 0:
+            labels.append(tl.activities[ids[i]].label)
+    return labels, levels
+
+
 def _draw_switch(ws, plan, fig) -> bool:
     if "rl_colocate" not in ws.decls[plan].uses:
         return False
@@ -278,22 +296,20 @@ def _draw_switch(ws, plan, fig) -> bool:
     if any(t is None for _, t in tls) or usable is None:
         return False
     from dsl.units import format_number
-    fig.set_size_inches(9, 3.4)
+    fig.set_size_inches(9, 3.6)
     axes = fig.subplots(1, 2, sharey=True)
     for ax, (label, tl) in zip(axes, tls):
-        sc, prof = tl.schedule, tl.profiles["gpu"]
-        xs, ys = [0.0], [0.0]
-        for t, v in prof.steps:
-            xs.append(t)
-            ys.append(v / 2 ** 30)
-        ax.step(xs, ys, where="post", color="#4C72B0")
+        names, levels = _after_each_step(ws, tl)
+        peak = max(levels)
+        colors = ["#C44E52" if v > float(usable) / 2 ** 30 else "#4C72B0" for v in levels]
+        ax.bar(range(len(levels)), levels, color=colors, width=0.6)
         ax.axhline(float(usable) / 2 ** 30, color="#C44E52", linestyle="--", linewidth=1)
-        ax.plot([prof.time], [prof.peak / 2 ** 30], "o", color="#4C72B0", ms=3)
-        ticks = [(sc.start[i] + sc.finish[i]) / 2 for i in range(len(sc.ids))]
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([tl.activities[a].label for a in sc.ids], rotation=20, fontsize=7, ha="right")
-        ax.set_title(f"{plan}: {label}, peak {format_number(prof.peak / 2 ** 30)} GiB", fontsize=9)
-        ax.set_ylabel("GiB")
+        for x, v in enumerate(levels):
+            ax.text(x, v, format_number(v), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(levels)))
+        ax.set_xticklabels(names, rotation=20, fontsize=7, ha="right")
+        ax.set_title(f"{plan}: {label}, peak {format_number(peak)} GiB", fontsize=9)
+        ax.set_ylabel("GiB live after the step")
     fig.tight_layout()
     return True
 
