@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import dsl
+import dsl.parser
 from conftest import CASES, qval
 from dsl.solver import solve_query
 
@@ -75,3 +76,15 @@ def test_cli_timeline_and_figure(run_cli, tmp_path):
     assert code == 0, err
     svg = (tmp_path / "keep80-rl-loops.svg").read_text()
     assert "period 44 s" in svg and "period 60 s" in svg
+
+
+def test_many_batches_use_the_critical_path(write_plan):
+    # beyond 3 batches the period is the nominal critical path's length (the exact max-plus
+    # tree doubles with every batch); the steady state is the same: 60 s and 44 s
+    ws = dsl.load(write_plan("plan p { use rl_loop { gen_time = 40 s; train_time = 16 s; sync_time = 4 s; "
+                             "keep = 80 %; iterations = 10 } }"))
+    assert ws.timelines[("p", "rl_async")].symbolic == "path"
+    assert qval(ws, "p.async_period", "s") == 44 and qval(ws, "p.sync_period", "s") == 60
+    assert ws.timelines[("p", "rl_async")].schedule.makespan == pytest.approx(40 + 10 * 44)
+    s = solve_query(ws, dsl.parser.parse_query("p.rl_loop.keep for p.async_rate >= p.sync_rate"))
+    assert s.value == pytest.approx(11 / 15, abs=1e-12)
