@@ -859,17 +859,33 @@ class Workspace:
                            "work on each resource and the declared dependencies")
             return
         full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
+        for name, act, *_rest in tl.events:
+            if act not in tl.activities:
+                self.rep.error("missing-quantity", f"quantity '{name}' of timeline '{tl.name}' (plugin "
+                               f"'{_rest[-2]}') is the time of activity '{act}', which is not scheduled", span,
+                               "schedule the activity or measure another one")
+                return
+        event_exprs: dict = {}
         if full:
-            total = tl.makespan_expr = tl.full_expr()
+            _, st, fin = tl.full_times()
+            total = tl.makespan_expr = (sp.Max(*fin) if len(fin) > 1 else (fin[0] if fin else sp.Integer(0)))
+            pos = {a: i for i, a in enumerate(ids)}
+            for name, act, at, *_ in tl.events:
+                event_exprs[name] = (st if at == "start" else fin)[pos[act]]
         else:   # placeholder over every duration (a lower bound), replaced after range checks
             by_res: dict = {}
             for a in tl.activities.values():
                 by_res.setdefault(a.resource or a.id, []).append(a.duration)
             total = sp.Max(*[sp.Add(*v) for v in by_res.values()]) if by_res else sp.Integer(0)
+            event_exprs = {e[0]: total for e in tl.events}
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
             ctx.define(name, total, unit, doc, headline, rank=rank)
+        for name, act, at, unit, doc, headline, plugin, rank in tl.events:
+            ctx = PlanContext(self, tl.plan)
+            ctx._current_plugin = plugin
+            ctx.define(name, event_exprs[name], unit, doc, headline, rank=rank)
         for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
@@ -900,7 +916,7 @@ class Workspace:
         pos = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(g))}
 
         def first_pos(tl):
-            names = [m[0] for m in tl.makespans] + [p[0] for p in tl.peaks]
+            names = [m[0] for m in tl.makespans] + [p[0] for p in tl.peaks] + [e[0] for e in tl.events]
             return min((pos.get(f"{tl.plan}.{n}", len(pos)) for n in names), default=len(pos) + 1)
 
         class _NoValue(Exception):
@@ -926,6 +942,8 @@ class Workspace:
                 tl.makespan_expr = tl.path_expr(tl.schedule)
                 for name, *_ in tl.makespans:
                     self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
+                for name, act, at, *_ in tl.events:
+                    self.nodes[f"{tl.plan}.{name}"].expr = tl.path_expr(tl.schedule, act, at)
                 changed = True
             for name, pool, *_ in tl.peaks:
                 try:

@@ -10,6 +10,7 @@ A plugin builds a :class:`Timeline` in ``plan_activities_schedule``::
     tl.hold("act0.s0", act_bytes, pool="stage0", start="F0.s0", end="B0.s0")
     tl.makespan_quantity("pipeline_time")
     tl.peak_quantity("stage0_peak", pool="stage0")
+    tl.event_quantity("first_backward", "B0.s1", at="start")  # when one activity starts/finishes
 
 Semantics
 ---------
@@ -113,6 +114,7 @@ class Timeline:
     holds: dict[str, Hold] = field(default_factory=dict)
     makespans: list[tuple] = field(default_factory=list)
     peaks: list[tuple] = field(default_factory=list)
+    events: list[tuple] = field(default_factory=list)
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
     graph: Any = None                   # networkx DiGraph of the activities (small timelines)
@@ -163,6 +165,17 @@ class Timeline:
                           rank: float | None = None):
         """Define plan quantity ``name`` as this timeline's makespan (built at finalize)."""
         self.makespans.append((name, unit, doc, headline, self._plugin, rank))
+
+    def event_quantity(self, name: str, activity: str, at: str = "finish", unit: str = "s", doc: str = "",
+                       headline: bool = False, rank: float | None = None):
+        """Define plan quantity ``name`` as the time at which ``activity`` starts (``at="start"``)
+        or finishes (``at="finish"``), measured from the timeline's start (built at finalize,
+        like the makespan: exact max-plus on small timelines, the symbolic length of the
+        nominal path to the activity otherwise).  The difference of two such quantities is,
+        for instance, the steady-state period of a loop modelled over a few iterations."""
+        if at not in ("start", "finish"):
+            raise ValueError(f"event_quantity: at must be 'start' or 'finish', not {at!r}")
+        self.events.append((name, activity, at, unit, doc, headline, self._plugin, rank))
 
     def peak_quantity(self, name: str, pool: str, unit: str = "GiB", doc: str = "", headline: bool = False,
                       rank: float | None = None):
@@ -302,18 +315,35 @@ class Timeline:
                    for i, b in enumerate(bind_of) if b is not None}
         return Schedule(ids, start, finish, span, [ids[i] for i in path], slack, binding)
 
-    def path_expr(self, sched: Schedule):
-        """Symbolic length of the nominal critical path (durations, lags and a binding release)."""
+    @staticmethod
+    def path_to(sched: Schedule, activity: str) -> list[str]:
+        """Activities whose finish (or start) set the start of ``activity``, first to last,
+        ending with ``activity`` itself (its binding chain at nominal values)."""
+        path, cur, seen = [], activity, set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            path.append(cur)
+            b = sched.binding.get(cur)
+            cur = b[0] if isinstance(b, tuple) else None
+        path.reverse()
+        return path
+
+    def path_expr(self, sched: Schedule, end: str | None = None, at: str = "finish"):
+        """Symbolic length of the nominal critical path (durations, lags and a binding release);
+        with ``end``, of the binding chain up to that activity's finish (or start, ``at="start"``)."""
         import sympy as sp
         from collections import Counter
 
-        if not sched.path:
+        path = sched.path if end is None else self.path_to(sched, end)
+        if not path:
             return sp.Integer(0)
         terms: Counter = Counter()
-        first = self.activities[sched.path[0]]
+        first = self.activities[path[0]]
         if sched.binding.get(first.id) == "release" and first.release is not None:
             terms[first.release] += 1
-        for a in sched.path:
+        if end is not None and at == "start":
+            terms[self.activities[end].duration] -= 1
+        for a in path:
             act = self.activities[a]
             b = sched.binding.get(a)
             if isinstance(b, tuple):
@@ -327,6 +357,17 @@ class Timeline:
 
     def full_expr(self):
         """Exact max-plus makespan expression (small timelines)."""
+        import sympy as sp
+
+        ids, st, fin = self.full_times()
+        sinks = [fin[i] for i in range(len(ids))]
+        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+
+    def full_times(self):
+        """Exact max-plus start and finish expressions of every activity (small timelines).
+
+        :return: ``(ids, starts, finishes)``, lists in the order activities were added.
+        """
         import sympy as sp
 
         ids, preds = self.edges()
@@ -343,8 +384,7 @@ class Timeline:
                 cands.append(base + lag if lag is not None else base)
             s = sp.Max(*cands) if len(cands) > 1 else (cands[0] if cands else sp.Integer(0))
             st[i], fin[i] = s, s + acts[i].duration
-        sinks = [fin[i] for i in sorted(order)]
-        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+        return ids, st, fin
 
     def profile(self, pool: str, num, sched: Schedule) -> Profile:
         """Memory of ``pool`` over the nominal schedule."""
