@@ -816,6 +816,26 @@ class Workspace:
             ctx._current_plugin = plugin
             ctx.define(name, sp.Add(*[h.bytes for h in tl.holds.values() if h.pool == pool]), unit, doc,
                        headline, rank=rank)
+        if tl.times or tl.areas:
+            if full:
+                _, st, fin = tl.full_times()
+                pos = {a: i for i, a in enumerate(ids)}
+                start_of, finish_of = (lambda a: st[pos[a]]), (lambda a: fin[pos[a]])
+            else:   # placeholders over the same inputs, replaced in _schedule_timelines
+                start_of = finish_of = (lambda a: total)
+            for name, act, at, unit, doc, headline, plugin, rank in tl.times:
+                if act not in tl.activities:
+                    self.rep.error("missing-quantity", f"quantity '{name}' of timeline '{tl.name}' (plugin "
+                                   f"'{plugin}') is the {at} of activity '{act}', which is not scheduled", span,
+                                   "schedule the activity first")
+                    continue
+                ctx = PlanContext(self, tl.plan)
+                ctx._current_plugin = plugin
+                ctx.define(name, start_of(act) if at == "start" else finish_of(act), unit, doc, headline, rank=rank)
+            for name, pool, unit, doc, headline, plugin, rank in tl.areas:
+                ctx = PlanContext(self, tl.plan)
+                ctx._current_plugin = plugin
+                ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank)
         if len(ids) <= MIRROR_LIMIT:
             import networkx as nx
 
@@ -863,10 +883,21 @@ class Workspace:
                 tl.schedule = None
                 continue
             changed = False
+            full_sym = tl.makespan_expr is not None
             if tl.makespan_expr is None:
                 tl.makespan_expr = tl.path_expr(tl.schedule)
                 for name, *_ in tl.makespans:
                     self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
+                changed = True
+            if not full_sym and (tl.times or tl.areas):
+                sc = tl.schedule
+                start_of = (lambda a: tl.chain_expr(sc, a, "start"))
+                finish_of = (lambda a: tl.chain_expr(sc, a, "finish"))
+                for name, act, at, *_ in tl.times:
+                    self.nodes[f"{tl.plan}.{name}"].expr = start_of(act) if at == "start" else finish_of(act)
+                for name, pool, *_ in tl.areas:
+                    self.nodes[f"{tl.plan}.{name}"].expr = tl.area_expr(pool, start_of, finish_of,
+                                                                         tl.makespan_expr)
                 changed = True
             for name, pool, *_ in tl.peaks:
                 try:

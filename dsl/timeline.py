@@ -113,6 +113,8 @@ class Timeline:
     holds: dict[str, Hold] = field(default_factory=dict)
     makespans: list[tuple] = field(default_factory=list)
     peaks: list[tuple] = field(default_factory=list)
+    times: list[tuple] = field(default_factory=list)     # (name, activity, "start"|"finish", unit, …)
+    areas: list[tuple] = field(default_factory=list)     # (name, pool, unit, …)
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
     graph: Any = None                   # networkx DiGraph of the activities (small timelines)
@@ -168,6 +170,23 @@ class Timeline:
                       rank: float | None = None):
         """Define plan quantity ``name`` as the peak of memory ``pool`` (bytes)."""
         self.peaks.append((name, pool, unit, doc, headline, self._plugin, rank))
+
+    def time_quantity(self, name: str, activity: str, at: str = "start", unit: str = "s", doc: str = "",
+                      headline: bool = False, rank: float | None = None):
+        """Define plan quantity ``name`` as the time ``activity`` starts (``at="start"``) or
+        finishes (``at="finish"``), measured from the timeline's origin (built at finalize;
+        exact max-plus expression on small timelines, the symbolic length of the activity's
+        binding chain otherwise)."""
+        if at not in ("start", "finish"):
+            raise ValueError(f"at must be 'start' or 'finish', not {at!r}")
+        self.times.append((name, activity, at, unit, doc, headline, self._plugin, rank))
+
+    def area_quantity(self, name: str, pool: str, unit: str = "GiB*s", doc: str = "", headline: bool = False,
+                      rank: float | None = None):
+        """Define plan quantity ``name`` as the integral over time of the bytes live in ``pool``
+        (B·s): A = Σ_holds bytes · max(0, t_end − t_start) — the "capacity × residence time" of
+        state held across waits (book ch. 3 §3.1.2, A_M = ∫ M(t) dt)."""
+        self.areas.append((name, pool, unit, doc, headline, self._plugin, rank))
 
     def pools(self) -> list[str]:
         return sorted({h.pool for h in self.holds.values()})
@@ -325,8 +344,11 @@ class Timeline:
             terms[act.duration] += 1
         return sp.Add(*[c * e for e, c in terms.items() if c])
 
-    def full_expr(self):
-        """Exact max-plus makespan expression (small timelines)."""
+    def full_times(self):
+        """Exact max-plus start and finish expressions of every activity (small timelines).
+
+        :return: ``(ids, start, finish)`` — lists of sympy expressions in activity order.
+        """
         import sympy as sp
 
         ids, preds = self.edges()
@@ -334,17 +356,90 @@ class Timeline:
         acts = list(self.activities.values())
         st: list = [None] * len(ids)
         fin: list = [None] * len(ids)
+        anc = [0] * len(ids)        # bitset of activities that surely finish before i starts
+
+        def plain(lag):
+            return lag is None or bool(lag.is_nonnegative) or (lag.is_number and lag >= 0)
+
         for i in order:
+            for j, lag, on in preds[i]:
+                if on == "finish" and plain(lag):
+                    anc[i] |= anc[j] | (1 << j)
             cands = []
             if acts[i].release is not None:
                 cands.append(acts[i].release)
             for j, lag, on in sorted(preds[i], key=lambda p: p[0]):
+                # a predecessor that finishes before another predecessor starts cannot bind:
+                # leaving it out keeps the max-plus expression from nesting redundantly
+                if on == "finish" and lag is None and any(k != j and on2 == "finish" and plain(lag2)
+                                                          and anc[k] >> j & 1 for k, lag2, on2 in preds[i]):
+                    continue
                 base = fin[j] if on == "finish" else st[j]
                 cands.append(base + lag if lag is not None else base)
             s = sp.Max(*cands) if len(cands) > 1 else (cands[0] if cands else sp.Integer(0))
             st[i], fin[i] = s, s + acts[i].duration
-        sinks = [fin[i] for i in sorted(order)]
+        return ids, st, fin
+
+    def full_expr(self):
+        """Exact max-plus makespan expression (small timelines)."""
+        import sympy as sp
+
+        ids, st, fin = self.full_times()
+        # an activity followed by another that starts after it finishes (lag ≥ 0) never ends
+        # last: leave it out of the Max (keeps the expression small for long chains)
+        _, preds = self.edges()
+        covered = set()
+        for ps in preds:
+            for j, lag, on in ps:
+                if on == "finish" and (lag is None or (lag.is_number and lag >= 0) or lag.is_nonnegative):
+                    covered.add(j)
+        sinks = [f for i, f in enumerate(fin) if i not in covered]
         return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+
+    def chain_expr(self, sched: Schedule, activity: str, at: str = "finish"):
+        """Symbolic start or finish time of ``activity`` along its nominal binding chain
+        (durations, lags and a binding release): exact at the nominal point and wherever that
+        chain stays binding.  O(length of the chain)."""
+        import sympy as sp
+
+        chain = []
+        cur, seen = activity, set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            chain.append(cur)
+            b = sched.binding.get(cur)
+            cur = b[0] if isinstance(b, tuple) else None
+        chain.reverse()
+        total = sp.Integer(0)
+        first = self.activities[chain[0]]
+        if sched.binding.get(first.id) == "release" and first.release is not None:
+            total += first.release
+        for a in chain:
+            b = sched.binding.get(a)
+            if isinstance(b, tuple):
+                pred, lag, on = b
+                if lag is not None:
+                    total += lag
+                if on == "start":
+                    total -= self.activities[pred].duration
+            if a != activity or at == "finish":
+                total += self.activities[a].duration
+        return total
+
+    def area_expr(self, pool: str, start_of, finish_of, end):
+        """Σ bytes · max(0, t_end − t_start) over the holds of ``pool``; ``start_of(id)`` and
+        ``finish_of(id)`` give an activity's symbolic times, ``end`` the makespan."""
+        import sympy as sp
+
+        terms = []
+        for h in self.holds.values():
+            if h.pool != pool:
+                continue
+            t0 = sp.Integer(0) if h.start is None else (start_of(h.start[0]) if h.start[1] == "start"
+                                                         else finish_of(h.start[0]))
+            t1 = end if h.end is None else (start_of(h.end[0]) if h.end[1] == "start" else finish_of(h.end[0]))
+            terms.append(h.bytes * sp.Max(0, t1 - t0))
+        return sp.Add(*terms)
 
     def profile(self, pool: str, num, sched: Schedule) -> Profile:
         """Memory of ``pool`` over the nominal schedule."""
