@@ -447,7 +447,7 @@ def _price_success_cost(ctx, b):
 
 
 def _price_batch_cost(ctx, b):
-    n, s = b.value("attempts"), b.value("successes")
+    n, s = int(b.value("attempts")), int(b.value("successes"))
     if s > n:
         b.error_at("successes", f"successes = {s} exceed attempts = {n}", "a batch cannot succeed more often "
                    "than it tries")
