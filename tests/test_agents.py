@@ -119,3 +119,10 @@ def test_trajectory_table(run_cli):
     code, out, err = run_cli("eval", CASE, "--plan", "code_task")
     assert code == 0, err
     assert "prefilled P_i" in out and "1392" in out
+
+
+def test_context_held_during_tool_calls(ws):
+    # KV of the context (I_i + O_i tokens, 144 KiB each) held while round i's tool runs:
+    # round 2: (1443 + 812) tokens for 0.004 s; round 3: (1520 + 212) tokens for 0.074 s (from the log)
+    kib_s = 144 * ((1443 + 812) * 0.004 + (1520 + 212) * 0.074)
+    assert qval(ws, "code_task.wait_state_area", "KiB*s") == pytest.approx(kib_s, rel=1e-9)
