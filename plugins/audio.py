@@ -137,7 +137,9 @@ def _draw(ws, plan, fig) -> bool:
     sc, idx = tl.schedule, tl.schedule.index()
     fig.set_size_inches(9, 3.6)
     ax = fig.subplots()
-    gantt(ax, tl, unit="ms", title=f"{plan}: audio chunks (arrivals •, playback slots |)")
+    gantt(ax, tl, unit="ms")
+    ax.set_title(f"{plan}: audio chunks (dots: arrivals, ticks: playback slots, dashed: mute)", fontsize=9,
+                 loc="left", pad=22)
     rows = [t.get_text() for t in ax.get_yticklabels()]
     y = rows.index("playback") if "playback" in rows else len(rows) - 1
     ms = 1e3
