@@ -10,6 +10,8 @@ A plugin builds a :class:`Timeline` in ``plan_activities_schedule``::
     tl.hold("act0.s0", act_bytes, pool="stage0", start="F0.s0", end="B0.s0")
     tl.makespan_quantity("pipeline_time")
     tl.peak_quantity("stage0_peak", pool="stage0")
+    tl.time_quantity("first_arrival", "net0", at="finish")           # when one activity starts/ends
+    tl.area_quantity("state_area", pool="kv", unit="GiB*s")           # ∫ held bytes dt (capacity × time)
 
 Semantics
 ---------
@@ -32,7 +34,11 @@ small timelines (``symbolic="auto"`` and at most :data:`FULL_LIMIT` activities) 
 the exact max-plus expression (``Max`` over every merge point), valid for every input value.
 Otherwise it is the symbolic length of the critical path at the nominal point: exact there
 and wherever that path stays critical (the solver verifies roots on it).  A pool's peak is the
-symbolic sum of the holds live at the nominal peak instant.
+symbolic sum of the holds live at the nominal peak instant.  ``time_quantity`` and
+``area_quantity`` use the exact max-plus start/finish expressions of each activity on small
+timelines, the activity's nominal binding chain (:meth:`Timeline.chain_expr`) otherwise.  In the
+max-plus expressions a predecessor that surely finishes before another predecessor starts is
+left out (it cannot bind), which keeps long chains with resource order linear in size.
 """
 from __future__ import annotations
 
