@@ -215,6 +215,9 @@ def _price_task_dag(ctx, b):
     if len(durs) != len(names):
         b.error_at("durations", f"`durations` has {len(durs)} items but `activities` has {len(names)}",
                    "give one duration per activity")
+    for k, v in enumerate(b.value("durations")):
+        if v < 0:
+            b.error_at("durations", f"duration {k + 1} (activity '{names[k]}') is negative", "durations are ≥ 0 s")
     kinds = _same_length(b, "kinds", len(names)) or ("task",) * len(names)
     for k in kinds:
         if not re.match(r"[A-Za-z_][A-Za-z0-9_]*$", k):

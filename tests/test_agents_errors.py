@@ -53,3 +53,9 @@ def test_cycle_in_task_graph(write_plan, run_cli):
                    'after = ["a>b", "b>a"] } }\n')
     code, out, err = run_cli("eval", p)
     assert code == 1 and "error[cycle]" in err
+
+
+def test_negative_duration(write_plan, run_cli):
+    p = write_plan('plan p { use task_dag { activities = ["a", "b"]; durations = [1 s, -2 s] } }\n')
+    code, out, err = run_cli("eval", p)
+    assert code == 1 and "duration 2 (activity 'b') is negative" in err
