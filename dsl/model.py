@@ -859,38 +859,42 @@ class Workspace:
                            "work on each resource and the declared dependencies")
             return
         full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
-        for name, act, *_rest in tl.events:
-            if act not in tl.activities:
-                self.rep.error("missing-quantity", f"quantity '{name}' of timeline '{tl.name}' (plugin "
-                               f"'{_rest[-2]}') is the time of activity '{act}', which is not scheduled", span,
-                               "schedule the activity or measure another one")
-                return
-        event_exprs: dict = {}
         if full:
-            _, st, fin = tl.full_times()
-            total = tl.makespan_expr = (sp.Max(*fin) if len(fin) > 1 else (fin[0] if fin else sp.Integer(0)))
-            pos = {a: i for i, a in enumerate(ids)}
-            for name, act, at, *_ in tl.events:
-                event_exprs[name] = (st if at == "start" else fin)[pos[act]]
+            total = tl.makespan_expr = tl.full_expr()
         else:   # placeholder over every duration (a lower bound), replaced after range checks
             by_res: dict = {}
             for a in tl.activities.values():
                 by_res.setdefault(a.resource or a.id, []).append(a.duration)
             total = sp.Max(*[sp.Add(*v) for v in by_res.values()]) if by_res else sp.Integer(0)
-            event_exprs = {e[0]: total for e in tl.events}
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
             ctx.define(name, total, unit, doc, headline, rank=rank)
-        for name, act, at, unit, doc, headline, plugin, rank in tl.events:
-            ctx = PlanContext(self, tl.plan)
-            ctx._current_plugin = plugin
-            ctx.define(name, event_exprs[name], unit, doc, headline, rank=rank)
         for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
             ctx.define(name, sp.Add(*[h.bytes for h in tl.holds.values() if h.pool == pool]), unit, doc,
                        headline, rank=rank)
+        if tl.times or tl.areas:
+            if full:
+                _, st, fin = tl.full_times()
+                pos = {a: i for i, a in enumerate(ids)}
+                start_of, finish_of = (lambda a: st[pos[a]]), (lambda a: fin[pos[a]])
+            else:   # placeholders over the same inputs, replaced in _schedule_timelines
+                start_of = finish_of = (lambda a: total)
+            for name, act, at, unit, doc, headline, plugin, rank in tl.times:
+                if act not in tl.activities:
+                    self.rep.error("missing-quantity", f"quantity '{name}' of timeline '{tl.name}' (plugin "
+                                   f"'{plugin}') is the {at} of activity '{act}', which is not scheduled", span,
+                                   "schedule the activity first")
+                    continue
+                ctx = PlanContext(self, tl.plan)
+                ctx._current_plugin = plugin
+                ctx.define(name, start_of(act) if at == "start" else finish_of(act), unit, doc, headline, rank=rank)
+            for name, pool, unit, doc, headline, plugin, rank in tl.areas:
+                ctx = PlanContext(self, tl.plan)
+                ctx._current_plugin = plugin
+                ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank)
         if len(ids) <= MIRROR_LIMIT:
             import networkx as nx
 
@@ -916,7 +920,8 @@ class Workspace:
         pos = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(g))}
 
         def first_pos(tl):
-            names = [m[0] for m in tl.makespans] + [p[0] for p in tl.peaks] + [e[0] for e in tl.events]
+            names = ([m[0] for m in tl.makespans] + [p[0] for p in tl.peaks] + [t[0] for t in tl.times]
+                     + [a[0] for a in tl.areas])
             return min((pos.get(f"{tl.plan}.{n}", len(pos)) for n in names), default=len(pos) + 1)
 
         class _NoValue(Exception):
@@ -938,12 +943,21 @@ class Workspace:
                 tl.schedule = None
                 continue
             changed = False
+            full_sym = tl.makespan_expr is not None
             if tl.makespan_expr is None:
                 tl.makespan_expr = tl.path_expr(tl.schedule)
                 for name, *_ in tl.makespans:
                     self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
-                for name, act, at, *_ in tl.events:
-                    self.nodes[f"{tl.plan}.{name}"].expr = tl.path_expr(tl.schedule, act, at)
+                changed = True
+            if not full_sym and (tl.times or tl.areas):
+                sc = tl.schedule
+                start_of = (lambda a: tl.chain_expr(sc, a, "start"))
+                finish_of = (lambda a: tl.chain_expr(sc, a, "finish"))
+                for name, act, at, *_ in tl.times:
+                    self.nodes[f"{tl.plan}.{name}"].expr = start_of(act) if at == "start" else finish_of(act)
+                for name, pool, *_ in tl.areas:
+                    self.nodes[f"{tl.plan}.{name}"].expr = tl.area_expr(pool, start_of, finish_of,
+                                                                         tl.makespan_expr)
                 changed = True
             for name, pool, *_ in tl.peaks:
                 try:

@@ -10,7 +10,8 @@ A plugin builds a :class:`Timeline` in ``plan_activities_schedule``::
     tl.hold("act0.s0", act_bytes, pool="stage0", start="F0.s0", end="B0.s0")
     tl.makespan_quantity("pipeline_time")
     tl.peak_quantity("stage0_peak", pool="stage0")
-    tl.event_quantity("first_backward", "B0.s1", at="start")  # when one activity starts/finishes
+    tl.time_quantity("first_arrival", "net0", at="finish")           # when one activity starts/ends
+    tl.area_quantity("state_area", pool="kv", unit="GiB*s")           # ∫ held bytes dt (capacity × time)
 
 Semantics
 ---------
@@ -33,7 +34,11 @@ small timelines (``symbolic="auto"`` and at most :data:`FULL_LIMIT` activities) 
 the exact max-plus expression (``Max`` over every merge point), valid for every input value.
 Otherwise it is the symbolic length of the critical path at the nominal point: exact there
 and wherever that path stays critical (the solver verifies roots on it).  A pool's peak is the
-symbolic sum of the holds live at the nominal peak instant.
+symbolic sum of the holds live at the nominal peak instant.  ``time_quantity`` and
+``area_quantity`` use the exact max-plus start/finish expressions of each activity on small
+timelines, the activity's nominal binding chain (:meth:`Timeline.chain_expr`) otherwise.  In the
+max-plus expressions a predecessor that surely finishes before another predecessor starts is
+left out (it cannot bind), which keeps long chains with resource order linear in size.
 """
 from __future__ import annotations
 
@@ -114,7 +119,8 @@ class Timeline:
     holds: dict[str, Hold] = field(default_factory=dict)
     makespans: list[tuple] = field(default_factory=list)
     peaks: list[tuple] = field(default_factory=list)
-    events: list[tuple] = field(default_factory=list)
+    times: list[tuple] = field(default_factory=list)     # (name, activity, "start"|"finish", unit, …)
+    areas: list[tuple] = field(default_factory=list)     # (name, pool, unit, …)
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
     graph: Any = None                   # networkx DiGraph of the activities (small timelines)
@@ -166,21 +172,35 @@ class Timeline:
         """Define plan quantity ``name`` as this timeline's makespan (built at finalize)."""
         self.makespans.append((name, unit, doc, headline, self._plugin, rank))
 
-    def event_quantity(self, name: str, activity: str, at: str = "finish", unit: str = "s", doc: str = "",
-                       headline: bool = False, rank: float | None = None):
-        """Define plan quantity ``name`` as the time at which ``activity`` starts (``at="start"``)
-        or finishes (``at="finish"``), measured from the timeline's start (built at finalize,
-        like the makespan: exact max-plus on small timelines, the symbolic length of the
-        nominal path to the activity otherwise).  The difference of two such quantities is,
-        for instance, the steady-state period of a loop modelled over a few iterations."""
-        if at not in ("start", "finish"):
-            raise ValueError(f"event_quantity: at must be 'start' or 'finish', not {at!r}")
-        self.events.append((name, activity, at, unit, doc, headline, self._plugin, rank))
-
     def peak_quantity(self, name: str, pool: str, unit: str = "GiB", doc: str = "", headline: bool = False,
                       rank: float | None = None):
         """Define plan quantity ``name`` as the peak of memory ``pool`` (bytes)."""
         self.peaks.append((name, pool, unit, doc, headline, self._plugin, rank))
+
+    def event_quantity(self, name: str, activity: str, at: str = "finish", unit: str = "s", doc: str = "",
+                       headline: bool = False, rank: float | None = None):
+        """:meth:`time_quantity` with ``at="finish"`` by default: the time at which
+        ``activity`` finishes (or starts), e.g. two of them give a loop's steady-state period."""
+        if at not in ("start", "finish"):
+            raise ValueError(f"event_quantity: at must be 'start' or 'finish', not {at!r}")
+        self.time_quantity(name, activity, at, unit, doc, headline, rank)
+
+    def time_quantity(self, name: str, activity: str, at: str = "start", unit: str = "s", doc: str = "",
+                      headline: bool = False, rank: float | None = None):
+        """Define plan quantity ``name`` as the time ``activity`` starts (``at="start"``) or
+        finishes (``at="finish"``), measured from the timeline's origin (built at finalize;
+        exact max-plus expression on small timelines, the symbolic length of the activity's
+        binding chain otherwise)."""
+        if at not in ("start", "finish"):
+            raise ValueError(f"at must be 'start' or 'finish', not {at!r}")
+        self.times.append((name, activity, at, unit, doc, headline, self._plugin, rank))
+
+    def area_quantity(self, name: str, pool: str, unit: str = "GiB*s", doc: str = "", headline: bool = False,
+                      rank: float | None = None):
+        """Define plan quantity ``name`` as the integral over time of the bytes live in ``pool``
+        (B·s): A = Σ_holds bytes · max(0, t_end − t_start) — the "capacity × residence time" of
+        state held across waits (book ch. 3 §3.1.2, A_M = ∫ M(t) dt)."""
+        self.areas.append((name, pool, unit, doc, headline, self._plugin, rank))
 
     def pools(self) -> list[str]:
         return sorted({h.pool for h in self.holds.values()})
@@ -317,8 +337,7 @@ class Timeline:
 
     @staticmethod
     def path_to(sched: Schedule, activity: str) -> list[str]:
-        """Activities whose finish (or start) set the start of ``activity``, first to last,
-        ending with ``activity`` itself (its binding chain at nominal values)."""
+        """The binding chain of ``activity`` at nominal values, first to last, ending with it."""
         path, cur, seen = [], activity, set()
         while cur is not None and cur not in seen:
             seen.add(cur)
@@ -330,20 +349,20 @@ class Timeline:
 
     def path_expr(self, sched: Schedule, end: str | None = None, at: str = "finish"):
         """Symbolic length of the nominal critical path (durations, lags and a binding release);
-        with ``end``, of the binding chain up to that activity's finish (or start, ``at="start"``)."""
+        with ``end``, the symbolic time at which that activity finishes (or starts) along its
+        binding chain (:meth:`chain_expr`)."""
+        if end is not None:
+            return self.chain_expr(sched, end, at)
         import sympy as sp
         from collections import Counter
 
-        path = sched.path if end is None else self.path_to(sched, end)
-        if not path:
+        if not sched.path:
             return sp.Integer(0)
         terms: Counter = Counter()
-        first = self.activities[path[0]]
+        first = self.activities[sched.path[0]]
         if sched.binding.get(first.id) == "release" and first.release is not None:
             terms[first.release] += 1
-        if end is not None and at == "start":
-            terms[self.activities[end].duration] -= 1
-        for a in path:
+        for a in sched.path:
             act = self.activities[a]
             b = sched.binding.get(a)
             if isinstance(b, tuple):
@@ -355,18 +374,10 @@ class Timeline:
             terms[act.duration] += 1
         return sp.Add(*[c * e for e, c in terms.items() if c])
 
-    def full_expr(self):
-        """Exact max-plus makespan expression (small timelines)."""
-        import sympy as sp
-
-        ids, st, fin = self.full_times()
-        sinks = [fin[i] for i in range(len(ids))]
-        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
-
     def full_times(self):
         """Exact max-plus start and finish expressions of every activity (small timelines).
 
-        :return: ``(ids, starts, finishes)``, lists in the order activities were added.
+        :return: ``(ids, start, finish)`` — lists of sympy expressions in activity order.
         """
         import sympy as sp
 
@@ -375,16 +386,90 @@ class Timeline:
         acts = list(self.activities.values())
         st: list = [None] * len(ids)
         fin: list = [None] * len(ids)
+        anc = [0] * len(ids)        # bitset of activities that surely finish before i starts
+
+        def plain(lag):
+            return lag is None or bool(lag.is_nonnegative) or (lag.is_number and lag >= 0)
+
         for i in order:
+            for j, lag, on in preds[i]:
+                if on == "finish" and plain(lag):
+                    anc[i] |= anc[j] | (1 << j)
             cands = []
             if acts[i].release is not None:
                 cands.append(acts[i].release)
             for j, lag, on in sorted(preds[i], key=lambda p: p[0]):
+                # a predecessor that finishes before another predecessor starts cannot bind:
+                # leaving it out keeps the max-plus expression from nesting redundantly
+                if on == "finish" and lag is None and any(k != j and on2 == "finish" and plain(lag2)
+                                                          and anc[k] >> j & 1 for k, lag2, on2 in preds[i]):
+                    continue
                 base = fin[j] if on == "finish" else st[j]
                 cands.append(base + lag if lag is not None else base)
             s = sp.Max(*cands) if len(cands) > 1 else (cands[0] if cands else sp.Integer(0))
             st[i], fin[i] = s, s + acts[i].duration
         return ids, st, fin
+
+    def full_expr(self):
+        """Exact max-plus makespan expression (small timelines)."""
+        import sympy as sp
+
+        ids, st, fin = self.full_times()
+        # an activity followed by another that starts after it finishes (lag ≥ 0) never ends
+        # last: leave it out of the Max (keeps the expression small for long chains)
+        _, preds = self.edges()
+        covered = set()
+        for ps in preds:
+            for j, lag, on in ps:
+                if on == "finish" and (lag is None or (lag.is_number and lag >= 0) or lag.is_nonnegative):
+                    covered.add(j)
+        sinks = [f for i, f in enumerate(fin) if i not in covered]
+        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+
+    def chain_expr(self, sched: Schedule, activity: str, at: str = "finish"):
+        """Symbolic start or finish time of ``activity`` along its nominal binding chain
+        (durations, lags and a binding release): exact at the nominal point and wherever that
+        chain stays binding.  O(length of the chain)."""
+        import sympy as sp
+
+        chain = []
+        cur, seen = activity, set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            chain.append(cur)
+            b = sched.binding.get(cur)
+            cur = b[0] if isinstance(b, tuple) else None
+        chain.reverse()
+        total = sp.Integer(0)
+        first = self.activities[chain[0]]
+        if sched.binding.get(first.id) == "release" and first.release is not None:
+            total += first.release
+        for a in chain:
+            b = sched.binding.get(a)
+            if isinstance(b, tuple):
+                pred, lag, on = b
+                if lag is not None:
+                    total += lag
+                if on == "start":
+                    total -= self.activities[pred].duration
+            if a != activity or at == "finish":
+                total += self.activities[a].duration
+        return total
+
+    def area_expr(self, pool: str, start_of, finish_of, end):
+        """Σ bytes · max(0, t_end − t_start) over the holds of ``pool``; ``start_of(id)`` and
+        ``finish_of(id)`` give an activity's symbolic times, ``end`` the makespan."""
+        import sympy as sp
+
+        terms = []
+        for h in self.holds.values():
+            if h.pool != pool:
+                continue
+            t0 = sp.Integer(0) if h.start is None else (start_of(h.start[0]) if h.start[1] == "start"
+                                                         else finish_of(h.start[0]))
+            t1 = end if h.end is None else (start_of(h.end[0]) if h.end[1] == "start" else finish_of(h.end[0]))
+            terms.append(h.bytes * sp.Max(0, t1 - t0))
+        return sp.Add(*terms)
 
     def profile(self, pool: str, num, sched: Schedule) -> Profile:
         """Memory of ``pool`` over the nominal schedule."""

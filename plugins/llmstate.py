@@ -1,0 +1,44 @@
+"""Shared formulas of the agent and multimodal plugins: KV-cache bytes per token and the
+matrix FLOPs of a prefill that reuses a cached prefix.  Not a plugin (registers no hooks).
+
+Book ch. 3 §3.2.1 (P_i = I_i − K_i), ch. 2 (KV per token), docs of ``use compute`` for the
+FLOP convention (a multiply-add is 2 FLOPs; causal attention counts each query–key pair once).
+"""
+from __future__ import annotations
+
+from plugins.decoder import architecture
+
+
+def kv_bytes_per_token(view, element_bytes):
+    """KV-cache bytes one token occupies: 2 (K and V) · n_L · n_kv · d_h · bytes per element.
+
+    :param view: a ``DeclView`` of a ``model`` declaration (fields ``layers``, ``kv_heads``,
+        ``head_dim`` or their defaults).
+    :param element_bytes: sympy expression in B (2 B for BF16).
+    :return: sympy expression in B/token — Qwen3-8B and Qwen3-VL-4B in BF16: 147,456 B = 144 KiB.
+    """
+    a = architecture(view)
+    return 2 * a["L"] * a["nkv"] * a["dh"] * element_bytes
+
+
+def matmul_params(view):
+    """Weights a token multiplies in the transformer blocks: n_L·(2·h·n_q·d_h + 2·h·n_kv·d_h +
+    ffn_matrices·h·f) (norms and embeddings excluded; LM head counted separately)."""
+    a = architecture(view)
+    return a["L"] * (2 * a["h"] * a["nq"] * a["dh"] + 2 * a["h"] * a["nkv"] * a["dh"] + a["mats"] * a["h"] * a["f"])
+
+
+def prefill_flops(view, new, cached, logits=1):
+    """Matrix FLOPs of a prefill of ``new`` tokens after a reused prefix of ``cached`` tokens.
+
+        F = 2·P·N_mm + 4·n_L·n_q·d_h·Σ_{j=K+1}^{K+P} j + 2·h·V·logits
+          = 2·P·N_mm + 2·n_L·n_q·d_h·P·(2K + P + 1) + 2·h·V·logits
+
+    Projections and the FFN see only the P = I − K new tokens; every new token still attends
+    to the whole prefix (book §3.2.1).  ``logits`` positions go through the LM head (1: the
+    position that emits the first output token).  Arguments are plain numbers of tokens
+    (dimensionless sympy expressions); the result is in FLOP.
+    """
+    a = architecture(view)
+    attn = 2 * a["L"] * a["nq"] * a["dh"] * new * (2 * cached + new + 1)
+    return 2 * new * matmul_params(view) + attn + 2 * a["h"] * a["V"] * logits
