@@ -135,7 +135,8 @@ FLUID_QUEUE = UseSpec(
         Param("initial", "token", "0 token", "backlog Q_0 when the first window starts", min=0),
     ),
     order=63,
-    provides=("peak_backlog", "final_backlog", "drain_time", "busy_until", "burst_backlog", "burst_drain_time"),
+    provides=("peak_backlog", "final_backlog", "drain_time", "busy_until", "decode_work_time", "burst_backlog",
+              "burst_drain_time"),
 )
 
 STATE_RESIDENCY = UseSpec(
@@ -352,6 +353,14 @@ def _trace_error(ctx, b, e):
     raise ctx.Abort()
 
 
+def _max(xs):
+    """Max of expressions without sympy's pairwise simplification (quadratic in the number
+    of arguments, each comparison a symbolic inequality with assumptions): the nominal value
+    and the solver evaluate it at numbers, where it is cheap."""
+    xs = list(xs)
+    return xs[0] if len(xs) == 1 else sp.Max(*xs, evaluate=False)
+
+
 def _windows(ctx, b, dt, wins, ctx_sum, steps):
     """Per-window quantities and their aggregates; returns the decode-rate symbols."""
     K = len(wins)
@@ -369,7 +378,7 @@ def _windows(ctx, b, dt, wins, ctx_sum, steps):
     ctx.define("input_rate", sum(w[1] for w in wins) / (K * dt), "token/s", "mean new input tokens per second",
                headline=True)
     ctx.define("decode_rate", steps / (K * dt), "token/s", "mean decode steps per second", headline=True)
-    ctx.define("peak_decode_rate", sp.Max(*rates), "token/s", "largest window decode rate", headline=True)
+    ctx.define("peak_decode_rate", _max(rates), "token/s", "largest window decode rate", headline=True)
     ctx.define("decode_steps_total", steps, "token", "decode steps of all requests")
     ctx.define("decode_mean_context", ctx_sum / steps if steps != 0 else sp.Integer(0), "token",
                "decode-weighted mean context: Σ over decode steps of the context read / steps", headline=True)
@@ -392,20 +401,25 @@ def _fluid_queue(ctx, b, source):
     mu = b.q("capacity") if b.given("capacity") else ctx.q("decode_capacity", "token/s")
     Q = [b.q("initial")]
     for k, r in enumerate(rates, start=1):
-        Q.append(ctx.define(f"window{k}_backlog", sp.Max(0, Q[-1] + (r - mu) * dt), "token",
+        Q.append(ctx.define(f"window{k}_backlog", sp.Max(0, Q[-1] + (r - mu) * dt, evaluate=False), "token",
                             f"Q_{k} = max(0, Q_{k-1} + (A_{k} − μ)·Δt): decode steps waiting when window {k} ends",
                             headline=len(rates) <= 6))
-    peak = ctx.define("peak_backlog", sp.Max(*Q), "token", "largest backlog at a window boundary", headline=True)
+    ctx.define("peak_backlog", _max(Q), "token", "largest backlog at a window boundary", headline=True)
     ctx.define("final_backlog", Q[-1], "token", "backlog when arrivals stop")
     drain = ctx.define("drain_time", Q[-1] / mu, "s", "time to empty the queue after arrivals stop: Q_K/μ",
                        headline=True)
     ctx.define("busy_until", len(rates) * dt + drain, "s", "K·Δt + drain time: when the last decode step ends")
+    ctx.define("decode_work_time", sum(rates) * dt / mu, "s",
+               "Σ A_k·Δt / μ: the least time the decode work of all windows takes", headline=True)
     tau = b.q("burst") if b.given("burst") else dt
-    lam = sp.Max(*rates)
-    bb = ctx.define("burst_backlog", sp.Max(0, (lam - mu) * tau), "token",
+    lam = _max(rates)
+    bb = ctx.define("burst_backlog", sp.Max(0, (lam - mu) * tau, evaluate=False), "token",
                     "closed form (λ_w − μ)·τ for a burst at the peak rate from an empty queue", headline=True)
     ctx.define("burst_drain_time", bb / mu, "s", "closed form (λ_w − μ)·τ/μ", headline=True)
-    ctx.require("no_backlog", peak, "<=", 0, "token", "the cards keep up with every window")
+    # with Q_0 = 0 no backlog ever forms exactly when μ covers the busiest window; stated on the
+    # rates, the requirement stays cheap for the solver on traces of many windows
+    ctx.require("keeps_up", b.q("initial") / dt + lam, "<=", mu, "token/s",
+                "Q_0/Δt + max_k A_k/Δt ≤ μ: no window adds to the backlog (and none is waiting at the start)")
 
 
 def _state_residency(ctx, b):
