@@ -541,7 +541,7 @@ def _draw_backlog(ws, plan, fig) -> bool:
     ax1.stairs(demand, xs, color="#4C72B0", label="decode demand A_k/Δt")
     ax1.axhline(mu, color="#C44E52", ls="--", lw=1, label=f"capacity μ = {mu:,.0f} steps/s")
     ax1.set_ylabel("decode steps/s")
-    ax1.legend(fontsize=7, frameon=False, loc="upper left")
+    ax1.legend(fontsize=7, frameon=False, loc="best")
     ax1.set_title(f"{plan}: fluid queue of decode work", fontsize=9)
     ax2.plot(ts, qs, color="#DD8452")
     ax2.fill_between(ts, qs, color="#DD8452", alpha=0.25)
