@@ -238,13 +238,13 @@ def decode_context_sums(trace: Trace) -> tuple[Fraction, int]:
     Decode j of a request (j = 0 … G−2) reads P + j context tokens (book §3.1.1, S = 0), so
     a request contributes (G−1)·P + (G−1)(G−2)/2; the ratio is the decode-weighted mean
     context."""
-    total, steps = Fraction(0), 0
+    twice, steps = 0, 0            # integers: 2·Σ context, exact and fast
     for p, g in zip(trace.prefill, trace.decode):
         n = g - 1
         if n > 0:
-            total += n * p + Fraction(n * (n - 1), 2)
+            twice += 2 * n * p + n * (n - 1)
             steps += n
-    return total, steps
+    return Fraction(twice, 2), steps
 
 
 def nearest_rank(values, q: Fraction | float = Fraction(95, 100)):
