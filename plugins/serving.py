@@ -239,6 +239,11 @@ def _decode_bound(ctx, b, done):
     kv, w, w_all, _, _ = _define_sizes(ctx, b, done)
     dev = ctx.ref("device")
     B = b.q("batch")
+    if not b.given("context") and not ctx.provided("decode_mean_context") \
+            and f"{ctx.name}.decode_mean_context" not in ctx.ws.nodes:
+        ctx.error("`use decode_bound` needs the mean context a sequence reads: 'context', or the "
+                  "decode-weighted mean of `use request_mix` or `use trace`",
+                  "add `context = 2742 token` to `use decode_bound`", span=b.span, code="missing-parameter")
     c = b.q("context") if b.given("context") else ctx.q("decode_mean_context", "token")
     moved = ctx.define("decode_step_bytes", w + B * (c + 1) * kv, "GB",
                        "weights + per sequence: KV of the context read and one token's KV written", headline=True)

@@ -108,3 +108,18 @@ def test_unknown_format_lists_choices(write_plan):
                              '  use call_chain { input = 1 token; output = 2 token; kv = "fp9" } }\n')
     d = next(d for d in ds if d.code == "out-of-range")
     assert "bf16" in d.summary + d.hint
+
+
+def test_decode_bound_without_context(write_plan):
+    ds = _errors(write_plan, 'import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\n'
+                             "plan p { model = qwen3_8b; device = rtx_pro_6000_bw; use decode_bound { batch = 64 seq } }\n")
+    d = next(d for d in ds if d.code == "missing-parameter")
+    assert "`use decode_bound` needs the mean context" in d.summary and "context = " in d.hint
+
+
+def test_context_as_plan_field(write_plan):
+    p = write_plan('import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\n'
+                   "plan p { model = qwen3_8b; device = rtx_pro_6000_bw; decode_mean_context = 2742 token\n"
+                   "  use decode_bound { batch = 64 seq } }\n")
+    ws = dsl.load(p)
+    assert qval(ws, "p.decode_step_bytes", "GB") == pytest.approx(41.02, abs=0.005)
