@@ -505,7 +505,11 @@ def _build_windows(ws, plan):
     if s is None or not s[1]:
         return None
     dt, rows, mu, _ = s
-    out = [(k, start, req, inp, dec, q) for k, (start, req, inp, dec, q) in enumerate(rows, start=1)]
+    nid = f"{plan}.fluid_queue.demand"
+    demand = ws.list_value(nid) if nid in ws.nodes and ws.decls[plan].uses.get("fluid_queue", {}).get("demand") \
+        else [None] * len(rows)
+    out = [(k, start, req, inp, dec if dec is not None else d, q)
+           for k, ((start, req, inp, dec, q), d) in enumerate(zip(rows, demand), start=1)]
     notes = [f"window length {dt:g} s" if dt is not None else "window length from the plan"]
     if mu is not None:
         notes.append(f"decode capacity μ = {mu:,.2f} steps/s; backlog in decode steps at the end of each window")

@@ -257,7 +257,7 @@ def nearest_rank(values, q: Fraction | float = Fraction(95, 100)):
     n = len(vals)
     if n == 0:
         raise ValueError("no observations")
-    q = Fraction(q) if not isinstance(q, Fraction) else q
+    q = q if isinstance(q, Fraction) else Fraction(str(q))    # 0.95 as 19/20, not the nearest double
     if not 0 < q <= 1:
         raise ValueError("quantile must be in (0, 1]")
     rank = math.ceil(q * n)        # exact: Fraction arithmetic, no 0.95·480 = 455.99… slip

@@ -140,3 +140,9 @@ def test_missing_trace_file(write_plan):
     with pytest.raises(PlanError) as e:
         dsl.load(plan)
     assert any(d.code == "missing-file" for d in e.value.diagnostics)
+
+
+def test_nearest_rank_float_quantile():
+    # 0.95 · 20 = 19 exactly: the 19th, not the 20th (a double 0.95 is slightly off)
+    assert st.nearest_rank(range(1, 21), 0.95) == 19
+    assert st.nearest_rank(range(1, 481), 0.95) == 456
