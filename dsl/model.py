@@ -27,7 +27,7 @@ from . import ast as A
 from .diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
 from .plugins import Param, Plugins, UseSpec, get_plugins
-from .timeline import FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline  # noqa: F401  (re-exported)
+from .timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline  # noqa: F401  (re-exported)
 from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
 
 CORE_KINDS = {
@@ -801,7 +801,9 @@ class Workspace:
             return
         full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
         if full:
-            total = tl.makespan_expr = tl.full_expr()
+            tl.makespan_expr = tl.full_expr(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
+        if tl.makespan_expr is not None:
+            total = tl.makespan_expr
         else:   # placeholder over every duration (a lower bound), replaced after range checks
             by_res: dict = {}
             for a in tl.activities.values():

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FULL_LIMIT = 200          # activities up to which the makespan is a full max-plus expression
+FORM_LIMIT = 64          # non-dominated path forms per activity kept by full_expr
 MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the quantity graph
 
 
@@ -325,26 +326,84 @@ class Timeline:
             terms[act.duration] += 1
         return sp.Add(*[c * e for e, c in terms.items() if c])
 
-    def full_expr(self):
-        """Exact max-plus makespan expression (small timelines)."""
+    def full_expr(self, limit: int = FORM_LIMIT):
+        """Exact max-plus makespan expression (small timelines), or None when too many
+        non-dominated paths remain (the caller then uses the critical path's length).
+
+        Every start time is kept as a set of *path forms*: linear combinations of the inputs
+        (the terms of the expanded durations, lags and releases, with rational coefficients)
+        summed along some path.  A form that another form of the same set dominates (every
+        coefficient ≥) is dropped — valid because the inputs of durations, lags and releases are
+        non-negative — so the result is the ``Max`` over the Pareto-optimal paths, exact for
+        every non-negative input, built in one topological pass without sympy's pairwise
+        ``Max`` simplification.  ``limit`` bounds the forms kept per activity.
+        """
         import sympy as sp
+        from fractions import Fraction
 
         ids, preds = self.edges()
         order = self.topo(len(ids), preds)
         acts = list(self.activities.values())
+        terms: dict = {}          # term (symbol or non-linear atom) -> index
+        vec_of: dict = {}         # expression -> ((index, Fraction), ...)
+
+        def vec(e):
+            v = vec_of.get(e)
+            if v is None:
+                acc: dict = {}
+                for t, c in sp.expand(e).as_coefficients_dict().items():
+                    if not c.is_Rational:           # irrational coefficient: the whole term is one input
+                        t, c = c * t, sp.Integer(1)
+                    k = terms.setdefault(t, len(terms))
+                    acc[k] = acc.get(k, 0) + Fraction(int(c.p), int(c.q))
+                v = vec_of[e] = tuple(sorted(acc.items()))
+            return v
+
+        def shift(forms, e):
+            if e is None:
+                return forms
+            add = vec(e)
+            out = set()
+            for f in forms:
+                d = dict(f)
+                for k, c in add:
+                    d[k] = d.get(k, 0) + c
+                out.add(tuple(sorted((k, c) for k, c in d.items() if c)))
+            return out
+
+        def pareto(forms):
+            if len(forms) <= 1:
+                return forms
+            dense = [dict(f) for f in forms]
+            keys = sorted({k for d in dense for k in d})
+            rows = [(tuple(d.get(k, 0) for k in keys), f) for d, f in zip(dense, forms)]
+            rows.sort(key=lambda r: [-x for x in r[0]])
+            keep: list = []
+            for row, f in rows:
+                if not any(all(a >= b for a, b in zip(g, row)) for g, _ in keep):
+                    keep.append((row, f))
+            return {f for _, f in keep}
+
         st: list = [None] * len(ids)
         fin: list = [None] * len(ids)
         for i in order:
-            cands = []
+            cands: set = set()
             if acts[i].release is not None:
-                cands.append(acts[i].release)
-            for j, lag, on in sorted(preds[i], key=lambda p: p[0]):
-                base = fin[j] if on == "finish" else st[j]
-                cands.append(base + lag if lag is not None else base)
-            s = sp.Max(*cands) if len(cands) > 1 else (cands[0] if cands else sp.Integer(0))
-            st[i], fin[i] = s, s + acts[i].duration
-        sinks = [fin[i] for i in sorted(order)]
-        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+                cands |= shift({()}, acts[i].release)
+            for j, lag, on in preds[i]:
+                cands |= shift(fin[j] if on == "finish" else st[j], lag)
+            s = pareto(cands) if cands else {()}
+            if len(s) > limit:
+                return None
+            st[i], fin[i] = s, shift(s, acts[i].duration)
+        sinks: set = set()
+        for f in fin:
+            sinks |= f
+        forms = pareto(sinks) if sinks else {()}
+        inv = list(terms)
+        exprs = sorted((sp.Add(*[sp.Rational(c.numerator, c.denominator) * inv[k] for k, c in f])
+                        for f in forms), key=sp.default_sort_key)
+        return exprs[0] if len(exprs) == 1 else sp.Max(*exprs, evaluate=False)
 
     def profile(self, pool: str, num, sched: Schedule) -> Profile:
         """Memory of ``pool`` over the nominal schedule."""
