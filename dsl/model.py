@@ -805,10 +805,12 @@ class Workspace:
         if tl.makespan_expr is not None:
             total = tl.makespan_expr
         else:   # placeholder over every duration (a lower bound), replaced after range checks
+            from collections import Counter
             by_res: dict = {}
             for a in tl.activities.values():
-                by_res.setdefault(a.resource or a.id, []).append(a.duration)
-            total = sp.Max(*[sp.Add(*v) for v in by_res.values()]) if by_res else sp.Integer(0)
+                by_res.setdefault(a.resource or a.id, Counter())[a.duration] += 1
+            total = sp.Max(*[sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()]) \
+                if by_res else sp.Integer(0)
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
@@ -816,8 +818,7 @@ class Workspace:
         for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
-            ctx.define(name, sp.Add(*[h.bytes for h in tl.holds.values() if h.pool == pool]), unit, doc,
-                       headline, rank=rank)
+            ctx.define(name, tl.pool_total(pool), unit, doc, headline, rank=rank)
         if len(ids) <= MIRROR_LIMIT:
             import networkx as nx
 

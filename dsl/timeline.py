@@ -44,7 +44,34 @@ FORM_LIMIT = 64          # non-dominated path forms per activity kept by full_ex
 MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the quantity graph
 
 
+_BASIC = None
+
+
+class no_gc:
+    """Context manager pausing the cyclic garbage collector while a large timeline is built or
+    scheduled: millions of small tuples would otherwise trigger repeated full collections
+    although none of them forms a cycle."""
+
+    def __enter__(self):
+        import gc
+        self._was = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        import gc
+        if self._was:
+            gc.enable()
+        return False
+
+
 def _expr(x):
+    global _BASIC
+    if _BASIC is None:
+        from sympy import Basic
+        _BASIC = Basic
+    if isinstance(x, _BASIC):        # the common case: no import, no conversion
+        return x
     from .model import _as_expr
     return _as_expr(x)
 
@@ -89,8 +116,13 @@ class Schedule:
     slack: list[float]
     binding: dict[str, Any]             # activity -> what set its start: "release" or (pred, lag, on)
 
+    _index: dict | None = field(default=None, repr=False, compare=False)
+
     def index(self) -> dict[str, int]:
-        return {a: i for i, a in enumerate(self.ids)}
+        """Activity id -> position in ``ids`` (built once)."""
+        if self._index is None:
+            self._index = {a: i for i, a in enumerate(self.ids)}
+        return self._index
 
 
 @dataclass
@@ -120,6 +152,8 @@ class Timeline:
     schedule: Schedule | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
     makespan_expr: Any = None
+    _edges: Any = field(default=None, repr=False, compare=False)       # cache of edges()
+    _by_pool: Any = field(default=None, repr=False, compare=False)     # cache of holds_in()
 
     # ------------------------------------------------------------ building
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = "",
@@ -134,6 +168,7 @@ class Timeline:
         """
         if id in self.activities:
             raise ValueError(f"activity '{id}' added twice to timeline '{self.name}'")
+        self._edges = None
         deps = []
         for a in after:
             if isinstance(a, str):
@@ -152,11 +187,12 @@ class Timeline:
         ``end``), ``(id, "start"|"finish")``, or None for the timeline's start/end.
         """
         def anchor(x, default):
-            if x is None:
-                return None
+            if x is None or type(x) is tuple and len(x) == 2:
+                return x
             return (x, default) if isinstance(x, str) else (x[0], x[1])
         if id in self.holds:
             raise ValueError(f"hold '{id}' added twice to timeline '{self.name}'")
+        self._by_pool = None
         self.holds[id] = Hold(id, _expr(nbytes), pool, anchor(start, "start"), anchor(end, "finish"), doc,
                               self._plugin, kind)
 
@@ -171,14 +207,38 @@ class Timeline:
         self.peaks.append((name, pool, unit, doc, headline, self._plugin, rank))
 
     def pools(self) -> list[str]:
-        return sorted({h.pool for h in self.holds.values()})
+        return sorted(self.holds_in())
+
+    def holds_in(self, pool: str | None = None):
+        """Holds of ``pool`` in the order they were added (all pools: a dict pool -> list)."""
+        if self._by_pool is None:
+            by: dict = {}
+            for h in self.holds.values():
+                by.setdefault(h.pool, []).append(h)
+            self._by_pool = by
+        return self._by_pool if pool is None else self._by_pool.get(pool, [])
+
+    def pool_total(self, pool: str):
+        """Symbolic sum of every hold of ``pool`` (equal sizes collected: O(holds) hashing)."""
+        import sympy as sp
+        from collections import Counter
+
+        c = Counter(h.bytes for h in self.holds_in(pool))
+        return sp.Add(*[n * e for e, n in c.items()]) if c else sp.Integer(0)
 
     # ------------------------------------------------------------ structure
     def edges(self):
         """Integer structure: ``(ids, preds)`` where ``preds[i]`` lists ``(j, lag, on)``.
 
-        Raises ``KeyError(name, referrer)`` for a dependency on an unknown activity.
+        Raises ``KeyError(name, referrer)`` for a dependency on an unknown activity.  The
+        result is cached until the next :meth:`add`.
         """
+        if self._edges is not None:
+            return self._edges
+        with no_gc():
+            return self._build_edges()
+
+    def _build_edges(self):
         ids = list(self.activities)
         idx = {a: i for i, a in enumerate(ids)}
         preds: list[list] = [[] for _ in ids]
@@ -199,6 +259,7 @@ class Timeline:
                 if prev is not None and not any(p[0] == prev for p in preds[i]):
                     preds[i].append((prev, None, "finish"))
                 last_on[a.resource] = i
+        self._edges = (ids, preds)
         return ids, preds
 
     @staticmethod
@@ -206,6 +267,8 @@ class Timeline:
         """Topological order (smallest index first among ready ones), None on a cycle."""
         import heapq
 
+        if all(j < i for i, ps in enumerate(preds) for j, _, _ in ps):
+            return list(range(n))        # added in dependency order: the smallest-first order is 0..n-1
         succ: list[list[int]] = [[] for _ in range(n)]
         indeg = [0] * n
         for i, ps in enumerate(preds):
@@ -239,6 +302,10 @@ class Timeline:
     # ------------------------------------------------------------ numeric engine
     def compute(self, num) -> Schedule:
         """Nominal schedule.  ``num(expr)`` evaluates a sympy expression to a float."""
+        with no_gc():
+            return self._compute(num)
+
+    def _compute(self, num) -> Schedule:
         ids, preds = self.edges()
         order = self.topo(len(ids), preds)
         if order is None:
@@ -407,6 +474,10 @@ class Timeline:
 
     def profile(self, pool: str, num, sched: Schedule) -> Profile:
         """Memory of ``pool`` over the nominal schedule."""
+        with no_gc():
+            return self._profile(pool, num, sched)
+
+    def _profile(self, pool: str, num, sched: Schedule) -> Profile:
         idx = sched.index()
 
         def at(anchor, default):
@@ -416,8 +487,16 @@ class Timeline:
             return sched.start[i] if anchor[1] == "start" else sched.finish[i]
 
         events = []        # (time, order: frees (0) before allocations (1), hold index, delta)
-        holds = [h for h in self.holds.values() if h.pool == pool]
-        sizes = [num(h.bytes) for h in holds]
+        holds = self.holds_in(pool)
+        cache: dict = {}
+
+        def size(e):
+            v = cache.get(e)
+            if v is None:
+                v = cache[e] = num(e)
+            return v
+
+        sizes = [size(h.bytes) for h in holds]
         for k, h in enumerate(holds):
             t0, t1 = at(h.start, 0.0), at(h.end, sched.makespan)
             if t1 <= t0:

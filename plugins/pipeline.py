@@ -33,9 +33,12 @@ table 2), DualPipe (PP/2−1)(F&B+B−3W) with F&B = F+B here (DeepSeek-V3 table
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import sympy as sp
 
 from dsl.hookspecs import hookimpl
+from dsl.timeline import no_gc
 from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
 from plugins import pipeline_schedules as S
 
@@ -195,31 +198,52 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
         for kind, mb, c in slots:
             if kind in "BX":
                 bkind[(mb, pos_of(mb, r, c))] = kind
+    # add the slots in an order that respects every dependency (round robin over the ranks,
+    # each rank in its slot order): the engine then needs no sort, and an order that cannot
+    # run (a rank waiting on work queued behind its own) is found here and named
+    ids = [[aid(kind, mb, pos_of(mb, r, c)) for kind, mb, c in slots] for r, slots in enumerate(orders)]
+    added: set = set()
+    nxt = [0] * p
+    totals: list = [Counter() for _ in range(p)]
+    lanes = [f"stage {r}" for r in range(p)]
+    remaining = sum(len(x) for x in ids)
+    while remaining:
+        progress = False
+        for r in range(p):
+            slots, rid, i = orders[r], ids[r], nxt[r]
+            while i < len(slots):
+                kind, mb, c = slots[i]
+                k = pos_of(mb, r, c)
+                if kind == "F":
+                    after = [(aid("F", mb, k - 1), c_f)] if k > 0 else []
+                elif kind == "W":
+                    after = [aid("X", mb, k)]
+                else:
+                    after = [aid("F", mb, k)]
+                    if k < npos - 1:
+                        after.append((aid(bkind[(mb, k + 1)], mb, k + 1), c_b))
+                if any((a if type(a) is str else a[0]) not in added for a in after):
+                    break
+                d = dur(kind, k)
+                totals[r][d] += 1
+                hatched = (c > 0) if not dual else (mb >= m // 2)
+                tl.add(rid[i], d, lanes[r], after=after, kind=KINDS[kind], label=str(mb),
+                       style="hatched" if hatched else "",
+                       doc=f"{KINDS[kind]} of micro-batch {mb}" + (f", chunk {c}" if multi else "") + f" on stage {r}")
+                added.add(rid[i])
+                i += 1
+                remaining -= 1
+                progress = True
+            nxt[r] = i
+        if not progress:
+            stuck = [f"stage {r} at {ids[r][nxt[r]].split('@')[0]}" for r in range(p) if nxt[r] < len(ids[r])]
+            raise _Deadlock("the slot orders cannot run: every stage waits for work queued behind another "
+                            "stage's waiting slot (" + ", ".join(stuck[:4]) + ")")
     busy = []
-    for r, slots in enumerate(orders):
-        total = []
-        lane = f"stage {r}"
-        for kind, mb, c in slots:
-            k = pos_of(mb, r, c)
-            d = dur(kind, k)
-            total.append(d)
-            after = []
-            if kind == "F":
-                if k > 0:
-                    after.append((aid("F", mb, k - 1), c_f))
-            elif kind in "BX":
-                after.append(aid("F", mb, k))
-                if k < npos - 1:
-                    after.append((aid(bkind[(mb, k + 1)], mb, k + 1), c_b))
-            else:
-                after.append(aid("X", mb, k))
-            hatched = (c > 0) if not dual else (mb >= m // 2)
-            tl.add(aid(kind, mb, k), d, lane, after=after, kind=KINDS[kind], label=f"{mb}",
-                   style="hatched" if hatched else "",
-                   doc=f"{KINDS[kind]} of micro-batch {mb}" + (f", chunk {c}" if multi else "") + f" on stage {r}")
-        tl.add(f"U@{r}", upd, lane, kind="update", doc=f"parameter update on stage {r}")
-        total.append(upd)
-        busy.append(sp.Add(*total))
+    for r in range(p):
+        tl.add(f"U@{r}", upd, lanes[r], kind="update", doc=f"parameter update on stage {r}")
+        totals[r][upd] += 1
+        busy.append(sp.Add(*[n * e for e, n in totals[r].items()]))
     # memory: activations from the end of F to the end of B (or W), buffers around messages
     for r, slots in enumerate(orders):
         pool = f"stage {r}"
@@ -228,8 +252,8 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
                 continue
             k = pos_of(mb, r, c)
             end = aid("W" if bkind[(mb, k)] == "X" else "B", mb, k)
-            tl.hold(f"act:{aid('F', mb, k)}", act_bytes(k), pool, start=(aid("F", mb, k), "finish"),
-                    end=(end, "finish"), kind="activation")
+            f = aid("F", mb, k)
+            tl.hold("act:" + f, act_bytes(k), pool, start=(f, "finish"), end=(end, "finish"), kind="activation")
     if with_buf:
         for mb in range(m):
             for k in range(npos - 1):
@@ -241,6 +265,10 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
                 tl.hold(f"send:{src}", buf, f"stage {rb}", start=(src, "finish"), end=(dst, "start"), kind="buffer")
                 tl.hold(f"recv:{dst}", buf, f"stage {ra}", start=(src, "finish"), end=(dst, "finish"), kind="buffer")
     return busy, npos
+
+
+class _Deadlock(Exception):
+    pass
 
 
 def _orders(st: _Setup, schedule: str, b):
@@ -322,7 +350,13 @@ def plan_activities_schedule(ctx):
         orders = _orders(st, name, b)
         tlname = "pipeline" if name == main else f"pipeline {name}"
         tl = ctx.timeline(tlname)
-        busy, _ = _build(ctx, st, name, tl, orders)
+        try:
+            with no_gc():
+                busy, _ = _build(ctx, st, name, tl, orders)
+        except _Deadlock as e:
+            b.error_at("order" if name == "custom" else "schedule", str(e),
+                       "a stage must not wait for a backward whose forward it has not run, nor for a "
+                       "slot another stage only runs after this one", code="bad-order")
         prefix = "" if name == main else f"{name}_"
         tname = "pipeline_time" if name == main else f"{name}_time"
         tl.makespan_quantity(tname, "ms", f"makespan of one step under {name} (longest path of the event model)",

@@ -16,8 +16,7 @@ Every generator returns ``list[list[tuple[str, int, int]]]`` of length ``p``.  S
   up with (p−r−1)·2 + (v−1)·p virtual micro-batches, chunks visited in groups of p;
 * ZB-H1 / ZB-H2 — zero-bubble pipeline parallelism (Qi et al., ICLR 2024), fig. 3: backward
   split into B (dX) and W (dW); ZB-H1 keeps 1F1B's memory, rank r holds back its first r W
-  passes and drains the rest last; ZB-H2 warms up with 2(p−r−1) forwards and fills the
-  remaining gaps with W;
+  passes and drains the rest last; ZB-H2 warms up with 2(p−r)−1 forwards;
 * DualPipe — DeepSeek-V3 technical report §3.2.1 and the reference implementation
   (github.com/deepseek-ai/DualPipe, ``DualPipe.step``): two model stages per rank, one per
   direction, M/2 micro-batches entering from each end; phases per rank as in the reference.
@@ -94,27 +93,26 @@ def zb_h1(p: int, m: int) -> list[list[tuple]]:
 
 
 def zb_h2(p: int, m: int) -> list[list[tuple]]:
-    """ZB-H2: rank r warms up with min(2(p−r−1), m) forwards (up to 2p−1 micro-batches live on
-    rank 0); in the steady state each step is F, X, W; with all forwards issued, the X of
-    the later micro-batches come first and the W fill the drain."""
+    """ZB-H2: more forwards in the warm-up fill the bubble before the first dX — rank r runs
+    min(2(p−r)−1, m) forwards first (2p−1 micro-batches live on rank 0, the paper's memory
+    bound); then each step is dX, F, dW, rank r holding back its first r dW passes, which
+    run last.  Without the paper's optimizer post-validation the stages still end together
+    (a trapezoid, not its parallelogram), so the makespan bound (p−1)(T_F+T_B−2T_W) is a
+    comparison, not an identity.
+    """
     out = []
     for r in range(p):
-        w = min(2 * (p - r - 1), m)
+        w = min(2 * (p - r) - 1, m)
         s = [("F", i, 0) for i in range(w)]
         nf, nw = w, 0
         for j in range(m):
+            s.append(("X", j, 0))
             if nf < m:
                 s.append(("F", nf, 0))
                 nf += 1
-                s.append(("X", j, 0))
+            if j >= r:
                 s.append(("W", nw, 0))
                 nw += 1
-            else:
-                s.append(("X", j, 0))
-                # the W of earlier micro-batches fill the time until the next dX arrives
-                if j >= r:
-                    s.append(("W", nw, 0))
-                    nw += 1
         s += [("W", i, 0) for i in range(nw, m)]
         out.append(s)
     return out
@@ -136,7 +134,6 @@ def dualpipe(p: int, m: int) -> list[list[tuple]]:
         hr = min(r, p - 1 - r)
         near = 0 if r < half_p else 1
         far = 1 - near
-        middle = hr == half_p - 1
         nf = {0: 0, 1: 0}
         nb = {0: 0, 1: 0}
         wq: list[tuple] = []
@@ -173,12 +170,10 @@ def dualpipe(p: int, m: int) -> list[list[tuple]]:
             W()
             F(1)
         for i in range(half_m - p + hr + 1):        # step 4: nF0B1F1B0
-            if i == 0 and middle:
-                F(0)
-                B(1)
-            else:
-                F(0)
-                B(1)
+            # i == 0 on a middle rank: F0 and B1 are not overlapped in the reference either;
+            # with transfers as lags the two variants give the same slot order
+            F(0)
+            B(1)
             F(1)
             B(0)
         for _ in range(half_p - hr - 1):            # step 5: nB1F1B0
