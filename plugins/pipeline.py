@@ -73,8 +73,8 @@ SPEC = UseSpec(
               doc="custom slot order: one string per stage, slots separated by spaces "
                   "(\"F0 F1 B0 F2 B1 B2\"; X/W for split backward; F3.1 for chunk 1)"),
         Param("compare", kind="list", item="string", optional=True, min_items=1,
-              doc="other schedules priced with the same parameters (own timelines, `NAME_time`, "
-                  "`NAME_peak`)"),
+              doc="other schedules priced with the same parameters (own timelines `pipeline NAME`; "
+                  "quantities `NAME_time`, `NAME_peak`, 1f1b as one_f_one_b)"),
     ),
     order=35,
     provides=("pipeline_time", "idle_time", "utilization", "forward_messages", "boundary_messages",
@@ -321,6 +321,11 @@ def plan_quantities_price(ctx):
                "boundary messages per step, forward and backward")
 
 
+def _ident(name: str) -> str:
+    """Quantity prefix of a compared schedule (names must start with a letter)."""
+    return "one_f_one_b" if name == "1f1b" else name
+
+
 def _compared(b, main):
     names = list(b.value("compare") or ())
     for n in names:
@@ -357,8 +362,9 @@ def plan_activities_schedule(ctx):
             b.error_at("order" if name == "custom" else "schedule", str(e),
                        "a stage must not wait for a backward whose forward it has not run, nor for a "
                        "slot another stage only runs after this one", code="bad-order")
-        prefix = "" if name == main else f"{name}_"
-        tname = "pipeline_time" if name == main else f"{name}_time"
+        ident = _ident(name)
+        prefix = "" if name == main else f"{ident}_"
+        tname = "pipeline_time" if name == main else f"{ident}_time"
         tl.makespan_quantity(tname, "ms", f"makespan of one step under {name} (longest path of the event model)",
                              headline=name == main, rank=20 if name == main else None)
         peaks = []
@@ -382,7 +388,7 @@ def plan_activities_schedule(ctx):
                 ctx.require("fits_budget", pk, "<=", budget, "MiB",
                             "every stage's activations and buffers fit the memory budget")
         else:
-            ctx.define(f"{name}_peak", pk, "MiB", f"largest per-stage peak ({name})")
+            ctx.define(f"{ident}_peak", pk, "MiB", f"largest per-stage peak ({name})")
         cands.append((name, T, pk))
     if budget is not None and others:
         ctx.define("fastest_in_budget",
