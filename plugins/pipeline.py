@@ -467,7 +467,8 @@ def _draw_gantt(ws, plan, fig) -> bool:
     axes = fig.subplots(len(tls), 1, squeeze=False, sharex=True)
     for ax, tl in zip(axes[:, 0], tls):
         name = _sched_name(ws, plan, tl)
-        gantt(ax, tl, unit="ms", title=f"{plan}: {name}, {tl.schedule.makespan * 1e3:.6g} ms",
+        lanes = sorted({a.resource for a in tl.activities.values()}, key=lambda s: int(s.split()[1]))
+        gantt(ax, tl, unit="ms", title=f"{plan}: {name}, {tl.schedule.makespan * 1e3:.6g} ms", lanes=lanes,
               labels=len(tl.activities) <= 400)
         ax.set_xlim(0, span * 1.01)
     fig.tight_layout()
