@@ -186,15 +186,14 @@ class Timeline:
         ``start``/``end`` are an activity id (its start for ``start``, its finish for
         ``end``), ``(id, "start"|"finish")``, or None for the timeline's start/end.
         """
-        def anchor(x, default):
-            if x is None or type(x) is tuple and len(x) == 2:
-                return x
-            return (x, default) if isinstance(x, str) else (x[0], x[1])
         if id in self.holds:
             raise ValueError(f"hold '{id}' added twice to timeline '{self.name}'")
         self._by_pool = None
-        self.holds[id] = Hold(id, _expr(nbytes), pool, anchor(start, "start"), anchor(end, "finish"), doc,
-                              self._plugin, kind)
+        if start is not None and not (type(start) is tuple and len(start) == 2):
+            start = (start, "start") if isinstance(start, str) else (start[0], start[1])
+        if end is not None and not (type(end) is tuple and len(end) == 2):
+            end = (end, "finish") if isinstance(end, str) else (end[0], end[1])
+        self.holds[id] = Hold(id, _expr(nbytes), pool, start, end, doc, self._plugin, kind)
 
     def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True,
                           rank: float | None = None):
@@ -479,13 +478,6 @@ class Timeline:
 
     def _profile(self, pool: str, num, sched: Schedule) -> Profile:
         idx = sched.index()
-
-        def at(anchor, default):
-            if anchor is None:
-                return default
-            i = idx[anchor[0]]
-            return sched.start[i] if anchor[1] == "start" else sched.finish[i]
-
         events = []        # (time, order: frees (0) before allocations (1), hold index, delta)
         holds = self.holds_in(pool)
         cache: dict = {}
@@ -497,13 +489,16 @@ class Timeline:
             return v
 
         sizes = [size(h.bytes) for h in holds]
+        st, fi, span = sched.start, sched.finish, sched.makespan
         for k, h in enumerate(holds):
-            t0, t1 = at(h.start, 0.0), at(h.end, sched.makespan)
+            a, b = h.start, h.end
+            t0 = 0.0 if a is None else (st if a[1] == "start" else fi)[idx[a[0]]]
+            t1 = span if b is None else (st if b[1] == "start" else fi)[idx[b[0]]]
             if t1 <= t0:
                 continue
             events.append((t0, 1, k, sizes[k]))
             events.append((t1, 0, k, -sizes[k]))
-        events.sort(key=lambda e: (e[0], e[1], e[2]))
+        events.sort()      # by time, frees first, then hold index (unique)
         level, peak, t_peak = 0.0, 0.0, 0.0
         live: set[int] = set()
         best: list[int] = []

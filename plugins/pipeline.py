@@ -188,9 +188,16 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
 
     multi = v > 1 and not dual
 
-    def aid(kind, mb, k):
+    def name(kind, mb, k):
         r = rank_of(mb, k)
         return f"{kind}{mb}c{k // p}@{r}" if multi else f"{kind}{mb}@{r}"
+
+    # activity ids, built once per kind in use: idt[kind][mb][position]
+    used = {kind for slots in orders for kind, _, _ in slots}
+    idt = {kind: [[name(kind, mb, k) for k in range(npos)] for mb in range(m)] for kind in used}
+
+    def aid(kind, mb, k):
+        return idt[kind][mb][k]
 
     # which backward kind each (mb, position) uses, and whether dW is separate
     bkind: dict = {}
@@ -202,6 +209,7 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
     # each rank in its slot order): the engine then needs no sort, and an order that cannot
     # run (a rank waiting on work queued behind its own) is found here and named
     ids = [[aid(kind, mb, pos_of(mb, r, c)) for kind, mb, c in slots] for r, slots in enumerate(orders)]
+    idF = idt["F"]
     added: set = set()
     nxt = [0] * p
     totals: list = [Counter() for _ in range(p)]
@@ -215,15 +223,28 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
                 kind, mb, c = slots[i]
                 k = pos_of(mb, r, c)
                 if kind == "F":
-                    after = [(aid("F", mb, k - 1), c_f)] if k > 0 else []
+                    if k > 0:
+                        dep = idF[mb][k - 1]
+                        if dep not in added:
+                            break
+                        after = [(dep, c_f)]
+                    else:
+                        after = []
                 elif kind == "W":
-                    after = [aid("X", mb, k)]
+                    dep = idt["X"][mb][k]
+                    if dep not in added:
+                        break
+                    after = [dep]
                 else:
-                    after = [aid("F", mb, k)]
+                    dep = idF[mb][k]
+                    if dep not in added:
+                        break
+                    after = [dep]
                     if k < npos - 1:
-                        after.append((aid(bkind[(mb, k + 1)], mb, k + 1), c_b))
-                if any((a if type(a) is str else a[0]) not in added for a in after):
-                    break
+                        dep = idt[bkind[(mb, k + 1)]][mb][k + 1]
+                        if dep not in added:
+                            break
+                        after.append((dep, c_b))
                 d = dur(kind, k)
                 totals[r][d] += 1
                 hatched = (c > 0) if not dual else (mb >= m // 2)
