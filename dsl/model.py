@@ -809,8 +809,8 @@ class Workspace:
             by_res: dict = {}
             for a in tl.activities.values():
                 by_res.setdefault(a.resource or a.id, Counter())[a.duration] += 1
-            total = sp.Max(*[sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()]) \
-                if by_res else sp.Integer(0)
+            sums = list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
+            total = (sp.Max(*sums, evaluate=False) if len(sums) > 1 else sums[0]) if sums else sp.Integer(0)
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin

@@ -395,7 +395,7 @@ def plan_activities_schedule(ctx):
                              f"({name})", headline=False)
             peaks.append(ctx.q(q, "B"))
         pk = ctx.define(f"{prefix}activation_peak" if prefix else "activation_peak",
-                        sp.Max(*peaks) if len(peaks) > 1 else peaks[0], "MiB",
+                        sp.Max(*peaks, evaluate=False) if len(peaks) > 1 else peaks[0], "MiB",
                         f"largest per-stage peak of activations and buffers ({name})", headline=name == main)
         T = ctx.q(tname, "s")
         if name == main:
