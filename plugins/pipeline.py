@@ -215,6 +215,7 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
     totals: list = [Counter() for _ in range(p)]
     lanes = [f"stage {r}" for r in range(p)]
     remaining = sum(len(x) for x in ids)
+    big = remaining > 5000
     while remaining:
         progress = False
         for r in range(p):
@@ -250,7 +251,8 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
                 hatched = (c > 0) if not dual else (mb >= m // 2)
                 tl.add(rid[i], d, lanes[r], after=after, kind=KINDS[kind], label=str(mb),
                        style="hatched" if hatched else "",
-                       doc=f"{KINDS[kind]} of micro-batch {mb}" + (f", chunk {c}" if multi else "") + f" on stage {r}")
+                       doc="" if big else   # the id says it all; skip 500k f-strings at scale
+                       f"{KINDS[kind]} of micro-batch {mb}" + (f", chunk {c}" if multi else "") + f" on stage {r}")
                 added.add(rid[i])
                 i += 1
                 remaining -= 1
