@@ -259,7 +259,7 @@ class Timeline:
                     preds[i].append((prev, None, "finish"))
                 last_on[a.resource] = i
         self._edges = (ids, preds)
-        return ids, preds
+        return self._edges
 
     @staticmethod
     def topo(n: int, preds) -> list[int] | None:
