@@ -159,3 +159,12 @@ def test_critical_path_has_a_symbolic_length(ws):
     assert cp["makespan"] * 1e3 == pytest.approx(347)
     vals = {s: ws.value(s.name) for s in cp["expr"].free_symbols}
     assert float(cp["expr"].xreplace(vals)) * 1e3 == pytest.approx(347)
+
+
+@pytest.mark.parametrize("plan", ["dualpipe", "dualpipe_16"])
+def test_dualpipe_holds_at_most_pp_plus_one_microbatches(ws, plan):
+    # DeepSeek-V3 table 2: PP + 1 activation sets per rank, independent of the micro-batches
+    for r in range(4):
+        prof = ws.memory_profile(plan, "pipeline", f"stage {r}")
+        assert len([h for h in prof.live if h.startswith("act:")]) <= 4 + 1
+    assert len([h for h in ws.memory_profile(plan, "pipeline", "stage 0").live if h.startswith("act:")]) == 5
