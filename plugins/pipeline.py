@@ -113,7 +113,7 @@ class _Setup:
             self.chunk_layers = None
 
 
-def _check(st: _Setup, schedule: str, b, param="schedule"):
+def _check(st: _Setup, schedule: str, b):
     p, m, v = st.p, st.m, st.v
     if schedule == "interleaved":
         if v < 2:
@@ -140,7 +140,7 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
     v = 2 if dual else st.v
     npos = p if dual else p * v                  # pipeline positions a micro-batch visits
     if st.chunk_layers is not None:
-        lay = st.chunk_layers if not dual else st.chunk_layers
+        lay = st.chunk_layers
     else:
         lay = [sp.Rational(st.layers, v if not dual else 1)] * npos
     t_f, t_b, t_w = b.q("forward"), b.q("backward"), b.q("weight_grad")
@@ -371,7 +371,7 @@ def plan_activities_schedule(ctx):
         if n == "interleaved" and st.v < 2 or n != "interleaved" and st.v > 1:
             b.error_at("compare", f"'{n}' cannot be compared with virtual = {st.v}",
                        "compare schedules that share the chunking (interleaved needs virtual ≥ 2, the others 1)")
-        _check(st, n, b, "compare")
+        _check(st, n, b)
     budget = b.q("budget") if b.value("budget") is not None else None
     cands = []
     for name in [main] + others:
