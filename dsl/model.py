@@ -27,7 +27,7 @@ from . import ast as A
 from .diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
 from .plugins import Param, Plugins, UseSpec, get_plugins
-from .timeline import FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline  # noqa: F401  (re-exported)
+from .timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline  # noqa: F401  (re-exported)
 from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
 
 CORE_KINDS = {
@@ -860,12 +860,16 @@ class Workspace:
             return
         full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
         if full:
-            total = tl.makespan_expr = tl.full_expr()
+            tl.makespan_expr = tl.full_expr(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
+        if tl.makespan_expr is not None:
+            total = tl.makespan_expr
         else:   # placeholder over every duration (a lower bound), replaced after range checks
+            from collections import Counter
             by_res: dict = {}
             for a in tl.activities.values():
-                by_res.setdefault(a.resource or a.id, []).append(a.duration)
-            total = sp.Max(*[sp.Add(*v) for v in by_res.values()]) if by_res else sp.Integer(0)
+                by_res.setdefault(a.resource or a.id, Counter())[a.duration] += 1
+            sums = list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
+            total = (sp.Max(*sums, evaluate=False) if len(sums) > 1 else sums[0]) if sums else sp.Integer(0)
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
@@ -873,11 +877,12 @@ class Workspace:
         for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
-            ctx.define(name, sp.Add(*[h.bytes for h in tl.holds.values() if h.pool == pool]), unit, doc,
-                       headline, rank=rank)
+            ctx.define(name, tl.pool_total(pool), unit, doc, headline, rank=rank)
         if tl.times or tl.areas:
-            if full:
-                _, st, fin = tl.full_times()
+            times = (tl.full_times(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
+                     if tl.makespan_expr is not None else None)
+            if times is not None:
+                _, st, fin = times
                 pos = {a: i for i, a in enumerate(ids)}
                 start_of, finish_of = (lambda a: st[pos[a]]), (lambda a: fin[pos[a]])
             else:   # placeholders over the same inputs, replaced in _schedule_timelines

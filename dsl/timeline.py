@@ -46,10 +46,38 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FULL_LIMIT = 200          # activities up to which the makespan is a full max-plus expression
+FORM_LIMIT = 64          # non-dominated path forms per activity kept by full_expr
 MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the quantity graph
 
 
+_BASIC = None
+
+
+class no_gc:
+    """Context manager pausing the cyclic garbage collector while a large timeline is built or
+    scheduled: millions of small tuples would otherwise trigger repeated full collections
+    although none of them forms a cycle."""
+
+    def __enter__(self):
+        import gc
+        self._was = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        import gc
+        if self._was:
+            gc.enable()
+        return False
+
+
 def _expr(x):
+    global _BASIC
+    if _BASIC is None:
+        from sympy import Basic
+        _BASIC = Basic
+    if isinstance(x, _BASIC):        # the common case: no import, no conversion
+        return x
     from .model import _as_expr
     return _as_expr(x)
 
@@ -94,8 +122,13 @@ class Schedule:
     slack: list[float]
     binding: dict[str, Any]             # activity -> what set its start: "release" or (pred, lag, on)
 
+    _index: dict | None = field(default=None, repr=False, compare=False)
+
     def index(self) -> dict[str, int]:
-        return {a: i for i, a in enumerate(self.ids)}
+        """Activity id -> position in ``ids`` (built once)."""
+        if self._index is None:
+            self._index = {a: i for i, a in enumerate(self.ids)}
+        return self._index
 
 
 @dataclass
@@ -127,6 +160,8 @@ class Timeline:
     schedule: Schedule | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
     makespan_expr: Any = None
+    _edges: Any = field(default=None, repr=False, compare=False)       # cache of edges()
+    _by_pool: Any = field(default=None, repr=False, compare=False)     # cache of holds_in()
 
     # ------------------------------------------------------------ building
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = "",
@@ -141,6 +176,7 @@ class Timeline:
         """
         if id in self.activities:
             raise ValueError(f"activity '{id}' added twice to timeline '{self.name}'")
+        self._edges = None
         deps = []
         for a in after:
             if isinstance(a, str):
@@ -158,14 +194,14 @@ class Timeline:
         ``start``/``end`` are an activity id (its start for ``start``, its finish for
         ``end``), ``(id, "start"|"finish")``, or None for the timeline's start/end.
         """
-        def anchor(x, default):
-            if x is None:
-                return None
-            return (x, default) if isinstance(x, str) else (x[0], x[1])
         if id in self.holds:
             raise ValueError(f"hold '{id}' added twice to timeline '{self.name}'")
-        self.holds[id] = Hold(id, _expr(nbytes), pool, anchor(start, "start"), anchor(end, "finish"), doc,
-                              self._plugin, kind)
+        self._by_pool = None
+        if start is not None and not (type(start) is tuple and len(start) == 2):
+            start = (start, "start") if isinstance(start, str) else (start[0], start[1])
+        if end is not None and not (type(end) is tuple and len(end) == 2):
+            end = (end, "finish") if isinstance(end, str) else (end[0], end[1])
+        self.holds[id] = Hold(id, _expr(nbytes), pool, start, end, doc, self._plugin, kind)
 
     def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True,
                           rank: float | None = None):
@@ -203,14 +239,38 @@ class Timeline:
         self.areas.append((name, pool, unit, doc, headline, self._plugin, rank))
 
     def pools(self) -> list[str]:
-        return sorted({h.pool for h in self.holds.values()})
+        return sorted(self.holds_in())
+
+    def holds_in(self, pool: str | None = None):
+        """Holds of ``pool`` in the order they were added (all pools: a dict pool -> list)."""
+        if self._by_pool is None:
+            by: dict = {}
+            for h in self.holds.values():
+                by.setdefault(h.pool, []).append(h)
+            self._by_pool = by
+        return self._by_pool if pool is None else self._by_pool.get(pool, [])
+
+    def pool_total(self, pool: str):
+        """Symbolic sum of every hold of ``pool`` (equal sizes collected: O(holds) hashing)."""
+        import sympy as sp
+        from collections import Counter
+
+        c = Counter(h.bytes for h in self.holds_in(pool))
+        return sp.Add(*[n * e for e, n in c.items()]) if c else sp.Integer(0)
 
     # ------------------------------------------------------------ structure
     def edges(self):
         """Integer structure: ``(ids, preds)`` where ``preds[i]`` lists ``(j, lag, on)``.
 
-        Raises ``KeyError(name, referrer)`` for a dependency on an unknown activity.
+        Raises ``KeyError(name, referrer)`` for a dependency on an unknown activity.  The
+        result is cached until the next :meth:`add`.
         """
+        if self._edges is not None:
+            return self._edges
+        with no_gc():
+            return self._build_edges()
+
+    def _build_edges(self):
         ids = list(self.activities)
         idx = {a: i for i, a in enumerate(ids)}
         preds: list[list] = [[] for _ in ids]
@@ -231,13 +291,16 @@ class Timeline:
                 if prev is not None and not any(p[0] == prev for p in preds[i]):
                     preds[i].append((prev, None, "finish"))
                 last_on[a.resource] = i
-        return ids, preds
+        self._edges = (ids, preds)
+        return self._edges
 
     @staticmethod
     def topo(n: int, preds) -> list[int] | None:
         """Topological order (smallest index first among ready ones), None on a cycle."""
         import heapq
 
+        if all(j < i for i, ps in enumerate(preds) for j, _, _ in ps):
+            return list(range(n))        # added in dependency order: the smallest-first order is 0..n-1
         succ: list[list[int]] = [[] for _ in range(n)]
         indeg = [0] * n
         for i, ps in enumerate(preds):
@@ -271,6 +334,10 @@ class Timeline:
     # ------------------------------------------------------------ numeric engine
     def compute(self, num) -> Schedule:
         """Nominal schedule.  ``num(expr)`` evaluates a sympy expression to a float."""
+        with no_gc():
+            return self._compute(num)
+
+    def _compute(self, num) -> Schedule:
         ids, preds = self.edges()
         order = self.topo(len(ids), preds)
         if order is None:
@@ -374,57 +441,110 @@ class Timeline:
             terms[act.duration] += 1
         return sp.Add(*[c * e for e, c in terms.items() if c])
 
-    def full_times(self):
-        """Exact max-plus start and finish expressions of every activity (small timelines).
+    def _forms(self, limit: int):
+        """Max-plus start and finish times of every activity as sets of *path forms*.
 
-        :return: ``(ids, start, finish)`` — lists of sympy expressions in activity order.
+        A path form is a linear combination of the inputs (the terms of the expanded durations,
+        lags and releases, with rational coefficients) summed along one path.  A form that
+        another form of the same set dominates (every coefficient ≥) is dropped — valid because
+        durations, lags and releases are non-negative — so each time is the ``Max`` over its
+        Pareto-optimal paths, exact for every non-negative input, built in one topological pass
+        without sympy's pairwise ``Max`` simplification.
+
+        :return: ``(ids, starts, finishes, pareto, to_expr)`` or None when some activity keeps
+            more than ``limit`` forms (the caller then uses critical-path lengths).
         """
         import sympy as sp
+        from fractions import Fraction
 
         ids, preds = self.edges()
         order = self.topo(len(ids), preds)
         acts = list(self.activities.values())
+        terms: dict = {}          # term (symbol or non-linear atom) -> index
+        vec_of: dict = {}         # expression -> ((index, Fraction), ...)
+
+        def vec(e):
+            v = vec_of.get(e)
+            if v is None:
+                acc: dict = {}
+                for t, c in sp.expand(e).as_coefficients_dict().items():
+                    if not c.is_Rational:           # irrational coefficient: the whole term is one input
+                        t, c = c * t, sp.Integer(1)
+                    k = terms.setdefault(t, len(terms))
+                    acc[k] = acc.get(k, 0) + Fraction(int(c.p), int(c.q))
+                v = vec_of[e] = tuple(sorted(acc.items()))
+            return v
+
+        def shift(forms, e):
+            if e is None:
+                return forms
+            add = vec(e)
+            out = set()
+            for f in forms:
+                d = dict(f)
+                for k, c in add:
+                    d[k] = d.get(k, 0) + c
+                out.add(tuple(sorted((k, c) for k, c in d.items() if c)))
+            return out
+
+        def pareto(forms):
+            if len(forms) <= 1:
+                return forms
+            dense = [dict(f) for f in forms]
+            keys = sorted({k for d in dense for k in d})
+            rows = [(tuple(d.get(k, 0) for k in keys), f) for d, f in zip(dense, forms)]
+            rows.sort(key=lambda r: [-x for x in r[0]])
+            keep: list = []
+            for row, f in rows:
+                if not any(all(a >= b for a, b in zip(g, row)) for g, _ in keep):
+                    keep.append((row, f))
+            return {f for _, f in keep}
+
+        def to_expr(forms):
+            inv = list(terms)
+            exprs = sorted((sp.Add(*[sp.Rational(c.numerator, c.denominator) * inv[k] for k, c in f])
+                            for f in forms), key=sp.default_sort_key)
+            if not exprs:
+                return sp.Integer(0)
+            return exprs[0] if len(exprs) == 1 else sp.Max(*exprs, evaluate=False)
+
         st: list = [None] * len(ids)
         fin: list = [None] * len(ids)
-        anc = [0] * len(ids)        # bitset of activities that surely finish before i starts
-
-        def plain(lag):
-            return lag is None or bool(lag.is_nonnegative) or (lag.is_number and lag >= 0)
-
         for i in order:
-            for j, lag, on in preds[i]:
-                if on == "finish" and plain(lag):
-                    anc[i] |= anc[j] | (1 << j)
-            cands = []
+            cands: set = set()
             if acts[i].release is not None:
-                cands.append(acts[i].release)
-            for j, lag, on in sorted(preds[i], key=lambda p: p[0]):
-                # a predecessor that finishes before another predecessor starts cannot bind:
-                # leaving it out keeps the max-plus expression from nesting redundantly
-                if on == "finish" and lag is None and any(k != j and on2 == "finish" and plain(lag2)
-                                                          and anc[k] >> j & 1 for k, lag2, on2 in preds[i]):
-                    continue
-                base = fin[j] if on == "finish" else st[j]
-                cands.append(base + lag if lag is not None else base)
-            s = sp.Max(*cands) if len(cands) > 1 else (cands[0] if cands else sp.Integer(0))
-            st[i], fin[i] = s, s + acts[i].duration
-        return ids, st, fin
+                cands |= shift({()}, acts[i].release)
+            for j, lag, on in preds[i]:
+                cands |= shift(fin[j] if on == "finish" else st[j], lag)
+            s = pareto(cands) if cands else {()}
+            if len(s) > limit:
+                return None
+            st[i], fin[i] = s, shift(s, acts[i].duration)
+        return ids, st, fin, pareto, to_expr
 
-    def full_expr(self):
-        """Exact max-plus makespan expression (small timelines)."""
-        import sympy as sp
+    def full_times(self, limit: int = FORM_LIMIT):
+        """Exact max-plus start and finish expressions of every activity (small timelines).
 
-        ids, st, fin = self.full_times()
-        # an activity followed by another that starts after it finishes (lag ≥ 0) never ends
-        # last: leave it out of the Max (keeps the expression small for long chains)
-        _, preds = self.edges()
-        covered = set()
-        for ps in preds:
-            for j, lag, on in ps:
-                if on == "finish" and (lag is None or (lag.is_number and lag >= 0) or lag.is_nonnegative):
-                    covered.add(j)
-        sinks = [f for i, f in enumerate(fin) if i not in covered]
-        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+        :return: ``(ids, starts, finishes)`` — lists of sympy expressions in activity order —
+            or None when the path forms exceed ``limit`` (see :meth:`_forms`).
+        """
+        r = self._forms(limit)
+        if r is None:
+            return None
+        ids, st, fin, _, to_expr = r
+        return ids, [to_expr(f) for f in st], [to_expr(f) for f in fin]
+
+    def full_expr(self, limit: int = FORM_LIMIT):
+        """Exact max-plus makespan expression (small timelines), or None when too many
+        non-dominated paths remain (the caller then uses the critical path's length)."""
+        r = self._forms(limit)
+        if r is None:
+            return None
+        ids, _, fin, pareto, to_expr = r
+        sinks: set = set()
+        for f in fin:
+            sinks |= f
+        return to_expr(pareto(sinks) if sinks else {()})
 
     def chain_expr(self, sched: Schedule, activity: str, at: str = "finish"):
         """Symbolic start or finish time of ``activity`` along its nominal binding chain
@@ -473,24 +593,32 @@ class Timeline:
 
     def profile(self, pool: str, num, sched: Schedule) -> Profile:
         """Memory of ``pool`` over the nominal schedule."""
+        with no_gc():
+            return self._profile(pool, num, sched)
+
+    def _profile(self, pool: str, num, sched: Schedule) -> Profile:
         idx = sched.index()
-
-        def at(anchor, default):
-            if anchor is None:
-                return default
-            i = idx[anchor[0]]
-            return sched.start[i] if anchor[1] == "start" else sched.finish[i]
-
         events = []        # (time, order: frees (0) before allocations (1), hold index, delta)
-        holds = [h for h in self.holds.values() if h.pool == pool]
-        sizes = [num(h.bytes) for h in holds]
+        holds = self.holds_in(pool)
+        cache: dict = {}
+
+        def size(e):
+            v = cache.get(e)
+            if v is None:
+                v = cache[e] = num(e)
+            return v
+
+        sizes = [size(h.bytes) for h in holds]
+        st, fi, span = sched.start, sched.finish, sched.makespan
         for k, h in enumerate(holds):
-            t0, t1 = at(h.start, 0.0), at(h.end, sched.makespan)
+            a, b = h.start, h.end
+            t0 = 0.0 if a is None else (st if a[1] == "start" else fi)[idx[a[0]]]
+            t1 = span if b is None else (st if b[1] == "start" else fi)[idx[b[0]]]
             if t1 <= t0:
                 continue
             events.append((t0, 1, k, sizes[k]))
             events.append((t1, 0, k, -sizes[k]))
-        events.sort(key=lambda e: (e[0], e[1], e[2]))
+        events.sort()      # by time, frees first, then hold index (unique)
         level, peak, t_peak = 0.0, 0.0, 0.0
         live: set[int] = set()
         best: list[int] = []

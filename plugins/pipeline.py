@@ -1,0 +1,527 @@
+"""Pipeline-parallel schedules as event models: fill–drain, 1F1B, interleaved 1F1B, ZB-H1,
+ZB-H2, DualPipe and custom slot orders, all on the one shared timeline engine.
+
+``use pipeline { schedule = "1f1b"; stages = 4; microbatches = 8; layers = 9;
+forward = 10 ms; backward = 20 ms; transfer = 1 ms; update = 1 ms;
+activation = 25.5 MiB; head_activation = 76.1875 MiB; buffer = 2 MiB }``
+
+Book §10.3.2 (figures 10-17 to 10-24, footnotes 4 and 11, exercise 10-4).  A schedule is a
+per-rank order of work slots (:mod:`plugins.pipeline_schedules`); with the order fixed the
+step is a DAG on the ``pipeline`` timeline:
+
+* one activity per slot on the rank's resource ``stage R`` (work on a rank runs in slot
+  order): F, B — or B split into dX and dW — of one micro-batch in one model chunk, lasting
+  ``forward``, ``backward``, ``backward − weight_grad``, ``weight_grad`` scaled by the chunk's
+  share of the stage's layers (``chunk_layers[k] / layers``);
+* data edges: F of pipeline position k waits for F of position k−1 plus ``transfer``; the
+  backward of position k waits for its own F and for the backward (dX) of position k+1 plus
+  ``transfer_back``; dW waits for its dX.  The lag model keeps the forward and backward
+  channels independent (messages never queue behind each other);
+* one ``update`` per rank after its last slot; the step's makespan is the longest path.
+
+Memory (pool ``stage R``): a micro-batch's activations (``activation`` per layer of the chunk,
+plus ``head_activation`` at the last pipeline position) are held from the end of its forward
+to the end of its backward — of its dW when the backward is split; each boundary message
+holds ``buffer`` bytes on the sender from the end of the producing slot to the start of the
+consuming one, and on the receiver from the end of the producing slot to the end of the
+consuming one.
+
+Closed forms next to the event model (§10.3.2): T = (m+p−1)(t_f+t_b), u = m/(m+p−1), bubble
+fractions (p−1)/m (GPipe, 1F1B) and (1/v)(p−1)/m (Megatron-LM interleaving), zero-bubble
+bubbles (p−1)(T_F+T_B−T_W) (ZB-H1) and (p−1)(T_F+T_B−2T_W) (ZB-H2, zero-bubble paper
+table 2), DualPipe (PP/2−1)(F&B+B−3W) with F&B = F+B here (DeepSeek-V3 table 2).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import sympy as sp
+
+from dsl.hookspecs import hookimpl
+from dsl.timeline import no_gc
+from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from plugins import pipeline_schedules as S
+
+SPEC = UseSpec(
+    "pipeline",
+    "pipeline-parallel schedule as an event model: makespan, idle time, per-stage memory peaks",
+    params=(
+        Param("schedule", default='"1f1b"', kind="choice", choices=S.SCHEDULES,
+              doc="slot order: fill_drain (GPipe), 1f1b, interleaved, zb_h1, zb_h2, dualpipe or custom"),
+        Param("stages", "", None, "pipeline stages p (ranks)", kind="int", min=1),
+        Param("microbatches", "", None, "micro-batches m per step", kind="int", min=1),
+        Param("virtual", "", "1", "model chunks v per rank (interleaved and custom orders)", kind="int", min=1),
+        Param("layers", "", "1", "layers per stage (the work `forward` and `backward` time)", kind="int", min=1),
+        Param("chunk_layers", "", None, "layers of each of the p·v chunks in pipeline order (chunk k on rank "
+              "k mod p); default: `layers / virtual` each", kind="list", optional=True, min_items=1),
+        Param("forward", "s", None, "forward time of one micro-batch through one stage (`layers` layers)",
+              min=0),
+        Param("backward", "s", "2 * forward", "backward time of one micro-batch through one stage (dX + dW)",
+              min=0),
+        Param("weight_grad", "s", "backward / 2", "dW part of `backward` (split schedules: zb_h1, zb_h2, "
+              "dualpipe, X/W slots)", min=0),
+        Param("transfer", "s", "0 s", "time of one boundary message on the forward channel", min=0),
+        Param("transfer_back", "s", "transfer", "time of one boundary message on the backward channel", min=0),
+        Param("update", "s", "0 s", "parameter update on each rank after its last slot", min=0),
+        Param("activation", "B", "0 B", "activations saved per layer per micro-batch", min=0),
+        Param("head_activation", "B", "0 B", "extra activations saved per micro-batch at the last pipeline "
+              "position (LM-head logits)", min=0),
+        Param("buffer", "B", "0 B", "send/receive buffer of one boundary message", min=0),
+        Param("budget", "B", None, "memory for activations and buffers per stage (requirement fits_budget; "
+              "selects the fastest compared schedule that fits)", min=0, optional=True),
+        Param("order", kind="list", item="string", optional=True, min_items=1,
+              doc="custom slot order: one string per stage, slots separated by spaces "
+                  "(\"F0 F1 B0 F2 B1 B2\"; X/W for split backward; F3.1 for chunk 1)"),
+        Param("compare", kind="list", item="string", optional=True, min_items=1,
+              doc="other schedules priced with the same parameters (own timelines `pipeline NAME`; "
+                  "quantities `NAME_time`, `NAME_peak`, 1f1b as one_f_one_b)"),
+    ),
+    order=35,
+    provides=("pipeline_time", "idle_time", "utilization", "forward_messages", "boundary_messages",
+              "activation_peak", "ideal_time", "ideal_utilization", "bubble_fraction", "bubble_bound",
+              "fastest_in_budget"),
+)
+
+KINDS = {"F": "forward", "B": "backward", "X": "dX", "W": "dW"}
+
+
+@hookimpl
+def plan_blocks_register():
+    return [SPEC]
+
+
+class _Setup:
+    """Structural values of one block (nominal ints, names) and its symbols."""
+
+    def __init__(self, b):
+        self.b = b
+        self.p = int(b.value("stages"))
+        self.m = int(b.value("microbatches"))
+        self.v = int(b.value("virtual"))
+        self.layers = int(b.value("layers"))
+        self.schedule = b.value("schedule")
+        cl = b.value("chunk_layers")
+        nchunks = self.p * self.v
+        if cl is not None:
+            if len(cl) != nchunks:
+                b.error_at("chunk_layers", f"chunk_layers lists {len(cl)} chunks but stages × virtual = "
+                           f"{self.p} × {self.v} = {nchunks}", "give the layers of every chunk in pipeline order")
+            if any(x != int(x) or x < 1 for x in cl):
+                b.error_at("chunk_layers", "chunk_layers must be whole numbers ≥ 1", "e.g. [5, 5, 5, 5, 4, 4, 4, 4]")
+            self.chunk_layers = [int(x) for x in cl]
+        else:
+            self.chunk_layers = None
+
+
+def _check(st: _Setup, schedule: str, b):
+    p, m, v = st.p, st.m, st.v
+    if schedule == "interleaved":
+        if v < 2:
+            b.error_at("virtual", "the interleaved schedule needs virtual ≥ 2 chunks per stage",
+                       "set virtual = 2 (Megatron-LM's virtual pipeline)")
+        if m % p:
+            b.error_at("microbatches", f"interleaved 1F1B visits chunks in groups of p = {p} micro-batches; "
+                       f"microbatches = {m} is not a multiple", f"use a multiple of {p}")
+    elif schedule == "dualpipe":
+        if p % 2 or m % 2 or m < 2 * p:
+            b.error_at("microbatches" if p % 2 == 0 else "stages",
+                       f"DualPipe needs an even number of stages and an even number of micro-batches ≥ 2p "
+                       f"(stages = {p}, microbatches = {m})", "the reference implementation feeds m/2 from each end")
+    elif schedule != "custom" and v != 1:
+        b.error_at("virtual", f"schedule '{schedule}' runs one chunk per stage (virtual = {v})",
+                   "use schedule = \"interleaved\" or a custom order for several chunks")
+
+
+def _build(ctx, st: _Setup, schedule: str, tl, orders):
+    """Activities and holds of one schedule on timeline ``tl``.  Returns per-rank busy sums."""
+    b = st.b
+    p, m = st.p, st.m
+    dual = schedule == "dualpipe"
+    v = 2 if dual else st.v
+    npos = p if dual else p * v                  # pipeline positions a micro-batch visits
+    if st.chunk_layers is not None:
+        lay = st.chunk_layers
+    else:
+        lay = [sp.Rational(st.layers, v if not dual else 1)] * npos
+    t_f, t_b, t_w = b.q("forward"), b.q("backward"), b.q("weight_grad")
+    c_f, c_b, upd = b.q("transfer"), b.q("transfer_back"), b.q("update")
+    act, head, buf = b.q("activation"), b.q("head_activation"), b.q("buffer")
+    with_buf = (b.value("buffer") or 0) > 0
+    L = st.layers
+
+    cache: dict = {}
+
+    def dur(kind, pos):
+        key = (kind, lay[pos])
+        e = cache.get(key)
+        if e is None:
+            base = {"F": t_f, "B": t_b, "X": t_b - t_w, "W": t_w}[kind]
+            e = cache[key] = base if lay[pos] == L else base * sp.Rational(lay[pos]) / L
+        return e
+
+    acts: dict = {}
+
+    def act_bytes(pos):
+        e = acts.get(pos)
+        if e is None:
+            e = act * lay[pos] if lay[pos] != 1 else act
+            if pos == npos - 1:
+                e = e + head
+            acts[pos] = e
+        return e
+
+    # placement: (mb, rank, chunk) -> position; position -> rank
+    if dual:
+        half = m // 2
+
+        def pos_of(mb, r, c):
+            return r if mb < half else p - 1 - r
+
+        def rank_of(mb, k):
+            return k if mb < half else p - 1 - k
+    else:
+        def pos_of(mb, r, c):
+            return c * p + r
+
+        def rank_of(mb, k):
+            return k % p
+
+    multi = v > 1 and not dual
+
+    def name(kind, mb, k):
+        r = rank_of(mb, k)
+        return f"{kind}{mb}c{k // p}@{r}" if multi else f"{kind}{mb}@{r}"
+
+    # activity ids, built once per kind in use: idt[kind][mb][position]
+    used = {kind for slots in orders for kind, _, _ in slots}
+    idt = {kind: [[name(kind, mb, k) for k in range(npos)] for mb in range(m)] for kind in used}
+
+    def aid(kind, mb, k):
+        return idt[kind][mb][k]
+
+    # which backward kind each (mb, position) uses, and whether dW is separate
+    bkind: dict = {}
+    for r, slots in enumerate(orders):
+        for kind, mb, c in slots:
+            if kind in "BX":
+                bkind[(mb, pos_of(mb, r, c))] = kind
+    # add the slots in an order that respects every dependency (round robin over the ranks,
+    # each rank in its slot order): the engine then needs no sort, and an order that cannot
+    # run (a rank waiting on work queued behind its own) is found here and named
+    ids = [[aid(kind, mb, pos_of(mb, r, c)) for kind, mb, c in slots] for r, slots in enumerate(orders)]
+    idF = idt["F"]
+    added: set = set()
+    nxt = [0] * p
+    totals: list = [Counter() for _ in range(p)]
+    lanes = [f"stage {r}" for r in range(p)]
+    remaining = sum(len(x) for x in ids)
+    big = remaining > 5000
+    while remaining:
+        progress = False
+        for r in range(p):
+            slots, rid, i = orders[r], ids[r], nxt[r]
+            while i < len(slots):
+                kind, mb, c = slots[i]
+                k = pos_of(mb, r, c)
+                if kind == "F":
+                    if k > 0:
+                        dep = idF[mb][k - 1]
+                        if dep not in added:
+                            break
+                        after = [(dep, c_f)]
+                    else:
+                        after = []
+                elif kind == "W":
+                    dep = idt["X"][mb][k]
+                    if dep not in added:
+                        break
+                    after = [dep]
+                else:
+                    dep = idF[mb][k]
+                    if dep not in added:
+                        break
+                    after = [dep]
+                    if k < npos - 1:
+                        dep = idt[bkind[(mb, k + 1)]][mb][k + 1]
+                        if dep not in added:
+                            break
+                        after.append((dep, c_b))
+                d = dur(kind, k)
+                totals[r][d] += 1
+                hatched = (c > 0) if not dual else (mb >= m // 2)
+                tl.add(rid[i], d, lanes[r], after=after, kind=KINDS[kind], label=str(mb),
+                       style="hatched" if hatched else "",
+                       doc="" if big else   # the id says it all; skip 500k f-strings at scale
+                       f"{KINDS[kind]} of micro-batch {mb}" + (f", chunk {c}" if multi else "") + f" on stage {r}")
+                added.add(rid[i])
+                i += 1
+                remaining -= 1
+                progress = True
+            nxt[r] = i
+        if not progress:
+            stuck = [f"stage {r} at {ids[r][nxt[r]].split('@')[0]}" for r in range(p) if nxt[r] < len(ids[r])]
+            raise _Deadlock("the slot orders cannot run: every stage waits for work queued behind another "
+                            "stage's waiting slot (" + ", ".join(stuck[:4]) + ")")
+    busy = []
+    for r in range(p):
+        tl.add(f"U@{r}", upd, lanes[r], kind="update", doc=f"parameter update on stage {r}")
+        totals[r][upd] += 1
+        busy.append(sp.Add(*[n * e for e, n in totals[r].items()]))
+    # memory: activations from the end of F to the end of B (or W), buffers around messages
+    for r, slots in enumerate(orders):
+        pool = f"stage {r}"
+        for kind, mb, c in slots:
+            if kind != "F":
+                continue
+            k = pos_of(mb, r, c)
+            end = aid("W" if bkind[(mb, k)] == "X" else "B", mb, k)
+            f = aid("F", mb, k)
+            tl.hold("act:" + f, act_bytes(k), pool, start=(f, "finish"), end=(end, "finish"), kind="activation")
+    if with_buf:
+        for mb in range(m):
+            for k in range(npos - 1):
+                ra, rb = rank_of(mb, k), rank_of(mb, k + 1)
+                src, dst = aid("F", mb, k), aid("F", mb, k + 1)
+                tl.hold(f"send:{src}", buf, f"stage {ra}", start=(src, "finish"), end=(dst, "start"), kind="buffer")
+                tl.hold(f"recv:{dst}", buf, f"stage {rb}", start=(src, "finish"), end=(dst, "finish"), kind="buffer")
+                src, dst = aid(bkind[(mb, k + 1)], mb, k + 1), aid(bkind[(mb, k)], mb, k)
+                tl.hold(f"send:{src}", buf, f"stage {rb}", start=(src, "finish"), end=(dst, "start"), kind="buffer")
+                tl.hold(f"recv:{dst}", buf, f"stage {ra}", start=(src, "finish"), end=(dst, "finish"), kind="buffer")
+    return busy, npos
+
+
+class _Deadlock(Exception):
+    pass
+
+
+def _orders(st: _Setup, schedule: str, b):
+    if schedule == "custom":
+        raw = b.value("order")
+        if raw is None:
+            b.error_at("schedule", "schedule = \"custom\" needs an `order`",
+                       "order = [\"F0 F1 B0 B1\", …]: one string of slots per stage", code="missing-parameter")
+        try:
+            orders = S.parse_custom(raw, st.p, st.v)
+            S.check_orders(orders, st.m, st.v)
+        except ValueError as e:
+            b.error_at("order", e.args[0], e.args[1], code="bad-order")
+        return orders
+    return S.orders_for(schedule, st.p, st.m, st.v)
+
+
+@hookimpl
+def plan_quantities_price(ctx):
+    b = ctx.block("pipeline")
+    if b is None:
+        return
+    st = _Setup(b)
+    p, m, v = b.q("stages"), b.q("microbatches"), b.q("virtual")
+    t_f, t_b, t_w = b.q("forward"), b.q("backward"), b.q("weight_grad")
+    sched = st.schedule
+    ctx.define("ideal_time", (m + p - 1) * (t_f + t_b), "ms",
+               "fill–drain without transfers or update: T = (m+p−1)(t_f+t_b) (§10.3.2)")
+    ctx.define("ideal_utilization", m / (m + p - 1), "%", "u = m/(m+p−1) (§10.3.2)")
+    frac = (p - 1) / m / (v if sched == "interleaved" else 1)
+    ctx.define("bubble_fraction", frac, "%",
+               "bubble / ideal time: (p−1)/m, interleaved (1/v)(p−1)/m (Megatron-LM)")
+    t_x = t_b - t_w
+    bound = {
+        "fill_drain": (p - 1) * (t_f + t_b),
+        "1f1b": (p - 1) * (t_f + t_b),
+        "interleaved": (p - 1) * (t_f + t_b) / v,
+        "zb_h1": (p - 1) * (t_f + t_x - t_w),
+        "zb_h2": (p - 1) * (t_f + t_x - 2 * t_w),
+        "dualpipe": (p / 2 - 1) * ((t_f + t_b) + t_b - 3 * t_w),
+    }.get(sched)
+    if bound is not None:
+        ctx.define("bubble_bound", sp.Max(bound, 0), "ms",
+                   "closed-form bubble per stage of this schedule (GPipe/1F1B (p−1)(t_f+t_b), interleaved ÷v, "
+                   "ZB-H1 (p−1)(T_F+T_B−T_W), ZB-H2 (p−1)(T_F+T_B−2T_W), DualPipe (PP/2−1)(F&B+B−3W))")
+    npos = st.p if sched == "dualpipe" else st.p * st.v
+    ctx.define("forward_messages", sp.Integer(st.m * (npos - 1)), "",
+               "boundary messages of the forward pass per step: m·(p·v − 1)")
+    ctx.define("boundary_messages", sp.Integer(2 * st.m * (npos - 1)), "",
+               "boundary messages per step, forward and backward")
+
+
+def _ident(name: str) -> str:
+    """Quantity prefix of a compared schedule (names must start with a letter)."""
+    return "one_f_one_b" if name == "1f1b" else name
+
+
+def _compared(b, main):
+    names = list(b.value("compare") or ())
+    for n in names:
+        if n not in S.SCHEDULES or n == "custom":
+            b.error_at("compare", f"unknown schedule '{n}' in compare",
+                       "choose from: " + ", ".join(s for s in S.SCHEDULES if s != "custom"), code="out-of-range")
+    return [n for n in dict.fromkeys(names) if n != main]
+
+
+@hookimpl
+def plan_activities_schedule(ctx):
+    b = ctx.block("pipeline")
+    if b is None:
+        return
+    st = _Setup(b)
+    main = st.schedule
+    _check(st, main, b)
+    others = _compared(b, main)
+    for n in others:
+        if n == "interleaved" and st.v < 2 or n != "interleaved" and st.v > 1:
+            b.error_at("compare", f"'{n}' cannot be compared with virtual = {st.v}",
+                       "compare schedules that share the chunking (interleaved needs virtual ≥ 2, the others 1)")
+        _check(st, n, b)
+    budget = b.q("budget") if b.value("budget") is not None else None
+    cands = []
+    for name in [main] + others:
+        orders = _orders(st, name, b)
+        tlname = "pipeline" if name == main else f"pipeline {name}"
+        tl = ctx.timeline(tlname)
+        try:
+            with no_gc():
+                busy, _ = _build(ctx, st, name, tl, orders)
+        except _Deadlock as e:
+            b.error_at("order" if name == "custom" else "schedule", str(e),
+                       "a stage must not wait for a backward whose forward it has not run, nor for a "
+                       "slot another stage only runs after this one", code="bad-order")
+        ident = _ident(name)
+        prefix = "" if name == main else f"{ident}_"
+        tname = "pipeline_time" if name == main else f"{ident}_time"
+        tl.makespan_quantity(tname, "ms", f"makespan of one step under {name} (longest path of the event model)",
+                             headline=name == main, rank=20 if name == main else None)
+        peaks = []
+        for r in range(st.p):
+            q = f"{prefix}stage{r}_peak"
+            tl.peak_quantity(q, f"stage {r}", "MiB", f"peak of live activations and buffers on stage {r} "
+                             f"({name})", headline=False)
+            peaks.append(ctx.q(q, "B"))
+        pk = ctx.define(f"{prefix}activation_peak" if prefix else "activation_peak",
+                        sp.Max(*peaks, evaluate=False) if len(peaks) > 1 else peaks[0], "MiB",
+                        f"largest per-stage peak of activations and buffers ({name})", headline=name == main)
+        T = ctx.q(tname, "s")
+        if name == main:
+            work = sp.Add(*busy) / st.p
+            ctx.define("idle_time", T - work, "ms", "mean per-stage idle time: makespan − busy time",
+                       headline=True)
+            ctx.define("utilization", work / T, "%", "busy time / makespan, mean over stages", headline=True)
+            for r in range(st.p):
+                ctx.define(f"stage{r}_idle", T - busy[r], "ms", f"idle time of stage {r}")
+            if budget is not None:
+                ctx.require("fits_budget", pk, "<=", budget, "MiB",
+                            "every stage's activations and buffers fit the memory budget")
+        else:
+            ctx.define(f"{ident}_peak", pk, "MiB", f"largest per-stage peak ({name})")
+        cands.append((name, T, pk))
+    if budget is not None and others:
+        ctx.define("fastest_in_budget",
+                   sp.Min(*[sp.Piecewise((T, pk <= budget), (sp.oo, True)) for _, T, pk in cands]), "ms",
+                   "makespan of the fastest compared schedule whose largest stage peak fits the budget "
+                   "(§10.3.2: rule out infeasible peaks first, then compare time)", headline=True)
+
+
+# ---------------------------------------------------------------- tables and figures
+def _pipeline_timelines(ws, plan):
+    out = []
+    for (p, name), tl in sorted(ws.timelines.items()):
+        if p == plan and (name == "pipeline" or name.startswith("pipeline ")) and tl.schedule is not None:
+            out.append(tl)
+    main = [t for t in out if t.name == "pipeline"]
+    return main + [t for t in out if t.name != "pipeline"]
+
+
+def _sched_name(ws, plan, tl):
+    if tl.name == "pipeline":
+        return ws.python_value(f"{plan}.pipeline.schedule")
+    return tl.name.split(" ", 1)[1]
+
+
+def _table(ws, plan):
+    if f"{plan}.pipeline.schedule" not in ws.nodes or (plan, "pipeline") not in ws.timelines:
+        return None
+    from dsl.units import convert
+    tls = _pipeline_timelines(ws, plan)
+    if not tls:
+        return None
+    budget = ws.value(f"{plan}.pipeline.budget") if f"{plan}.pipeline.budget" in ws.nodes else None
+    rows, fits = [], []
+    for tl in tls:
+        name = _sched_name(ws, plan, tl)
+        sc = tl.schedule
+        busy: dict = {}
+        for i, a in enumerate(sc.ids):
+            r = tl.activities[a].resource
+            busy[r] = busy.get(r, 0.0) + sc.finish[i] - sc.start[i]
+        idle = [sc.makespan - busy[r] for r in sorted(busy, key=lambda s: int(s.split()[1]))]
+        peaks = [(tl.profiles[pl].peak if pl in tl.profiles else 0.0, pl) for pl in sorted(
+            busy, key=lambda s: int(s.split()[1]))]
+        top, where = max(peaks, key=lambda x: x[0])
+        ok = budget is None or top <= float(budget) * (1 + 1e-12)
+        if ok:
+            fits.append((sc.makespan, name))
+        rows.append((name, round(convert(sc.makespan, "ms"), 3), round(convert(max(idle), "ms"), 3),
+                     round(convert(peaks[0][0], "MiB"), 1), f"{convert(top, 'MiB'):.1f} ({where})",
+                     "yes" if ok else "no"))
+    notes = []
+    if fits:
+        t, n = min(fits)
+        notes.append((f"fastest within the budget of {convert(float(budget), 'GB'):.3g} GB: " if budget is not None
+                      else "fastest: ") + f"{n} ({convert(t, 'ms'):.6g} ms)")
+    elif budget is not None:
+        notes.append("no compared schedule fits the budget")
+    return Table(("schedule", "time ms", "max idle ms", "stage 0 peak MiB", "max peak MiB", "fits budget"),
+                 tuple(rows), tuple(notes))
+
+
+@hookimpl
+def plan_tables_register():
+    return [TableSpec("pipeline-schedules", "Pipeline schedules: time, idle, memory peaks", _table,
+                      "the plan's schedule and the compared ones; the fastest that fits the budget")]
+
+
+def _draw_gantt(ws, plan, fig) -> bool:
+    from dsl.figures import gantt
+    tls = _pipeline_timelines(ws, plan)
+    if not tls:
+        return False
+    span = max(tl.schedule.makespan for tl in tls) * 1e3
+    fig.set_size_inches(10, 1.0 + 1.6 * len(tls) + 0.1 * len(tls) * len(
+        {a.resource for a in tls[0].activities.values()}))
+    axes = fig.subplots(len(tls), 1, squeeze=False, sharex=True)
+    for ax, tl in zip(axes[:, 0], tls):
+        name = _sched_name(ws, plan, tl)
+        lanes = sorted({a.resource for a in tl.activities.values()}, key=lambda s: int(s.split()[1]))
+        gantt(ax, tl, unit="ms", title=f"{plan}: {name}, {tl.schedule.makespan * 1e3:.6g} ms", lanes=lanes,
+              labels=len(tl.activities) <= 400)
+        ax.set_xlim(0, span * 1.01)
+    fig.tight_layout()
+    return True
+
+
+def _draw_memory(ws, plan, fig) -> bool:
+    tls = _pipeline_timelines(ws, plan)
+    if not tls or not any(tl.profiles for tl in tls):
+        return False
+    ax = fig.subplots(1, 1)
+    pools = sorted({pl for tl in tls for pl in tl.profiles}, key=lambda s: int(s.split()[1]))
+    width = 0.8 / len(tls)
+    for j, tl in enumerate(tls):
+        ys = [tl.profiles[pl].peak / 2 ** 20 if pl in tl.profiles else 0 for pl in pools]
+        ax.bar([i + (j - (len(tls) - 1) / 2) * width for i in range(len(pools))], ys, width,
+               label=_sched_name(ws, plan, tl), hatch="//" if j % 2 else None)
+    ax.set_xticks(range(len(pools)))
+    ax.set_xticklabels(pools)
+    ax.set_ylabel("peak activations + buffers (MiB)")
+    ax.set_title(f"{plan}: per-stage peak memory", fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return True
+
+
+@hookimpl
+def plan_figures_register():
+    return [FigureSpec("pipeline-gantt", "Pipeline schedules on one time axis", _draw_gantt,
+                       "one Gantt chart per schedule: forward, backward, dX, dW, update; hatched = second "
+                       "chunk or reverse direction"),
+            FigureSpec("pipeline-memory", "Per-stage peak memory of each schedule", _draw_memory,
+                       "peak of live activations and send/receive buffers per stage")]
