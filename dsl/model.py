@@ -799,9 +799,18 @@ class Workspace:
                            "an activity waits, directly or through others, for itself; check the order of "
                            "work on each resource and the declared dependencies")
             return
+        for name, act, *_ in tl.finishes:
+            if act not in tl.activities:
+                self.rep.error("missing-quantity", f"quantity '{name}' of timeline '{tl.name}' is the finish of "
+                               f"activity '{act}', which is not scheduled", span,
+                               "schedule the activity or remove the finish quantity")
+                return
         full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
+        fins: dict = {}
         if full:
-            total = tl.makespan_expr = tl.full_expr()
+            fins = tl.finish_exprs()
+            sinks = list(fins.values())
+            total = tl.makespan_expr = sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
         else:   # placeholder over every duration (a lower bound), replaced after range checks
             by_res: dict = {}
             for a in tl.activities.values():
@@ -811,6 +820,10 @@ class Workspace:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
             ctx.define(name, total, unit, doc, headline, rank=rank)
+        for name, act, unit, doc, headline, plugin, rank in tl.finishes:
+            ctx = PlanContext(self, tl.plan)
+            ctx._current_plugin = plugin
+            ctx.define(name, fins.get(act, tl.activities[act].duration), unit, doc, headline, rank=rank)
         for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
@@ -841,7 +854,7 @@ class Workspace:
         pos = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(g))}
 
         def first_pos(tl):
-            names = [m[0] for m in tl.makespans] + [p[0] for p in tl.peaks]
+            names = [m[0] for m in tl.makespans] + [f[0] for f in tl.finishes] + [p[0] for p in tl.peaks]
             return min((pos.get(f"{tl.plan}.{n}", len(pos)) for n in names), default=len(pos) + 1)
 
         class _NoValue(Exception):
@@ -867,6 +880,8 @@ class Workspace:
                 tl.makespan_expr = tl.path_expr(tl.schedule)
                 for name, *_ in tl.makespans:
                     self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
+                for name, act, *_ in tl.finishes:
+                    self.nodes[f"{tl.plan}.{name}"].expr = tl.path_expr(tl.schedule, end=act)
                 changed = True
             for name, pool, *_ in tl.peaks:
                 try:

@@ -62,6 +62,7 @@ class Activity:
     lane: str | None = None  # row of a Gantt chart (default: the resource)
     label: str = ""         # short text drawn in the bar (e.g. the micro-batch number)
     style: str = ""         # "hatched" for a second chunk / reverse direction
+    splice: str | None = None  # spliced after this activity: its finish-dependents also wait for this one
 
 
 @dataclass(slots=True)
@@ -112,6 +113,7 @@ class Timeline:
     activities: dict[str, Activity] = field(default_factory=dict)
     holds: dict[str, Hold] = field(default_factory=dict)
     makespans: list[tuple] = field(default_factory=list)
+    finishes: list[tuple] = field(default_factory=list)   # (name, activity, unit, doc, headline, plugin, rank)
     peaks: list[tuple] = field(default_factory=list)
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
@@ -122,7 +124,8 @@ class Timeline:
 
     # ------------------------------------------------------------ building
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = "",
-            release=None, kind: str = "", lane: str | None = None, label: str = "", style: str = ""):
+            release=None, kind: str = "", lane: str | None = None, label: str = "", style: str = "",
+            splice_after: str | None = None):
         """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``.
 
         :param after: predecessors: ``"id"``, ``("id", lag)`` (start ≥ finish + lag) or
@@ -130,10 +133,16 @@ class Timeline:
         :param before: activities that cannot start before this one finishes.
         :param release: absolute earliest start (seconds).
         :param kind, lane, label, style: presentation (Gantt colour, row, text, hatching).
+        :param splice_after: an activity (possibly scheduled by another plugin, in any order)
+            that this one extends: it starts when that activity finishes, and every other
+            activity that waits for that activity's finish waits for this one too (e.g. the
+            expected straggler delay after ``compute``, before the collectives that follow it).
         """
         if id in self.activities:
             raise ValueError(f"activity '{id}' added twice to timeline '{self.name}'")
         deps = []
+        if splice_after is not None:
+            deps.append((splice_after, None, "finish"))
         for a in after:
             if isinstance(a, str):
                 deps.append((a, None, "finish"))
@@ -142,7 +151,7 @@ class Timeline:
                 deps.append((name, None if lag is None else _expr(lag), on[0] if on else "finish"))
         self.activities[id] = Activity(id, _expr(duration), resource, tuple(deps), tuple(before), doc,
                                        self._plugin, None if release is None else _expr(release), kind,
-                                       lane, label, style)
+                                       lane, label, style, splice_after)
 
     def hold(self, id: str, nbytes, pool: str, start=None, end=None, doc: str = "", kind: str = ""):
         """Hold ``nbytes`` (sympy, bytes) in memory ``pool`` from ``start`` to ``end``.
@@ -163,6 +172,14 @@ class Timeline:
                           rank: float | None = None):
         """Define plan quantity ``name`` as this timeline's makespan (built at finalize)."""
         self.makespans.append((name, unit, doc, headline, self._plugin, rank))
+
+    def finish_quantity(self, name: str, activity: str, unit: str = "s", doc: str = "", headline: bool = False,
+                        rank: float | None = None):
+        """Define plan quantity ``name`` as the finish time of ``activity`` (seconds from the
+        timeline's start; built at finalize like a makespan: the exact max-plus expression of the
+        activity's finish on small timelines, else the symbolic length of the chain of binding
+        predecessors that ends at it, at the nominal point)."""
+        self.finishes.append((name, activity, unit, doc, headline, self._plugin, rank))
 
     def peak_quantity(self, name: str, pool: str, unit: str = "GiB", doc: str = "", headline: bool = False,
                       rank: float | None = None):
@@ -198,6 +215,17 @@ class Timeline:
                 if prev is not None and not any(p[0] == prev for p in preds[i]):
                     preds[i].append((prev, None, "finish"))
                 last_on[a.resource] = i
+        for i, a in enumerate(self.activities.values()):
+            if a.splice is None:
+                continue
+            t = idx.get(a.splice)
+            if t is None:
+                raise KeyError((a.splice, a.id))
+            for k, ps in enumerate(preds):
+                if k != i and any(j == t and on == "finish" for j, _, on in ps) \
+                        and not any(j == i for j, _, _ in ps):
+                    lag = next(lag for j, lag, on in ps if j == t and on == "finish")
+                    ps.append((i, lag, "finish"))
         return ids, preds
 
     @staticmethod
@@ -302,18 +330,21 @@ class Timeline:
                    for i, b in enumerate(bind_of) if b is not None}
         return Schedule(ids, start, finish, span, [ids[i] for i in path], slack, binding)
 
-    def path_expr(self, sched: Schedule):
-        """Symbolic length of the nominal critical path (durations, lags and a binding release)."""
+    def path_expr(self, sched: Schedule, end: str | None = None):
+        """Symbolic length of the nominal critical path (durations, lags and a binding release);
+        with ``end``, the finish time of that activity: the chain of binding predecessors that
+        ends at it."""
         import sympy as sp
         from collections import Counter
 
-        if not sched.path:
+        path = sched.path if end is None else self.chain(sched, end)
+        if not path:
             return sp.Integer(0)
         terms: Counter = Counter()
-        first = self.activities[sched.path[0]]
+        first = self.activities[path[0]]
         if sched.binding.get(first.id) == "release" and first.release is not None:
             terms[first.release] += 1
-        for a in sched.path:
+        for a in path:
             act = self.activities[a]
             b = sched.binding.get(a)
             if isinstance(b, tuple):
@@ -325,8 +356,27 @@ class Timeline:
             terms[act.duration] += 1
         return sp.Add(*[c * e for e, c in terms.items() if c])
 
+    @staticmethod
+    def chain(sched: Schedule, end: str) -> list[str]:
+        """Activities whose finish (or start) set the start of ``end``, first to last."""
+        out, seen, cur = [], set(), end
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            out.append(cur)
+            b = sched.binding.get(cur)
+            cur = b[0] if isinstance(b, tuple) else None
+        return out[::-1]
+
     def full_expr(self):
         """Exact max-plus makespan expression (small timelines)."""
+        import sympy as sp
+
+        fin = self.finish_exprs()
+        sinks = [fin[a] for a in self.activities]
+        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+
+    def finish_exprs(self) -> dict:
+        """Exact max-plus finish time of every activity (small timelines): ``{id: expr}``."""
         import sympy as sp
 
         ids, preds = self.edges()
@@ -343,8 +393,7 @@ class Timeline:
                 cands.append(base + lag if lag is not None else base)
             s = sp.Max(*cands) if len(cands) > 1 else (cands[0] if cands else sp.Integer(0))
             st[i], fin[i] = s, s + acts[i].duration
-        sinks = [fin[i] for i in sorted(order)]
-        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+        return {ids[i]: fin[i] for i in range(len(ids))}
 
     def profile(self, pool: str, num, sched: Schedule) -> Profile:
         """Memory of ``pool`` over the nominal schedule."""
