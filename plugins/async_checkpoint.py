@@ -144,10 +144,13 @@ def _draw(ws, plan, fig) -> bool:
     nid = f"{plan}.async_checkpoint.failure_at"
     if nid in ws.nodes and ws.value(nid) is not None:
         tf = float(ws.value(nid))
+        lo, hi = ax.get_xlim()
+        ax.set_xlim(lo, max(hi, 1.05 * tf))
         ax.axvline(tf, color="#C44E52", ls="--", lw=1)
         rp = float(ws.value(f"{plan}.recovery_point"))
-        ax.annotate(f"failure: redo {tf - rp:g} s", (tf, len(rows) - 0.5), fontsize=8, color="#C44E52",
-                    xytext=(3, 0), textcoords="offset points", va="top")
+        ax.text(tf, 0.98, f" failure at {tf:g} s: back to {rp:g} s, redo {tf - rp:g} s", fontsize=8,
+                color="#C44E52", va="top", ha="right",
+                transform=ax.get_xaxis_transform())
     fig.tight_layout()
     return True
 

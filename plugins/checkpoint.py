@@ -124,3 +124,51 @@ def plan_quantities_price(ctx):
     stream = ctx.define("checkpoint_stream", size / tau, "MB/s", "average write stream size/τ (§10.4.1)")
     ctx.require("write_queue_stable", stream, "<=", b.q("write_bw"), "GB/s",
                 "checkpoints are written at least as fast as they are produced (no growing write queue)")
+
+
+def _draw_cost(ws, plan, fig) -> bool:
+    """Book figure 10-35: save share c/τ, rework share Λτ/2 and the total L(τ) (with the
+    restart share Λr) against the interval τ; τ* and the plan's interval marked."""
+    if "checkpoint" not in ws.decls[plan].uses:
+        return False
+    import math
+
+    def val(name):
+        v = ws.value(f"{plan}.{name}")
+        return None if v is None else float(v)
+
+    c, tau0 = val("save_time"), val("checkpoint.interval")
+    lam = val("interruption_rate") if f"{plan}.interruption_rate" in ws.nodes else val("failure_rate")
+    r = val("checkpoint.restart")
+    if None in (c, tau0, lam, r) or lam <= 0:
+        return False
+    star = math.sqrt(2 * c / lam)
+    hi = max(4 * star, 1.2 * tau0)
+    taus = [hi * (i + 1) / 400 for i in range(400)]
+    taus = [t for t in taus if t >= star / 8]
+    ax = fig.subplots()
+    fig.set_size_inches(7, 3.6)
+    ax.plot(taus, [100 * c / t for t in taus], label="save c/τ", color="#4C72B0")
+    ax.plot(taus, [100 * lam * t / 2 for t in taus], label="rework Λτ/2", color="#DD8452")
+    ax.plot(taus, [100 * (c / t + lam * t / 2 + lam * r) for t in taus], label="total L(τ) (+ restart Λr)",
+            color="#55A868", lw=2)
+    top = 100 * (c / star + lam * star / 2 + lam * r)
+    ax.axvline(star, color="grey", ls=":", lw=1)
+    ax.annotate(f"τ* = {star:,.0f} s, L = {top:.2f} %", (star, top), xytext=(6, 12), textcoords="offset points",
+                fontsize=8)
+    ax.plot([tau0], [100 * (c / tau0 + lam * tau0 / 2 + lam * r)], marker="o", color="black", ms=4)
+    ax.set_ylim(0, 3 * top)
+    ax.set_xlim(0, hi)
+    ax.set_xlabel("interval between saves τ (s)")
+    ax.set_ylabel("overhead (% of training time)")
+    ax.set_title(f"{plan}: checkpoint cost terms (first-order model)", fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return True
+
+
+@hookimpl
+def plan_figures_register():
+    from dsl.plugins import FigureSpec
+    return [FigureSpec("checkpoint-cost", "Checkpoint cost terms against the interval (fig. 10-35)", _draw_cost,
+                       "c/τ, Λτ/2 and L(τ); τ* and the plan's interval marked")]

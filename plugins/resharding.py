@@ -3,12 +3,11 @@
 ``use resharding { shape = [12288, 4096]; old_tp = 4; new_tp = 8 }``
 
 A tensor of global ``shape`` is split along dimension ``dim`` into ``old_tp`` contiguous
-shards when saved and must be loaded as ``new_tp`` shards.  Old shard i holds global indices
-[i·S/old, (i+1)·S/old) of that dimension (S its size; uneven sizes give the first shards one
-more, as ``torch.chunk``-style even splitting would not; here ⌈⌉ boundaries
-``floor(i·S/old)`` are used so every index has exactly one owner).  New rank r needs
-[floor(r·S/new), floor((r+1)·S/new)); it reads the intersection with every old shard
-(ByteCheckpoint-style: global shape, offset and length of each fragment).
+shards when saved and must be loaded as ``new_tp`` shards.  Part i of n holds the global
+indices [⌊i·S/n⌋, ⌊(i+1)·S/n⌋) of that dimension (S its size), so every index has exactly
+one owner also when n does not divide S.  New rank r reads the intersection of its range
+with every old shard's range (ByteCheckpoint-style: global shape, offset and length of each
+fragment).
 
 For ``dim = 0`` of a row-major tensor a range of rows is one contiguous byte range of the
 old shard's file: offset = (first row − shard's first row) × row bytes.  For ``dim = 1`` every

@@ -29,6 +29,8 @@ Policies for one device that runs at μ + zσ (``slow_z``, default 3), §10.4.5:
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from dsl.hookspecs import hookimpl
@@ -77,16 +79,20 @@ class expected_max_normal(sp.Function):
         n = self.args[0]
         if not n.is_number:
             return None
-        import mpmath
-
-        with mpmath.workprec(prec + 10):
-            v = _emax(mpmath.mpf(sp.N(n, 30)))
-        return sp.Float(v, precision=prec)
+        return sp.Float(_emax_cached(float(n)), precision=min(prec, 53))
 
     @staticmethod
     def _imp_(n):    # used by sympy.lambdify (the solver's numeric branch)
-        import mpmath
-        return _emax(mpmath.mpf(n))
+        return _emax_cached(float(n))
+
+
+@lru_cache(maxsize=4096)
+def _emax_cached(n: float) -> float:
+    """E[max of n standard normals] as a float (the quadrature is accurate to ~1e-15)."""
+    import mpmath
+
+    with mpmath.workdps(20):
+        return float(_emax(mpmath.mpf(n)))
 
 
 def _emax(n):
