@@ -372,7 +372,11 @@ class Timeline:
         import sympy as sp
 
         fin = self.finish_exprs()
-        sinks = [fin[a] for a in self.activities]
+        ids, preds = self.edges()
+        # an activity followed (finish-to-finish, no lag) by another finishes no later than it
+        # (durations are >= 0): only the others can end the timeline
+        dominated = {j for ps in preds for j, lag, on in ps if lag is None and on == "finish"}
+        sinks = [fin[a] for k, a in enumerate(ids) if k not in dominated]
         return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
 
     def finish_exprs(self) -> dict:
