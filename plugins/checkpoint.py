@@ -57,28 +57,14 @@ SPEC = UseSpec(
     ),
     plan_params=(Param("gpus", "", doc="number of GPUs", min=1, whole=True),),
     order=40,
-    provides=("checkpoint_size", "save_time", "failure_rate", "spike_rate", "outage_rate", "interruption_rate",
+    provides=("checkpoint_size", "save_time", "failure_rate", "interruption_rate",
               "job_mtbf", "save_overhead", "rework_overhead", "restart_overhead", "overhead", "optimal_interval",
               "overhead_slope", "retry_overhead", "retry_optimal_interval", "rollback_cost", "checkpoint_stream"),
 )
 
-ROLLBACKS = UseSpec(
-    "rollbacks",
-    "job-wide rollbacks besides device failures (loss spikes, outages), added to the checkpoint failure rate",
-    params=(
-        Param("spike_interval", "s", None, "mean time between loss-spike rollbacks of the whole job",
-              min=0, min_open=True, optional=True),
-        Param("outage_interval", "s", None, "mean time between job-wide outages (besides device failures)",
-              min=0, min_open=True, optional=True),
-    ),
-    order=40,
-    provides=("spike_rate", "outage_rate", "interruption_rate"),
-)
-
-
 @hookimpl
 def plan_blocks_register():
-    return [SPEC, ROLLBACKS]
+    return [SPEC]
 
 
 @hookimpl
@@ -96,15 +82,10 @@ def plan_quantities_price(ctx):
     lam_hw = ctx.define("failure_rate", ctx.param("gpus") / b.q("device_mtbf"), "s^-1",
                         "device failures per second λ_hw = p / MTBF_device")
     lam = lam_hw
-    rb = ctx.block("rollbacks")
-    if rb is not None and rb.given("spike_interval"):
-        lam = lam + ctx.define("spike_rate", 1 / rb.q("spike_interval"), "s^-1",
-                               "loss-spike rollbacks per second λ_spike (§10.4.5)")
-    if rb is not None and rb.given("outage_interval"):
-        lam = lam + ctx.define("outage_rate", 1 / rb.q("outage_interval"), "s^-1",
-                               "job-wide outages per second (exercise 10-6)")
-    if lam is not lam_hw:
-        lam = ctx.define("interruption_rate", lam, "s^-1", "Λ = λ_hw + λ_spike + λ_outage: all rollbacks per second")
+    if ctx.provided("rollback_rate"):           # use rollbacks: loss spikes, outages (§10.4.5)
+        lam = lam + ctx.q("rollback_rate", "s^-1")
+    lam = ctx.define("interruption_rate", lam, "s^-1",
+                     "Λ = λ_hw + λ_spike + λ_outage: all rollbacks per second (λ_hw without `use rollbacks`)")
     ctx.define("job_mtbf", 1 / lam, "h", "mean time between job interruptions", headline=True)
     tau, r = b.q("interval"), b.q("restart")
     parts = [ctx.define("save_overhead", c / tau, "%", "c/τ: time spent saving"),
