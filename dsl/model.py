@@ -813,7 +813,8 @@ class Workspace:
             # (durations are >= 0): only the others can end the timeline
             dominated = {j for ps in preds for j, lag, on in ps if lag is None and on == "finish"}
             sinks = [fins[a] for k, a in enumerate(ids) if k not in dominated]
-            total = tl.makespan_expr = sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+            from .timeline import max_of
+            total = tl.makespan_expr = max_of(sinks)
         else:   # placeholder over every duration (a lower bound), replaced after range checks
             by_res: dict = {}
             for a in tl.activities.values():

@@ -48,6 +48,22 @@ def _expr(x):
     return _as_expr(x)
 
 
+def max_of(args):
+    """``Max`` of max-plus candidates without sympy's pairwise simplification (which compares
+    every pair of nested expressions and grows quadratically in their size); numeric
+    arguments still evaluate, and substituting numbers later evaluates the whole."""
+    import sympy as sp
+
+    args = list(dict.fromkeys(args))
+    if not args:
+        return sp.Integer(0)
+    if len(args) == 1:
+        return args[0]
+    if all(a.is_number for a in args):
+        return sp.Max(*args)
+    return sp.Max(*args, evaluate=False)
+
+
 @dataclass(slots=True)
 class Activity:
     id: str
@@ -377,7 +393,7 @@ class Timeline:
         # (durations are >= 0): only the others can end the timeline
         dominated = {j for ps in preds for j, lag, on in ps if lag is None and on == "finish"}
         sinks = [fin[a] for k, a in enumerate(ids) if k not in dominated]
-        return sp.Max(*sinks) if len(sinks) > 1 else (sinks[0] if sinks else sp.Integer(0))
+        return max_of(sinks)
 
     def finish_exprs(self) -> dict:
         """Exact max-plus finish time of every activity (small timelines): ``{id: expr}``."""
@@ -395,7 +411,7 @@ class Timeline:
             for j, lag, on in sorted(preds[i], key=lambda p: p[0]):
                 base = fin[j] if on == "finish" else st[j]
                 cands.append(base + lag if lag is not None else base)
-            s = sp.Max(*cands) if len(cands) > 1 else (cands[0] if cands else sp.Integer(0))
+            s = max_of(cands)
             st[i], fin[i] = s, s + acts[i].duration
         return {ids[i]: fin[i] for i in range(len(ids))}
 
