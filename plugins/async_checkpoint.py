@@ -95,7 +95,7 @@ def plan_quantities_price(ctx):
                "time the last snapshot waited for earlier uploads (grows with every snapshot when unstable)")
     if b.given("failure_at"):
         tf = b.q("failure_at")
-        # commits finish in request order (one metadata resource, uploads in order), so the
+        # commits finish in request order (each follows its upload; uploads run in order), so the
         # latest committed snapshot is the m-th, m = number of commits by the failure
         m = sp.Add(*[sp.Piecewise((1, ctx.q(f"commit_time_{k}", "s") <= tf), (0, True)) for k in range(1, n + 1)])
         rp = ctx.define("recovery_point", m * tau, "s",
@@ -120,7 +120,7 @@ def plan_activities_schedule(ctx):
                label=f"{k}", doc=f"snapshot {k}: copy to the host buffer")
         tl.add(f"upload_{k}", up, "storage", after=[f"copy_{k}"], kind="transfer", lane="storage",
                label=f"{k}", doc=f"snapshot {k}: background upload")
-        tl.add(f"commit_{k}", b.q("commit"), "metadata", after=[f"upload_{k}"], kind="save", lane="commit",
+        tl.add(f"commit_{k}", b.q("commit"), None, after=[f"upload_{k}"], kind="save", lane="commit",
                label=f"{k}", doc=f"snapshot {k}: metadata commit (recoverable from here)")
         tl.finish_quantity(f"commit_time_{k}", f"commit_{k}", "s", f"snapshot {k} is committed (recoverable)",
                            headline=k <= 2)
