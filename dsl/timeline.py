@@ -96,6 +96,7 @@ class Activity:
     lane: str | None = None  # row of a Gantt chart (default: the resource)
     label: str = ""         # short text drawn in the bar (e.g. the micro-batch number)
     style: str = ""         # "hatched" for a second chunk / reverse direction
+    splice: str | None = None  # spliced after this activity: its finish-dependents also wait for this one
 
 
 @dataclass(slots=True)
@@ -165,7 +166,8 @@ class Timeline:
 
     # ------------------------------------------------------------ building
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = "",
-            release=None, kind: str = "", lane: str | None = None, label: str = "", style: str = ""):
+            release=None, kind: str = "", lane: str | None = None, label: str = "", style: str = "",
+            splice_after: str | None = None):
         """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``.
 
         :param after: predecessors: ``"id"``, ``("id", lag)`` (start ≥ finish + lag) or
@@ -173,6 +175,10 @@ class Timeline:
         :param before: activities that cannot start before this one finishes.
         :param release: absolute earliest start (seconds).
         :param kind, lane, label, style: presentation (Gantt colour, row, text, hatching).
+        :param splice_after: an activity (possibly scheduled by another plugin, in any order)
+            that this one extends: it starts when that activity finishes, and every other
+            activity that waits for that activity's finish waits for this one too (e.g. the
+            expected straggler delay after ``compute``, before the collectives that follow it).
         """
         if id in self.activities:
             raise ValueError(f"activity '{id}' added twice to timeline '{self.name}'")
@@ -184,9 +190,11 @@ class Timeline:
             else:
                 name, lag, *on = a
                 deps.append((name, None if lag is None else _expr(lag), on[0] if on else "finish"))
+        if splice_after is not None:
+            deps.append((splice_after, None, "finish"))
         self.activities[id] = Activity(id, _expr(duration), resource, tuple(deps), tuple(before), doc,
                                        self._plugin, None if release is None else _expr(release), kind,
-                                       lane, label, style)
+                                       lane, label, style, splice_after)
 
     def hold(self, id: str, nbytes, pool: str, start=None, end=None, doc: str = "", kind: str = ""):
         """Hold ``nbytes`` (sympy, bytes) in memory ``pool`` from ``start`` to ``end``.
@@ -220,6 +228,11 @@ class Timeline:
         if at not in ("start", "finish"):
             raise ValueError(f"event_quantity: at must be 'start' or 'finish', not {at!r}")
         self.time_quantity(name, activity, at, unit, doc, headline, rank)
+
+    def finish_quantity(self, name: str, activity: str, unit: str = "s", doc: str = "", headline: bool = False,
+                        rank: float | None = None):
+        """:meth:`time_quantity` of ``activity``'s finish (e.g. when a checkpoint is committed)."""
+        self.time_quantity(name, activity, "finish", unit, doc, headline, rank)
 
     def time_quantity(self, name: str, activity: str, at: str = "start", unit: str = "s", doc: str = "",
                       headline: bool = False, rank: float | None = None):
@@ -291,6 +304,17 @@ class Timeline:
                 if prev is not None and not any(p[0] == prev for p in preds[i]):
                     preds[i].append((prev, None, "finish"))
                 last_on[a.resource] = i
+        for i, a in enumerate(self.activities.values()):
+            if a.splice is None:
+                continue
+            t = idx.get(a.splice)
+            if t is None:
+                raise KeyError((a.splice, a.id))
+            for k, ps in enumerate(preds):     # whoever waits for the spliced activity waits for this one
+                if k != i and any(j == t and on == "finish" for j, _, on in ps) \
+                        and not any(j == i for j, _, _ in ps):
+                    lag = next(lag for j, lag, on in ps if j == t and on == "finish")
+                    ps.append((i, lag, "finish"))
         self._edges = (ids, preds)
         return self._edges
 
@@ -414,6 +438,13 @@ class Timeline:
         path.reverse()
         return path
 
+    chain = path_to
+
+    def finish_exprs(self) -> dict:
+        """Exact max-plus finish time of every activity (small timelines): ``{id: expr}``."""
+        r = self.full_times(limit=10 ** 9)
+        return {} if r is None else dict(zip(r[0], r[2]))
+
     def path_expr(self, sched: Schedule, end: str | None = None, at: str = "finish"):
         """Symbolic length of the nominal critical path (durations, lags and a binding release);
         with ``end``, the symbolic time at which that activity finishes (or starts) along its
@@ -468,6 +499,8 @@ class Timeline:
             if v is None:
                 acc: dict = {}
                 for t, c in sp.expand(e).as_coefficients_dict().items():
+                    if c.is_Float:                  # a decimal literal: its exact binary value
+                        c = sp.Rational(c)
                     if not c.is_Rational:           # irrational coefficient: the whole term is one input
                         t, c = c * t, sp.Integer(1)
                     k = terms.setdefault(t, len(terms))

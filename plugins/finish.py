@@ -7,8 +7,10 @@ First-order model (book §10.6.1)::
     T_finish = T_0 + ceil(D / b) · t_s · (1 + L)
 
 with T_0 the reserved time, ceil(D/b) the steps, t_s the step time (compute, exposed
-communication and input wait) and L the checkpoint/failure overhead (0 without a
-``checkpoint`` block).  The per-step bound that still meets the deadline (§10.6.2)::
+communication and input wait — and, with ``use stragglers``, the expected wait for the
+slowest device, which that block splices into the step timeline) and L the checkpoint/failure
+overhead of ``use checkpoint`` (0 without it), L(τ) = c/τ + Λ(τ/2 + r), where Λ includes
+loss-spike rollbacks and outages declared with ``use rollbacks`` (§10.4.4-10.4.5).  The per-step bound that still meets the deadline (§10.6.2)::
 
     t_s ≤ (deadline − T_0) / (steps · (1 + L))
 
