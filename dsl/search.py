@@ -239,7 +239,7 @@ def _engine_dask(K, X, meta, chunks, progress, scheduler=None, client=None):
     if client is None:
         if scheduler:
             try:
-                client = own = Client(scheduler, timeout="10s")
+                client = own = Client(scheduler, timeout="5s")
             except OSError as e:
                 raise SearchError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
         else:
