@@ -201,12 +201,77 @@ def plan_quantities_price(ctx):
                         "the job finishes by the deadline")
 
 
+# kind of each term's activity on the `layout` timeline (Gantt colours)
+TERM_KIND = {"input": "wait", "compute": "compute", "recompute": "forward", "bubble": "wait", "tp": "comm",
+             "cp": "comm", "ep": "comm", "pp": "transfer", "dp": "comm"}
+
+
+@hookimpl
+def plan_activities_schedule(ctx):
+    """Timeline ``layout_step``: the step's critical path as a chain of its non-zero terms on the
+    GPU (input wait, compute, recomputation, bubble, exposed TP/CP/EP, pipeline fill/drain
+    sends, exposed DP/ZeRO); its makespan equals ``layout_step_time``."""
+    b = ctx.block("layout")
+    if b is None:
+        return
+    tl = ctx.timeline("layout_step")
+    prev = None
+    for k in ("input",) + tuple(t for t in lm.TERMS if t != "input"):
+        q = ctx.param("input_wait") if k == "input" else ctx.q(f"layout_{TERM_Q[k]}")
+        if k != "input" and ctx.ws.value(str(q)) == 0:
+            continue
+        tl.add(k, q, "gpu", after=[prev] if prev else [], doc=lm.TERM_NAMES[k], kind=TERM_KIND[k],
+               label=k, style="hatched" if k in ("bubble", "input") else "")
+        prev = k
+
+
 def _search_table(ws, plan):
     if "layout_search" not in ws.decls[plan].uses:
         return None
     from dsl import search
     res = search.run(ws, plan)
     return search.table(res)
+
+
+def _draw_search(ws, plan, fig) -> bool:
+    """Step time against memory per GPU of every valid layout, coloured by tp, the Pareto
+    front joined, the best layout marked, usable memory and the deadline's step budget."""
+    if "layout_search" not in ws.decls[plan].uses:
+        return False
+    from dsl import search
+    res = search.run(ws, plan)
+    c = res.columns
+    valid = c["valid"]
+    if not valid.any():
+        return False
+    gib = 2.0 ** 30
+    ax = fig.subplots()
+    fig.set_size_inches(7, 4.2)
+    for t in sorted(set(c["t"][valid].tolist())):
+        sel = valid & (c["t"] == t)
+        ax.plot(c["memory"][sel] / gib, c["step"][sel], "o", ms=3.5, alpha=0.75, label=f"tp = {t}")
+    front = res.pareto
+    ax.plot(c["memory"][front] / gib, c["step"][front], "-", color="black", lw=0.8, label="Pareto front")
+    ax.plot([c["memory"][res.best] / gib], [c["step"][res.best]], "*", color="black", ms=11, label="best")
+    ax.axvline(res.meta["usable"] / gib, color="#C44E52", lw=1, label="usable memory")
+    m = res.meta
+    if m["deadline"] and m["steps"]:
+        budget = (m["deadline"] - m["reserved"]) / (m["steps"] * (1 + m["overhead"]))
+        ax.axhline(budget, color="#8172B2", lw=1, ls="--", label=f"step budget {budget:.3g} s")
+    ax.set_xlabel("memory per GPU (GiB)")
+    ax.set_ylabel("step time (s)")
+    ax.set_title(f"{plan}: {int(valid.sum())} valid of {len(res)} layouts ({m['activations']} activations)",
+                 fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return True
+
+
+@hookimpl
+def plan_figures_register():
+    from dsl.plugins import FigureSpec
+    return [FigureSpec("layout-search", "Step time vs memory per GPU of the valid layouts, Pareto front",
+                       _draw_search, "every valid layout of `use layout_search`, the front and the best")]
 
 
 @hookimpl

@@ -146,3 +146,25 @@ def test_solve_mfu_for_deadline(ws):
     head_tail = 2 * (47 / 48) * 2 * N_EMB / PCIE
     eta = 3 * FWD_SEQ * 384 / (48 * 165.2e12 * (t_s - head_tail - 0.5))
     assert float(r.value) == pytest.approx(eta, abs=1e-4)
+
+
+def test_step_timeline_is_the_sum_of_terms(ws):
+    # the `layout_step` timeline chains the non-zero terms: its makespan is the step time
+    for plan in ("gpus48", "gpus48_formula", "gpus48_tp2"):
+        sc = ws.timelines[(plan, "layout_step")].schedule
+        assert float(sc.makespan) == pytest.approx(qval(ws, f"{plan}.layout_step_time", "s"), rel=1e-12)
+    assert ws.critical_path("gpus48_tp2", "layout_step")["path"] == ["input", "compute", "tp", "dp"]
+
+
+def test_step_budget_in_the_figure_matches_the_book(ws):
+    # the book's longest affordable step at 48 GPUs is 67.2 s (§10.6.2)
+    res = search.run(ws, "gpus48")
+    m = res.meta
+    assert (m["deadline"] - m["reserved"]) / (m["steps"] * (1 + m["overhead"])) == pytest.approx(67.2, abs=0.05)
+
+
+def test_figure_layout_search(tmp_path):
+    pytest.importorskip("matplotlib")
+    code, out, err = run_cli("figure", CASE, "-o", tmp_path, "--name", "layout-search")
+    assert code == 0, err
+    assert (tmp_path / "gpus48-layout-search.svg").exists()
