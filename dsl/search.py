@@ -109,7 +109,6 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     def val(nid):
         return float(ws.value(nid))
 
-    from plugins.layout import LAYOUT  # noqa: F401  (the block must be registered)
     model = ws.python_value(f"{plan}.model").name
     wl = ws.python_value(f"{plan}.workload").name
     dev = ws.python_value(f"{plan}.device").name

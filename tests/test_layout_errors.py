@@ -100,3 +100,12 @@ def test_moe_expert_rules(write_plan):
     i8 = int(np.nonzero((c["e"] == 8) & (c["t"] == 1))[0][0])
     assert c["memory"][i8] < c["memory"][i1]
     assert c["ep"][i8] > 0 and c["ep"][i1] == 0
+
+
+def test_ep_on_a_dense_model(write_plan):
+    pytest.importorskip("numpy")
+    from dsl import search
+    ws = dsl.load(_plan(write_plan, "use layout_search { tp = [1]; ep = [1, 2]; zero = [3] }"))
+    res = search.run(ws, "p")
+    c = res.columns
+    assert set(c["reason"][c["e"] == 2]) == {"ep > 1 on a dense model (no experts)"}
