@@ -125,6 +125,22 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--out", metavar="CSV", help="write every point to CSV")
     w.add_argument("--format", choices=("text", "json"), default="text")
 
+    se = sub.add_parser("search", help="search the parallel layouts of a plan (TP × PP × DP/ZeRO × EP × CP)",
+                        description="Evaluate every layout of a plan's `use layout_search` lists (around its "
+                                    "`use layout`) with numpy: valid layouts with step time, memory per GPU and "
+                                    "binding constraint, rejected ones with their reason, the Pareto front and why "
+                                    "the runner-up loses.  --engine dask runs the same search as Dask tasks "
+                                    "(pip install \"plan-dsl[dist]\"); see docs/plugins/layout.md.")
+    se.add_argument("file", metavar="FILE")
+    se.add_argument("--plan", action="append", metavar="NAME", help="plan to search (default: every plan with "
+                                                                      "`use layout_search`)")
+    se.add_argument("--engine", choices=("local", "dask"), default="local", help="local numpy (default) or Dask")
+    se.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler (default: a LocalCluster)")
+    se.add_argument("--chunks", type=int, default=8, metavar="N", help="Dask tasks per search (default 8)")
+    se.add_argument("--top", type=int, default=10, metavar="N", help="layouts listed (default 10)")
+    se.add_argument("--all", action="store_true", help="list every valid and rejected layout")
+    se.add_argument("--format", choices=("text", "json"), default="text")
+
     fm = sub.add_parser("fmt", help="format .plan files canonically (comments kept)",
                         description="Rewrite each FILE in the canonical layout: one member group per line, "
                                     "two-space indents, single spaces around operators, minimal parentheses, "
@@ -169,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
-                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
+                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "search": cmd_search, "fmt": cmd_fmt,
                 "explain": cmd_explain, "graph": cmd_graph}[args.cmd](args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
@@ -717,6 +733,43 @@ def cmd_sweep(args) -> int:
                 continue
             u = res.units.get(name, "")
             print(f"  {name}: {format_number(float(col.min()))} .. {format_number(float(col.max()))} {u}".rstrip())
+    return EXIT_OK
+
+
+def cmd_search(args) -> int:
+    from . import search
+
+    try:
+        search._np()
+    except search.SearchError as e:
+        print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    ws = _load(args.file)
+    _warn(ws)
+    if args.plan:
+        plans = _select_plans(ws, args.file, args.plan)
+    else:
+        plans = [p for p in ws.plans(own=True) if "layout_search" in ws.decls[p].uses]
+    if not plans:
+        print(f"plan: error[search]: no plan in {args.file} has `use layout_search` (or name one with --plan)",
+              file=sys.stderr)
+        return EXIT_USAGE
+
+    def progress(done, total):
+        print(f"search: {done}/{total} chunks done", file=sys.stderr)
+
+    out = {}
+    try:
+        for p in plans:
+            out[p] = search.run(ws, p, engine=args.engine, scheduler=args.scheduler, chunks=args.chunks,
+                                progress=progress if args.engine == "dask" else None)
+    except search.SearchError as e:
+        print(f"plan: error[search]: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "json":
+        print(json.dumps({p: r.to_json() for p, r in out.items()}, indent=2, sort_keys=True))
+        return EXIT_OK
+    print("\n\n".join(search.format_text(r, top=args.top, show_all=args.all) for r in out.values()))
     return EXIT_OK
 
 

@@ -1,0 +1,456 @@
+"""Layout search: every TP × PP × DP/ZeRO × EP × CP layout of a plan's ``use layout_search``
+lists, evaluated at once with numpy (``plan search FILE``, issue 13).
+
+The constants of the plan (model, workload, device, links, bytes per parameter, usable
+memory, checkpoint overhead) are read at their nominal values; the candidate grid (the
+product of the knob lists; dp = gpus / (tp·pp·cp)) is a set of integer numpy arrays, and
+:func:`plugins.layout_model.evaluate` — the same closed forms ``use layout`` prices
+symbolically — runs once over all of them.  Each candidate is either rejected with the
+first validity rule it breaks (:func:`plugins.layout_model.rules`, then memory) or kept
+with its step time, memory per GPU, finish time and binding constraint.  The result holds
+the Pareto front (step time vs memory) and the best layout with the terms by which the
+runner-up (and the best layout of every other tp) loses.
+
+Engines: ``local`` evaluates the grid in one numpy call; ``dask`` splits it into chunks run
+as tasks on a Dask cluster (``distributed.Client(address)`` or a ``LocalCluster``) and
+concatenates them in order — elementwise numpy on the same values, so the results are
+identical.  numpy (``numeric`` extra) is needed; dask (``dist`` extra) only for ``dask``.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from .diagnostics import Diagnostic, PlanError
+
+KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp")
+KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
+              "z": "zero", "r": "recompute", "sp": "sequence_parallel"}
+
+
+class SearchError(Exception):
+    """The search cannot run (numpy or dask missing, no cluster)."""
+
+
+def _np():
+    try:
+        import numpy
+    except ImportError as e:
+        raise SearchError('plan search needs numpy: pip install "plan-dsl[numeric]"') from e
+    return numpy
+
+
+@dataclass
+class SearchResult:
+    """Columns over all candidates (numpy arrays): the knobs, ``valid``, ``reason`` (empty
+    when valid), each step-time term and ``step`` (s), ``memory`` (B), ``finish`` (s),
+    ``meets_deadline``, ``binding``; plus ``pareto`` (indices), ``best``/``runner_up``
+    (indices or None), ``explanations`` and ``meta`` (constants and settings)."""
+
+    plan: str
+    columns: dict = field(default_factory=dict)
+    pareto: list = field(default_factory=list)
+    best: int | None = None
+    runner_up: int | None = None
+    explanations: list = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.columns["t"])
+
+    def layout(self, i: int) -> dict:
+        """Knobs of candidate ``i`` as a dict of display values."""
+        from plugins.layout_model import RECOMPUTE
+        c = self.columns
+        out = {KNOB_NAMES[k]: int(c[k][i]) for k in KNOBS}
+        out["recompute"] = RECOMPUTE[out["recompute"]]
+        out["sequence_parallel"] = bool(out["sequence_parallel"])
+        return out
+
+    def row(self, i: int) -> dict:
+        """Candidate ``i``: knobs, validity and reason, terms (s), step (s), memory (GiB),
+        finish (day), binding constraint."""
+        from plugins.layout_model import TERMS
+        c = self.columns
+        r = self.layout(i)
+        r.update(valid=bool(c["valid"][i]), reason=str(c["reason"][i]),
+                 step_s=float(c["step"][i]), memory_gib=float(c["memory"][i]) / 2 ** 30,
+                 finish_day=float(c["finish"][i]) / 86400 if self.meta.get("deadline") else None,
+                 meets_deadline=bool(c["meets_deadline"][i]), binding=str(c["binding"][i]))
+        r["terms_s"] = {k: float(c[k][i]) for k in TERMS}
+        return r
+
+    def to_json(self) -> dict:
+        valid = [int(i) for i in self.columns["valid"].nonzero()[0]]
+        rej = [int(i) for i in (~self.columns["valid"]).nonzero()[0]]
+        return {"plan": self.plan, "meta": self.meta, "candidates": len(self), "valid": len(valid),
+                "best": self.row(self.best) if self.best is not None else None,
+                "runner_up": self.row(self.runner_up) if self.runner_up is not None else None,
+                "explanations": self.explanations,
+                "pareto": [self.row(i) for i in self.pareto],
+                "layouts": [self.row(i) for i in valid], "rejected": [self.row(i) for i in rej],
+                "rejections": self.meta.get("rejections", {})}
+
+
+# ---------------------------------------------------------------- constants and grid
+def constants(ws, plan: str) -> tuple[dict, dict]:
+    """Nominal constants ``K`` of ``plan`` (floats, base units) for
+    :func:`plugins.layout_model.evaluate`, and settings (activation mode, MoE, the layout
+    block's own knobs, usable memory, deadline, reserved time, steps, checkpoint overhead).
+
+    :raises PlanError: ``error[search]`` when the plan has no ``use layout``.
+    """
+    import sympy as sp
+
+    if plan not in ws.decls or "layout" not in ws.decls[plan].uses:
+        raise PlanError([Diagnostic("error", "search", f"plan '{plan}' has no `use layout` block", None,
+                                    "add `use layout { link = … }` and `use layout_search { tp = [1, 2, 4, 8] }`")])
+
+    def val(nid):
+        return float(ws.value(nid))
+
+    model = ws.python_value(f"{plan}.model").name
+    wl = ws.python_value(f"{plan}.workload").name
+    dev = ws.python_value(f"{plan}.device").name
+    pre = f"{plan}.layout."
+    link = ws.python_value(pre + "link").name
+    nic_ref = ws.python_value(pre + "nic") if pre + "nic" in ws.nodes else None
+    has = lambda nid: nid in ws.nodes and ws.value(nid) is not None   # noqa: E731
+    N = val(f"{model}.params")
+    moe = has(f"{model}.experts")
+    L = val(f"{model}.layers")
+    h, a = val(f"{model}.hidden"), val(f"{model}.heads")
+    K = {"L": L, "h": h, "a": a, "kv": val(f"{model}.kv_heads") if has(f"{model}.kv_heads") else a,
+         "dh": val(f"{model}.head_dim") if has(f"{model}.head_dim") else h / a, "V": val(f"{model}.vocab"),
+         "N": N, "N_emb": val(f"{model}.embedding_params"),
+         "N_exp": val(f"{model}.expert_params") if moe else 0.0,
+         "E": val(f"{model}.experts") if moe else 0.0,
+         "topk": val(f"{model}.experts_per_token") if moe else 0.0,
+         "L_moe": L - (val(f"{model}.dense_layers") if has(f"{model}.dense_layers") else 0.0) if moe else 0.0,
+         "fwd_tok": val(f"{model}.flops_per_token_forward"),
+         "s": val(f"{wl}.seq_len"), "B": val(f"{wl}.global_batch"),
+         "peak": val(f"{dev}.peak_flops"), "mfu": val(f"{plan}.mfu"), "gpus": val(f"{plan}.gpus"),
+         "gph": val(f"{plan}.gpus_per_host"), "link": val(f"{link}.bandwidth"),
+         "nic": val(f"{nic_ref.name}.bandwidth") if nic_ref is not None else val(f"{link}.bandwidth"),
+         "nics": val(pre + "nics_per_host"), "latency": val(pre + "latency"), "overlap": val(pre + "overlap"),
+         "input": val(f"{plan}.input_wait"),
+         "transient": val(f"{plan}.memory_per_gpu") - val(f"{plan}.persistent_memory")}
+    for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"), ("bytes_O", "optimizer")):
+        K[k] = val(f"{plan}.{state}_memory") / N
+    deadline = val(f"{wl}.deadline") if has(f"{wl}.deadline") else None
+    meta = {"activations": ws.python_value(pre + "activations"), "moe": moe,
+            "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
+            "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
+            "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,
+            "steps": float(sp.ceiling(sp.Rational(ws.value(f"{wl}.tokens")) /
+                                      (sp.Rational(ws.value(f"{wl}.seq_len")) *
+                                       sp.Rational(ws.value(f"{wl}.global_batch"))))) if has(f"{wl}.tokens") else None,
+            "overhead": val(f"{plan}.overhead") if has(f"{plan}.overhead") else 0.0,
+            "model": model, "device": dev, "link": link, "nic": nic_ref.name if nic_ref is not None else None}
+    return K, meta
+
+
+def knob_lists(ws, plan: str) -> dict:
+    """The knob values to try: the ``use layout_search`` lists, else the ``use layout``
+    block's single values.  Keys as in :data:`KNOBS` (without ``d``)."""
+    from plugins.layout_model import RECOMPUTE
+
+    pre, base = f"{plan}.layout_search.", f"{plan}.layout."
+    searching = "layout_search" in ws.decls[plan].uses
+
+    def ints(name, single):
+        if searching:
+            return sorted({int(round(x)) for x in ws.python_value(pre + name)})
+        return [int(ws.python_value(base + single))]
+
+    out = {"t": ints("tp", "tp"), "p": ints("pp", "pp"), "c": ints("cp", "cp"), "e": ints("ep", "ep"),
+           "v": ints("virtual", "virtual"), "z": ints("zero", "zero")}
+    if searching:
+        out["b"] = sorted({int(round(x)) for x in ws.python_value(pre + "micro_batch")})
+        rc = ws.python_value(pre + "recompute")
+        sq = ws.python_value(pre + "sequence_parallel")
+    else:
+        out["b"] = [int(round(float(ws.value(f"{plan}.micro_batch"))))]
+        rc = (ws.python_value(base + "recompute"),)
+        sq = ("on" if ws.python_value(base + "sequence_parallel") else "off",)
+    for x in rc:
+        if x not in RECOMPUTE:
+            raise PlanError([Diagnostic("error", "search", f"unknown recompute mode '{x}' in `use layout_search`",
+                                        ws.nodes[pre + "recompute"].span, "valid: " + ", ".join(RECOMPUTE))])
+    for x in sq:
+        if x not in ("off", "on"):
+            raise PlanError([Diagnostic("error", "search", f"unknown sequence_parallel setting '{x}'",
+                                        ws.nodes[pre + "sequence_parallel"].span, "valid: off, on")])
+    out["r"] = sorted({RECOMPUTE.index(x) for x in rc})
+    out["sp"] = sorted({1 if x == "on" else 0 for x in sq})
+    return out
+
+
+def grid(lists: dict, gpus: int) -> dict:
+    """Candidate arrays (int64): the product of the knob lists in the order
+    tp, pp, cp, ep, virtual, micro_batch, zero, recompute, sequence_parallel, and
+    dp = gpus // (tp·pp·cp) (at least 1; the ``gpus_product`` rule rejects a remainder)."""
+    np = _np()
+    order = ("t", "p", "c", "e", "v", "b", "z", "r", "sp")
+    mesh = np.meshgrid(*[np.asarray(lists[k], dtype=np.int64) for k in order], indexing="ij")
+    X = {k: m.ravel() for k, m in zip(order, mesh)}
+    X["d"] = np.maximum(1, gpus // (X["t"] * X["p"] * X["c"]))
+    return X
+
+
+# ---------------------------------------------------------------- evaluation
+def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
+    """Evaluate candidates ``X`` (arrays): the layout's terms, memory and the index of the
+    first validity rule each breaks (-1 if none; ``len(rules)`` for memory).  A pure
+    function of its arguments: the unit of work of both engines."""
+    np = _np()
+    from plugins import layout_model as lm
+
+    o = lm.ops("numpy")
+    Xf = {k: v.astype(float) for k, v in X.items()}
+    with np.errstate(all="ignore"):
+        out = lm.evaluate(K, Xf, o, meta["activations"], meta["moe"])
+        R = lm.rules(meta["moe"], meta["cross_host_tp"])
+        fail = np.full(len(X["t"]), -1, dtype=np.int64)
+        for i, (_, _, lhs, op, rhs) in enumerate(R):
+            lv = np.broadcast_to(np.asarray(lhs(K, Xf), dtype=float), fail.shape)
+            rv = np.broadcast_to(np.asarray(rhs(K, Xf), dtype=float), fail.shape)
+            ok = {"==": np.abs(lv - rv) <= 1e-9 * np.maximum(1, np.abs(rv)), "<=": lv <= rv}[op]
+            fail = np.where((fail < 0) & ~ok, i, fail)
+        fail = np.where((fail < 0) & (out["memory"] > meta["usable"]), len(R), fail)
+    cols = {k: np.broadcast_to(np.asarray(v, dtype=float), fail.shape).copy()
+            for k, v in out.items() if k in lm.TERMS or k in ("step", "memory", "persistent", "activation", "m")}
+    cols["fail"] = fail
+    return cols
+
+
+def _engine_local(K, X, meta, chunks, progress):
+    return evaluate_chunk(K, X, meta)
+
+
+def _engine_dask(K, X, meta, chunks, progress, scheduler=None, client=None):
+    np = _np()
+    try:
+        from distributed import Client, as_completed
+    except ImportError as e:
+        raise SearchError('plan search --engine dask needs dask: pip install "plan-dsl[dist]"') from e
+    own = None
+    if client is None:
+        if scheduler:
+            try:
+                client = own = Client(scheduler, timeout="5s")
+            except OSError as e:
+                raise SearchError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
+        else:
+            from distributed import LocalCluster
+            own = LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None)
+            client = Client(own)
+    try:
+        n = len(X["t"])
+        bounds = np.linspace(0, n, max(1, min(chunks, n)) + 1).astype(int)
+        futs = [client.submit(evaluate_chunk, K, {k: v[lo:hi] for k, v in X.items()}, meta, pure=False)
+                for lo, hi in zip(bounds[:-1], bounds[1:])]
+        index = {f.key: i for i, f in enumerate(futs)}
+        parts = [None] * len(futs)
+        for done, f in enumerate(as_completed(futs), 1):
+            parts[index[f.key]] = f.result()
+            if progress:
+                progress(done, len(futs))
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    finally:
+        if own is not None:
+            if isinstance(own, Client):
+                own.close()
+            else:
+                client.close()
+                own.close()
+
+
+def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chunks: int = 8,
+        progress=None, client=None) -> SearchResult:
+    """Search the layouts of ``plan`` (see the module docstring).
+
+    :param engine: ``local`` (one numpy call) or ``dask`` (``chunks`` tasks on the cluster at
+        ``scheduler``, a given ``client``, or a ``LocalCluster`` with ``processes=False``).
+    :param progress: ``progress(done, total)`` after each finished chunk (dask engine).
+    :raises SearchError: numpy/dask missing or the scheduler unreachable.
+    :raises PlanError: the plan has no ``use layout`` or a bad list value.
+    """
+    np = _np()
+    from plugins import layout_model as lm
+
+    K, meta = constants(ws, plan)
+    X = grid(knob_lists(ws, plan), int(K["gpus"]))
+    if engine == "dask":
+        cols = _engine_dask(K, X, meta, chunks, progress, scheduler, client)
+    elif engine == "local":
+        cols = _engine_local(K, X, meta, chunks, progress)
+    else:
+        raise SearchError(f"unknown engine '{engine}' (valid: local, dask)")
+    R = lm.rules(meta["moe"], meta["cross_host_tp"])
+    names = [r[0] for r in R] + ["fits_memory"]
+    reasons = np.array([r[1] for r in R] + ["memory per GPU exceeds the usable memory"] + [""], dtype=object)
+    res = SearchResult(plan, meta=meta)
+    c = res.columns
+    c.update(X)
+    c.update({k: v for k, v in cols.items() if k != "fail"})
+    fail = cols["fail"]
+    c["valid"] = fail < 0
+    c["reason"] = reasons[np.where(fail < 0, len(reasons) - 1, fail)]
+    steps = meta["steps"] or 0.0
+    c["finish"] = meta["reserved"] + steps * c["step"] * (1 + meta["overhead"])
+    dl = meta["deadline"]
+    c["meets_deadline"] = c["finish"] <= dl if dl else np.ones(len(fail), dtype=bool)
+    mem_u = c["memory"] / meta["usable"]
+    time_u = c["finish"] / dl if dl else np.zeros(len(fail))
+    c["binding"] = np.where(time_u >= mem_u, "deadline", "memory").astype(object)
+    meta["rejections"] = {names[i]: int((fail == i).sum()) for i in range(len(names)) if (fail == i).any()}
+    meta["constants"] = {k: float(v) for k, v in K.items()}
+    _rank(res)
+    return res
+
+
+def _rank(res: SearchResult) -> None:
+    """Pareto front (step time vs memory, valid layouts), best and runner-up (fastest valid,
+    preferring those that meet the deadline; ties broken by memory, then candidate order)
+    and the explanations."""
+    np = _np()
+    c = res.columns
+    idx = np.nonzero(c["valid"])[0]
+    if idx.size == 0:
+        return
+    key = np.lexsort((idx, np.round(c["memory"][idx], 3), np.round(c["step"][idx], 9), ~c["meets_deadline"][idx]))
+    order = idx[key]
+    res.best = int(order[0])
+    # the runner-up is the next layout that differs from the best in step time or memory;
+    # layouts equal in both (e.g. micro-batch sizes under a declared transient budget) tie
+    same = (np.isclose(c["step"][order], c["step"][res.best], rtol=1e-12, atol=0)
+            & np.isclose(c["memory"][order], c["memory"][res.best], rtol=1e-12, atol=0))
+    res.meta["ties"] = [res.layout(int(i)) for i in order[1:][same[1:]]]
+    rest = order[~same]
+    res.runner_up = int(rest[0]) if rest.size else None
+    by_time = idx[np.lexsort((idx, c["memory"][idx], c["step"][idx]))]
+    front, best_mem = [], np.inf
+    for i in by_time:
+        if c["memory"][i] < best_mem:
+            front.append(int(i))
+            best_mem = c["memory"][i]
+    res.pareto = front
+    if res.runner_up is not None:
+        res.explanations.append(explain(res, res.best, res.runner_up, "runner-up"))
+    # the best layout of every other tp and pp value: why it loses
+    for knob in ("t", "p"):
+        for val in sorted(set(c[knob][idx].tolist())):
+            if val == c[knob][res.best]:
+                continue
+            cand = [i for i in order if c[knob][i] == val]
+            if cand and int(cand[0]) != res.runner_up:
+                res.explanations.append(explain(res, res.best, int(cand[0]), f"best with {KNOB_NAMES[knob]} = {val}"))
+
+
+def explain(res: SearchResult, best: int, other: int, label: str) -> dict:
+    """Why layout ``other`` loses to ``best``: step-time difference and each critical-path
+    term's difference (s), largest first; memory difference (GiB)."""
+    from plugins.layout_model import TERMS, TERM_NAMES
+    c = res.columns
+    diffs = sorted(((float(c[k][other] - c[k][best]), k) for k in TERMS), key=lambda x: -x[0])
+    main = [d for d in diffs if d[0] > 1e-12]
+    reason = (f"{TERM_NAMES[main[0][1]]} +{main[0][0]:.3g} s" if main else "no slower term")
+    if not res.columns["meets_deadline"][other] and res.columns["meets_deadline"][best]:
+        reason += "; misses the deadline"
+    return {"label": label, "layout": res.layout(other), "step_delta_s": float(c["step"][other] - c["step"][best]),
+            "memory_delta_gib": float(c["memory"][other] - c["memory"][best]) / 2 ** 30,
+            "terms_delta_s": {k: d for d, k in diffs if abs(d) > 1e-12}, "loses_on": main[0][1] if main else None,
+            "reason": reason}
+
+
+# ---------------------------------------------------------------- display
+def _short(lay: dict) -> str:
+    return (f"tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']} ep={lay['ep']} "
+            f"mb={lay['micro_batch']} v={lay['virtual']} zero={lay['zero']} rc={lay['recompute']} "
+            f"sp={'on' if lay['sequence_parallel'] else 'off'}")
+
+
+def table(res: SearchResult, top: int = 10):
+    """A :class:`dsl.plugins.Table` of the best ``top`` valid layouts (for ``plan eval``)."""
+    from .plugins import Table
+    np = _np()
+    c = res.columns
+    idx = np.nonzero(c["valid"])[0]
+    order = idx[np.lexsort((idx, c["memory"][idx], c["step"][idx], ~c["meets_deadline"][idx]))][:top]
+    rows = []
+    for i in order:
+        r = res.row(int(i))
+        rows.append((_short(r), round(r["step_s"], 3), round(r["memory_gib"], 2),
+                     round(r["finish_day"], 2) if r["finish_day"] is not None else "", r["binding"],
+                     "yes" if int(i) in res.pareto else ""))
+    notes = [f"{len(res)} candidates, {int(idx.size)} valid; activations: {res.meta['activations']}"]
+    notes += [f"{e['label']} ({_short(e['layout'])}) loses by {e['step_delta_s']:.3g} s: {e['reason']}"
+              for e in res.explanations]
+    notes += [f"rejected by {k}: {n}" for k, n in res.meta["rejections"].items()]
+    return Table(("layout", "step (s)", "memory (GiB)", "finish (day)", "binding", "Pareto"), tuple(rows),
+                 tuple(notes))
+
+
+def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str:
+    """The search as text: summary, best layout and its terms, why the others lose, the
+    Pareto front, the top valid layouts and the rejected ones with their reasons."""
+    from plugins.layout_model import TERMS, TERM_NAMES
+    np = _np()
+    c, m = res.columns, res.meta
+    n_valid = int(c["valid"].sum())
+    act = ("declared transient budget " + f"{m['constants']['transient'] / 2 ** 30:.4g} GiB"
+           if m["activations"] == "transient" else "Korthikanti formulas (per recompute mode)")
+    lines = [f"layout search: plan {res.plan} — {int(m['constants']['gpus'])} GPUs, "
+             f"{int(m['constants']['gph'])} per host, link {m['link']}" + (f", NIC {m['nic']}" if m["nic"] else ""),
+             f"activations: {act}",
+             f"candidates {len(res)}, valid {n_valid}, rejected {len(res) - n_valid}"]
+    for k, n in m["rejections"].items():
+        lines.append(f"  rejected by {k}: {n}")
+    if res.best is None:
+        lines.append("no valid layout")
+        return "\n".join(lines)
+    b = res.row(res.best)
+    lines.append("")
+    fin = f", finish {b['finish_day']:.4g} day" if b["finish_day"] is not None else ""
+    lines.append(f"best: {_short(b)}")
+    lines.append(f"  step {b['step_s']:.4g} s, memory {b['memory_gib']:.4g} GiB{fin}, "
+                 f"{'meets' if b['meets_deadline'] else 'MISSES'} the deadline, binding: {b['binding']}")
+    for k in TERMS:
+        if b["terms_s"][k]:
+            lines.append(f"    {TERM_NAMES[k]:<48} {b['terms_s'][k]:10.4g} s")
+    if m.get("ties"):
+        lines.append(f"  {len(m['ties'])} other layout(s) tie with it in step time and memory: "
+                     + "; ".join(_short(t) for t in m["ties"][:3]) + (" …" if len(m["ties"]) > 3 else ""))
+    for e in res.explanations:
+        lines.append(f"{e['label']}: {_short(e['layout'])}")
+        lines.append(f"  loses by {e['step_delta_s']:.4g} s ({e['reason']}); memory {e['memory_delta_gib']:+.3g} GiB")
+    lines.append("")
+    lines.append("Pareto front (step time vs memory per GPU):")
+    for i in res.pareto:
+        r = res.row(i)
+        lines.append(f"  {r['step_s']:10.4g} s  {r['memory_gib']:8.4g} GiB  {_short(r)}")
+    idx = np.nonzero(c["valid"])[0]
+    order = idx[np.lexsort((idx, c["memory"][idx], c["step"][idx], ~c["meets_deadline"][idx]))]
+    shown = order if show_all else order[:top]
+    lines.append("")
+    lines.append(f"valid layouts ({len(shown)} of {idx.size}, fastest first):")
+    for i in shown:
+        r = res.row(int(i))
+        lines.append(f"  {r['step_s']:10.4g} s  {r['memory_gib']:8.4g} GiB  "
+                     f"{'ok ' if r['meets_deadline'] else 'late'}  {r['binding']:<8}  {_short(r)}")
+    rej = np.nonzero(~c["valid"])[0]
+    shown = rej if show_all else rej[:top]
+    if rej.size:
+        lines.append("")
+        lines.append(f"rejected layouts ({len(shown)} of {rej.size}):")
+        for i in shown:
+            lines.append(f"  {_short(res.layout(int(i)))}: {c['reason'][i]}")
+    return "\n".join(lines)
+
+
+def iter_candidates(lists: dict):
+    """Candidates one by one, in :func:`grid` order (for tests of the vectorised path)."""
+    order = ("t", "p", "c", "e", "v", "b", "z", "r", "sp")
+    for vals in itertools.product(*[lists[k] for k in order]):
+        yield dict(zip(order, vals))
