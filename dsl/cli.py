@@ -15,6 +15,20 @@ import sys
 EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 
 
+def _count(least: int):
+    """argparse type: a whole number >= ``least`` (a bad one is a usage error, exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = None
+        if n is None or n < least:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+        return n
+    parse.__name__ = "count"
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="plan",
@@ -84,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("file", metavar="FILE")
     t.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
     t.add_argument("--timeline", metavar="NAME", help="only this timeline (default: all)")
-    t.add_argument("--width", type=int, default=100, help="columns of the chart (default 100)")
+    t.add_argument("--width", type=_count(1), default=100, help="columns of the chart (default 100)")
     t.add_argument("--in", dest="unit", metavar="UNIT", default=None, help="time unit (default: ms or s)")
 
     r = sub.add_parser("report", help="sensitivity report: formulas, inputs, elasticities, break-evens, figures",
@@ -120,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a varied input (repeatable: the grid is the product)")
     w.add_argument("--plan", action="append", metavar="NAME", help="plan to evaluate (default: the plan of "
                                                                      "the varied names, else the file's plans)")
-    w.add_argument("--random", type=int, metavar="COUNT", help="COUNT uniform random samples instead of a grid")
+    w.add_argument("--random", type=_count(1), metavar="COUNT", help="COUNT uniform random samples instead of a grid")
     w.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     w.add_argument("--out", metavar="CSV", help="write every point to CSV")
     w.add_argument("--format", choices=("text", "json"), default="text")
@@ -140,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "documentation (with the book section) and, for inputs, range and source.")
     x.add_argument("file", metavar="FILE")
     x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time")
-    x.add_argument("--depth", type=int, metavar="N", help="stop N levels below NAME")
+    x.add_argument("--depth", type=_count(0), metavar="N", help="stop N levels below NAME")
     x.add_argument("--format", choices=("text", "json"), default="text")
 
     gr = sub.add_parser("graph", help="the quantity and activity graph of a plan (dot, mermaid, svg)",
@@ -180,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(d.severity == "error" for d in e.diagnostics)
         print(f"{n} error{'s' if n != 1 else ''}", file=sys.stderr)
         return EXIT_PLAN
+    except UsageError as e:
+        print(f"plan: error[{e.code}]: {e}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover
         return 130
     except BrokenPipeError:  # pragma: no cover
@@ -188,6 +205,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plan: internal error: {type(e).__name__}: {e}\n"
               "  hint: this is a bug in plan or a plugin; please report it with the .plan file", file=sys.stderr)
         return EXIT_PLAN
+
+
+class UsageError(Exception):
+    """A bad command-line argument or an output path that cannot be written (exit 2)."""
+
+    def __init__(self, code: str, summary: str, hint: str = ""):
+        super().__init__(summary)
+        self.code, self.hint = code, hint
+
+
+def _output(path, write) -> None:
+    """Run ``write(path)``; an unwritable path is a usage error, not an internal error."""
+    try:
+        write(path)
+    except OSError as e:
+        raise UsageError("output", f"cannot write '{path}': {e.strerror or e}",
+                         "check that the directory exists and is writable") from None
 
 
 def _warn(ws) -> None:
@@ -321,7 +355,7 @@ def cmd_figure(args) -> int:
         return EXIT_USAGE
     plans = _select_plans(ws, args.file, args.plan)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    _output(out, lambda d: d.mkdir(parents=True, exist_ok=True))
     written = 0
     try:
         for p in plans:
@@ -330,7 +364,8 @@ def cmd_figure(args) -> int:
                     continue
                 fig = new_figure()
                 if spec.draw(ws, p, fig):
-                    print(save(fig, out / f"{p}-{name}.{args.format}"))
+                    _output(out / f"{p}-{name}.{args.format}", lambda f: save(fig, f))
+                    print(out / f"{p}-{name}.{args.format}")
                     written += 1
     except FigureError as e:
         print(f"plan: error[figure]: {e}", file=sys.stderr)
@@ -342,7 +377,7 @@ def cmd_figure(args) -> int:
 
 def cmd_timeline(args) -> int:
     from .figures import text_timeline
-    from .units import UnitError, format_number, parse_unit
+    from .units import UnitError, check_unit_for, format_number, parse_unit
 
     ws = _load(args.file)
     _warn(ws)
@@ -351,6 +386,11 @@ def cmd_timeline(args) -> int:
             parse_unit(args.unit)
         except UnitError as err:
             print(f"plan: error[unknown-unit]: {err}\n  hint: {err.hint}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            check_unit_for(parse_unit("s").dim, args.unit)
+        except UnitError as err:
+            print(f"plan: error[unit-mismatch]: {err}\n  hint: {err.hint}", file=sys.stderr)
             return EXIT_USAGE
     plans = _select_plans(ws, args.file, args.plan)
     shown = 0
@@ -648,7 +688,7 @@ def cmd_report(args) -> int:
     plans = _select_plans(ws, args.file, args.plan)
     text = report.render(report.build(ws, plans, figures=fmt == "html"), fmt)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        _output(Path(args.out), lambda f: f.write_text(text, encoding="utf-8"))
         print(args.out)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -696,7 +736,7 @@ def cmd_sweep(args) -> int:
         out[p] = res
         if args.out:
             path = args.out if len(plans) == 1 else args.out.replace(".csv", "") + f"-{p}.csv"
-            res.write_csv(path)
+            _output(path, res.write_csv)
             print(path, file=sys.stderr)
     if args.format == "json":
         print(json.dumps({p: r.summary() for p, r in out.items()}, indent=2, sort_keys=True))
@@ -801,7 +841,7 @@ def cmd_graph(args) -> int:
     g = graphviz.subgraph(ws, plan, q)
     text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        _output(Path(args.out), lambda f: f.write_text(text, encoding="utf-8"))
         print(args.out)
     else:
         sys.stdout.write(text)
