@@ -769,7 +769,13 @@ def cmd_fmt(args) -> int:
     unformatted, errors = [], 0
     for f in args.files:
         if f == "-":
-            text = sys.stdin.read()
+            try:
+                text = sys.stdin.buffer.read().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+            except UnicodeDecodeError as e:
+                print(f"plan: error[encoding]: standard input is not UTF-8 text (byte {e.object[e.start]:#04x})\n"
+                      "  hint: save the file as UTF-8", file=sys.stderr)
+                errors += 1
+                continue
             try:
                 out = format_source(text, "<stdin>")
             except PlanError as e:
@@ -789,6 +795,11 @@ def cmd_fmt(args) -> int:
             print(f"plan: error[missing-file]: cannot read '{f}': {e.strerror}", file=sys.stderr)
             errors += 1
             continue
+        except UnicodeDecodeError as e:
+            print(f"plan: error[encoding]: '{f}' is not UTF-8 text (byte {e.object[e.start]:#04x})\n"
+                  "  hint: save the file as UTF-8", file=sys.stderr)
+            errors += 1
+            continue
         try:
             out = format_source(text, f)
         except PlanError as e:
@@ -799,7 +810,7 @@ def cmd_fmt(args) -> int:
         if out != text:
             unformatted.append(f)
             if not args.check:
-                Path(f).write_text(out, encoding="utf-8")
+                _output(Path(f), lambda p: p.write_text(out, encoding="utf-8"))
                 print(f"formatted {f}", file=sys.stderr)
     if args.check and unformatted:
         for f in unformatted:
