@@ -511,8 +511,8 @@ def cmd_get(args) -> int:
     nid = ws.lookup(args.name)
     n = ws.nodes[nid]
     if not n.numeric:
-        v = n.value
-        print(getattr(v, "name", v) if not isinstance(v, bool) else str(v).lower())
+        from .explain import show_value
+        print(n.value if isinstance(n.value, str) else show_value(ws, nid))
         return EXIT_OK
     try:
         val, _ = _display(ws, nid, args.unit)
