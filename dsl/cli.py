@@ -15,6 +15,20 @@ import sys
 EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 
 
+def _count(least: int):
+    """argparse type: a whole number >= ``least`` (a bad one is a usage error, exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = None
+        if n is None or n < least:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+        return n
+    parse.__name__ = "count"
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="plan",
@@ -84,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("file", metavar="FILE")
     t.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
     t.add_argument("--timeline", metavar="NAME", help="only this timeline (default: all)")
-    t.add_argument("--width", type=int, default=100, help="columns of the chart (default 100)")
+    t.add_argument("--width", type=_count(1), default=100, help="columns of the chart (default 100)")
     t.add_argument("--in", dest="unit", metavar="UNIT", default=None, help="time unit (default: ms or s)")
 
     r = sub.add_parser("report", help="sensitivity report: formulas, inputs, elasticities, break-evens, figures",
@@ -120,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a varied input (repeatable: the grid is the product)")
     w.add_argument("--plan", action="append", metavar="NAME", help="plan to evaluate (default: the plan of "
                                                                      "the varied names, else the file's plans)")
-    w.add_argument("--random", type=int, metavar="COUNT", help="COUNT uniform random samples instead of a grid")
+    w.add_argument("--random", type=_count(1), metavar="COUNT", help="COUNT uniform random samples instead of a grid")
     w.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     w.add_argument("--out", metavar="CSV", help="write every point to CSV")
     w.add_argument("--format", choices=("text", "json"), default="text")
@@ -156,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "documentation (with the book section) and, for inputs, range and source.")
     x.add_argument("file", metavar="FILE")
     x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time")
-    x.add_argument("--depth", type=int, metavar="N", help="stop N levels below NAME")
+    x.add_argument("--depth", type=_count(0), metavar="N", help="stop N levels below NAME")
     x.add_argument("--format", choices=("text", "json"), default="text")
 
     gr = sub.add_parser("graph", help="the quantity and activity graph of a plan (dot, mermaid, svg)",
@@ -196,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(d.severity == "error" for d in e.diagnostics)
         print(f"{n} error{'s' if n != 1 else ''}", file=sys.stderr)
         return EXIT_PLAN
+    except UsageError as e:
+        print(f"plan: error[{e.code}]: {e}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover
         return 130
     except BrokenPipeError:  # pragma: no cover
@@ -204,6 +221,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plan: internal error: {type(e).__name__}: {e}\n"
               "  hint: this is a bug in plan or a plugin; please report it with the .plan file", file=sys.stderr)
         return EXIT_PLAN
+
+
+class UsageError(Exception):
+    """A bad command-line argument or an output path that cannot be written (exit 2)."""
+
+    def __init__(self, code: str, summary: str, hint: str = ""):
+        super().__init__(summary)
+        self.code, self.hint = code, hint
+
+
+def _output(path, write) -> None:
+    """Run ``write(path)``; an unwritable path is a usage error, not an internal error."""
+    try:
+        write(path)
+    except OSError as e:
+        raise UsageError("output", f"cannot write '{path}': {e.strerror or e}",
+                         "check that the directory exists and is writable") from None
 
 
 def _warn(ws) -> None:
@@ -337,7 +371,7 @@ def cmd_figure(args) -> int:
         return EXIT_USAGE
     plans = _select_plans(ws, args.file, args.plan)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    _output(out, lambda d: d.mkdir(parents=True, exist_ok=True))
     written = 0
     try:
         for p in plans:
@@ -346,7 +380,8 @@ def cmd_figure(args) -> int:
                     continue
                 fig = new_figure()
                 if spec.draw(ws, p, fig):
-                    print(save(fig, out / f"{p}-{name}.{args.format}"))
+                    _output(out / f"{p}-{name}.{args.format}", lambda f: save(fig, f))
+                    print(out / f"{p}-{name}.{args.format}")
                     written += 1
     except FigureError as e:
         print(f"plan: error[figure]: {e}", file=sys.stderr)
@@ -358,7 +393,7 @@ def cmd_figure(args) -> int:
 
 def cmd_timeline(args) -> int:
     from .figures import text_timeline
-    from .units import UnitError, format_number, parse_unit
+    from .units import UnitError, check_unit_for, format_number, parse_unit
 
     ws = _load(args.file)
     _warn(ws)
@@ -367,6 +402,11 @@ def cmd_timeline(args) -> int:
             parse_unit(args.unit)
         except UnitError as err:
             print(f"plan: error[unknown-unit]: {err}\n  hint: {err.hint}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            check_unit_for(parse_unit("s").dim, args.unit)
+        except UnitError as err:
+            print(f"plan: error[unit-mismatch]: {err}\n  hint: {err.hint}", file=sys.stderr)
             return EXIT_USAGE
     plans = _select_plans(ws, args.file, args.plan)
     shown = 0
@@ -487,8 +527,8 @@ def cmd_get(args) -> int:
     nid = ws.lookup(args.name)
     n = ws.nodes[nid]
     if not n.numeric:
-        v = n.value
-        print(getattr(v, "name", v) if not isinstance(v, bool) else str(v).lower())
+        from .explain import show_value
+        print(n.value if isinstance(n.value, str) else show_value(ws, nid))
         return EXIT_OK
     try:
         val, _ = _display(ws, nid, args.unit)
@@ -664,7 +704,7 @@ def cmd_report(args) -> int:
     plans = _select_plans(ws, args.file, args.plan)
     text = report.render(report.build(ws, plans, figures=fmt == "html"), fmt)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        _output(Path(args.out), lambda f: f.write_text(text, encoding="utf-8"))
         print(args.out)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -712,7 +752,7 @@ def cmd_sweep(args) -> int:
         out[p] = res
         if args.out:
             path = args.out if len(plans) == 1 else args.out.replace(".csv", "") + f"-{p}.csv"
-            res.write_csv(path)
+            _output(path, res.write_csv)
             print(path, file=sys.stderr)
     if args.format == "json":
         print(json.dumps({p: r.summary() for p, r in out.items()}, indent=2, sort_keys=True))
@@ -782,7 +822,13 @@ def cmd_fmt(args) -> int:
     unformatted, errors = [], 0
     for f in args.files:
         if f == "-":
-            text = sys.stdin.read()
+            try:
+                text = sys.stdin.buffer.read().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+            except UnicodeDecodeError as e:
+                print(f"plan: error[encoding]: standard input is not UTF-8 text (byte {e.object[e.start]:#04x})\n"
+                      "  hint: save the file as UTF-8", file=sys.stderr)
+                errors += 1
+                continue
             try:
                 out = format_source(text, "<stdin>")
             except PlanError as e:
@@ -802,6 +848,11 @@ def cmd_fmt(args) -> int:
             print(f"plan: error[missing-file]: cannot read '{f}': {e.strerror}", file=sys.stderr)
             errors += 1
             continue
+        except UnicodeDecodeError as e:
+            print(f"plan: error[encoding]: '{f}' is not UTF-8 text (byte {e.object[e.start]:#04x})\n"
+                  "  hint: save the file as UTF-8", file=sys.stderr)
+            errors += 1
+            continue
         try:
             out = format_source(text, f)
         except PlanError as e:
@@ -812,7 +863,7 @@ def cmd_fmt(args) -> int:
         if out != text:
             unformatted.append(f)
             if not args.check:
-                Path(f).write_text(out, encoding="utf-8")
+                _output(Path(f), lambda p: p.write_text(out, encoding="utf-8"))
                 print(f"formatted {f}", file=sys.stderr)
     if args.check and unformatted:
         for f in unformatted:
@@ -854,7 +905,7 @@ def cmd_graph(args) -> int:
     g = graphviz.subgraph(ws, plan, q)
     text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        _output(Path(args.out), lambda f: f.write_text(text, encoding="utf-8"))
         print(args.out)
     else:
         sys.stdout.write(text)

@@ -60,8 +60,12 @@ def load_side(spec: str, tmp: Path) -> Side:
         raise PlanError([Diagnostic("error", "diff", f"'{spec}': not inside a git repository", None,
                                     "REV:PATH reads a file from git; run plan diff inside the repository")])
     root = Path(top.stdout.decode().strip())
-    relpath = (cwd / rel).resolve().relative_to(root.resolve()) if not Path(rel).is_absolute() else \
-        Path(rel).resolve().relative_to(root.resolve())
+    try:
+        relpath = (cwd / rel).resolve().relative_to(root.resolve())   # cwd / an absolute rel is rel
+    except ValueError:
+        raise PlanError([Diagnostic("error", "diff", f"'{rel}' in '{spec}' is outside the git repository "
+                                    f"{root}", None, "REV:PATH names a file of the repository you run "
+                                    "plan diff in (PATH relative to the current directory)")]) from None
     show = _git(["cat-file", "-e", f"{rev}:{relpath.as_posix()}"], root)
     if show.returncode != 0:
         raise PlanError([Diagnostic("error", "diff", f"'{relpath.as_posix()}' does not exist at revision "

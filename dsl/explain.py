@@ -13,6 +13,30 @@ import sympy as sp
 from .units import format_quantity
 
 
+def show_value(ws, nid: str) -> str:
+    """A string, boolean, declaration or list value as text: ``[1 s, 2 s]``, ``"bf16"``."""
+    from .model import ListVal, Val
+    from .units import default_unit_for, format_quantity
+
+    v = ws.nodes[nid].value
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, ListVal):
+        try:
+            items = ws.list_value(nid)
+        except Exception:    # an item that has no value: show the list as written
+            items = v.items
+        out = []
+        for it, raw in zip(items, v.items):
+            if isinstance(it, float) and isinstance(raw, Val):
+                u = default_unit_for(raw.dim)
+                out.append(format_quantity(it, u if u != "1" else ""))
+            else:
+                out.append(getattr(it, "name", None) or (f'"{it}"' if isinstance(it, str) else str(it)))
+        return "[" + ", ".join(out) + "]"
+    return getattr(v, "name", None) or str(v)
+
+
 def _short(nid: str, plan: str) -> str:
     return nid[len(plan) + 1:] if nid.startswith(plan + ".") else nid
 
@@ -40,7 +64,7 @@ def tree(ws, nid: str, max_depth: int | None = None) -> dict:
         n = ws.nodes[i]
         v = ws.value(i) if n.numeric else None
         shown = format_quantity(float(v), n.unit) if v is not None else (
-            getattr(n.value, "name", None) or str(n.value))
+            show_value(ws, i))
         d = {"id": i, "value": shown, "unit": n.unit, "who": _who(ws, n), "doc": n.doc, "formula": "",
              "range": None, "source": n.source or "", "children": [], "repeated": i in seen}
         if n.range is not None:

@@ -1426,7 +1426,10 @@ class Workspace:
                     self.rep.error("type", f"'{n.name}' must be {what}", span, p.doc)
                 elif p.kind == "file":
                     f = self.file_param(nid)
-                    if not f.is_file():
+                    if f.is_dir():
+                        self.rep.error("missing-file", f"'{n.value}' is a directory, not a file "
+                                       f"({_display_path(f)})", span, "name a file inside it")
+                    elif not f.is_file():
                         self.rep.error("missing-file", f"file '{n.value}' not found (looked for {_display_path(f)})",
                                        span, "paths are relative to the .plan file that names them")
             elif p.kind == "list":
@@ -1465,6 +1468,11 @@ class Workspace:
         items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
         for nid, p in items:
             n = self.nodes.get(nid)
+            if p.kind == "list" and n is not None and isinstance(n.value, ListVal) and p.item == "quantity" \
+                    and (p.min is not None or p.max is not None) and nid not in self._spec_reported:
+                if not inputs_only or not any(isinstance(it, Val) and it.expr.free_symbols for it in n.value.items):
+                    self._check_list_items(n, p)
+                continue
             if inputs_only and (n is None or not n.input):
                 continue
             if n is None or not n.numeric or (p.min is None and p.max is None and p.kind != "int" and not p.whole):
@@ -1497,6 +1505,27 @@ class Workspace:
                                f"{rng}", span, hint)
         if only is None:
             self._check_bounds(inputs_only)
+
+    def _check_list_items(self, n: Node, p) -> None:
+        """Each number of a list parameter inside the parameter's ``min``/``max`` (a negative
+        sequence length or buffer size is as wrong in a list as in a scalar)."""
+        try:
+            items = self.list_value(n.id)
+        except Abort:
+            return
+        scale = float(parse_unit(p.unit).scale) if p.unit else 1.0
+        spans = n.value.spans or [n.assign.value.span if n.assign else n.span] * len(items)
+        for i, (v, sp_) in enumerate(zip(items, spans)):
+            if not isinstance(v, float):
+                continue
+            x = v / scale
+            if (p.min is not None and (x <= p.min if p.min_open else x < p.min)) or (p.max is not None and x > p.max):
+                rng = (f"{'(' if p.min_open else '['}{p.min:g}" if p.min is not None else "(-inf") + ", " + \
+                      (f"{p.max:g}]" if p.max is not None else "inf)")
+                self._spec_reported.add(n.id)
+                self.rep.error("out-of-range", f"item {i + 1} of '{n.name}' = {x:g}{(' ' + p.unit) if p.unit else ''}"
+                               f" is outside {rng}", sp_, p.doc)
+                return
 
     def _check_bounds(self, inputs_only: bool = False) -> None:
         """Sign constraints plugins put on fields of declarations they read (``positive``)."""

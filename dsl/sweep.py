@@ -135,7 +135,35 @@ def parse_vary(ws, text: str) -> Vary:
             raise PlanError([Diagnostic("error", "sweep", f"'{p.strip()}' is not a value in the unit of '{name}' "
                                         f"({describe_dim(n.dim)})", None, f"write it like {n.unit or 'a plain number'}")])
         bounds.append(float(v.expr))
+    _check_allowed(ws, nid, name, bounds)
     return Vary(nid, bounds[0], bounds[1], count)
+
+
+def _check_allowed(ws, nid: str, name: str, bounds: list[float]) -> None:
+    """Both bounds inside the parameter's allowed range (``mfu`` in (0, 1], ``gpus`` >= 1)
+    and the sign a plugin requires of a declaration field: a grid outside them would only
+    give inf/NaN columns."""
+    from .units import format_quantity, parse_unit
+
+    p = ws.param_specs.get(nid)
+    unit = ws.nodes[nid].unit
+    shown = " .. ".join(format_quantity(b, unit) if unit and unit != "1" else f"{b:g}" for b in bounds)
+    bad = None
+    if p is not None and (p.min is not None or p.max is not None):
+        scale = float(parse_unit(p.unit).scale) if p.unit else 1.0
+        for b in bounds:
+            x = b / scale
+            if p.min is not None and (x <= p.min if p.min_open else x < p.min) or p.max is not None and x > p.max:
+                bad = (("(" if p.min_open else "[") + f"{p.min:g}" if p.min is not None else "(-inf") + ", " \
+                    + (f"{p.max:g}]" if p.max is not None else "inf)") + (f" {p.unit}" if p.unit else "")
+                break
+    elif nid in ws.bounds:
+        kind = ws.bounds[nid][0]
+        if any(b <= 0 if kind == "positive" else b < 0 for b in bounds):
+            bad = "> 0" if kind == "positive" else ">= 0"
+    if bad:
+        raise PlanError([Diagnostic("error", "out-of-range", f"the sweep of '{name}' ({shown}) leaves its allowed "
+                                    f"range {bad}", None, "keep START and STOP inside the range")])
 
 
 def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None = None,

@@ -23,7 +23,8 @@ Semantics
 * The schedule is computed in one topological pass (Kahn's algorithm on integer indices):
   O(activities + dependencies), no path enumeration.
 * A hold of ``bytes`` in ``pool`` is live on the half-open interval [start, end): a buffer
-  freed at the instant another is allocated does not overlap it (the region is reused).
+  freed at the instant another is allocated does not overlap it (the region is reused).  A
+  hold whose start and end coincide (zero-duration activities) is live at that instant.
   The peak of a pool is the maximum over time of the sum of live holds; the holds live at
   the (first) peak instant are reported with it.
 
@@ -631,7 +632,6 @@ class Timeline:
 
     def _profile(self, pool: str, num, sched: Schedule) -> Profile:
         idx = sched.index()
-        events = []        # (time, order: frees (0) before allocations (1), hold index, delta)
         holds = self.holds_in(pool)
         cache: dict = {}
 
@@ -643,22 +643,40 @@ class Timeline:
 
         sizes = [size(h.bytes) for h in holds]
         st, fi, span = sched.start, sched.finish, sched.makespan
+        rank = None
+
+        def seq(anchor, default):
+            return default if anchor is None else 2 * rank[anchor[0]] + (anchor[1] == "finish")
+
+        # (time, frees (0) before allocations (1) before zero-length holds (2), their order,
+        #  hold index, delta, allocation?)
+        events = []
         for k, h in enumerate(holds):
             a, b = h.start, h.end
             t0 = 0.0 if a is None else (st if a[1] == "start" else fi)[idx[a[0]]]
             t1 = span if b is None else (st if b[1] == "start" else fi)[idx[b[0]]]
-            if t1 <= t0:
+            if t1 < t0:
                 continue
-            events.append((t0, 1, k, sizes[k]))
-            events.append((t1, 0, k, -sizes[k]))
-        events.sort()      # by time, frees first, then hold index (unique)
+            if t1 > t0:
+                events.append((t0, 1, 0, k, sizes[k], True))
+                events.append((t1, 0, 0, k, -sizes[k], False))
+                continue
+            # a hold between two events of one instant (zero-duration activities) is live at
+            # that instant, after the allocations there; such holds follow each other in the
+            # order of their anchors along the dependencies
+            if rank is None:
+                ids, preds = self.edges()
+                rank = {ids[i]: r for r, i in enumerate(self.topo(len(ids), preds) or range(len(ids)))}
+            events.append((t0, 2, seq(h.start, 0), k, sizes[k], True))
+            events.append((t0, 2, seq(h.end, 2 * len(rank) + 1) + 0.5, k, -sizes[k], False))
+        events.sort(key=lambda e: e[:4])
         level, peak, t_peak = 0.0, 0.0, 0.0
         live: set[int] = set()
         best: list[int] = []
         steps: list[tuple[float, float]] = []
-        for t, kind, k, d in events:
+        for t, _, _, k, d, alloc in events:
             level += d
-            if kind == 1:
+            if alloc:
                 live.add(k)
             else:
                 live.discard(k)

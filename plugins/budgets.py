@@ -128,9 +128,9 @@ LIFE = UseSpec(
     "lifecycle", "lifecycle cost C_life = C_0 + Q·Σ w_j c_j (book §3.6.3)",
     params=(
         Param("upfront", "h", doc="upfront cost C_0 in GPU-hours (training, data, evaluation)", min=0),
-        Param("per_task", "s", kind="list", min_items=1,
+        Param("per_task", "s", kind="list", min_items=1, min=0,
               doc="GPU time c_j of one task of each class (one item: a single class)"),
-        Param("mix", "", kind="list", optional=True,
+        Param("mix", "", kind="list", optional=True, min=0, max=1,
               doc="share w_j of each task class (defaults to one class; must sum to 1)"),
         Param("tasks", "", doc="tasks Q served over the model's life", min=0),
     ),
@@ -251,7 +251,7 @@ def read_observations(path):
     :raises ValueError: naming the file, row and column of a missing or bad value.
     """
     rows = []
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:   # -sig: a spreadsheet's byte-order mark
         reader = csv.DictReader(fh)
         cols = [c.strip() for c in (reader.fieldnames or [])]
         missing = [c for c in ("params", "tokens", "loss") if c not in cols]

@@ -77,7 +77,7 @@ LONG = UseSpec(
     "long_context",
     "causal attention work of a packed batch from its sequence lengths",
     params=(
-        Param("seq_lens", "token", kind="list", optional=True, min_items=1,
+        Param("seq_lens", "token", kind="list", optional=True, min_items=1, min=0, min_open=True,
               doc="lengths of the sequences packed together"),
         Param("lengths", kind="file", optional=True,
               doc="CSV `length,count` histogram of sequence lengths (instead of seq_lens)"),
@@ -131,24 +131,31 @@ def read_csv_column(ctx, b, param, columns):
     """
     path = b.path(param)
     rows = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(line for line in fh if line.strip() and not line.lstrip().startswith("#"))
-        header = next(reader, None)
-        if header is None or [h.strip() for h in header] != list(columns):
-            b.error_at(param, f"'{path.name}' must start with the header `{','.join(columns)}`",
-                       f"got `{','.join(header or [])}`", code="bad-file")
-        for n, row in enumerate(reader, start=2):
-            try:
-                if len(row) != 2:
-                    raise ValueError
-                a, c = (sp.Rational(x.strip()) for x in row)
-                if c < 0:
-                    raise ValueError
-            except (ValueError, TypeError, SyntaxError):
-                b.error_at(param, f"'{path.name}' row {n} is not two numbers `{','.join(columns)}` "
-                           f"with a non-negative count: {','.join(row)!r}",
-                           "one row per item, e.g. `3,1200`", code="bad-file")
-            rows.append((a, c))
+    try:
+        # utf-8-sig: spreadsheets save CSV with a byte-order mark before the header
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        b.error_at(param, f"'{path.name}' is not UTF-8 text (byte {e.start})", "save the CSV as UTF-8",
+                   code="bad-file")
+    except OSError as e:
+        b.error_at(param, f"cannot read '{path.name}': {e.strerror or e}", "check the file", code="bad-file")
+    reader = csv.reader(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    header = next(reader, None)
+    if header is None or [h.strip() for h in header] != list(columns):
+        b.error_at(param, f"'{path.name}' must start with the header `{','.join(columns)}`",
+                   f"got `{','.join(header or [])}`", code="bad-file")
+    for n, row in enumerate(reader, start=2):
+        try:
+            if len(row) != 2:
+                raise ValueError
+            a, c = (sp.Rational(x.strip()) for x in row)
+            if c < 0:
+                raise ValueError
+        except (ValueError, TypeError, SyntaxError, ZeroDivisionError):
+            b.error_at(param, f"'{path.name}' row {n} is not two numbers `{','.join(columns)}` "
+                       f"with a non-negative count: {','.join(row)!r}",
+                       "one row per item, e.g. `3,1200`", code="bad-file")
+        rows.append((a, c))
     if not rows or sum(c for _, c in rows) == 0:
         b.error_at(param, f"'{path.name}' has no rows with a positive count", "add rows below the header",
                    code="bad-file")
@@ -295,6 +302,10 @@ def _price_long(ctx, b):
         items = [(s, sp.Integer(1), v) for s, v in zip(b.q_list("seq_lens"), b.value("seq_lens"))]
     else:
         items = [(s, c, float(s)) for s, c in read_csv_column(ctx, b, "lengths", ("length", "count")) if c]
+        bad = next((s for s, _, _ in items if not s > 0), None)
+        if bad is not None:
+            b.error_at("lengths", f"'{b.path('lengths').name}' has a sequence length {bad}; lengths must be positive",
+                       "one row per length in tokens, e.g. `4096,2`", code="bad-file")
     n = sum(c for _, c, _ in items)
     T = ctx.define("packed_tokens", sum(s * c for s, c, _ in items), "token", "tokens of the packed batch")
     ctx.define("packed_sequences", n, "", "sequences in the packed batch")

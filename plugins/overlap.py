@@ -36,8 +36,8 @@ SPEC = UseSpec(
     "shared_link",
     "gradient reduction in buckets on a link shared with expert exchange (event model)",
     params=(
-        Param("gaps", "s", kind="list", min_items=1, doc="idle windows of the link, each before a busy period"),
-        Param("busy", "s", kind="list", min_items=1, doc="other traffic (expert exchange) after each gap"),
+        Param("gaps", "s", kind="list", min_items=1, min=0, doc="idle windows of the link, each before a busy period"),
+        Param("busy", "s", kind="list", min_items=1, min=0, doc="other traffic (expert exchange) after each gap"),
         Param("compute", "s", optional=True, doc="independent compute after the gradients are ready "
               "(default: Σ gaps + Σ busy)"),
         Param("reduction", "s", optional=True, doc="duration of the whole reduction, instead of gradient/link"),

@@ -43,7 +43,7 @@ SPEC = UseSpec(
     "memory peak of switching colocated GPUs between training and generation, and a feasible step order",
     params=(
         Param("buffers", kind="list", item="string", min_items=1, doc="names of the memory regions"),
-        Param("sizes", "B", kind="list", min_items=1, doc="bytes of each buffer, in the order of `buffers`"),
+        Param("sizes", "B", kind="list", min_items=1, min=0, doc="bytes of each buffer, in the order of `buffers`"),
         Param("resident", kind="list", item="string", optional=True, doc="buffers live before the switch"),
         Param("steps", kind="list", item="string", min_items=1,
               doc='the declared switch sequence: "load NAME", "allocate NAME" or "free NAME"'),

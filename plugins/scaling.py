@@ -41,7 +41,7 @@ NOISE = UseSpec(
     "batch_noise", "critical batch size and weak vs strong scaling from the gradient noise scale (book §10.1.1)",
     params=(
         Param("noise_scale", "token", doc="gradient noise scale B_noise ≈ critical batch B_crit", min=0, min_open=True),
-        Param("compare_gpus", "", kind="list", optional=True,
+        Param("compare_gpus", "", kind="list", optional=True, min=1,
               doc="GPU counts to compare under weak and strong scaling"),
     ),
     order=60,
@@ -55,7 +55,7 @@ BOUND = UseSpec(
               doc="time available for training compute T_available", min=0, min_open=True),
         Param("devices", kind="list", item="ref", ref_kind="device", optional=True,
               doc="accelerators to compare in the table and figures"),
-        Param("efficiencies", "", kind="list", optional=True, doc="efficiencies η to compare (e.g. [30 %, 40 %, 50 %])"),
+        Param("efficiencies", "", kind="list", optional=True, min=0, min_open=True, max=1, doc="efficiencies η to compare (e.g. [30 %, 40 %, 50 %])"),
     ),
     plan_params=(
         Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
@@ -110,7 +110,7 @@ AMDAHL = UseSpec(
     params=(
         Param("resources", kind="list", item="string", min_items=1,
               doc="resources of the step timeline to change (gpu, link, input …)"),
-        Param("factors", "", kind="list", min_items=1,
+        Param("factors", "", kind="list", min_items=1, min=0, min_open=True,
               doc="performance multipliers r to try (0.5 = halved, 2 = doubled)"),
         Param("timeline", kind="string", default='"step"', doc="the timeline whose critical path is used"),
     ),

@@ -1,0 +1,48 @@
+"""Review: unwritable output paths and bad numeric arguments are usage errors (exit 2) with
+a clear message, never an "internal error"."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import CASE, run_cli
+
+
+@pytest.mark.parametrize("args", [
+    ("report", CASE, "-o", "{missing}/r.md"),
+    ("graph", CASE, "-o", "{missing}/g.dot"),
+    ("figure", CASE, "--name", "timeline", "-o", "{file}"),
+])
+def test_unwritable_output_is_a_usage_error(tmp_path, args):
+    if args[0] == "figure":
+        pytest.importorskip("matplotlib")
+    f = tmp_path / "afile"
+    f.write_text("x")
+    args = [str(a).format(missing=tmp_path / "no" / "such", file=f) for a in args]
+    code, out, err = run_cli(*args)
+    assert code == 2, err
+    assert "internal error" not in err and "Traceback" not in err
+    assert "error[output]: cannot write" in err
+
+
+def test_sweep_out_unwritable(tmp_path):
+    pytest.importorskip("numpy")
+    code, _, err = run_cli("sweep", CASE, "--vary", "gpus48.mfu=30%:50%:3", "--out", tmp_path / "no" / "x.csv")
+    assert code == 2 and "error[output]" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("args", [
+    ("sweep", CASE, "--vary", "gpus48.mfu=30%:50%:3", "--random", "-2"),
+    ("sweep", CASE, "--vary", "gpus48.mfu=30%:50%:3", "--random", "0"),
+    ("timeline", CASE, "--width", "0"),
+    ("timeline", CASE, "--width", "-5"),
+    ("explain", CASE, "gpus48.finish_time", "--depth", "-1"),
+])
+def test_bad_counts_are_usage_errors(args):
+    code, _, err = run_cli(*args)
+    assert code == 2, err
+    assert "expected a whole number" in err and "internal error" not in err
+
+
+def test_timeline_in_unit_of_wrong_dimension():
+    code, out, err = run_cli("timeline", CASE, "--in", "GB")
+    assert code == 2 and "error[unit-mismatch]" in err and out == ""
