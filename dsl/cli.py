@@ -298,7 +298,12 @@ def _tables(ws, plan: str) -> dict:
     """Tables the plugins compute for ``plan`` (name -> title, columns, rows, notes)."""
     out = {}
     for name, spec in sorted(ws.plugins.tables.items()):
-        t = spec.build(ws, plan)
+        try:
+            t = spec.build(ws, plan)
+        except Exception as e:  # a table that cannot be built must not hide the plan's values
+            print(f"plan: warning[plugin]: table '{name}' (plugin '{spec.plugin}') of plan '{plan}' "
+                  f"was not built: {e}", file=sys.stderr)
+            continue
         if t is None:
             continue
         out[name] = {"title": spec.title, "plugin": spec.plugin, "columns": list(t.columns),
