@@ -10,15 +10,16 @@ from plugins.decoder import architecture
 
 
 def kv_bytes_per_token(view, element_bytes):
-    """KV-cache bytes one token occupies: 2 (K and V) · n_L · n_kv · d_h · bytes per element.
+    """KV-cache bytes one token occupies: n_L · ``kv_cache_width`` · bytes per element.
 
-    :param view: a ``DeclView`` of a ``model`` declaration (fields ``layers``, ``kv_heads``,
-        ``head_dim`` or their defaults).
+    ``kv_cache_width`` is the model's derived field (decoder plugin): 2·n_kv·d_h elements per
+    layer for grouped-query attention (K and V), r_kv + d_r for DeepSeek's latent attention.
+
+    :param view: a ``DeclView`` of a ``model`` declaration.
     :param element_bytes: sympy expression in B (2 B for BF16).
     :return: sympy expression in B/token — Qwen3-8B and Qwen3-VL-4B in BF16: 147,456 B = 144 KiB.
     """
-    a = architecture(view)
-    return 2 * a["L"] * a["nkv"] * a["dh"] * element_bytes
+    return view.q("layers") * view.q("kv_cache_width") * element_bytes
 
 
 def matmul_params(view):

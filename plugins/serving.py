@@ -164,18 +164,6 @@ def plan_blocks_register():
 
 
 # ---------------------------------------------------------------- model-derived sizes
-def _arch(view):
-    """Symbols of the model fields the serving formulas need (defaults as in the decoder plugin)."""
-    def f(name, default=None):
-        return view.q(name) if view.has(name) else default
-    a = {k: f(n) for k, n in (("L", "layers"), ("h", "hidden"), ("ff", "ffn"), ("nq", "heads"), ("V", "vocab"))}
-    a["nkv"] = f("kv_heads", a["nq"])
-    a["dh"] = f("head_dim", a["h"] / a["nq"])
-    a["mats"] = f("ffn_matrices", sp.Integer(3))
-    a["tied"] = bool(view.value("tied_embeddings", False))
-    return a
-
-
 def _sizes(ctx, b):
     """(kv bytes per token, weight bytes read per decode step, all weight bytes, arch, matmul params).
 
@@ -184,15 +172,17 @@ def _sizes(ctx, b):
     head is tied to the embedding (the table is then read as the LM head); the embedding
     lookup touches only the rows of the batch's tokens.  Qwen3-8B BF16: 15.14 GB.
     """
+    from plugins.decoder import architecture
+    from plugins.llmstate import kv_bytes_per_token, matmul_params
+
     m = ctx.ref("model")
-    a = _arch(m)
+    a = architecture(m)
     kvb = sp.nsimplify(FORMAT_BYTES[b.value("kv")])
     wb = sp.nsimplify(FORMAT_BYTES[b.value("weights")])
     params, emb = m.q("params", "param"), m.q("embedding_params", "param")
-    read = params - emb + (a["V"] * a["h"] if a["tied"] else 0)
-    kv = 2 * a["L"] * a["nkv"] * a["dh"] * kvb
-    mm = a["L"] * (2 * a["h"] * a["nq"] * a["dh"] + 2 * a["h"] * a["nkv"] * a["dh"] + a["mats"] * a["h"] * a["ff"]) \
-        + a["V"] * a["h"]
+    read = params - emb + (a["V"] * a["h"] if a["tied_embeddings"] else 0)
+    kv = kv_bytes_per_token(m, kvb)
+    mm = matmul_params(m) + a["V"] * a["h"]
     return kv, wb * read, wb * params, a, mm
 
 
