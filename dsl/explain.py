@@ -55,7 +55,7 @@ def _who(ws, n) -> str:
 
 def tree(ws, nid: str, max_depth: int | None = None) -> dict:
     """The derivation tree of node ``nid`` as nested dicts: ``id``, ``value`` (display
-    text), ``unit``, ``who``, ``formula``, ``doc``, ``range``, ``source``, ``children`` and
+    text), ``unit``, ``who``, ``formula``, ``doc``, ``range``, ``source``, ``references``, ``children`` and
     ``repeated`` (already shown above)."""
     plan = ws.nodes[nid].owner
     seen: set[str] = set()
@@ -66,7 +66,8 @@ def tree(ws, nid: str, max_depth: int | None = None) -> dict:
         shown = format_quantity(float(v), n.unit) if v is not None else (
             show_value(ws, i))
         d = {"id": i, "value": shown, "unit": n.unit, "who": _who(ws, n), "doc": n.doc, "formula": "",
-             "range": None, "source": n.source or "", "children": [], "repeated": i in seen}
+             "range": None, "source": n.source or "", "references": list(n.references),
+             "children": [], "repeated": i in seen}
         if n.range is not None:
             d["range"] = [format_quantity(float(b), n.unit) for b in n.range]
         if d["repeated"]:
@@ -107,6 +108,8 @@ def render(t: dict, plan: str) -> str:
             lines.append(f"{sub}range {d['range'][0]} .. {d['range'][1]}")
         if d["source"]:
             lines.append(f"{sub}source: {d['source']}")
+        for r in d.get("references", ()):
+            lines.append(f"{sub}reference: {r}")
         for i, c in enumerate(d["children"]):
             walk(c, prefix + cont, i == len(d["children"]) - 1, False)
 

@@ -96,6 +96,7 @@ class Node:
     div_checks: list = field(default_factory=list)
     range: tuple | None = None   # declared `in [lo, hi]` of an input: exact sympy numbers, base units
     source: str | None = None    # declared `source "…"`
+    references: tuple = ()       # where a plugin's formula comes from (papers, books); shown on request
 
     @property
     def numeric(self) -> bool:
@@ -181,7 +182,7 @@ class _ContextBase:
         raise Abort()
 
     def _define(self, node_id: str, name: str, expr, unit: str, doc: str, headline: bool,
-                fallback: bool, order: tuple) -> sp.Symbol:
+                fallback: bool, order: tuple, references: tuple = ()) -> sp.Symbol:
         ws = self.ws
         dim = parse_unit(unit).dim if unit else DIMENSIONLESS
         existing = ws.nodes.get(node_id)
@@ -193,6 +194,7 @@ class _ContextBase:
                 existing.doc = existing.doc or doc
                 existing.headline = existing.headline or headline
                 existing.order = existing.order or order
+                existing.references = existing.references or tuple(references)
                 if existing.unit == "" or existing.unit == default_unit_for(existing.dim or DIMENSIONLESS):
                     existing.unit = unit
                 if _as_expr(expr) != _S(node_id):
@@ -207,7 +209,7 @@ class _ContextBase:
                 return _S(node_id)
         ws.nodes[node_id] = Node(node_id, "quantity", self.name, name, expr=_as_expr(expr), dim=dim,
                                  unit=unit, plugin=plugin, doc=doc, headline=headline, order=order,
-                                 fallback=fallback, state=2)
+                                 fallback=fallback, state=2, references=tuple(references))
         return _S(node_id)
 
 
@@ -272,9 +274,10 @@ class DeclContext(_ContextBase):
     def value(self, f: str, default=None):
         return self.view.value(f, default)
 
-    def define(self, name: str, expr, unit: str = "", doc: str = "") -> sp.Symbol:
-        """Add derived field ``name`` (a user's explicit field of that name wins)."""
-        return self._define(f"{self.name}.{name}", name, expr, unit, doc, False, False, (0,))
+    def define(self, name: str, expr, unit: str = "", doc: str = "", references: tuple = ()) -> sp.Symbol:
+        """Add derived field ``name`` (a user's explicit field of that name wins); ``references``
+        cite the formula's sources (shown by ``plan explain``, not by default output)."""
+        return self._define(f"{self.name}.{name}", name, expr, unit, doc, False, False, (0,), references)
 
 
 class BlockView:
@@ -382,18 +385,21 @@ class PlanContext(_ContextBase):
         return _S(nid)
 
     def define(self, name: str, expr, unit: str = "", doc: str = "", headline: bool = False,
-               fallback: bool = False, rank: float | None = None) -> sp.Symbol:
+               fallback: bool = False, rank: float | None = None, references: tuple = ()) -> sp.Symbol:
         """Add quantity ``name`` = ``expr`` (sympy, base units) displayed in ``unit``.
 
         ``fallback=True`` defines it only if no other plugin does (e.g. ``overhead = 0``
         without a checkpoint model).  A user's plan field of the same name overrides it (and
         defining a quantity under the name of a plan field marks that field for reports).
         ``headline`` quantities appear in ``plan eval``, sorted by ``rank`` (then by the
-        block's order and definition order).
+        block's order and definition order).  ``references`` are the sources of the formula
+        (papers, books, measurements) as short citations; ``plan explain``, ``plan report``
+        and ``plan eval --sources`` show them, default output does not.
         """
         spec = self.ws.plugins.block_of(self._current_plugin)
         order = (rank if rank is not None else 1000 + (spec.order if spec else 100), len(self.ws.nodes))
-        return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order)
+        return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order,
+                            references)
 
     def require(self, name: str, lhs, op: str, rhs, unit: str = "", doc: str = "") -> None:
         """Declare requirement ``lhs op rhs`` (op in ``<=``, ``>=``, ``<``, ``>``, ``==``)."""
@@ -873,11 +879,11 @@ class Workspace:
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
-            ctx.define(name, total, unit, doc, headline, rank=rank)
+            ctx.define(name, total, unit, doc, headline, rank=rank, references=tl.refs.get(name, ()))
         for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
-            ctx.define(name, tl.pool_total(pool), unit, doc, headline, rank=rank)
+            ctx.define(name, tl.pool_total(pool), unit, doc, headline, rank=rank, references=tl.refs.get(name, ()))
         if tl.times or tl.areas:
             times = (tl.full_times(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
                      if tl.makespan_expr is not None else None)
@@ -895,11 +901,13 @@ class Workspace:
                     continue
                 ctx = PlanContext(self, tl.plan)
                 ctx._current_plugin = plugin
-                ctx.define(name, start_of(act) if at == "start" else finish_of(act), unit, doc, headline, rank=rank)
+                ctx.define(name, start_of(act) if at == "start" else finish_of(act), unit, doc, headline, rank=rank,
+                           references=tl.refs.get(name, ()))
             for name, pool, unit, doc, headline, plugin, rank in tl.areas:
                 ctx = PlanContext(self, tl.plan)
                 ctx._current_plugin = plugin
-                ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank)
+                ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank,
+                           references=tl.refs.get(name, ()))
         if len(ids) <= MIRROR_LIMIT:
             import networkx as nx
 

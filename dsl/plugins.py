@@ -69,6 +69,7 @@ class UseSpec:
     order: int = 100
     plugin: str = ""
     provides: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class KindSpec:
     doc: str
     fields: tuple[Param, ...] = ()
     plugin: str = ""
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class TableSpec:
     build: object
     doc: str = ""
     plugin: str = ""
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class FigureSpec:
     draw: object
     doc: str = ""
     plugin: str = ""
+    references: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- manager
@@ -212,7 +216,8 @@ class Plugins:
                     self.conflicts.append(
                         f"use block '{s.name}' is claimed by plugins '{self.blocks[s.name].plugin}' and '{pname}'")
                     continue
-                self.blocks[s.name] = UseSpec(s.name, s.doc, s.params, s.plan_params, s.order, pname, s.provides)
+                self.blocks[s.name] = UseSpec(s.name, s.doc, s.params, s.plan_params, s.order, pname, s.provides,
+                                              s.references)
 
         for kind, store, cls in (("plan_tables_register", self.tables, TableSpec),
                                  ("plan_figures_register", self.figures, FigureSpec)):
@@ -222,7 +227,8 @@ class Plugins:
                         self.conflicts.append(f"{'table' if cls is TableSpec else 'figure'} '{s.name}' is "
                                               f"registered by plugins '{store[s.name].plugin}' and '{pname}'")
                         continue
-                    store[s.name] = cls(s.name, s.title, s.build if cls is TableSpec else s.draw, s.doc, pname)
+                    store[s.name] = cls(s.name, s.title, s.build if cls is TableSpec else s.draw, s.doc, pname,
+                                        s.references)
 
     def block_of(self, plugin: str | None) -> UseSpec | None:
         """The (first, by name) block a plugin registered, or None."""

@@ -156,6 +156,7 @@ class Timeline:
     peaks: list[tuple] = field(default_factory=list)
     times: list[tuple] = field(default_factory=list)     # (name, activity, "start"|"finish", unit, …)
     areas: list[tuple] = field(default_factory=list)     # (name, pool, unit, …)
+    refs: dict[str, tuple] = field(default_factory=dict)  # quantity name -> references (sources)
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
     graph: Any = None                   # networkx DiGraph of the activities (small timelines)
@@ -213,43 +214,47 @@ class Timeline:
         self.holds[id] = Hold(id, _expr(nbytes), pool, start, end, doc, self._plugin, kind)
 
     def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True,
-                          rank: float | None = None):
+                          rank: float | None = None, references: tuple = ()):
         """Define plan quantity ``name`` as this timeline's makespan (built at finalize)."""
+        self.refs[name] = tuple(references)
         self.makespans.append((name, unit, doc, headline, self._plugin, rank))
 
     def peak_quantity(self, name: str, pool: str, unit: str = "GiB", doc: str = "", headline: bool = False,
-                      rank: float | None = None):
+                      rank: float | None = None, references: tuple = ()):
         """Define plan quantity ``name`` as the peak of memory ``pool`` (bytes)."""
+        self.refs[name] = tuple(references)
         self.peaks.append((name, pool, unit, doc, headline, self._plugin, rank))
 
     def event_quantity(self, name: str, activity: str, at: str = "finish", unit: str = "s", doc: str = "",
-                       headline: bool = False, rank: float | None = None):
+                       headline: bool = False, rank: float | None = None, references: tuple = ()):
         """:meth:`time_quantity` with ``at="finish"`` by default: the time at which
         ``activity`` finishes (or starts), e.g. two of them give a loop's steady-state period."""
         if at not in ("start", "finish"):
             raise ValueError(f"event_quantity: at must be 'start' or 'finish', not {at!r}")
-        self.time_quantity(name, activity, at, unit, doc, headline, rank)
+        self.time_quantity(name, activity, at, unit, doc, headline, rank, references)
 
     def finish_quantity(self, name: str, activity: str, unit: str = "s", doc: str = "", headline: bool = False,
-                        rank: float | None = None):
+                        rank: float | None = None, references: tuple = ()):
         """:meth:`time_quantity` of ``activity``'s finish (e.g. when a checkpoint is committed)."""
-        self.time_quantity(name, activity, "finish", unit, doc, headline, rank)
+        self.time_quantity(name, activity, "finish", unit, doc, headline, rank, references)
 
     def time_quantity(self, name: str, activity: str, at: str = "start", unit: str = "s", doc: str = "",
-                      headline: bool = False, rank: float | None = None):
+                      headline: bool = False, rank: float | None = None, references: tuple = ()):
         """Define plan quantity ``name`` as the time ``activity`` starts (``at="start"``) or
         finishes (``at="finish"``), measured from the timeline's origin (built at finalize;
         exact max-plus expression on small timelines, the symbolic length of the activity's
         binding chain otherwise)."""
         if at not in ("start", "finish"):
             raise ValueError(f"at must be 'start' or 'finish', not {at!r}")
+        self.refs[name] = tuple(references)
         self.times.append((name, activity, at, unit, doc, headline, self._plugin, rank))
 
     def area_quantity(self, name: str, pool: str, unit: str = "GiB*s", doc: str = "", headline: bool = False,
-                      rank: float | None = None):
+                      rank: float | None = None, references: tuple = ()):
         """Define plan quantity ``name`` as the integral over time of the bytes live in ``pool``
         (B·s): A = Σ_holds bytes · max(0, t_end − t_start) — the "capacity × residence time" of
         state held across waits (book ch. 3 §3.1.2, A_M = ∫ M(t) dt)."""
+        self.refs[name] = tuple(references)
         self.areas.append((name, pool, unit, doc, headline, self._plugin, rank))
 
     def pools(self) -> list[str]:
