@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -105,16 +104,24 @@ def split_lines(text: str) -> list[str]:
 
 
 def _source_line(path: str, line: int) -> str | None:
+    """Line ``line`` of a text that was parsed or read through :mod:`dsl.safeio` (and so
+    remembered); a file that was never read (refused, or never named) is never quoted."""
     lines = _source_cache.get(path)
     if lines is None:
-        try:
-            lines = split_lines(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            return None
-        _source_cache[path] = lines
+        return None
     if 1 <= line <= len(lines):
         return lines[line - 1]
     return None
+
+
+QUOTE_WIDTH = 160   # characters of a quoted line shown around the caret
+
+
+def _printable(text: str) -> str:
+    """Control characters (NUL, escape sequences …) shown as escapes, never written raw."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
 
 
 def render(d: Diagnostic) -> str:
@@ -137,8 +144,17 @@ def _quote(span: Span) -> list[str]:
         return []
     width = (span.end_column - span.column) if span.end_line == span.line else len(src) - span.column + 1
     width = max(1, width)
+    col = span.column
+    if len(src) > QUOTE_WIDTH:   # a window around the caret: a 1 MB line is not copied per diagnostic
+        lo = max(0, min(col - 1 - QUOTE_WIDTH // 4, len(src) - QUOTE_WIDTH))
+        src = ("…" if lo else "") + src[lo: lo + QUOTE_WIDTH] + ("…" if lo + QUOTE_WIDTH < len(src) else "")
+        col = col - lo + (1 if lo else 0)
+        width = max(1, min(width, QUOTE_WIDTH - (col - 1)))
+    shown = _printable(src)
+    if shown != src:   # escapes change the columns: point at the start of the line
+        col, width = 1, 1
     gutter = f"{span.line:>4} | "
-    return [gutter + src, " " * (len(gutter) + span.column - 1) + "^" * width]
+    return [gutter + shown, " " * (len(gutter) + col - 1) + "^" * width]
 
 
 def did_you_mean(name: str, candidates) -> str | None:

@@ -56,10 +56,11 @@ def _unescape(s: str) -> str:
 
 
 def _make_transformer(file: str):
-    from lark import Transformer, v_args
+    from lark import v_args
+    from lark.visitors import Transformer_NonRecursive
 
     @v_args(meta=True)
-    class ToAST(Transformer):
+    class ToAST(Transformer_NonRecursive):   # iterative: a deep tree cannot exhaust the stack
         def quantity(self, meta, ch):
             num, unit = ch[0], (ch[1] if len(ch) > 1 else None)
             return A.Number(str(num), str(unit) if unit is not None else None, _span(file, meta))
@@ -184,6 +185,8 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
     if isinstance(err, UnexpectedToken):
         tok = err.token
         shown = "end of file" if tok.type == "$END" else repr(str(tok)).replace("\\n", "newline")
+        if len(shown) > 60:
+            shown = shown[:59] + "…"
         if tok.type == "$END":
             lines = split_lines(text)
             line, col = len(lines), len(lines[-1]) + 1
@@ -299,6 +302,85 @@ def _prev_is_number(text: str, line: int, col: int) -> bool:
     return bool(before) and (before[-1].isdigit() or before[-1] == ".")
 
 
+_EXPR_RULES = frozenset({"add", "sub", "mul", "div", "pow", "neg", "call", "list", "unary"})
+_STMT_RULES = frozenset({"assign", "require_stmt", "query_rel", "expr_only", "range_clause"})
+_NEST_RE = None
+
+
+def _limit_error(file: str, line: int, col: int, summary: str, name: str) -> PlanError:
+    from .limits import raise_hint
+    return PlanError([Diagnostic("error", "limit", summary, Span(file, line, col, line, col + 1), raise_hint(name))])
+
+
+def check_text_limits(text: str, file: str) -> None:
+    """Refuse, before parsing, a text above the size limit or with brackets nested deeper
+    than the expression-depth limit (one regular-expression pass; no recursion).
+
+    :raises PlanError: one ``limit`` diagnostic."""
+    global _NEST_RE
+    import re
+
+    from .limits import current
+    lim = current()
+    if len(text) > lim.file_mb * 1024 * 1024:
+        raise _limit_error(file, 1, 1, f"the text is {len(text) / 2**20:.1f} MiB, above the limit of "
+                           f"{lim.file_mb:g} MiB", "file_mb")
+    if _NEST_RE is None:
+        _NEST_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*|[(\[]|[)\]]|\n')
+    depth, line, line_start = 0, 1, 0
+    for m in _NEST_RE.finditer(text):
+        c = m.group()
+        if c == "\n":
+            line, line_start = line + 1, m.end()
+        elif c in "([":
+            depth += 1
+            if depth > lim.expr_depth:
+                raise _limit_error(file, line, m.start() - line_start + 1,
+                                   f"brackets are nested more than {lim.expr_depth} deep", "expr_depth")
+        elif c in ")]":
+            depth = max(0, depth - 1)
+
+
+def check_tree_limits(tree, file: str) -> None:
+    """Refuse a parse tree whose expressions are nested deeper than the expression-depth
+    limit, or larger than the expression-size limit, a list longer than the list limit, or a
+    declaration with more members than the fields limit (iterative: any depth is safe).
+
+    :raises PlanError: one ``limit`` diagnostic at the first offending place."""
+    from lark import Tree
+
+    from .limits import current
+    lim = current()
+    stack = [(tree, 0, None)]     # (node, expression depth, [size] of the enclosing statement)
+    while stack:
+        t, depth, size = stack.pop()
+        if not isinstance(t, Tree):
+            continue
+        rule = t.data
+        meta = t.meta
+        where = (getattr(meta, "line", 1) or 1, getattr(meta, "column", 1) or 1)
+        if rule in _STMT_RULES and size is None:
+            size = [0]
+        if rule in _EXPR_RULES:
+            depth += 1
+            if depth > lim.expr_depth:
+                raise _limit_error(file, *where, f"an expression is nested more than {lim.expr_depth} deep "
+                                   "(operators, calls, signs and lists inside each other)", "expr_depth")
+        if size is not None:
+            size[0] += 1
+            if size[0] > lim.expr_size:
+                raise _limit_error(file, *where, f"an expression has more than {lim.expr_size} terms", "expr_size")
+        if rule == "list" and len(t.children) > lim.list_items:
+            raise _limit_error(file, *where, f"a list has {len(t.children)} items, above the limit of "
+                               f"{lim.list_items}", "list_items")
+        if rule == "body" and len(t.children) > lim.fields:
+            raise _limit_error(file, *where, f"a declaration has {len(t.children)} members, above the limit of "
+                               f"{lim.fields} fields", "fields")
+        for c in t.children:
+            if isinstance(c, Tree):
+                stack.append((c, depth, size))
+
+
 def parse(text: str, file: str = "<string>") -> A.Module:
     """Parse ``text`` into a :class:`~dsl.ast.Module`.
 
@@ -309,12 +391,14 @@ def parse(text: str, file: str = "<string>") -> A.Module:
     remember_source(file, text)
     if not text.endswith("\n"):
         text += "\n"
+    check_text_limits(text, file)
     try:
         tree = _parser().parse(text, start="start")
     except UnexpectedInput as e:
         raise PlanError([_syntax_diagnostic(file, text, e)]) from None
     except LarkError as e:  # pragma: no cover - defensive
         raise PlanError([Diagnostic("error", "syntax", str(e), Span(file, 1, 1, 1, 2))]) from None
+    check_tree_limits(tree, file)
     return _make_transformer(file).transform(tree)
 
 
@@ -344,12 +428,15 @@ def parse_with_comments(text: str, file: str = "<string>") -> tuple[A.Module, li
     remember_source(file, text)
     if not text.endswith("\n"):
         text += "\n"
+    check_text_limits(text, file)
     lark, sink = _comment_parser()
     sink.clear()
     try:
         tree = lark.parse(text, start="start")
     except UnexpectedInput as e:
+        sink.clear()
         raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    check_tree_limits(tree, file)
     comments = sorted(set(sink))
     sink.clear()
     return _make_transformer(file).transform(tree), comments
@@ -363,10 +450,12 @@ def parse_query(text: str, file: str = "<query>") -> A.Query:
     from lark.exceptions import UnexpectedInput
 
     remember_source(file, text)
+    check_text_limits(text, file)
     try:
         tree = _parser().parse(text.strip(), start="query")
     except UnexpectedInput as e:
         raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    check_tree_limits(tree, file)
     return _make_transformer(file).transform(tree)
 
 
@@ -376,8 +465,10 @@ def parse_expression(text: str, file: str = "<expr>"):
     from lark.exceptions import UnexpectedInput
 
     remember_source(file, text)
+    check_text_limits(text, file)
     try:
         tree = _parser().parse(text, start="expr_only")
     except UnexpectedInput as e:
         raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+    check_tree_limits(tree, file)
     return _make_transformer(file).transform(tree)

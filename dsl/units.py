@@ -215,6 +215,10 @@ def parse_unit(text: str) -> Unit:
         u = _UNITS.get(name)
         if u is None:
             raise UnitError(f"unknown unit '{name}'", unit_hint(name), "unknown-unit")
+        if power and (len(power.lstrip("-").lstrip("0")) > 6 or abs(int(power)) > _unit_exponent_limit()):
+            from .limits import raise_hint
+            raise UnitError(f"the exponent of '{name}' in '{_clip(text)}' is beyond the limit of "
+                            f"{_unit_exponent_limit()} on unit exponents", raise_hint("unit_exponent"), "limit")
         p = int(power) if power else 1
         if op == "/":
             p = -p
@@ -223,6 +227,15 @@ def parse_unit(text: str) -> Unit:
         pos = m.end()
         first = False
     return Unit(text, scale, dim)
+
+
+def _unit_exponent_limit() -> int:
+    from .limits import current
+    return current().unit_exponent
+
+
+def _clip(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def unit_hint(name: str) -> str:

@@ -1,0 +1,230 @@
+"""Limits on the work one run may do: every bound that keeps a hostile or mistaken file from
+hanging the tool or exhausting memory, in one place.
+
+Each limit has a documented default (``docs/security.md`` lists them) and can be raised:
+
+* with the environment variable ``PLAN_LIMITS="imports=200,file_mb=64"``;
+* with the global command-line option ``--limit NAME=VALUE`` (repeatable; it wins over the
+  environment), and ``--allow-outside-root`` for :attr:`Limits.allow_outside_root`;
+* from Python, ``with limits.override(imports=200): ...`` or :func:`set_limits`.
+
+A limit that is hit is a located ``error[limit]`` diagnostic naming the limit and how to
+raise it; it is never an internal error.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of one run (see the module docstring for how to change them)."""
+
+    #: largest file read (a .plan file, a config.json, a data file), in MiB
+    file_mb: float = 16
+    #: files a plan may import, counting the imports of imports
+    imports: int = 1000
+    #: length of the longest chain of imports (a imports b imports c …)
+    import_depth: int = 100
+    #: nesting of one expression: operators, calls, lists and parentheses inside each other
+    expr_depth: int = 200
+    #: terms (numbers, names, operators) in one expression
+    expr_size: int = 100_000
+    #: items of one list value
+    list_items: int = 100_000
+    #: magnitude of a number's base-10 exponent (1e-300 … 1e300), for literals, powers and values
+    exponent: int = 300
+    #: magnitude of a unit's exponent (`s^-2`) and of the power a quantity with units is raised to
+    unit_exponent: int = 64
+    #: fields (and `use` parameters, and requirements) of one declaration
+    fields: int = 20_000
+    #: length of a chain of fields each defined from the next (`a2 = a1 + 1 s`, `a1 = a0 + 1 s` …)
+    chain: int = 2_000
+    #: activities on one timeline (pipeline steps, checkpoints, trace requests …)
+    activities: int = 200_000
+    #: points of one `plan sweep` grid or random sample, or one layout search space
+    points: int = 1_000_000
+    #: columns or rows asked for on the command line (`plan timeline --width`)
+    width: int = 10_000
+    #: seconds the solver, or one symbolic simplification, may take before giving up
+    seconds: float = 30.0
+    #: read imports, configs and data files outside the root file's project (and symlinks)
+    allow_outside_root: bool = False
+
+
+DEFAULTS = Limits()
+NAMES = tuple(f.name for f in dataclasses.fields(Limits))
+ENV = "PLAN_LIMITS"
+
+
+class LimitError(Exception):
+    """A limit was hit (``name`` is the limit).  Anything that catches it reports a located
+    ``error[limit]``; :func:`message` gives the standard wording."""
+
+    def __init__(self, name: str, summary: str):
+        super().__init__(summary)
+        self.name = name
+
+    @property
+    def hint(self) -> str:
+        return raise_hint(self.name)
+
+
+def raise_hint(name: str) -> str:
+    """How to raise limit ``name``: the text every limit error ends with."""
+    if name == "allow_outside_root":
+        return "pass --allow-outside-root (or PLAN_LIMITS=allow_outside_root=1) to allow it"
+    return f"raise the limit with --limit {name}=N or PLAN_LIMITS={name}=N (default {getattr(DEFAULTS, name)})"
+
+
+def _convert(name: str, text: str):
+    f = next(f for f in dataclasses.fields(Limits) if f.name == name)
+    t = text.strip()
+    if f.type in ("bool", bool):
+        if t.lower() in ("1", "true", "yes", "on"):
+            return True
+        if t.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"limit '{name}' is true or false, got {text!r}")
+    try:
+        v = float(t.replace("_", ""))
+    except ValueError:
+        raise ValueError(f"limit '{name}' needs a number, got {text!r}") from None
+    if not (v > 0) or v != v or v == float("inf"):
+        raise ValueError(f"limit '{name}' must be a positive number, got {text!r}")
+    if f.type in ("int", int):
+        if v != int(v):
+            raise ValueError(f"limit '{name}' must be a whole number, got {text!r}")
+        return int(v)
+    return v
+
+
+def parse_settings(text: str) -> dict:
+    """``"imports=200,file_mb=64"`` -> ``{"imports": 200, "file_mb": 64.0}``.
+
+    :raises ValueError: for an unknown name or a bad value (the message names it)."""
+    out: dict = {}
+    for item in text.replace(";", ",").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, eq, value = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in NAMES:
+            raise ValueError(f"unknown limit '{name}'; limits: {', '.join(NAMES)}")
+        if not eq:
+            if name == "allow_outside_root":
+                value = "1"
+            else:
+                raise ValueError(f"limit '{name}' needs a value: {name}=N")
+        out[name] = _convert(name, value)
+    return out
+
+
+_current: Limits | None = None
+
+
+def current() -> Limits:
+    """The limits in force: :func:`set_limits`'s, else the defaults updated by ``PLAN_LIMITS``
+    (a bad ``PLAN_LIMITS`` is ignored here; the command line reports it)."""
+    global _current
+    if _current is None:
+        try:
+            _current = dataclasses.replace(DEFAULTS, **parse_settings(os.environ.get(ENV, "")))
+        except ValueError:
+            _current = DEFAULTS
+    return _current
+
+
+def set_limits(limits: Limits | None) -> None:
+    """Install ``limits`` for the rest of the run (None: back to the defaults and ``PLAN_LIMITS``)."""
+    global _current
+    _current = limits
+
+
+@contextlib.contextmanager
+def override(**changes):
+    """``with override(imports=10): ...`` — limits changed inside the block only."""
+    global _current
+    before = current()
+    _current = dataclasses.replace(before, **changes)
+    try:
+        yield _current
+    finally:
+        _current = before
+
+
+def from_cli(settings: list[str], allow_outside_root: bool = False) -> Limits:
+    """Limits from ``PLAN_LIMITS`` then the ``--limit`` options (each ``NAME=VALUE``).
+
+    :raises ValueError: for a bad setting (a usage error)."""
+    base = dataclasses.replace(DEFAULTS, **parse_settings(os.environ.get(ENV, "")))
+    for s in settings or ():
+        base = dataclasses.replace(base, **parse_settings(s))
+    if allow_outside_root:
+        base = dataclasses.replace(base, allow_outside_root=True)
+    return base
+
+
+def max_bytes() -> int:
+    return int(current().file_mb * 1024 * 1024)
+
+
+def check_exponent_digits(text: str) -> bool:
+    """True when the digit string of an exponent is small enough to turn into an int cheaply."""
+    return len(text.lstrip("+-0")) <= 12
+
+
+@contextlib.contextmanager
+def time_budget(seconds: float | None = None):
+    """Run the body under a wall-clock budget; on expiry raise :class:`TimeoutError` inside it
+    (main thread of a Unix process only; elsewhere the body runs unbounded).
+
+    Nested budgets keep the tighter one.
+    """
+    import signal
+    import threading
+
+    secs = current().seconds if seconds is None else seconds
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    prev_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    if prev_left and prev_left <= secs:
+        yield    # an outer, tighter budget is running
+        return
+
+    def expired(signum, frame):
+        raise TimeoutError(f"gave up after {secs:g} s")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, secs)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if prev_left:
+            signal.setitimer(signal.ITIMER_REAL, prev_left)
+
+
+def ensure_recursion(chain: int) -> None:
+    """Let Python recurse deep enough for a chain of ``chain`` fields (each level of a chain is
+    a few frames of building and evaluating); the main thread's stack is grown to match."""
+    import sys
+    need = 40 * chain + 5000
+    if sys.getrecursionlimit() < need:
+        try:
+            import resource
+            soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+            want = min(hard if hard != resource.RLIM_INFINITY else 1 << 40, max(soft, need * 2048))
+            if soft != resource.RLIM_INFINITY and want > soft:
+                resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+        except (ImportError, ValueError, OSError):
+            pass
+        sys.setrecursionlimit(need)
+
+
+ensure_recursion(DEFAULTS.chain)
