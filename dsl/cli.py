@@ -186,7 +186,35 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
+    # global options, accepted before or after the command
+    for parser, default in [(p, None)] + [(sp_, argparse.SUPPRESS) for sp_ in sub.choices.values()]:
+        parser.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                            default=[] if default is None else default,
+                            help="raise a limit for this run, e.g. --limit imports=5000 (repeatable; "
+                                 "see docs/security.md; also the PLAN_LIMITS environment variable)")
+        parser.add_argument("--allow-outside-root", action="store_true",
+                            default=False if default is None else default,
+                            help="read imports, configs and data files outside the project root, "
+                                 "and symbolic links")
     return p
+
+
+def _apply_limits(args):
+    """Install the run's limits (PLAN_LIMITS, then --limit); check the command's counts."""
+    from . import limits as L
+    try:
+        lim = L.from_cli(getattr(args, "limit", []), getattr(args, "allow_outside_root", False))
+    except ValueError as e:
+        raise UsageError("limit", str(e), "write --limit NAME=VALUE, e.g. --limit imports=5000") from None
+    L.set_limits(lim)
+    for opt in ("width", "top", "chunks", "depth"):
+        v = getattr(args, opt, None)
+        if isinstance(v, int) and v > lim.width:
+            raise UsageError("limit", f"--{opt} {v} is above the limit of {lim.width}", L.raise_hint("width"))
+    if getattr(args, "random", None) and args.random > lim.points:
+        raise UsageError("limit", f"--random {args.random} is above the limit of {lim.points:,} points",
+                         L.raise_hint("points"))
+    return lim
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,9 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.cmd:
         _parser().print_help()
         return EXIT_USAGE
+    from . import limits as L
     from .diagnostics import PlanError, render
 
     try:
+        _apply_limits(args)
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
                 "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "search": cmd_search, "fmt": cmd_fmt,
@@ -217,10 +247,23 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # pragma: no cover
         return EXIT_OK
+    except L.LimitError as e:
+        print(f"plan: error[limit]: {e}\n  hint: {e.hint}", file=sys.stderr)
+        return EXIT_PLAN
+    except TimeoutError as e:
+        print(f"plan: error[limit]: {e}\n  hint: {L.raise_hint('seconds')}", file=sys.stderr)
+        return EXIT_PLAN
+    except (MemoryError, RecursionError) as e:
+        print(f"plan: error[limit]: the input is too large to process ({type(e).__name__})\n"
+              "  hint: a count, size or nesting in the plan or on the command line is extreme; "
+              "check it, or see docs/security.md for the limits", file=sys.stderr)
+        return EXIT_PLAN
     except Exception as e:  # no traceback reaches the user
-        print(f"plan: internal error: {type(e).__name__}: {e}\n"
+        print(f"plan: internal error: {type(e).__name__}: {str(e)[:300]}\n"
               "  hint: this is a bug in plan or a plugin; please report it with the .plan file", file=sys.stderr)
         return EXIT_PLAN
+    finally:
+        L.set_limits(None)
 
 
 class UsageError(Exception):
@@ -300,6 +343,8 @@ def _tables(ws, plan: str) -> dict:
     for name, spec in sorted(ws.plugins.tables.items()):
         try:
             t = spec.build(ws, plan)
+        except TimeoutError:  # a time budget ran out: not this step's failure
+            raise
         except Exception as e:  # a table that cannot be built must not hide the plan's values
             print(f"plan: warning[plugin]: table '{name}' (plugin '{spec.plugin}') of plan '{plan}' "
                   f"was not built: {e}", file=sys.stderr)
@@ -625,6 +670,8 @@ def cmd_solve(args) -> int:
     from .solver import solve_query
     from .units import convert, format_number
 
+    if args.query is not None and not args.query.strip():
+        raise UsageError("usage", "--query is empty", "write --query \"TARGET for LHS == RHS\"")
     ws = _load(args.file)
     _warn(ws)
     queries = [parse_query(args.query)] if args.query else list(ws.queries)
@@ -633,9 +680,17 @@ def cmd_solve(args) -> int:
         return EXIT_OK
     from .diagnostics import PlanError, render
     sols, failed = [], []
+    from . import limits as L
     for q in queries:
         try:
-            sols.append(solve_query(ws, q))
+            with L.time_budget():
+                sols.append(solve_query(ws, q))
+        except TimeoutError as e:
+            from .diagnostics import Diagnostic
+            failed.append((q, PlanError([Diagnostic("error", "limit", f"solving '{q.text()}' {e}", q.span,
+                                                    L.raise_hint("seconds"))])))
+            for d in failed[-1][1].diagnostics:
+                print(render(d), file=sys.stderr)
         except PlanError as e:  # one bad query does not hide the others' answers
             failed.append((q, e))
             for d in e.diagnostics:
@@ -704,6 +759,11 @@ def cmd_report(args) -> int:
     if fmt is None:
         suffix = Path(args.out).suffix.lower() if args.out else ""
         fmt = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}.get(suffix, "text")
+    if args.out:   # find out that the path cannot be written before building the report
+        import os
+        parent = Path(args.out).parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK) or Path(args.out).is_dir():
+            raise UsageError("output", f"cannot write '{args.out}'", "check that the directory exists and is writable")
     ws = _load(args.file)
     _warn(ws)
     plans = _select_plans(ws, args.file, args.plan)

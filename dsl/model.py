@@ -25,7 +25,7 @@ from typing import Any
 import sympy as sp
 
 from . import ast as A
-from . import limits as _limits  # noqa: F401  (sets the recursion limit at import)
+from .limits import ensure_recursion as _ensure_recursion  # noqa: F401  (sets the recursion limit)
 from .diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
 from .plugins import Param, Plugins, UseSpec, get_plugins

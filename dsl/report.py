@@ -123,10 +123,24 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
     :returns: ``{"file", "plans": {plan: {...}}}`` with display strings and numbers in
         display units; figures as SVG text (``svg``), empty when matplotlib is missing.
     """
-    from .sensitivity import _full, elasticities, inputs_of, tornado
+    from . import limits as L
 
     out = {"file": ws.path, "plans": {}}
     for p in plans:
+        budget = 4 * L.current().seconds
+        try:
+            with L.time_budget(budget):
+                out["plans"][p] = _build_plan(ws, p, figures)
+        except TimeoutError:
+            raise L.LimitError("seconds", f"the report of plan '{p}' gave up after {budget:g} s (its symbolic "
+                               "sensitivity analysis is too large)") from None
+    return out
+
+
+def _build_plan(ws, p: str, figures: bool) -> dict:
+    from .sensitivity import _full, elasticities, inputs_of, tornado
+
+    if True:
         heads = ws.headline(p)
         results = {r["name"]: r for r in ws.requirement_results(p)}
         rep: dict = {"headline": [], "requirements": [], "inputs": [], "sensitivity": [], "break_even": [],
@@ -184,6 +198,8 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
         for name, spec in sorted(ws.plugins.tables.items()):
             try:
                 t = spec.build(ws, p)
+            except TimeoutError:  # a time budget ran out: not this step's failure
+                raise
             except Exception as e:  # one plugin's bug does not hide the rest of the report
                 rep["tables"].append({"name": name, "title": spec.title, "plugin": spec.plugin, "columns": [],
                                       "rows": [], "notes": [f"this table failed: {type(e).__name__}: {e}"]})
@@ -194,8 +210,7 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
                                       "rows": [[_cell(c) for c in r] for r in t.rows], "notes": list(t.notes)})
         if figures:
             rep["figures"] = _plugin_figures(ws, p)
-        out["plans"][p] = rep
-    return out
+        return rep
 
 
 def _cell(c) -> str:
@@ -227,6 +242,8 @@ def _plugin_figures(ws, plan: str) -> list[dict]:
                 out.append({"name": name, "title": spec.title, "plugin": spec.plugin, "svg": _svg_text(fig)})
         except FigureError:
             return []
+        except TimeoutError:  # a time budget ran out: not this step's failure
+            raise
         except Exception as e:  # one plugin's bug does not hide the rest of the report
             out.append({"name": name, "title": f"{spec.title} (failed: {type(e).__name__}: {e})",
                         "plugin": spec.plugin, "svg": ""})

@@ -80,6 +80,8 @@ def elasticities(ws, expr) -> list[dict]:
         xv = float(at[x])
         try:
             d = _num(sp.diff(g, x), at)
+        except TimeoutError:  # a time budget ran out: not this step's failure
+            raise
         except Exception:   # an expression sympy cannot differentiate
             d = float("nan")
         el = d * xv / y if y not in (0.0,) and not math.isnan(d) else float("nan")

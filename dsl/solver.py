@@ -92,6 +92,10 @@ def solve_query(ws, q: A.Query) -> Solution:
     if node is None or not node.numeric:
         raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is not a numeric field or quantity",
                                     span, "solve for a number, e.g. plan.mfu")])
+    if node.kind == "field" and node.input is False:
+        raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is computed from other values, so it "
+                                    "cannot be solved for", span, "solve for one of the inputs it depends on "
+                                    f"(`plan explain FILE {q.target.dotted}` lists them)")])
     lhs, rhs = ws.eval_expr(q.lhs), ws.eval_expr(q.rhs)
     if lhs.dim != rhs.dim:
         raise PlanError([Diagnostic("error", "unit-mismatch",
@@ -147,6 +151,8 @@ def solve_query(ws, q: A.Query) -> Solution:
             c = complex(r)
             if abs(c.imag) < 1e-12 and abs(resid(c.real)) <= 1e-9 * scale:
                 sym_roots.append(c.real)
+    except TimeoutError:  # a time budget ran out: not this step's failure
+        raise
     except Exception:
         pass
     # 2. every sign change on a geometric grid around the nominal value, refined by bisection
@@ -182,6 +188,8 @@ def solve_query(ws, q: A.Query) -> Solution:
                 text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
                 if sols and len(text_sol) <= 600:
                     symbolic = text_sol
+        except TimeoutError:  # a time budget ran out: not this step's failure
+            raise
         except Exception:
             symbolic = None
 
@@ -264,6 +272,8 @@ def _tidy(e):
     try:
         n, d = sp.fraction(sp.together(e))
         return t(n) / t(d)
+    except TimeoutError:  # a time budget ran out: not this step's failure
+        raise
     except Exception:  # presentation only: fall back to the raw form
         return e
 

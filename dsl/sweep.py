@@ -203,6 +203,14 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
     """Evaluate ``plan`` on a grid (product of each :class:`Vary`'s ``n`` points) or on
     ``random`` uniform samples of the boxes [start, stop]; see :class:`SweepResult`."""
     np = _numpy()
+    from .limits import current, raise_hint
+    points = random if random else 1
+    if not random:
+        for v in varies:
+            points *= v.n
+    if points > current().points:
+        raise PlanError([Diagnostic("error", "limit", f"the sweep has {points:,} points, above the limit of "
+                                    f"{current().points:,}", None, raise_hint("points"))])
     varied = [v.id for v in varies]
     fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
     if random:

@@ -12,11 +12,17 @@
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# Tests write plans into tmp_path that import the case files by absolute path, i.e. from outside
+# the project root, which a run refuses by default; the suite allows it (in process and in the
+# CLI subprocesses).  tests/test_hardening.py clears this to test the containment itself.
+os.environ["PLAN_LIMITS"] = "allow_outside_root=1"
 
 import dsl
 from dsl.units import convert
