@@ -189,6 +189,10 @@ class _ContextBase:
         if isinstance(exc, LimitError):
             ws.rep.error("limit", f"{where}: {text}", span, exc.hint)
             return
+        from .safeio import FileRefused
+        if isinstance(exc, FileRefused):
+            ws.rep.error(exc.code, f"{where}: {exc.summary}", span, exc.hint)
+            return
         if isinstance(exc, TimeoutError):
             ws.rep.error("limit", f"{where}: plugin '{plugin}' {text}", span, L.raise_hint("seconds"))
             return

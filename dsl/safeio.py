@@ -22,7 +22,7 @@ from pathlib import Path
 from . import limits as L
 
 
-class FileRefused(Exception):
+class FileRefused(OSError):
     """A file that cannot or may not be read.
 
     ``kind`` is ``missing`` (does not exist or cannot be opened), ``refused`` (outside the
@@ -33,10 +33,14 @@ class FileRefused(Exception):
 
     def __init__(self, kind: str, summary: str, hint: str = "", line: int = 0, column: int = 0, text: str = ""):
         super().__init__(summary)
+        self.strerror = summary
         self.kind, self.summary, self.hint = kind, summary, hint
         self.line, self.column, self.text = line, column, text
 
     @property
+    def __str__(self) -> str:
+        return self.summary
+
     def code(self) -> str:
         return {"missing": "missing-file", "refused": "file-refused", "limit": "limit",
                 "encoding": "encoding"}[self.kind]

@@ -283,7 +283,8 @@ def read_trajectory(path) -> list[dict]:
     """
     import csv
 
-    text = path.read_text(encoding="utf-8")
+    from dsl import safeio
+    text = safeio.read_text(path, what="trajectory log")
     lines = [(i + 1, ln) for i, ln in enumerate(text.splitlines()) if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ValueError((1, None, "the log is empty"))

@@ -251,7 +251,11 @@ def read_observations(path):
     :raises ValueError: naming the file, row and column of a missing or bad value.
     """
     rows = []
-    with open(path, newline="", encoding="utf-8-sig") as fh:   # -sig: a spreadsheet's byte-order mark
+    import io
+
+    from dsl import safeio
+    # safeio drops a spreadsheet's byte-order mark
+    with io.StringIO(safeio.read_text(path, what="data file"), newline="") as fh:
         reader = csv.DictReader(fh)
         cols = [c.strip() for c in (reader.fieldnames or [])]
         missing = [c for c in ("params", "tokens", "loss") if c not in cols]

@@ -65,7 +65,10 @@ def read_log(path) -> list[dict]:
     :raises LogError: a missing column, an unknown kind, a value that is not a number, a
         negative value, or a row with a different number of fields than the header.
     """
-    with open(path, newline="", encoding="utf-8") as f:
+    import io
+
+    from dsl import safeio
+    with io.StringIO(safeio.read_text(path, what="run log"), newline="") as f:
         rd = csv.reader(f)
         try:
             header = [h.strip() for h in next(rd)]

@@ -133,10 +133,13 @@ def read_csv_column(ctx, b, param, columns):
     rows = []
     try:
         # utf-8-sig: spreadsheets save CSV with a byte-order mark before the header
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        b.error_at(param, f"'{path.name}' is not UTF-8 text (byte {e.start})", "save the CSV as UTF-8",
-                   code="bad-file")
+        from dsl import safeio
+        text = safeio.read_text(path, what="data file")
+    except safeio.FileRefused as e:
+        if e.kind == "encoding":
+            b.error_at(param, f"'{path.name}' is not UTF-8 text (line {e.line}, column {e.column})",
+                       "save the CSV as UTF-8", code="bad-file")
+        b.error_at(param, e.summary, e.hint, code=e.code)
     except OSError as e:
         b.error_at(param, f"cannot read '{path.name}': {e.strerror or e}", "check the file", code="bad-file")
     reader = csv.reader(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))

@@ -93,10 +93,17 @@ def read_trace(path: str | Path) -> Trace:
         (t_1 < t_a or t_G < t_1).
     """
     path = Path(path)
+    import io
+
+    from dsl import safeio
+    from dsl.model import _display_path
     try:
-        f = open(path, newline="", encoding="utf-8")
-    except OSError as e:
-        raise TraceError(path, 0, None, f"cannot read the trace: {e.strerror}") from None
+        f = io.StringIO(safeio.read_text(path, what="trace", display=_display_path(path)), newline="")
+    except safeio.FileRefused as e:
+        if e.kind == "encoding":
+            raise TraceError(path, e.line, None, f"the trace is not UTF-8 text (column {e.column})",
+                             hint="save the trace as UTF-8") from None
+        raise TraceError(path, 0, None, f"cannot read the trace: {e.summary}", hint=e.hint) from None
     with f:
         rows = csv.reader(f)
         try:
@@ -186,7 +193,10 @@ def load_trace(path: str | Path) -> Trace:
 def cell_span(err: TraceError):
     """(line, column, end_column) of the offending cell in the file, for a caret."""
     try:
-        with open(err.path, encoding="utf-8", newline="") as f:
+        import io
+
+        from dsl import safeio
+        with io.StringIO(safeio.read_text(err.path, what="trace", remember=False), newline="") as f:
             for i, line in enumerate(f, start=1):
                 if i == err.row:
                     text = line.rstrip("\r\n")
