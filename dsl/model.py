@@ -736,7 +736,10 @@ class Workspace:
 
         path = self._import_path(Path(d.span.file).resolve().parent, d.source)
         try:
-            cfg = json.loads(safeio.read_text(path, what="config file", display=d.source, remember=False))
+            raw = safeio.read_text(path, what="config file", display=d.source, remember=False)
+            if _json_depth(raw) > 100:
+                raise RecursionError()
+            cfg = json.loads(raw)
         except safeio.FileRefused as e:
             if e.kind == "missing":
                 self.rep.error("missing-import", f"config file '{d.source}' does not exist", d.source_span,
@@ -2009,6 +2012,20 @@ def _is_number(s: str) -> bool:
         import re
         _NUMBER_RE = re.compile(r"[+-]?(\d[\d_]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
     return _NUMBER_RE.fullmatch(s.strip()) is not None
+
+
+def _json_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON text (strings skipped), without recursion."""
+    import re
+    depth = top = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]', text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif c in "]}":
+            depth -= 1
+    return top
 
 
 def _about(v) -> str:

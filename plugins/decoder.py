@@ -64,6 +64,8 @@ DeepSeek-V3 671,026,404,352 / 37,552,282,624 — the reports' 30.5 B / 3.3 B, 23
 """
 from __future__ import annotations
 
+import os
+
 from dsl.hookspecs import hookimpl
 from dsl.plugins import KindSpec, Param
 
@@ -116,8 +118,41 @@ def plan_config_import(kind, config, path):
     :raises ValueError: for layouts the parameter formulas do not describe (dense layers
         interleaved with MoE layers, a shared expert of its own width).
     """
-    if kind != "model" or "num_hidden_layers" not in config:
+    if kind != "model" or not isinstance(config, dict) or "num_hidden_layers" not in config:
         return None
+    name = os.path.basename(str(path))
+    config = dict(config)
+
+    def whole(key, minimum=1, required=True):
+        """config[key] checked: a whole number in [minimum, 10^12] (bool and str refused)."""
+        if key not in config or config[key] is None:
+            if required:
+                raise KeyError(key)
+            return None
+        v = config[key]
+        if isinstance(v, float) and v.is_integer() and abs(v) <= 1e12:
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or not (minimum <= v <= 10 ** 12):
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:39] + "…"
+            raise ValueError(f"'{name}': key '{key}' must be a whole number from {minimum} to 10^12, got {shown}")
+        return v
+
+    for key, minimum, required in (("num_hidden_layers", 1, True), ("hidden_size", 1, True),
+                                   ("intermediate_size", 1, True), ("num_attention_heads", 1, True),
+                                   ("num_key_value_heads", 1, False), ("head_dim", 1, False),
+                                   ("vocab_size", 1, True), ("n_shared_experts", 0, False),
+                                   ("moe_intermediate_size", 1, False), ("first_k_dense_replace", 0, False),
+                                   ("num_experts_per_tok", 1, False), ("kv_lora_rank", 0, False),
+                                   ("q_lora_rank", 0, False), ("qk_rope_head_dim", 0, False),
+                                   ("qk_nope_head_dim", 0, False), ("v_head_dim", 0, False),
+                                   ("num_nextn_predict_layers", 0, False),
+                                   *((k, 0, False) for k in _MOE_KEYS)):
+        v = whole(key, minimum, required)
+        if v is not None:
+            config[key] = v
+    if config.get("kv_lora_rank"):
+        whole("qk_rope_head_dim", 0)
+        whole("qk_nope_head_dim", 0)
     heads = config["num_attention_heads"]
     out = {
         "layers": (str(config["num_hidden_layers"]), None),
