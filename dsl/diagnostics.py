@@ -79,9 +79,10 @@ class Reporter:
 
     def raise_if_errors(self) -> None:
         """Raise :class:`PlanError` with every diagnostic (sorted by file, line and column,
-        diagnostics without a location last) when any of them is an error."""
+        diagnostics without a location last, an identical one reported twice shown once) when
+        any of them is an error."""
         if self.errors:
-            raise PlanError(sorted(self.items, key=lambda d: (d.span is None, d.span.file if d.span else "",
+            raise PlanError(sorted(dict.fromkeys(self.items), key=lambda d: (d.span is None, d.span.file if d.span else "",
                                                              d.span.line if d.span else 0,
                                                              d.span.column if d.span else 0)))
 

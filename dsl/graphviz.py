@@ -100,7 +100,7 @@ def to_svg(ws, g, plan: str) -> str:
                                 "linestyle": "--" if d.get("kind") == "order" else "-"})
     for nid, (x, y) in pos.items():
         n = ws.nodes[nid]
-        ax.text(x, y, _label(ws, nid, plan), ha="center", va="center", fontsize=6,
+        ax.text(x, y, _label(ws, nid, plan), ha="center", va="center", fontsize=6, parse_math=False,
                 bbox={"boxstyle": "round" if n.kind == "activity" else "square", "fc": "#eeeeee" if n.input
                       else "white", "ec": "#555555", "lw": 0.5})
     ax.set_xlim(-0.6, max(cols, default=0) + 0.6)

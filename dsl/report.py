@@ -342,9 +342,20 @@ def render_text(data: dict) -> str:
     return "\n".join(lines)
 
 
+def _md_text(c) -> str:
+    """User text for Markdown: HTML and link syntax escaped (not every renderer sanitises)."""
+    s = str(c)
+    if len(s) >= 2 and s[0] == "`" and s[-1] == "`" and "`" not in s[1:-1]:
+        return s   # a code span (identifiers): shown literally by every renderer
+    s = s.replace("&", "&amp;").replace("<", "&lt;")   # no tag, no entity
+    for ch in "[]`":   # no link, image or code span
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
 def _md_table(cols: list[str], rows: list[list]) -> list[str]:
     def esc(c):
-        return str(c).replace("|", "\\|").replace("\n", " ")
+        return _md_text(c).replace("|", "\\|").replace("\n", " ")
     out = ["| " + " | ".join(esc(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
     return out
@@ -353,7 +364,7 @@ def _md_table(cols: list[str], rows: list[list]) -> list[str]:
 def render_markdown(data: dict) -> str:
     """The report as GitHub Markdown (for PR comments): formulas as ``$$ LaTeX $$``; figures
     are not embedded (use the HTML report)."""
-    L = [f"# plan report: `{data['file']}`"]
+    L = [f"# plan report: `{str(data['file']).replace('`', chr(39))}`"]
     for p, rep in data["plans"].items():
         L += ["", f"## plan `{p}`", "", "### Headline values", ""]
         L += _md_table(["quantity", "value", "unit", "meaning"],
@@ -391,9 +402,9 @@ def render_markdown(data: dict) -> str:
                            [[a["id"], a["resource"], _num(a["start"]), _num(a["duration"]), _num(a["slack"]),
                              "●" if a["critical"] else ""] for a in cp["activities"]])
         for t in rep["tables"]:
-            L += ["", f"### {t['title']}", ""]
+            L += ["", f"### {_md_text(t['title'])}", ""]
             L += _md_table(t["columns"], t["rows"])
-            L += [""] + [f"_{n}_" for n in t["notes"]] if t["notes"] else []
+            L += [""] + [f"_{_md_text(n)}_" for n in t["notes"]] if t["notes"] else []
     return "\n".join(L) + "\n"
 
 

@@ -54,6 +54,11 @@ MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the qu
 _BASIC = None
 
 
+def _activity_limit() -> int:
+    from .limits import current
+    return current().activities
+
+
 class no_gc:
     """Context manager pausing the cyclic garbage collector while a large timeline is built or
     scheduled: millions of small tuples would otherwise trigger repeated full collections
@@ -184,6 +189,10 @@ class Timeline:
         """
         if id in self.activities:
             raise ValueError(f"activity '{id}' added twice to timeline '{self.name}'")
+        if len(self.activities) >= _activity_limit():
+            from .limits import LimitError
+            raise LimitError("activities", f"timeline '{self.name}' would have more than {_activity_limit():,} "
+                             "activities")
         self._edges = None
         deps = []
         for a in after:
@@ -206,6 +215,10 @@ class Timeline:
         """
         if id in self.holds:
             raise ValueError(f"hold '{id}' added twice to timeline '{self.name}'")
+        if len(self.holds) >= _activity_limit():
+            from .limits import LimitError
+            raise LimitError("activities", f"timeline '{self.name}' would have more than {_activity_limit():,} "
+                             "memory holds")
         self._by_pool = None
         if start is not None and not (type(start) is tuple and len(start) == 2):
             start = (start, "start") if isinstance(start, str) else (start[0], start[1])

@@ -330,6 +330,10 @@ def _price_long(ctx, b):
                "attention FLOPs per device when the batch's work is spread evenly")
     # whole sequences on devices: longest-processing-time-first assignment (nominal lengths)
     n_dev = int(round(float(b.value("devices"))))
+    from dsl.limits import current, raise_hint
+    if n_dev > current().activities:
+        b.error_at("devices", f"devices = {n_dev:.3g} is more than the {current().activities:,} devices a "
+                   "placement can list one by one", raise_hint("activities"), code="limit")
     if n_dev > 1:
         if n > 100_000:
             b.error_at("devices", f"{n} sequences are too many to place one by one",

@@ -100,6 +100,12 @@ class _Setup:
         self.v = int(b.value("virtual"))
         self.layers = int(b.value("layers"))
         self.schedule = b.value("schedule")
+        from dsl.limits import current, raise_hint
+        cap = current().activities
+        if 3 * self.p * self.m * self.v > cap:   # forward, backward (and weight-gradient) slots
+            b.error_at("microbatches" if self.m >= max(self.p, self.v) else "stages" if self.p >= self.v else "virtual",
+                       f"stages × microbatches × virtual = {self.p} × {self.m} × {self.v} would schedule more than "
+                       f"{cap:,} activities", raise_hint("activities"), code="limit")
         cl = b.value("chunk_layers")
         nchunks = self.p * self.v
         if cl is not None:
