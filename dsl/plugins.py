@@ -253,11 +253,13 @@ class Plugins:
     def _call(self, hook_name: str, ctx) -> None:
         """Call each implementation separately (sorted by plugin name) so a failure names
         its plugin and the others still run."""
+        from .limits import time_budget
         hook = getattr(self.pm.hook, hook_name)
         for impl in sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name):
             ctx._current_plugin = impl.plugin_name
             try:
-                impl.function(ctx)
+                with time_budget():   # a plugin that runs too long gives up (error[limit]) instead of hanging
+                    impl.function(ctx)
             except ctx.Abort:
                 pass
             except Exception as e:  # reported with the plugin's name, never a traceback

@@ -37,10 +37,10 @@ class FileRefused(OSError):
         self.kind, self.summary, self.hint = kind, summary, hint
         self.line, self.column, self.text = line, column, text
 
-    @property
     def __str__(self) -> str:
         return self.summary
 
+    @property
     def code(self) -> str:
         return {"missing": "missing-file", "refused": "file-refused", "limit": "limit",
                 "encoding": "encoding"}[self.kind]

@@ -92,10 +92,6 @@ def solve_query(ws, q: A.Query) -> Solution:
     if node is None or not node.numeric:
         raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is not a numeric field or quantity",
                                     span, "solve for a number, e.g. plan.mfu")])
-    if node.kind == "field" and node.input is False:
-        raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is computed from other values, so it "
-                                    "cannot be solved for", span, "solve for one of the inputs it depends on "
-                                    f"(`plan explain FILE {q.target.dotted}` lists them)")])
     lhs, rhs = ws.eval_expr(q.lhs), ws.eval_expr(q.rhs)
     if lhs.dim != rhs.dim:
         raise PlanError([Diagnostic("error", "unit-mismatch",
