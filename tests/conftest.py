@@ -24,7 +24,13 @@ import pytest
 # CLI subprocesses).  tests/test_hardening.py clears this to test the containment itself.
 os.environ["PLAN_LIMITS"] = "allow_outside_root=1"
 
+# `pytest -m fuzz --hypothesis-profile=long`: the fuzz tests run 10^5 inputs each
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("long", max_examples=100_000, deadline=None, suppress_health_check=list(HealthCheck))
+
 import dsl
+import dsl.limits  # noqa: F401  (raises the recursion limit once, before any test)
 from dsl.units import convert
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
