@@ -54,6 +54,9 @@ def load_side(spec: str, tmp: Path) -> Side:
     if not sep or not rev or not rel:
         raise PlanError([Diagnostic("error", "diff", f"'{path}' does not exist",
                                     None, "give a .plan file or REV:PATH (a file as of a git revision)")])
+    if rev.startswith("-") or any(c in rev for c in "\0\n"):   # never an option to git
+        raise PlanError([Diagnostic("error", "diff", f"'{rev}' is not a revision", None,
+                                    "a revision is a commit, branch or tag name (HEAD, main, v1.2, HEAD~3)")])
     cwd = Path.cwd()
     top = _git(["rev-parse", "--show-toplevel"], cwd)
     if top.returncode != 0:
@@ -70,7 +73,7 @@ def load_side(spec: str, tmp: Path) -> Side:
     if show.returncode != 0:
         raise PlanError([Diagnostic("error", "diff", f"'{relpath.as_posix()}' does not exist at revision "
                                     f"'{rev}'", None, "check the revision (git log) and the path")])
-    arch = _git(["archive", "--format=tar", rev], root)
+    arch = _git(["archive", "--format=tar", "--end-of-options", rev], root)
     if arch.returncode != 0:  # pragma: no cover - cat-file succeeded, so the revision exists
         raise PlanError([Diagnostic("error", "diff", arch.stderr.decode().strip(), None, "")])
     dest = Path(tempfile.mkdtemp(prefix="rev-", dir=tmp))

@@ -628,3 +628,13 @@ def test_html_and_markdown_reports_escape_user_strings(tmp_path):
         assert "<script" not in low and "<img" not in low and "<b>x" not in low
         if fmt == "md":   # no Markdown link: the bracket is escaped (in HTML it is plain text)
             assert re.search(r"(?<!\\)\]\(javascript", out) is None and "\\](javascript" in out
+
+
+# ---------------------------------------------------------------- plan diff and git options
+@pytest.mark.parametrize("rev", ["--output=/tmp/plan-pwned", "-o", "--remote=x"])
+def test_diff_revision_is_never_an_option(tmp_path, rev):
+    rc, _, err = cli("diff", "--", f"{rev}:specs/cases/cpt-qwen3-8b-4090.plan", CASES / "cpt-qwen3-8b-4090.plan",
+                     cwd=REPO)
+    clean(rc, err)
+    assert "is not a revision" in err
+    assert not Path("/tmp/plan-pwned").exists()
