@@ -341,9 +341,12 @@ def _tables(ws, plan: str) -> dict:
     """Tables the plugins compute for ``plan`` (name -> title, columns, rows, notes)."""
     out = {}
     for name, spec in sorted(ws.plugins.tables.items()):
+        from .diagnostics import PlanError
         try:
             t = spec.build(ws, plan)
         except TimeoutError:  # a time budget ran out: not this step's failure
+            raise
+        except PlanError:     # a problem in the plan's input to the table (e.g. a bad layout_search list)
             raise
         except Exception as e:  # a table that cannot be built must not hide the plan's values
             print(f"plan: warning[plugin]: table '{name}' (plugin '{spec.plugin}') of plan '{plan}' "

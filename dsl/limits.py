@@ -23,8 +23,9 @@ from dataclasses import dataclass
 class Limits:
     """The bounds of one run (see the module docstring for how to change them)."""
 
-    #: largest file read (a .plan file, a config.json, a data file), in MiB
-    file_mb: float = 16
+    #: largest file read (a .plan file, a config.json, a data file), in MiB (parsing runs at
+    #: about 50 KB/s, so 2 MiB of .plan text is about 40 s of work)
+    file_mb: float = 2
     #: files a plan may import, counting the imports of imports
     imports: int = 1000
     #: length of the longest chain of imports (a imports b imports c …)
