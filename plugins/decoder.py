@@ -66,8 +66,8 @@ from __future__ import annotations
 
 import os
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import KindSpec, Param
+from dsl.plugin import hookimpl
+from dsl.plugin import KindSpec, Param
 
 MODEL_FIELDS = (
     Param("layers", doc="transformer blocks", kind="int", min=1),

@@ -39,8 +39,8 @@ import csv
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, TableSpec, Table, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec
 
 from .decoder import architecture, moe_architecture
 
@@ -133,7 +133,7 @@ def read_csv_column(ctx, b, param, columns):
     rows = []
     try:
         # utf-8-sig: spreadsheets save CSV with a byte-order mark before the header
-        from dsl import safeio
+        import dsl.plugin as safeio
         text = safeio.read_text(path, what="data file")
     except safeio.FileRefused as e:
         if e.kind == "encoding":
@@ -330,7 +330,7 @@ def _price_long(ctx, b):
                "attention FLOPs per device when the batch's work is spread evenly")
     # whole sequences on devices: longest-processing-time-first assignment (nominal lengths)
     n_dev = int(round(float(b.value("devices"))))
-    from dsl.limits import current, raise_hint
+    from dsl.plugin import current_limits as current, limit_hint as raise_hint
     if n_dev > current().activities:
         b.error_at("devices", f"devices = {n_dev:.3g} is more than the {current().activities:,} devices a "
                    "placement can list one by one", raise_hint("activities"), code="limit")
@@ -403,7 +403,7 @@ BOOK_FACTORS = (sp.Integer(1), sp.Rational(5, 4), sp.Rational(3, 2), sp.Integer(
 def _curve(ws, plan, factors):
     """(c, capacity, drop fraction, padding fraction) at each capacity factor, everything else
     at its nominal value; ``None`` when the plan has no ``use moe_routing``."""
-    from dsl.model import _S
+    from dsl.plugin import symbol
     cid = f"{plan}.moe_routing.capacity_factor"
     if cid not in ws.nodes or f"{plan}.drop_fraction" not in ws.nodes:
         return None
@@ -411,7 +411,7 @@ def _curve(ws, plan, factors):
     free = frozenset({cid})
     exprs = [ws.full_expr(f"{plan}.{q}", free).xreplace(at)
              for q in ("expert_capacity", "drop_fraction", "padding_fraction")]
-    c = _S(cid)
+    c = symbol(cid)
     return [(f, *(e.xreplace({c: f}) for e in exprs)) for f in factors]
 
 

@@ -37,9 +37,9 @@ from collections import Counter
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.timeline import no_gc
-from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.engine.timeline import no_gc
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 from plugins import pipeline_schedules as S
 
 SPEC = UseSpec(
@@ -100,7 +100,7 @@ class _Setup:
         self.v = int(b.value("virtual"))
         self.layers = int(b.value("layers"))
         self.schedule = b.value("schedule")
-        from dsl.limits import current, raise_hint
+        from dsl.plugin import current_limits as current, limit_hint as raise_hint
         cap = current().activities
         if 3 * self.p * self.m * self.v > cap:   # forward, backward (and weight-gradient) slots
             b.error_at("microbatches" if self.m >= max(self.p, self.v) else "stages" if self.p >= self.v else "virtual",
@@ -445,7 +445,7 @@ def _sched_name(ws, plan, tl):
 def _table(ws, plan):
     if f"{plan}.pipeline.schedule" not in ws.nodes or (plan, "pipeline") not in ws.timelines:
         return None
-    from dsl.units import convert
+    from dsl.engine.units import convert
     tls = _pipeline_timelines(ws, plan)
     if not tls:
         return None
@@ -486,7 +486,7 @@ def plan_tables_register():
 
 
 def _draw_gantt(ws, plan, fig) -> bool:
-    from dsl.figures import gantt
+    from dsl.present.figures import gantt
     tls = _pipeline_timelines(ws, plan)
     if not tls:
         return False

@@ -95,10 +95,9 @@ def read_trace(path: str | Path) -> Trace:
     path = Path(path)
     import io
 
-    from dsl import safeio
-    from dsl.model import _display_path
+    import dsl.plugin as safeio
     try:
-        f = io.StringIO(safeio.read_text(path, what="trace", display=_display_path(path)), newline="")
+        f = io.StringIO(safeio.read_text(path, what="trace", display=safeio.display_path(path)), newline="")
     except safeio.FileRefused as e:
         if e.kind == "encoding":
             raise TraceError(path, e.line, None, f"the trace is not UTF-8 text (column {e.column})",
@@ -195,7 +194,7 @@ def cell_span(err: TraceError):
     try:
         import io
 
-        from dsl import safeio
+        import dsl.plugin as safeio
         with io.StringIO(safeio.read_text(err.path, what="trace", remember=False), newline="") as f:
             for i, line in enumerate(f, start=1):
                 if i == err.row:

@@ -3,7 +3,7 @@
 * ``REPO_ROOT`` / ``repo_root``: the checkout (``dsl/``, ``plugins/``, ``specs/``).
 * ``CASE`` / ``case_path``: the design case of book chapter 10.
 * ``case_ws`` (session): ``dsl.load(CASE)`` — treat as read-only.  Failed queries leave
-  diagnostics behind in ``ws.rep``, so tests that expect errors should use ``fresh_case_ws``.
+  diagnostics behind, so tests that expect errors should use ``fresh_case_ws``.
 * ``run_cli(*args, cwd=REPO_ROOT, stdin=None) -> (exit_code, stdout, stderr)``: runs
   ``python -m dsl.cli ARGS`` in a subprocess (also importable: ``from conftest import run_cli``).
 * ``write_plan(text, name="t.plan") -> Path``: writes a `.plan` file into ``tmp_path``;
@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 settings.register_profile("long", max_examples=100_000, deadline=None, suppress_health_check=list(HealthCheck))
 
 import dsl
-import dsl.limits  # noqa: F401  (raises the recursion limit once, before any test)
-from dsl.units import convert
+import dsl.syntax.limits  # noqa: F401  (raises the recursion limit once, before any test)
+from dsl.engine.units import convert
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASES = REPO_ROOT / "specs" / "cases"

@@ -49,7 +49,7 @@ class Hang(Exception):
 def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz.plan"):
     """Write ``text`` as cases/NAME and run ``plan ARGV...`` with ``{file}`` replaced by its
     path; return (exit code or "hang", stdout, stderr)."""
-    from dsl import limits
+    from dsl.syntax import limits
     from dsl.cli import main
 
     path = scratch() / "cases" / name
@@ -93,15 +93,15 @@ def verdict(rc, out: str, err: str) -> str | None:
 # ---------------------------------------------------------------- vocabulary
 @lru_cache(maxsize=None)
 def _blocks() -> tuple:
-    from dsl.plugins import get_plugins
+    from dsl.plugin.manager import get_plugins
     p = get_plugins()
     return tuple((name, tuple(x.name for x in spec.params)) for name, spec in sorted(p.blocks.items()))
 
 
 @lru_cache(maxsize=None)
 def _kinds() -> tuple:
-    from dsl.model import CORE_KINDS
-    from dsl.plugins import get_plugins
+    from dsl.resolve.declarations import CORE_KINDS
+    from dsl.plugin.manager import get_plugins
     return tuple(sorted(set(CORE_KINDS) | set(get_plugins().kinds)))
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl import limits
+from dsl.syntax import limits
 from dsl.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,7 +123,7 @@ def test_outside_root_allowed_by_flag_and_by_environment(tmp_path, monkeypatch):
 
 
 def test_project_root_is_the_nearest_pyproject_or_git(tmp_path):
-    from dsl.safeio import project_root
+    from dsl.engine.safeio import project_root
     (tmp_path / "repo" / "specs" / "cases").mkdir(parents=True)
     (tmp_path / "repo" / "pyproject.toml").write_text("", encoding="utf-8")
     f = tmp_path / "repo" / "specs" / "cases" / "a.plan"

@@ -19,7 +19,8 @@ import os
 import stat
 from pathlib import Path
 
-from . import limits as L
+from ..syntax import limits as L
+from ..syntax.diagnostics import remember_source
 
 
 class FileRefused(OSError):
@@ -62,22 +63,20 @@ def project_root(root_file: str | Path) -> Path:
 
 
 _current_root: Path | None = None
+_always: tuple[Path, ...] = ()      # directories always allowed (the packaged catalog)
 _approved: set[Path] = set()
 
 
-def set_root(root: Path | None) -> None:
-    """The project root used when a reader passes no ``root`` (set by each Workspace)."""
-    global _current_root
+def set_root(root: Path | None, always: tuple = ()) -> None:
+    """The project root used when a reader passes no ``root`` (set by each Workspace), and the
+    directories always allowed (the packaged catalog)."""
+    global _current_root, _always
     _current_root = root
+    _always = tuple(Path(a).resolve() for a in always)
 
 
 def current_root() -> Path | None:
     return _current_root
-
-
-def _catalog() -> Path:
-    from .model import catalog_dir
-    return catalog_dir().resolve()
 
 
 def _inside(p: Path, d: Path) -> bool:
@@ -106,7 +105,7 @@ def check(path: str | Path, *, root: Path | None = None, what: str = "file") -> 
         if is_link:
             raise FileRefused("refused", f"the {what} '{text}' is a symbolic link, which plan does not follow",
                               "name the file itself, or " + L.raise_hint("allow_outside_root"))
-        if base is not None and not _inside(rp, base.resolve()) and not _inside(rp, _catalog()):
+        if base is not None and not _inside(rp, base.resolve()) and not any(_inside(rp, a) for a in _always):
             raise FileRefused("refused", f"the {what} '{text}' is outside the project root '{base}'",
                               "imports, configs and data files must lie under the project root (the nearest "
                               "directory above the root file holding .git or pyproject.toml); "
@@ -183,6 +182,5 @@ def read_text(path: str | Path, *, root: Path | None = None, what: str = "file",
                           f"(byte 0x{raw[e.start]:02x} at line {line}, column {col})", "save the file as UTF-8",
                           line, col, raw.decode("utf-8", "replace")) from None
     if remember:
-        from .diagnostics import remember_source
         remember_source(display or str(path), text)
     return text
