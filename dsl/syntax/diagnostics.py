@@ -106,7 +106,7 @@ def split_lines(text: str) -> list[str]:
 
 
 def _source_line(path: str, line: int) -> str | None:
-    """Line ``line`` of a text that was parsed or read through :mod:`dsl.safeio` (and so
+    """Line ``line`` of a text that was parsed or read through :mod:`dsl.engine.safeio` (and so
     remembered); a file that was never read (refused, or never named) is never quoted."""
     lines = _source_cache.get(path)
     if lines is None:
