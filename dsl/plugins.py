@@ -7,6 +7,7 @@ naming it), checks hook names with ``check_pending()`` and collects the registra
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -103,7 +104,20 @@ class Table:
 @dataclass(frozen=True)
 class TableSpec:
     """A table a plugin can build: ``build(ws, plan) -> Table | None`` (None: not applicable
-    to this plan).  ``name`` is a stable id (``memory-formats``), ``title`` a heading."""
+    to this plan).  ``name`` is a stable id (``memory-formats``), ``title`` a heading.
+
+    How ``plan eval`` shows it (``--tables default|all|none``):
+
+    * ``per_plan`` — False for a table whose content is mostly shared by the plans of a file
+      (a format catalogue, a ranking of the file's plans): text output prints it once per
+      distinct content, titled with the plans it stands for, instead of once per plan.
+    * ``default`` — False for a table shown only on request (``--tables all``).
+    * ``hidden_with`` — headline quantities that mark another question: for a plan whose
+      headline includes one of them (e.g. ``finish_time`` for a format comparison) the table
+      is shown only on request.
+
+    JSON output lists every table of every plan whatever these say.
+    """
 
     name: str
     title: str
@@ -111,6 +125,9 @@ class TableSpec:
     doc: str = ""
     plugin: str = ""
     references: tuple[str, ...] = ()
+    per_plan: bool = True
+    default: bool = True
+    hidden_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,8 +244,9 @@ class Plugins:
                         self.conflicts.append(f"{'table' if cls is TableSpec else 'figure'} '{s.name}' is "
                                               f"registered by plugins '{store[s.name].plugin}' and '{pname}'")
                         continue
-                    store[s.name] = cls(s.name, s.title, s.build if cls is TableSpec else s.draw, s.doc, pname,
-                                        s.references)
+                    store[s.name] = (dataclasses.replace(s, plugin=pname) if isinstance(s, cls) else
+                                     cls(s.name, s.title, s.build if cls is TableSpec else s.draw, s.doc, pname,
+                                         tuple(getattr(s, "references", ()))))
 
     def block_of(self, plugin: str | None) -> UseSpec | None:
         """The (first, by name) block a plugin registered, or None."""

@@ -39,6 +39,7 @@ COLUMNS = ("kind", "restarts", "hours")
 SPEC = UseSpec(
     "interruptions",
     "time and money lost to interruptions, from a run log (CSV)",
+    references=("Book ch. 10 §10.4.4, fig. 10-36 and footnote 6 (cost of interruptions)",),
     params=(
         Param("log", kind="file", doc="CSV run log: kind, restarts, hours (+ any other columns)"),
         Param("rate", "USD/h", None, "cost of the whole job per wall-clock hour", min=0),
