@@ -302,8 +302,8 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False) 
                   "tables": _tables(ws, p, set(qs))}
         if sources:
             from .sources import plan_sources
-            out[p]["sources"] = plan_sources(ws, p, tables=[n for n, t in out[p]["tables"].items()
-                                                            if t["shown_by_default"]])
+            out[p]["sources"] = plan_sources(ws, p, tables={n: t["references"] for n, t in out[p]["tables"].items()
+                                                            if t["shown_by_default"]})
     return out
 
 
@@ -328,7 +328,8 @@ def _tables(ws, plan: str, headline: set = frozenset()) -> dict:
                      "per_plan": bool(getattr(spec, "per_plan", True)),
                      "shown_by_default": bool(getattr(spec, "default", True))
                      and not set(getattr(spec, "hidden_with", ())) & set(headline),
-                     "references": list(getattr(spec, "references", ()))}
+                     "references": list(getattr(spec, "references", ()))
+                     + [r for r in getattr(t, "references", ()) if r not in getattr(spec, "references", ())]}
     return out
 
 
@@ -998,9 +999,12 @@ def cmd_plugins(args) -> int:
             {"name": b.name, "plugin": b.plugin, "doc": b.doc,
              "params": [vars(p) | {"choices": list(p.choices)} for p in b.params],
              "plan_params": [vars(p) | {"choices": list(p.choices)} for p in b.plan_params],
-             "provides": list(b.provides)} for b in blocks],
-            "tables": [{"name": n, "title": t.title, "plugin": t.plugin} for n, t in sorted(pl.tables.items())],
-            "figures": [{"name": n, "title": f.title, "plugin": f.plugin} for n, f in sorted(pl.figures.items())]},
+             "provides": list(b.provides), "references": list(b.references)} for b in blocks],
+            "tables": [{"name": n, "title": t.title, "plugin": t.plugin, "references": list(t.references),
+                        "per_plan": t.per_plan, "default": t.default, "hidden_with": list(t.hidden_with)}
+                       for n, t in sorted(pl.tables.items())],
+            "figures": [{"name": n, "title": f.title, "plugin": f.plugin, "references": list(f.references)}
+                        for n, f in sorted(pl.figures.items())]},
             indent=2, sort_keys=True, default=str))
         return EXIT_OK
     lines = ["plugins: " + ", ".join(pl.names), ""]

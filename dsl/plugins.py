@@ -93,12 +93,16 @@ class KindSpec:
 class Table:
     """A table a plugin computes for one plan (shown by ``plan eval`` and reports).
 
-    ``rows`` hold display strings or numbers; ``notes`` are sentences printed under it.
+    ``rows`` hold display strings or numbers; ``notes`` are sentences printed under it;
+    ``references`` cite where this plan's rows come from (e.g. the ``source`` column of a
+    user's log), shown with the spec's own references by ``plan eval --sources`` and
+    ``plan report``, never by default.
     """
 
     columns: tuple[str, ...]
     rows: tuple[tuple, ...]
     notes: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

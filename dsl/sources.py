@@ -13,7 +13,8 @@ def plan_sources(ws, plan: str, quantities=None, tables=()) -> dict:
     """The references behind ``plan``'s output.
 
     :param quantities: the nodes shown (default: the plan's headline quantities).
-    :param tables: names of the plugin tables shown.
+    :param tables: the plugin tables shown: names (their specs' references) or a mapping
+        name -> references (a built table's own references included).
     :returns: ``{"quantities": {name: [ref, …]}, "blocks": {name: […]}, "tables": {name: […]}}``
         holding only entries that have references, in display order (quantities as shown,
         blocks in report order, tables by name).
@@ -32,8 +33,9 @@ def plan_sources(ws, plan: str, quantities=None, tables=()) -> dict:
             out["blocks"][b] = list(blocks[b].references)
     for t in sorted(tables):
         spec = ws.plugins.tables.get(t)
-        if spec is not None and spec.references:
-            out["tables"][t] = list(spec.references)
+        refs = list(tables[t]) if isinstance(tables, dict) else list(spec.references if spec else ())
+        if refs:
+            out["tables"][t] = refs
     return out
 
 
