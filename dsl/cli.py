@@ -270,10 +270,11 @@ def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
     return convert(float(v), u), u
 
 
-def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False) -> dict:
+def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, tables: str = "default") -> dict:
     """Headline quantities (``value`` in ``unit``, ``si`` in base units), requirements
     (``lhs``/``rhs`` in ``unit``, ``lhs_si``/``rhs_si`` in base units), critical paths,
-    plugin tables and, with ``sources``, the references behind them."""
+    plugin tables and, with ``sources``, the references behind the quantities, the blocks
+    and the tables shown under ``--tables tables``."""
     from .units import convert, format_number, parse_unit
 
     by_dim = {}
@@ -303,7 +304,7 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False) 
         if sources:
             from .sources import plan_sources
             out[p]["sources"] = plan_sources(ws, p, tables={n: t["references"] for n, t in out[p]["tables"].items()
-                                                            if t["shown_by_default"]})
+                                                            if _shown(t, tables)})
     return out
 
 
@@ -485,7 +486,8 @@ def cmd_eval(args) -> int:
             return EXIT_USAGE
     if not plans:
         print(f"{args.file}: no plans to evaluate (declare one with `plan NAME {{ … }}`)", file=sys.stderr)
-    rep = _report(ws, plans, args.units, sources=args.sources)
+    rep = _report(ws, plans, args.units, sources=args.sources,
+                  tables=args.tables or ("all" if args.format == "json" else "default"))
     violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
     if args.format == "json":
         if args.tables is not None:         # JSON lists every table unless asked otherwise

@@ -302,8 +302,7 @@ def plan_tables_register():
     finish = ("finish_time", "layout_finish_time")
     return [TableSpec("memory-formats", "Matmul weight formats", _formats_table,
                       "bytes per parameter with block scales, weights read by matmuls, scaling, risk",
-                      references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",
-                                  "Book ch. 10 §10.1.2 (format table)"),
+                      references=("Book ch. 10 §10.1.2 (format table: bytes, scaling control and risk per format)",),
                       per_plan=False, hidden_with=finish),
             TableSpec("memory-states", "Training state per GPU", _states_table,
                       "format, whole-model bytes, replicated or sharded, per-GPU share of each state",
