@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Evaluate .plan files: will this training design fit, and will it finish in time?",
         epilog="Exit codes: 0 ok, 1 a problem in the plan, 2 usage error.  See docs/language.md.")
     p.add_argument("--version", action="version", version="plan 0.1.0")
+    p.add_argument("--disable-plugin", dest="disable_plugin", action="append", default=[], metavar="NAME",
+                   help="do not load plugin NAME (repeatable; also PLAN_DISABLE_PLUGINS=a,b); "
+                        "`plan plugins` lists the names")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     e = sub.add_parser("eval", help="evaluate every plan: headline quantities, requirements, critical path",
@@ -197,11 +200,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _DISABLED
     args = _parser().parse_args(argv)
+    from dsl.api import disabled_plugins
+    _DISABLED = disabled_plugins(args.disable_plugin)
     if not args.cmd:
         _parser().print_help()
         return EXIT_USAGE
-    from .diagnostics import PlanError, render
+    from dsl.syntax.diagnostics import PlanError, render
 
     try:
         return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
@@ -248,18 +254,22 @@ def _output(path, write) -> None:
 
 
 def _warn(ws) -> None:
-    from .diagnostics import render
-    for d in ws.rep.warnings:
+    from dsl.syntax.diagnostics import render
+    for d in ws.warnings:
         print(render(d), file=sys.stderr)
 
 
+_DISABLED: tuple[str, ...] = ()   # set by main() from --disable-plugin
+
+
 def _load(path: str, evaluate: bool = True):
-    from .model import Workspace
-    return Workspace(path, evaluate=evaluate)
+    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``)."""
+    from dsl.api import load
+    return load(path, evaluate=evaluate, disable=_DISABLED)
 
 
 def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
-    from .units import check_unit_for, convert
+    from dsl.engine.units import check_unit_for, convert
 
     n = ws.nodes[nid]
     u = n.unit if unit is None else unit
@@ -275,7 +285,7 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
     (``lhs``/``rhs`` in ``unit``, ``lhs_si``/``rhs_si`` in base units), critical paths,
     plugin tables and, with ``sources``, the references behind the quantities, the blocks
     and the tables shown under ``--tables tables``."""
-    from .units import convert, format_number, parse_unit
+    from dsl.engine.units import convert, format_number, parse_unit
 
     by_dim = {}
     for u in units:
@@ -302,7 +312,7 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
         out[p] = {"quantities": qs, "requirements": reqs, "critical_path": cp,
                   "tables": _tables(ws, p, set(qs))}
         if sources:
-            from .sources import plan_sources
+            from dsl.present.sources import plan_sources
             out[p]["sources"] = plan_sources(ws, p, tables={n: t["references"] for n, t in out[p]["tables"].items()
                                                             if _shown(t, tables)})
     return out
@@ -335,7 +345,7 @@ def _tables(ws, plan: str, headline: set = frozenset()) -> dict:
 
 
 def _render_table(title: str, columns: list, rows: list, notes: list = ()) -> list[str]:
-    from .units import format_number
+    from dsl.engine.units import format_number
 
     def cell(c):
         if isinstance(c, float):
@@ -364,7 +374,7 @@ def _numlike(c: str) -> bool:
 
 
 def _select_plans(ws, file: str, wanted):
-    from .diagnostics import Diagnostic, PlanError, did_you_mean
+    from dsl.syntax.diagnostics import Diagnostic, PlanError, did_you_mean
     plans = ws.plans(own=not wanted)
     if wanted:
         plans = ws.plans()
@@ -380,7 +390,7 @@ def _select_plans(ws, file: str, wanted):
 def cmd_figure(args) -> int:
     from pathlib import Path
 
-    from .figures import FigureError, new_figure, save
+    from dsl.present.figures import FigureError, new_figure, save
 
     ws = _load(args.file)
     _warn(ws)
@@ -391,7 +401,7 @@ def cmd_figure(args) -> int:
         return EXIT_OK
     unknown = [n for n in (args.name or []) if n not in specs]
     if unknown:
-        from .diagnostics import did_you_mean
+        from dsl.syntax.diagnostics import did_you_mean
         g = did_you_mean(unknown[0], specs)
         print(f"plan: error[unknown-name]: no figure '{unknown[0]}'\n  hint: "
               + (f"did you mean '{g}'? " if g else "") + "figures: " + ", ".join(sorted(specs)), file=sys.stderr)
@@ -419,8 +429,8 @@ def cmd_figure(args) -> int:
 
 
 def cmd_timeline(args) -> int:
-    from .figures import text_timeline
-    from .units import UnitError, check_unit_for, format_number, parse_unit
+    from dsl.present.figures import text_timeline
+    from dsl.engine.units import UnitError, check_unit_for, format_number, parse_unit
 
     ws = _load(args.file)
     _warn(ws)
@@ -462,7 +472,7 @@ def cmd_timeline(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .diagnostics import Diagnostic, PlanError
+    from dsl.syntax.diagnostics import Diagnostic, PlanError
 
     ws = _load(args.file)
     _warn(ws)
@@ -471,13 +481,13 @@ def cmd_eval(args) -> int:
         plans = ws.plans()
         unknown = [p for p in args.plan if p not in plans]
         if unknown:
-            from .diagnostics import did_you_mean
+            from dsl.syntax.diagnostics import did_you_mean
             g = did_you_mean(unknown[0], plans)
             raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {args.file}",
                                         None, f"did you mean '{g}'?" if g else
                                         "plans: " + ", ".join(plans))])
         plans = [p for p in plans if p in args.plan]
-    from .units import UnitError, parse_unit
+    from dsl.engine.units import UnitError, parse_unit
     for u in args.units:
         try:
             parse_unit(u)
@@ -494,7 +504,7 @@ def cmd_eval(args) -> int:
             for r in rep.values():
                 r["tables"] = {n: t for n, t in r["tables"].items() if _shown(t, args.tables)}
         print(json.dumps({"file": args.file, "plans": rep,
-                          "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
+                          "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
         return EXIT_PLAN if (violated and args.strict) else EXIT_OK
     print(_render_eval(args.file, rep, plans, args.units, tables=args.tables or "default",
                        sources=args.sources))
@@ -547,7 +557,7 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
                  sources: bool = False) -> str:
     """The text of `plan eval`: a quantity × plan table, requirements, plugin tables (see
     :func:`_render_tables`), critical paths and, with ``sources``, the references."""
-    from .units import convert, format_number, parse_unit
+    from dsl.engine.units import convert, format_number, parse_unit
 
     rows: list[tuple[str, str]] = []
     for p in plans:
@@ -585,14 +595,14 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
             path = [a["id"] for a in cp["activities"] if a["id"] in cp["path"] and a["duration"] > 0]
             lines.append(f"  {p}: " + " -> ".join(path) + f"  ({format_number(convert(cp['makespan'], tu))} {tu})")
     if sources:
-        from .sources import render_text
+        from dsl.present.sources import render_text
         lines.append("")
         lines.extend(render_text({p: rep[p].get("sources") for p in plans}, plans))
     return "\n".join(lines)
 
 
 def cmd_get(args) -> int:
-    from .units import UnitError
+    from dsl.engine.units import UnitError
 
     ws = _load(args.file)
     plan, _, rest = args.name.partition(".")
@@ -604,7 +614,7 @@ def cmd_get(args) -> int:
     nid = ws.lookup(args.name)
     n = ws.nodes[nid]
     if not n.numeric:
-        from .explain import show_value
+        from dsl.present.explain import show_value
         print(n.value if isinstance(n.value, str) else show_value(ws, nid))
         return EXIT_OK
     try:
@@ -626,13 +636,12 @@ def cmd_get(args) -> int:
 
 def cmd_check(args) -> int:
     ws = _load(args.file, evaluate=args.strict)
-    ws.rep.raise_if_errors()
     _warn(ws)
     if args.strict:
         return _check_strict(ws, args)
     if args.format == "json":
         print(json.dumps({"file": args.file, "ok": True, "declarations": len(ws.decls),
-                          "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
+                          "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
     else:
         nd, nf = len(ws.decls), len(ws.modules)
         print(f"{args.file}: ok ({nd} declaration{'s' if nd != 1 else ''} in {nf} file{'s' if nf != 1 else ''})")
@@ -643,9 +652,9 @@ def _check_strict(ws, args) -> int:
     """`plan check --strict`: every requirement of the selected plans; each failing one is an
     ``error[requirement]`` with its margin and its drivers (largest elasticities of lhs/rhs),
     each with the value at which the requirement would hold again."""
-    from .diagnostics import Diagnostic, render
-    from .sensitivity import requirement_report
-    from .units import format_quantity
+    from dsl.syntax.diagnostics import Diagnostic, render
+    from dsl.results.sensitivity import requirement_report
+    from dsl.engine.units import format_quantity
 
     plans = _select_plans(ws, args.file, args.plan)
     failed, checked = [], 0
@@ -693,9 +702,9 @@ def _check_strict(ws, args) -> int:
 
 
 def cmd_solve(args) -> int:
-    from .parser import parse_query
-    from .solver import solve_query
-    from .units import convert, format_number
+    from dsl.syntax.parser import parse_query
+    from dsl.results.solver import solve_query
+    from dsl.engine.units import convert, format_number
 
     ws = _load(args.file)
     _warn(ws)
@@ -703,7 +712,7 @@ def cmd_solve(args) -> int:
     if not queries:
         print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
         return EXIT_OK
-    from .diagnostics import PlanError, render
+    from dsl.syntax.diagnostics import PlanError, render
     sols, failed = [], []
     for q in queries:
         try:
@@ -714,7 +723,7 @@ def cmd_solve(args) -> int:
                 print(render(d), file=sys.stderr)
     rc = EXIT_PLAN if failed else EXIT_OK
     if args.unit:
-        from .units import UnitError, check_unit_for
+        from dsl.engine.units import UnitError, check_unit_for
         for s in sols:
             try:
                 check_unit_for(ws.nodes[s.target].dim, args.unit)
@@ -770,7 +779,7 @@ def cmd_solve(args) -> int:
 def cmd_report(args) -> int:
     from pathlib import Path
 
-    from . import report
+    from dsl.present import report
 
     fmt = args.format
     if fmt is None:
@@ -792,7 +801,7 @@ def cmd_diff(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from . import diff
+    from dsl.present import diff
 
     with tempfile.TemporaryDirectory(prefix="plan-diff-") as tmp:
         old = diff.load_side(args.old, Path(tmp))
@@ -808,8 +817,8 @@ def cmd_diff(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from . import sweep
-    from .units import format_number
+    from dsl.results import sweep
+    from dsl.engine.units import format_number
 
     try:
         sweep._numpy()
@@ -854,7 +863,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_search(args) -> int:
-    from . import search
+    from plugins import layout_search as search
 
     try:
         search._np()
@@ -893,8 +902,8 @@ def cmd_search(args) -> int:
 def cmd_fmt(args) -> int:
     from pathlib import Path
 
-    from .diagnostics import PlanError, render
-    from .format import format_source
+    from dsl.syntax.diagnostics import PlanError, render
+    from dsl.syntax.format import format_source
 
     unformatted, errors = [], 0
     for f in args.files:
@@ -951,7 +960,7 @@ def cmd_fmt(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from . import explain
+    from dsl.present import explain
 
     ws = _load(args.file)
     _warn(ws)
@@ -967,7 +976,7 @@ def cmd_explain(args) -> int:
 def cmd_graph(args) -> int:
     from pathlib import Path
 
-    from . import graphviz
+    from dsl.present import graphviz
 
     ws = _load(args.file)
     _warn(ws)
@@ -990,9 +999,9 @@ def cmd_graph(args) -> int:
 
 
 def cmd_plugins(args) -> int:
-    from .plugins import get_plugins
+    from dsl.plugin.manager import get_plugins
 
-    pl = get_plugins()
+    pl = get_plugins(blocked=_DISABLED)
     for w in pl.warnings:
         print(f"warning: {w}", file=sys.stderr)
     blocks = sorted(pl.blocks.values(), key=lambda s: (s.order, s.name))

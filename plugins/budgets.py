@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import csv
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec
 
 BATCH = UseSpec(
     "batch", "tokens read and label tokens per parameter update",
@@ -408,7 +408,7 @@ def _published(ctx):
         return
     ref = b.ref("reference")
     peak_ref = ref.q("peak_flops", "FLOP/s", positive=True)
-    from dsl.model import DeclView
+    from dsl.plugin import DeclView
     devices = sorted({ctx.ws.python_value(f"{r.name}.device").name for r in b.value("runs")
                       if "device" in ctx.ws.decls[r.name].fields})
     for dev in devices:
@@ -438,7 +438,7 @@ def _runs(ws, plan):
 
 
 def _num(ws, nid, unit=""):
-    from dsl.units import convert
+    from dsl.engine.units import convert
     if nid not in ws.nodes:
         return None
     v = ws.value(nid)

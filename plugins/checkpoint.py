@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 
 SPEC = UseSpec(
     "checkpoint",
@@ -158,7 +158,7 @@ def _draw_cost(ws, plan, fig) -> bool:
 
 @hookimpl
 def plan_figures_register():
-    from dsl.plugins import FigureSpec
+    from dsl.plugin import FigureSpec
     return [FigureSpec("checkpoint-cost", "Checkpoint cost terms against the interval", _draw_cost,
                        "c/τ, Λτ/2 and L(τ); τ* and the plan's interval marked",
                        references=("Book ch. 10 §10.4.4, fig. 10-35",))]

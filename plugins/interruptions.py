@@ -29,8 +29,8 @@ from fractions import Fraction
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec
 
 KINDS = ("steps", "restart", "invalidated")
 LOST = ("restart", "invalidated")

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec
 
 from . import layout_model as lm
 
@@ -232,7 +232,7 @@ def plan_activities_schedule(ctx):
 def _search_table(ws, plan):
     if "layout_search" not in ws.decls[plan].uses:
         return None
-    from dsl import search
+    from plugins import layout_search as search
     res = search.run(ws, plan)
     return search.table(res)
 
@@ -242,7 +242,7 @@ def _draw_search(ws, plan, fig) -> bool:
     front joined, the best layout marked, usable memory and the deadline's step budget."""
     if "layout_search" not in ws.decls[plan].uses:
         return False
-    from dsl import search
+    from plugins import layout_search as search
     res = search.run(ws, plan)
     c = res.columns
     valid = c["valid"]
@@ -273,7 +273,7 @@ def _draw_search(ws, plan, fig) -> bool:
 
 @hookimpl
 def plan_figures_register():
-    from dsl.plugins import FigureSpec
+    from dsl.plugin import FigureSpec
     return [FigureSpec("layout-search", "Step time vs memory per GPU of the valid layouts, Pareto front",
                        _draw_search, "every valid layout of `use layout_search`, the front and the best")]
 

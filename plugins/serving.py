@@ -36,8 +36,8 @@ from fractions import Fraction
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 
 # bytes per stored element by format (book ch. 2 conventions)
 FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": Fraction(1, 2)}
@@ -337,8 +337,8 @@ def _windows_from_trace(ctx, b):
 
 
 def _trace_error(ctx, b, e):
-    from dsl.diagnostics import Span
-    from dsl.model import _display_path
+    from dsl.plugin import Span
+    from dsl.plugin import display_path
 
     from .serving_trace import cell_span
 
@@ -349,7 +349,7 @@ def _trace_error(ctx, b, e):
         if node is not None and node.assign is not None else ()
     if e.row <= 0:
         b.error_at("file", f"cannot read trace '{e.path.name}': {e.message}", code="bad-trace")
-    ctx.ws.rep.error("bad-trace", f"malformed trace: {e}", Span(_display_path(e.path), line, col, line, end),
+    ctx.ws.rep.error("bad-trace", f"malformed trace: {e}", Span(display_path(e.path), line, col, line, end),
                      e.hint or "fix the row or remove it; columns: arrived_at (s), num_prefill_tokens, "
                      "num_decode_tokens [, first_token_at, last_token_at]", related)
     raise ctx.Abort()

@@ -3,7 +3,7 @@
 * ``REPO_ROOT`` / ``repo_root``: the checkout (``dsl/``, ``plugins/``, ``specs/``).
 * ``CASE`` / ``case_path``: the design case of book chapter 10.
 * ``case_ws`` (session): ``dsl.load(CASE)`` — treat as read-only.  Failed queries leave
-  diagnostics behind in ``ws.rep``, so tests that expect errors should use ``fresh_case_ws``.
+  diagnostics behind, so tests that expect errors should use ``fresh_case_ws``.
 * ``run_cli(*args, cwd=REPO_ROOT, stdin=None) -> (exit_code, stdout, stderr)``: runs
   ``python -m dsl.cli ARGS`` in a subprocess (also importable: ``from conftest import run_cli``).
 * ``run_main(*args, cwd=REPO_ROOT) -> (exit_code, stdout, stderr)``: the same through
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import dsl
-from dsl.units import convert
+from dsl.engine.units import convert
 
 def pytest_addoption(parser):
     parser.addoption("--update-goldens", action="store_true", default=False,

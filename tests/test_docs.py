@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dsl.diagnostics import PlanError
-from dsl.model import Workspace
-from dsl.plugins import get_plugins
+from dsl.syntax.diagnostics import PlanError
+from dsl.results.evaluation import evaluate_file as Workspace
+from dsl.plugin.manager import get_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = ROOT / "docs" / "language.md"
@@ -55,14 +55,14 @@ def test_example(tmp_path, tag, text):
     f = _write(tmp_path, text)
     if tag == "plan":
         ws = Workspace(f)
-        assert not ws.rep.errors
+        assert not ws.errors
         for q in ws.queries:          # `solve` lines must be answerable too
-            from dsl.solver import solve_query
+            from dsl.results.solver import solve_query
             assert solve_query(ws, q).value is not None, q
         return
     with pytest.raises(PlanError) as exc:
         ws = Workspace(f)
-        from dsl.solver import solve_query
+        from dsl.results.solver import solve_query
         for q in ws.queries:
             solve_query(ws, q)
     codes = {d.code for d in exc.value.diagnostics}
@@ -115,7 +115,7 @@ def test_every_param_documented(block, param):
 
 
 def test_hooks_have_docstrings():
-    tree = ast.parse((ROOT / "dsl" / "hookspecs.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "dsl" / "plugin" / "hookspecs.py").read_text(encoding="utf-8"))
     hooks = [n for n in tree.body if isinstance(n, ast.FunctionDef)
              and any(getattr(d, "id", None) == "hookspec" or getattr(getattr(d, "func", None), "id", None) == "hookspec"
                      for d in n.decorator_list)]
@@ -125,7 +125,7 @@ def test_hooks_have_docstrings():
 
 
 def test_every_hook_is_a_hookspec():
-    from dsl import hookspecs
+    from dsl.plugin import hookspecs
     import pluggy
     pm = pluggy.PluginManager("plan")
     pm.add_hookspecs(hookspecs)

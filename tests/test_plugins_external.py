@@ -231,8 +231,7 @@ def test_plugin_hook_that_raises_is_reported_not_a_crash(tmp_path, demo_plan):
     site = tmp_path / "site"
     site.mkdir()
     (site / "plan_ext_crash.py").write_text(
-        "from dsl.hookspecs import hookimpl\n"
-        "from dsl.plugins import Param, UseSpec\n\n"
+        "from dsl.plugin import Param, UseSpec, hookimpl\n\n"
         "@hookimpl\ndef plan_blocks_register():\n"
         "    return [UseSpec('demo', 'crashes while pricing', params=(Param('gpu_hour'),))]\n\n"
         "@hookimpl\ndef plan_quantities_price(ctx):\n"

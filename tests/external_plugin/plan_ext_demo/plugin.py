@@ -10,8 +10,7 @@ priced by ``use finish``; defines ``gpu_hours`` (GPU time rented) and ``gpu_cost
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import Param, UseSpec, hookimpl
 
 SPEC = UseSpec(
     "demo",

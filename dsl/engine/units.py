@@ -228,7 +228,7 @@ def parse_unit(text: str) -> Unit:
 def unit_hint(name: str) -> str:
     if name in _HINTS:
         return _HINTS[name]
-    from .diagnostics import did_you_mean
+    from dsl.syntax.diagnostics import did_you_mean
     guess = did_you_mean(name, _UNITS)
     return f"did you mean '{guess}'?" if guess else "see `docs/language.md` for the list of units"
 

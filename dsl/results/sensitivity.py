@@ -17,7 +17,7 @@ at the nominal point (design §"The solver", *Sensitivity*):
 * **drivers** of a requirement: the inputs with the largest elasticity of the ratio of its two
   sides, ε(lhs/rhs) = ε(lhs) − ε(rhs).
 
-Values are in base units (s, B, FLOP …); callers convert with ``dsl.units.convert``.
+Values are in base units (s, B, FLOP …); callers convert with ``dsl.engine.units.convert``.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def nominal_floats(ws) -> dict:
 def active_branch(expr, at: dict):
     """``expr`` with Max/Min/Piecewise replaced by the branch active at ``at`` and
     ceiling/floor by their argument (see the module docstring)."""
-    from .solver import _branch
+    from dsl.results.solver import _branch
 
     e = _branch(expr, {k: sp.Float(v, 30) for k, v in at.items()})
     return e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
@@ -90,7 +90,7 @@ def elasticities(ws, expr) -> list[dict]:
 
 def requirement_drivers(ws, req, top: int | None = None) -> list[dict]:
     """Inputs ranked by the elasticity of ``lhs/rhs`` of requirement ``req`` (a
-    :class:`~dsl.model.Requirement`): how strongly a 1 % change of each moves the margin."""
+    :class:`~dsl.evaluate.workspace.Requirement`): how strongly a 1 % change of each moves the margin."""
     ratio = req.lhs / req.rhs if req.rhs != 0 else req.lhs
     rows = [r for r in elasticities(ws, ratio) if r["elasticity"] == r["elasticity"] and r["elasticity"] != 0]
     return rows[:top] if top else rows
@@ -137,7 +137,7 @@ def break_even(ws, req, nid: str) -> dict:
         boundary nearest the nominal value inside the input's allowed range (None: never),
         ``holds`` says on which side the requirement holds (``"<="``/``">="``) or None.
     """
-    from .solver import _bisect, _domain, _in_domain, _scan
+    from dsl.results.solver import _bisect, _domain, _in_domain, _scan
 
     x = sp.Symbol(nid, real=True)
     at = nominal_floats(ws)
@@ -179,7 +179,7 @@ def requirement_report(ws, req, top: int = 3) -> dict:
     """Margin and drivers of one requirement: ``lhs``, ``rhs``, ``margin`` (rhs − lhs for
     ``<=``/``<``, lhs − rhs otherwise; base units), ``relative`` margin (of rhs) and the
     ``top`` drivers, each with its elasticity and break-even value."""
-    lv, rv = float(ws._subs_value(req.lhs)), float(ws._subs_value(req.rhs))
+    lv, rv = float(ws.subs_value(req.lhs)), float(ws.subs_value(req.rhs))
     margin = rv - lv if req.op in ("<=", "<") else lv - rv
     drivers = requirement_drivers(ws, req, top)
     for d in drivers:

@@ -64,7 +64,7 @@ class _Fmt:
     """
 
     def __init__(self, text: str, module: A.Module, comments: list):
-        from .diagnostics import split_lines
+        from dsl.syntax.diagnostics import split_lines
         self.lines = split_lines(text)
         self.comments = sorted(comments)           # (line, column, text)
         self.used: set[int] = set()
@@ -236,6 +236,6 @@ def format_source(text: str, file: str = "<string>") -> str:
 
     :raises PlanError: with the syntax diagnostic when ``text`` does not parse.
     """
-    from .parser import parse_with_comments
+    from dsl.syntax.parser import parse_with_comments
     module, comments = parse_with_comments(text, file)
     return _Fmt(text if text.endswith("\n") else text + "\n", module, comments).run()

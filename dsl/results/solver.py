@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import ast as A
-from .diagnostics import Diagnostic, PlanError
-from .units import format_dim
+from dsl.syntax import ast as A
+from dsl.syntax.diagnostics import Diagnostic, PlanError
+from dsl.engine.units import format_dim
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Solution:
     def to_json(self) -> dict:
         """``value``/``nominal`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base units;
         ``symbolic`` is in base units."""
-        from .units import convert
+        from dsl.engine.units import convert
         conv = (lambda v: None if v is None else convert(v, self.unit))
         return {"query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
                 "si": self.value, "nominal": conv(self.nominal), "nominal_si": self.nominal,
@@ -70,19 +70,15 @@ def _branch(e, at: dict):
 
 
 def solve_query(ws, q: A.Query) -> Solution:
-    """Answer one query against a loaded :class:`~dsl.model.Workspace`.
+    """Answer one query against a loaded :class:`~dsl.evaluate.workspace.Workspace`.
 
     :raises PlanError: on unknown names, unit mismatch, or a target the equation does not
         depend on.
     """
-    from .model import _Fail, _S
+    from dsl.engine.nodes import symbol
 
     span = q.target.span
-    start = len(ws.rep.items)
-    try:
-        target = ws._resolve(q.target.parts, None, span)
-    except _Fail:
-        ws._raise_since(start)
+    target = ws.resolve(q.target.parts, span)
     node = ws.nodes.get(target) if isinstance(target, str) else None
     spec = ws.param_specs.get(target) if isinstance(target, str) else None
     if spec is not None and spec.kind == "int":
@@ -97,7 +93,7 @@ def solve_query(ws, q: A.Query) -> Solution:
         raise PlanError([Diagnostic("error", "unit-mismatch",
                                     f"the two sides are in {format_dim(lhs.dim)} and {format_dim(rhs.dim)}",
                                     q.span, "compare quantities of the same dimension")])
-    x = _S(target)
+    x = symbol(target)
     free = frozenset({target})
     f = lhs.expr - rhs.expr
     full = f.xreplace({s: ws.full_expr(s.name, free) for s in f.free_symbols})
@@ -200,7 +196,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             notes.append("the two sides are equal on a whole interval around this value")
         others = [r for r in pick if r != value]
         if others:
-            from .units import format_quantity
+            from dsl.engine.units import format_quantity
             notes.append("other solutions: " + ", ".join(format_quantity(r, "" if node.unit == "1" else node.unit)
                                                           for r in others))
     whole = None
@@ -220,7 +216,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             notes.append("at this value these requirements fail: " + ", ".join(failing))
     feasible = True
     if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
-        from .units import parse_unit
+        from dsl.engine.units import parse_unit
         xv = value / float(parse_unit(spec.unit).scale) if spec.unit else value
         low = spec.min is not None and (xv <= spec.min if spec.min_open else xv < spec.min)
         high = spec.max is not None and xv > spec.max
@@ -340,7 +336,7 @@ def _domain(spec, x0: float | None) -> tuple:
     """(lo, hi, lo_open) in base units: the target's declared range, else the sign of its
     nominal value (a positive quantity stays positive); None for an unbounded end."""
     if spec is not None and (spec.min is not None or spec.max is not None):
-        from .units import parse_unit
+        from dsl.engine.units import parse_unit
         k = float(parse_unit(spec.unit).scale) if spec.unit else 1.0
         return (spec.min * k if spec.min is not None else None, spec.max * k if spec.max is not None else None,
                 spec.min_open)

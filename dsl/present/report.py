@@ -31,7 +31,7 @@ import re
 
 import sympy as sp
 
-from .units import convert, format_number, format_quantity
+from dsl.engine.units import convert, format_number, format_quantity
 
 
 # ---------------------------------------------------------------- data
@@ -96,7 +96,7 @@ def key_quantities(ws, plan: str) -> list[str]:
 
 def _fast_sides(ws, req, inputs: list[str]):
     """The two sides of a requirement as one float function of all ``inputs``."""
-    from .sensitivity import _full
+    from dsl.results.sensitivity import _full
     syms = [sp.Symbol(i, real=True) for i in inputs]
     return [sp.lambdify(syms, _full(ws, e), modules="math") for e in (req.lhs, req.rhs)]
 
@@ -105,7 +105,7 @@ def break_even_table(ws, plan: str) -> list[dict]:
     """For every requirement of ``plan`` and every input it depends on: the value at which
     it flips (others nominal), or None ("never").  Rows: requirement, input, nominal, value,
     holds (side), display unit."""
-    from .sensitivity import _full, break_even, inputs_of
+    from dsl.results.sensitivity import _full, break_even, inputs_of
     rows = []
     for r in ws.requirements:
         if r.plan != plan:
@@ -125,8 +125,8 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
     :returns: ``{"file", "plans": {plan: {...}}}`` with display strings and numbers in
         display units; figures as SVG text (``svg``), empty when matplotlib is missing.
     """
-    from .sensitivity import _full, elasticities, inputs_of, tornado
-    from .sources import plan_sources
+    from dsl.results.sensitivity import _full, elasticities, inputs_of, tornado
+    from dsl.present.sources import plan_sources
 
     out = {"file": ws.path, "plans": {}}
     for p in plans:
@@ -222,7 +222,7 @@ def _svg_text(fig) -> str:
 
 def _plugin_figures(ws, plan: str) -> list[dict]:
     try:
-        from .figures import FigureError, new_figure
+        from dsl.present.figures import FigureError, new_figure
     except ImportError:  # pragma: no cover
         return []
     out = []
@@ -244,7 +244,7 @@ def _tornado_svg(name: str, unit: str, rows: list[dict]) -> str:
     if not rows:
         return ""
     try:
-        from .figures import FigureError, new_figure
+        from dsl.present.figures import FigureError, new_figure
         fig = new_figure(7.0, 0.6 + 0.45 * len(rows))
     except (ImportError, FigureError):
         return ""
@@ -284,7 +284,7 @@ def _be_text(r: dict) -> str:
 
 def render_text(data: dict) -> str:
     """The report for a terminal: formulas as plain text, tables as aligned columns."""
-    from .cli import _render_table
+    from dsl.cli import _render_table
 
     lines = [f"report: {data['file']}"]
     for p, rep in data["plans"].items():

@@ -1,13 +1,13 @@
 """Typed AST of the `.plan` language.
 
-Every node is a frozen dataclass carrying the :class:`~dsl.diagnostics.Span` it came
+Every node is a frozen dataclass carrying the :class:`~dsl.syntax.diagnostics.Span` it came
 from, so every later pass can point at the offending text.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .diagnostics import Span
+from dsl.syntax.diagnostics import Span
 
 
 # ---------------------------------------------------------------- expressions
@@ -98,7 +98,7 @@ class Require:
     name_span: Span | None = None
 
     def text(self) -> str:
-        from .format import format_expr
+        from dsl.syntax.format import format_expr
         return f"{format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
 
 
@@ -143,7 +143,7 @@ class Query:
     span: Span
 
     def text(self) -> str:
-        from .format import format_expr
+        from dsl.syntax.format import format_expr
         return f"{self.target.dotted} for {format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
 
 

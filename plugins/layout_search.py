@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from .diagnostics import Diagnostic, PlanError
+from dsl.syntax.diagnostics import Diagnostic, PlanError
 
 KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp")
 KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
@@ -372,8 +372,8 @@ def _short(lay: dict) -> str:
 
 
 def table(res: SearchResult, top: int = 10):
-    """A :class:`dsl.plugins.Table` of the best ``top`` valid layouts (for ``plan eval``)."""
-    from .plugins import Table
+    """A :class:`dsl.plugin.manager.Table` of the best ``top`` valid layouts (for ``plan eval``)."""
+    from dsl.plugin import Table
     np = _np()
     c = res.columns
     idx = np.nonzero(c["valid"])[0]

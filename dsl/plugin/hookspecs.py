@@ -2,7 +2,7 @@
 
 Every built-in plugin in ``plugins/`` implements these hooks and is registered through the
 ``plan.plugins`` entry-point group exactly like a third-party plugin.  Hooks are called
-through :class:`dsl.plugins.Plugins`; nothing else touches ``pm.hook``.
+through :class:`dsl.plugin.manager.Plugins`; nothing else touches ``pm.hook``.
 
 Phases, in the order the core calls them:
 
@@ -35,7 +35,7 @@ def plan_units_register() -> list[tuple]:
 def plan_kinds_register() -> list:
     """Declare declaration kinds (``model``, ``device`` …) this plugin understands.
 
-    :return: a list of :class:`dsl.plugins.KindSpec`.  All results are collected; a kind
+    :return: a list of :class:`dsl.plugin.manager.KindSpec`.  All results are collected; a kind
         declared twice keeps the first documentation and merges nothing else.
     """
 
@@ -44,7 +44,7 @@ def plan_kinds_register() -> list:
 def plan_blocks_register() -> list:
     """Declare the ``use NAME { … }`` blocks this plugin handles.
 
-    :return: a list of :class:`dsl.plugins.UseSpec` (name, parameters with units, defaults,
+    :return: a list of :class:`dsl.plugin.manager.UseSpec` (name, parameters with units, defaults,
         ranges, and the plan-level parameters the block reads).  Two plugins claiming one
         block name is an error naming both.
     """
@@ -68,7 +68,7 @@ def plan_config_import(kind: str, config: dict, path: str):
 def plan_declaration_derive(ctx) -> None:
     """Add derived fields to a declaration (e.g. a model's parameter count).
 
-    :param ctx: :class:`dsl.model.DeclContext` of one declaration; use ``ctx.kind``,
+    :param ctx: :class:`dsl.evaluate.workspace.DeclContext` of one declaration; use ``ctx.kind``,
         ``ctx.has``, ``ctx.field`` and ``ctx.define``.  Called for every non-plan
         declaration; return nothing.
     """
@@ -79,7 +79,7 @@ def plan_declaration_derive(ctx) -> None:
 def plan_quantities_price(ctx) -> None:
     """Add the quantities (and requirements) of the blocks this plugin handles.
 
-    :param ctx: :class:`dsl.model.PlanContext`; ``ctx.block(NAME)`` is ``None`` when the
+    :param ctx: :class:`dsl.evaluate.workspace.PlanContext`; ``ctx.block(NAME)`` is ``None`` when the
         plan has no ``use NAME`` block.  Quantities of other plugins are referenced with
         ``ctx.q(name, unit)`` and resolved after every plugin ran, so the order of plugins
         does not matter.  Return nothing.
@@ -100,8 +100,8 @@ def plan_activities_schedule(ctx) -> None:
 def plan_tables_register() -> list:
     """Declare tables this plugin can compute for a plan (``plan eval``, reports).
 
-    :return: a list of :class:`dsl.plugins.TableSpec` whose ``build(ws, plan)`` returns a
-        :class:`dsl.plugins.Table` or ``None`` when the plan has nothing to show.  Builders
+    :return: a list of :class:`dsl.plugin.manager.TableSpec` whose ``build(ws, plan)`` returns a
+        :class:`dsl.plugin.manager.Table` or ``None`` when the plan has nothing to show.  Builders
         read nominal values through ``ws.value``/``ws.python_value`` and must not modify
         the workspace.
     """
@@ -111,7 +111,7 @@ def plan_tables_register() -> list:
 def plan_figures_register() -> list:
     """Declare figures this plugin can draw for a plan (``plan figure``, reports).
 
-    :return: a list of :class:`dsl.plugins.FigureSpec` whose ``draw(ws, plan, fig)`` fills a
+    :return: a list of :class:`dsl.plugin.manager.FigureSpec` whose ``draw(ws, plan, fig)`` fills a
         matplotlib ``Figure`` and returns ``False`` when the plan has nothing to show.
         matplotlib is imported by the core only when a figure is requested.
     """
