@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from dsl.present.tables import render_table
+
 EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 
 
@@ -29,7 +31,8 @@ def _count(least: int):
     return parse
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
+    """The argument parser: core commands plus ``commands`` (name -> CommandSpec) from plugins."""
     p = argparse.ArgumentParser(
         prog="plan",
         description="Evaluate .plan files: will this training design fit, and will it finish in time?",
@@ -149,22 +152,6 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--out", metavar="CSV", help="write every point to CSV")
     w.add_argument("--format", choices=("text", "json"), default="text")
 
-    se = sub.add_parser("search", help="search the parallel layouts of a plan (TP × PP × DP/ZeRO × EP × CP)",
-                        description="Evaluate every layout of a plan's `use layout_search` lists (around its "
-                                    "`use layout`) with numpy: valid layouts with step time, memory per GPU and "
-                                    "binding constraint, rejected ones with their reason, the Pareto front and why "
-                                    "the runner-up loses.  --engine dask runs the same search as Dask tasks "
-                                    "(pip install \"plan-dsl[dist]\"); see docs/plugins/layout.md.")
-    se.add_argument("file", metavar="FILE")
-    se.add_argument("--plan", action="append", metavar="NAME", help="plan to search (default: every plan with "
-                                                                      "`use layout_search`)")
-    se.add_argument("--engine", choices=("local", "dask"), default="local", help="local numpy (default) or Dask")
-    se.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler (default: a LocalCluster)")
-    se.add_argument("--chunks", type=int, default=8, metavar="N", help="Dask tasks per search (default 8)")
-    se.add_argument("--top", type=int, default=10, metavar="N", help="layouts listed (default 10)")
-    se.add_argument("--all", action="store_true", help="list every valid and rejected layout")
-    se.add_argument("--format", choices=("text", "json"), default="text")
-
     fm = sub.add_parser("fmt", help="format .plan files canonically (comments kept)",
                         description="Rewrite each FILE in the canonical layout: one member group per line, "
                                     "two-space indents, single spaces around operators, minimal parentheses, "
@@ -196,24 +183,69 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
+    for name, spec in sorted((commands or {}).items()):
+        if name in sub.choices:     # a plugin command cannot replace a core command
+            continue
+        c = sub.add_parser(name, help=spec.help, description=spec.description or spec.help,
+                           epilog=f"This command comes from plugin '{spec.plugin}'.")
+        spec.add_arguments(c)
     return p
+
+
+class CommandContext:
+    """What a plugin's command (:class:`dsl.plugin.CommandSpec`) gets from the CLI.
+
+    * ``load(file)`` — the :class:`~dsl.api.Results` of FILE with the plugins not disabled;
+      its warnings are printed to stderr;
+    * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
+      root file's plans when ``names`` is empty); an unknown one raises PlanError;
+    * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
+    * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE`` — the exit codes.
+    """
+
+    EXIT_OK, EXIT_PLAN, EXIT_USAGE = EXIT_OK, EXIT_PLAN, EXIT_USAGE
+
+    def __init__(self) -> None:
+        self.UsageError = UsageError
+
+    def load(self, file: str):
+        ev = _load(file)
+        _warn(ev)
+        return ev
+
+    def select_plans(self, ev, file: str, names) -> list[str]:
+        return _select_plans(ev, file, names)
+
+
+def _plugin_commands(disabled: tuple[str, ...]) -> dict:
+    from dsl.plugin.manager import get_plugins
+    return get_plugins(blocked=disabled).commands
 
 
 def main(argv: list[str] | None = None) -> int:
     global _DISABLED
-    args = _parser().parse_args(argv)
     from dsl.api import disabled_plugins
-    _DISABLED = disabled_plugins(args.disable_plugin)
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--disable-plugin", dest="disable_plugin", action="append", default=[])
+    known, _ = pre.parse_known_args(argv)
+    _DISABLED = disabled_plugins(known.disable_plugin)
+    commands = _plugin_commands(_DISABLED)
+    parser = _parser(commands)
+    args = parser.parse_args(argv)
     if not args.cmd:
-        _parser().print_help()
+        parser.print_help()
         return EXIT_USAGE
     from dsl.syntax.diagnostics import PlanError, render
 
     try:
-        return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
+        run = {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
-                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "search": cmd_search, "fmt": cmd_fmt,
-                "explain": cmd_explain, "graph": cmd_graph}[args.cmd](args)
+                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
+                "explain": cmd_explain, "graph": cmd_graph}.get(args.cmd)
+        if run is None:
+            return commands[args.cmd].run(args, CommandContext())
+        return run(args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -297,10 +329,13 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
             val, u = _display(ws, n.id, by_dim.get(n.dim))
             qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
-        st = ws.nodes.get(f"{p}.step_time")
-        # a plan that sets step_time itself has no timeline behind that number
-        cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines and st is not None \
-            and st.kind == "quantity" else None
+        cp = None
+        for slot in ws.plugins.slots.values():     # the critical path behind a slot's quantity
+            st = ws.nodes.get(f"{p}.{slot.critical_path_of}") if slot.critical_path_of else None
+            # a plan that sets the quantity itself has no timeline behind that number
+            if st is not None and st.kind == "quantity" and (p, slot.timeline) in ws.timelines:
+                cp = ws.critical_path(p, slot.timeline)
+                break
         if cp is not None:
             import sympy as sp
             cp = dict(cp, expr=sp.sstr(cp["expr"]))
@@ -342,35 +377,6 @@ def _tables(ws, plan: str, headline: set = frozenset()) -> dict:
                      "references": list(getattr(spec, "references", ()))
                      + [r for r in getattr(t, "references", ()) if r not in getattr(spec, "references", ())]}
     return out
-
-
-def _render_table(title: str, columns: list, rows: list, notes: list = ()) -> list[str]:
-    from dsl.engine.units import format_number
-
-    def cell(c):
-        if isinstance(c, float):
-            return format_number(c)
-        return "—" if c is None else str(c)
-    body = [[cell(c) for c in r] for r in rows]
-    cols = [str(c) for c in columns]
-    w = [max([len(cols[i])] + [len(r[i]) for r in body if i < len(r)]) for i in range(len(cols))]
-    lines = [title]
-    lines.append("  " + "  ".join(c.ljust(w[i]) for i, c in enumerate(cols)).rstrip())
-    lines.append("  " + "  ".join("-" * x for x in w))
-    for r in body:
-        lines.append("  " + "  ".join((c.rjust(w[i]) if _numlike(c) else c.ljust(w[i]))
-                                      for i, c in enumerate(r)).rstrip())
-    lines.extend(f"  {n}" for n in notes)
-    return lines
-
-
-def _numlike(c: str) -> bool:
-    t = c.replace(",", "").replace("%", "").replace("−", "-").strip()
-    try:
-        float(t.split()[0] if t else "x")
-        return True
-    except ValueError:
-        return False
 
 
 def _select_plans(ws, file: str, wanted):
@@ -531,7 +537,7 @@ def _render_tables(rep: dict, plans: list[str], mode: str) -> list[str]:
                 continue
             if t.get("per_plan", True):
                 lines.append("")
-                lines.extend(_render_table(f"{t['title']} ({p})", t["columns"], t["rows"], t["notes"]))
+                lines.extend(render_table(f"{t['title']} ({p})", t["columns"], t["rows"], t["notes"]))
                 continue
             if name in done:
                 continue
@@ -545,7 +551,7 @@ def _render_tables(rep: dict, plans: list[str], mode: str) -> list[str]:
             for u, ps in groups.values():
                 who = "all plans" if len(ps) == len(plans) > 1 else ", ".join(ps)
                 lines.append("")
-                lines.extend(_render_table(f"{u['title']} ({who})", u["columns"], u["rows"], u["notes"]))
+                lines.extend(render_table(f"{u['title']} ({who})", u["columns"], u["rows"], u["notes"]))
     if hidden:
         lines.append("")
         lines.append(f"not shown: table{'s' if len(hidden) > 1 else ''} {', '.join(hidden)} "
@@ -859,43 +865,6 @@ def cmd_sweep(args) -> int:
                 continue
             u = res.units.get(name, "")
             print(f"  {name}: {format_number(float(col.min()))} .. {format_number(float(col.max()))} {u}".rstrip())
-    return EXIT_OK
-
-
-def cmd_search(args) -> int:
-    from plugins import layout_search as search
-
-    try:
-        search._np()
-    except search.SearchError as e:
-        print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    ws = _load(args.file)
-    _warn(ws)
-    if args.plan:
-        plans = _select_plans(ws, args.file, args.plan)
-    else:
-        plans = [p for p in ws.plans(own=True) if "layout_search" in ws.decls[p].uses]
-    if not plans:
-        print(f"plan: error[search]: no plan in {args.file} has `use layout_search` (or name one with --plan)",
-              file=sys.stderr)
-        return EXIT_USAGE
-
-    def progress(done, total):
-        print(f"search: {done}/{total} chunks done", file=sys.stderr)
-
-    out = {}
-    try:
-        for p in plans:
-            out[p] = search.run(ws, p, engine=args.engine, scheduler=args.scheduler, chunks=args.chunks,
-                                progress=progress if args.engine == "dask" else None)
-    except search.SearchError as e:
-        print(f"plan: error[search]: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.format == "json":
-        print(json.dumps({p: r.to_json() for p, r in out.items()}, indent=2, sort_keys=True))
-        return EXIT_OK
-    print("\n\n".join(search.format_text(r, top=args.top, show_all=args.all) for r in out.values()))
     return EXIT_OK
 
 

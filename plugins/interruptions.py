@@ -104,11 +104,6 @@ def read_log(path) -> list[dict]:
 
 
 @hookimpl
-def plan_units_register():
-    return [("USD", 1, "money"), ("kUSD", 1000, None, "USD")]
-
-
-@hookimpl
 def plan_blocks_register():
     return [SPEC]
 

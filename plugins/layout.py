@@ -28,7 +28,7 @@ from __future__ import annotations
 import sympy as sp
 
 from dsl.plugin import hookimpl
-from dsl.plugin import Param, Table, TableSpec, UseSpec
+from dsl.plugin import CommandSpec, Param, Table, TableSpec, UseSpec
 
 from . import layout_model as lm
 
@@ -222,7 +222,7 @@ def plan_activities_schedule(ctx):
     prev = None
     for k in ("input",) + tuple(t for t in lm.TERMS if t != "input"):
         q = ctx.param("input_wait") if k == "input" else ctx.q(f"layout_{TERM_Q[k]}")
-        if k != "input" and ctx.ws.value(str(q)) == 0:
+        if k != "input" and ctx.nominal(q) == 0:
             continue
         tl.add(k, q, "gpu", after=[prev] if prev else [], doc=lm.TERM_NAMES[k], kind=TERM_KIND[k],
                label=k, style="hatched" if k in ("bubble", "input") else "")
@@ -282,3 +282,10 @@ def plan_figures_register():
 def plan_tables_register():
     return [TableSpec("layout-search", "Layout search: the best valid layouts, the Pareto front and the rejections",
                       _search_table)]
+
+
+@hookimpl
+def plan_commands_register():
+    from . import layout_search as search
+    return [CommandSpec("search", search.SEARCH_HELP, search.add_arguments, search.run_command,
+                        search.SEARCH_DESCRIPTION)]

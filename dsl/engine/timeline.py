@@ -79,7 +79,7 @@ def _expr(x):
         _BASIC = Basic
     if isinstance(x, _BASIC):        # the common case: no import, no conversion
         return x
-    from dsl.evaluate.workspace import as_expr
+    from dsl.engine.nodes import as_expr
     return as_expr(x)
 
 

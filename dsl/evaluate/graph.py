@@ -38,11 +38,16 @@ class GraphMixin:
             ids, preds = tl.edges()
         except KeyError as e:
             other, who = e.args[0]
+            slot = self.plugins.slot_of_timeline(tl.name)
+            if slot is not None and other in slot.anchors:
+                hint = (f"'{other}' is an anchor of the {slot.name.replace('_', ' ')} (timeline '{tl.name}'); "
+                        "add a block that implements it: "
+                        + ", ".join(f"`use {b}`" for b in slot.implementations if b in self.plugins.blocks))
+            else:
+                hint = "add the `use` block that schedules it"
             self.rep.error("missing-quantity", f"activity '{who}' of timeline '{tl.name}' (plugin "
                            f"'{tl.activities[who].plugin}') must be ordered against activity '{other}', which "
-                           "no block in use schedules", span,
-                           "add the `use` block that schedules it (the step's input_wait and compute "
-                           "come from `use compute`)")
+                           "no block in use schedules", span, hint)
             return
         for h in tl.holds.values():
             for anchor in (h.start, h.end):

@@ -43,6 +43,8 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
                  evaluate: bool = True):
         self.path = str(path)
         self.plugins = plugins or get_plugins()
+        from ..engine.units import activate
+        activate(self.plugins.units)      # this evaluation's unit table (core + its plugins' units)
         self.rep = Reporter()
         for w in self.plugins.warnings:
             self.rep.warning("plugin", w)

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sympy as sp
 
@@ -19,8 +19,6 @@ from ..syntax.parser import parse, parse_expression
 from ..plugin.records import Param, UseSpec
 from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
 from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
-if TYPE_CHECKING:
-    from ..evaluate.workspace import Workspace
 from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
                             Val, as_expr, rational, symbol)
 
@@ -40,10 +38,35 @@ class _ContextBase:
                           f"{type(exc).__name__}: {exc}", span,
                           f"this is a bug in plugin '{plugin}' or an input it does not handle")
 
-    def error(self, summary: str, hint: str = "", span: Span | None = None, code: str = "plugin") -> None:
-        """Report an error found by the current plugin and stop it (raises :class:`Abort`)."""
-        self.ws.rep.error(code, summary, span or self.ws.decls[self.name].ast.name_span, hint)
+    def error(self, summary: str, hint: str = "", span: Span | None = None, code: str = "plugin",
+              related: tuple = ()) -> None:
+        """Report an error found by the current plugin and stop it (raises :class:`Abort`).
+
+        :param span: where (default: the declaration's name); :meth:`file_span` locates a
+            line of a data file the plugin read.
+        :param related: ``(label, span)`` pairs shown under the error (where a value was set).
+        """
+        self.ws.rep.error(code, summary, span or self.ws.decls[self.name].ast.name_span, hint, related)
         raise Abort()
+
+    @staticmethod
+    def file_span(path, line: int, column: int = 1, end_column: int | None = None) -> Span:
+        """A :class:`Span` in a data file the plugin read (a CSV row, a JSON key), for
+        :meth:`error`; the path is shown as diagnostics show files."""
+        from pathlib import Path
+        return Span(display_path(Path(path)), line, column, line, end_column or column + 1)
+
+    def decl(self, name: str) -> "DeclView":
+        """Read access to any declaration by name (a model, a device, a published run …)."""
+        d = self.ws.decls.get(name)
+        if d is None:
+            self.error(f"no declaration '{name}'", code="unknown-name")
+        return DeclView(self, name, d.ast.name_span)
+
+    def nominal(self, expr):
+        """The exact nominal value of a sympy expression over quantities (base units), or None
+        when one of them has no value."""
+        return self.ws.subs_value(as_expr(expr))
 
     def _define(self, node_id: str, name: str, expr, unit: str, doc: str, headline: bool,
                 fallback: bool, order: tuple, references: tuple = ()) -> sp.Symbol:
@@ -51,6 +74,13 @@ class _ContextBase:
         dim = parse_unit(unit).dim if unit else DIMENSIONLESS
         existing = ws.nodes.get(node_id)
         plugin = self._current_plugin
+        std = ws.plugins.vocabulary.get(name) if node_id == f"{self.name}.{name}" else None
+        if std is not None and std.role == "quantity" and (parse_unit(std.unit).dim if std.unit else DIMENSIONLESS) != dim:
+            ws.rep.error("plugin", f"plugin '{plugin}' defines '{name}' in {unit or 'a plain number'}, but plugin "
+                         f"'{std.plugin}' declares the standard quantity '{name}' in {std.unit or 'a plain number'}",
+                         ws.decls[self.name].ast.name_span,
+                         f"one of the two plugins must change; `plan --disable-plugin {plugin}` works around it")
+            return symbol(node_id)
         if existing is not None:
             if existing.kind == "field":
                 # a user's field overrides the plugin's quantity (dimension checked later)
@@ -203,6 +233,11 @@ class BlockView:
         a = self._ctx.ws.decls[self._ctx.name].uses.get(self.name, {})
         return param in a
 
+    def value_span(self, param: str) -> Span | None:
+        """Where the user wrote ``param``'s value (None when defaulted), for ``related``."""
+        n = self._ctx.ws.nodes.get(f"{self._ctx.name}.{self.name}.{param}")
+        return n.assign.value.span if n is not None and n.assign is not None and n.default is None else None
+
 
 class PlanContext(_ContextBase):
     """Context of ``plan_quantities_price`` / ``plan_activities_schedule`` for one plan."""
@@ -269,6 +304,11 @@ class PlanContext(_ContextBase):
         """Declare requirement ``lhs op rhs`` (op in ``<=``, ``>=``, ``<``, ``>``, ``==``)."""
         self.ws.requirements.append(Requirement(self.name, name, as_expr(lhs), op, as_expr(rhs),
                                                 unit, doc, self._current_plugin or ""))
+
+    def defined(self, name: str) -> bool:
+        """True when plan quantity or field ``name`` already exists (priced by a plugin that ran
+        earlier, or written in the plan); prefer :meth:`provided`, which does not depend on order."""
+        return f"{self.name}.{name}" in self.ws.nodes
 
     def provided(self, quantity: str) -> bool:
         """True when a block this plan uses declares that it prices ``quantity``."""

@@ -32,6 +32,30 @@ def plan_units_register() -> list[tuple]:
 
 
 @hookspec
+def plan_vocabulary_register() -> list:
+    """Declare standard names shared by many plugins, and the concerns (slots) they belong to.
+
+    :return: a list of :class:`dsl.plugin.QuantitySpec` (plan-level parameters such as
+        ``gpus``, ``mfu``; standard quantities such as ``step_time``, ``memory_per_gpu``;
+        requirement names such as ``fits_memory``, each with its unit) and
+        :class:`dsl.plugin.SlotSpec` (a concern's quantities, timeline and the anchors other
+        plugins order against).  All results are collected; a name declared twice with
+        different units, or used by a block's ``plan_params`` or a ``ctx.define`` in another
+        unit, is an error naming both plugins.
+    """
+
+
+@hookspec
+def plan_commands_register() -> list:
+    """Contribute ``plan`` subcommands (``plan search`` …).
+
+    :return: a list of :class:`dsl.plugin.CommandSpec`.  All results are collected; two
+        plugins claiming one command name is an error naming both, and a plugin command
+        cannot replace a core command.
+    """
+
+
+@hookspec
 def plan_kinds_register() -> list:
     """Declare declaration kinds (``model``, ``device`` …) this plugin understands.
 

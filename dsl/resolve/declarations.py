@@ -19,18 +19,13 @@ from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Ti
 from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
 from ..plugin.context import DeclContext, PlanContext
 from .expr import display_unit, is_number
+from ..syntax.format import require_text
 from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
                             Val, as_expr, rational, symbol)
 
 
-CORE_KINDS = {
-    "model": "a neural network architecture (fields such as layers, hidden, heads)",
-    "device": "an accelerator (peak_flops, memory, mem_bw …)",
-    "link": "an interconnect (bandwidth per direction)",
-    "storage": "a storage tier (bandwidth)",
-    "workload": "the work to do (tokens, seq_len, global_batch, deadline …)",
-    "plan": "a design: a model, workload and hardware priced by `use` blocks",
-}
+# the one declaration kind the core knows; plugins register the others (model, device …)
+CORE_KINDS = {"plan": "a design priced by `use` blocks"}
 
 def requirement_slug(r: A.Require) -> str:
     """Default name of an unnamed `require`: its text as an identifier
@@ -280,7 +275,7 @@ class DeclarationsMixin:
                 except Fail:
                     pass
             self.requirements.append(Requirement(info.name, name, lhs.expr, r.op, rhs.expr, unit,
-                                                 r.text(), "plan", r.span, r.text()))
+                                                 require_text(r), "plan", r.span, require_text(r)))
 
     def _apply_defaults(self, info: DeclInfo) -> None:
         blocks = self.plugins.blocks

@@ -26,7 +26,7 @@ import math
 import sympy as sp
 
 
-def _full(ws, expr):
+def full_expression(ws, expr):
     """``expr`` (over node symbols) expanded to the declared inputs."""
     return expr.xreplace({s: ws.full_expr(s.name) for s in expr.free_symbols if s.name in ws.nodes})
 
@@ -49,9 +49,9 @@ def nominal_floats(ws) -> dict:
 def active_branch(expr, at: dict):
     """``expr`` with Max/Min/Piecewise replaced by the branch active at ``at`` and
     ceiling/floor by their argument (see the module docstring)."""
-    from dsl.results.solver import _branch
+    from dsl.results.solver import active_branch
 
-    e = _branch(expr, {k: sp.Float(v, 30) for k, v in at.items()})
+    e = active_branch(expr, {k: sp.Float(v, 30) for k, v in at.items()})
     return e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
 
 
@@ -70,7 +70,7 @@ def elasticities(ws, expr) -> list[dict]:
         decreasing |elasticity| then name; inputs whose derivative is zero at the nominal point
         (a branch not taken) are kept with elasticity 0.
     """
-    full = _full(ws, expr)
+    full = full_expression(ws, expr)
     at = nominal_floats(ws)
     y = _num(full, at)
     g = active_branch(full, at)
@@ -102,7 +102,7 @@ def tornado(ws, expr, inputs: list[str] | None = None) -> list[dict]:
     :returns: ``[{"input", "lo", "hi", "y_lo", "y_hi", "y0"}]`` in base units, sorted by
         decreasing swing |y_hi − y_lo|; inputs without a declared range are skipped.
     """
-    full = _full(ws, expr)
+    full = full_expression(ws, expr)
     at = nominal_floats(ws)
     y0 = _num(full, at)
     dep = set(inputs_of(ws, full))
@@ -137,12 +137,12 @@ def break_even(ws, req, nid: str) -> dict:
         boundary nearest the nominal value inside the input's allowed range (None: never),
         ``holds`` says on which side the requirement holds (``"<="``/``">="``) or None.
     """
-    from dsl.results.solver import _bisect, _domain, _in_domain, _scan
+    from dsl.results.solver import bisect_root, param_domain, in_domain, sign_changes
 
     x = sp.Symbol(nid, real=True)
     at = nominal_floats(ws)
     x0 = float(at[x])
-    sides = [_full(ws, e) for e in (req.lhs, req.rhs)]
+    sides = [full_expression(ws, e) for e in (req.lhs, req.rhs)]
     rest = {k: sp.Float(v, 20) for k, v in at.items() if k != x}
     fs = [sp.lambdify(x, s.xreplace(rest), modules="math") for s in sides]
 
@@ -162,9 +162,9 @@ def break_even(ws, req, nid: str) -> dict:
     out = {"input": nid, "nominal": x0, "value": None, "holds": None}
     if req.op == "==" or not any(x in s.free_symbols for s in sides):
         return out
-    dom = _domain(ws.param_specs.get(nid), x0)
-    roots = [_bisect(fn, a, b, prefer_positive=True) for a, b in _scan(fn, x0 if x0 else 1.0)]
-    roots = [r for r in roots if _in_domain(r, dom)]
+    dom = param_domain(ws.param_specs.get(nid), x0)
+    roots = [bisect_root(fn, a, b, prefer_positive=True) for a, b in sign_changes(fn, x0 if x0 else 1.0)]
+    roots = [r for r in roots if in_domain(r, dom)]
     if not roots:
         return out
     v = min(roots, key=lambda r: abs(r - x0))

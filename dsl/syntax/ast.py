@@ -97,10 +97,6 @@ class Require:
     span: Span
     name_span: Span | None = None
 
-    def text(self) -> str:
-        from dsl.syntax.format import format_expr
-        return f"{format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
-
 
 @dataclass(frozen=True)
 class UseBlock:
@@ -141,10 +137,6 @@ class Query:
     op: str
     rhs: Expr
     span: Span
-
-    def text(self) -> str:
-        from dsl.syntax.format import format_expr
-        return f"{self.target.dotted} for {format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
 
 
 @dataclass(frozen=True)
