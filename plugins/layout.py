@@ -175,6 +175,8 @@ def plan_quantities_price(ctx):
                        rank=3)
     step = ctx.define("layout_step_time", r["step"], "s", "step time: sum of the layout's critical-path terms",
                       headline=True, rank=4)
+    # the standard names of the training step (plugins/vocabulary.py), for blocks that read them
+    ctx.define("step_time", step, "s", "one training step under the layout (= layout_step_time)", fallback=True)
     ctx.define("layout_persistent", r["persistent"], "GiB", "persistent state per GPU (shards ÷ tp·pp, ZeRO ÷ dp)")
     ctx.define("persistent_memory", r["persistent"], "GiB", "persistent state per GPU under the layout")
     ctx.define("layout_activation_per_layer",
@@ -196,6 +198,8 @@ def plan_quantities_price(ctx):
                            "optimizer steps")
         L_ck = ctx.q("overhead", "") if ctx.block("checkpoint") is not None else 0
         train = ctx.define("layout_train_time", steps * step, "day", "steps × step time")
+        ctx.define("steps", steps, "", "optimizer steps (= layout_steps)", fallback=True)
+        ctx.define("train_time", train, "day", "steps × step time (= layout_train_time)", fallback=True)
         if wl.has("deadline"):
             reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
             fin = ctx.define("layout_finish_time", reserved + train * (1 + L_ck), "day",
@@ -203,6 +207,7 @@ def plan_quantities_price(ctx):
                              references=("Book ch. 10 §10.6.1 (first-order finish time)",))
             ctx.require("layout_meets_deadline", fin, "<=", wl.q("deadline", "s"), "day",
                         "the job finishes by the deadline")
+            ctx.define("finish_time", fin, "day", "calendar time to finish (= layout_finish_time)", fallback=True)
 
 
 # kind of each term's activity on the `layout` timeline (Gantt colours)

@@ -6,7 +6,7 @@ use the public plugin surface and never reach into the workspace.
 Layers, bottom to top (a module may import its own package and any package below)::
 
     dsl.syntax → dsl.engine → dsl.plugin → dsl.resolve → dsl.evaluate → dsl.results
-        → dsl.present → dsl.api → dsl.cli
+        → dsl.present → dsl.api → dsl.testing → dsl.cli
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("dsl.syntax", "dsl.engine", "dsl.plugin", "dsl.resolve", "dsl.evaluate", "dsl.results",
-          "dsl.present", "dsl.api", "dsl.cli")
+          "dsl.present", "dsl.api", "dsl.testing", "dsl.cli")
 
 
 def _module_name(path: Path) -> str:

@@ -13,7 +13,7 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
 * helpers: :func:`symbol` (the sympy symbol of a node id), :class:`Span`, :func:`display_path`,
   :class:`Timeline`, :func:`no_gc`, units :func:`parse_unit`, :func:`convert`,
   :func:`format_number`, :func:`format_quantity`;
-* :mod:`dsl.plugin.testing`: a fresh plugin manager and evaluation of a snippet with extra plugins.
+* :mod:`dsl.testing`: a fresh plugin manager and evaluation of a snippet with extra plugins.
 """
 from __future__ import annotations
 

@@ -216,7 +216,7 @@ class Plugins:
     @property
     def names(self) -> list[str]:
         """Names of the registered plugins, sorted."""
-        return sorted(n for n, _ in self.pm.list_name_plugin())
+        return sorted(n for n, p in self.pm.list_name_plugin() if p is not None)
 
     def config_import(self, kind: str, config: dict, path: str):
         """``plan_config_import`` (firstresult): the first plugin's mapping, or None."""
