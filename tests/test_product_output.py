@@ -13,6 +13,7 @@ import re
 import pytest
 
 from conftest import CASES, run_main
+from dsl.plugin import hookimpl
 
 # Words that cite the book or the tracker.  References use them freely; default output never.
 FORBIDDEN = re.compile(r"§|\b[Bb]ook\b|[Ee]xercises?\b|\b[Ff]ig(ure)?s?\.? ?\d+[-–]\d+|\b[Ee]xamples? \d+[-–]\d+"
@@ -163,3 +164,35 @@ def test_a_format_table_shows_by_default_when_formats_are_the_question():
 def test_bad_tables_choice_is_a_usage_error():
     rc, _, err = run_main("eval", CASE, "--tables", "some")
     assert rc == 2 and "invalid choice" in err
+
+
+class _OnRequestTable:
+    """A third-party plugin with a table shown only on request (``TableSpec(default=False)``)
+    and one shared by every plan (``per_plan=False``)."""
+
+    @staticmethod
+    def _rows(ws, plan):
+        from dsl.plugin import Table
+        return Table(("x",), ((1,),), ("a note",), ("Someone 2020, 'A paper'",))
+
+    @hookimpl
+    def plan_tables_register(self):
+        from dsl.plugin import TableSpec
+        return [TableSpec("zz-on-request", "On request", self._rows, default=False),
+                TableSpec("zz-shared", "Shared", self._rows, per_plan=False, references=("Spec 2021",))]
+
+
+def test_table_spec_flags_of_a_third_party_table():
+    from dsl.cli import _render_tables, _tables
+    from dsl.testing import evaluate_snippet
+
+    ev = evaluate_snippet("plan a { }\nplan b { }\n", plugins=[_OnRequestTable()])
+    rep = {p: {"tables": _tables(ev, p)} for p in ("a", "b")}
+    t = rep["a"]["tables"]
+    assert t["zz-on-request"]["shown_by_default"] is False and t["zz-shared"]["per_plan"] is False
+    assert t["zz-shared"]["references"] == ["Spec 2021", "Someone 2020, 'A paper'"]
+    text = "\n".join(_render_tables(rep, ["a", "b"], "default"))
+    assert "On request" not in text and "not shown: table zz-on-request (`--tables all` shows it)" in text
+    assert text.count("Shared (all plans)") == 1
+    every = "\n".join(_render_tables(rep, ["a", "b"], "all"))
+    assert "On request (a)" in every and "On request (b)" in every and "not shown" not in every
