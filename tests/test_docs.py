@@ -132,3 +132,50 @@ def test_every_hook_is_a_hookspec():
     names = {n for n in dir(pm.hook) if n.startswith("plan_")}
     for n in names:
         assert getattr(hookspecs, n).__doc__, n
+
+
+# ---------------------------------------------------------------- docs/plugins.md covers the contract
+PLUGIN_DOC = ROOT / "docs" / "plugins.md"
+TIMELINE_BUILDING = ("add", "hold", "pools", "holds_in", "makespan_quantity", "peak_quantity", "time_quantity",
+                     "event_quantity", "finish_quantity", "area_quantity")
+
+
+def _public(cls) -> list[str]:
+    import inspect
+    return sorted(n for n, v in inspect.getmembers(cls) if not n.startswith("_")
+                  and (callable(v) or isinstance(v, property)) and n != "Abort")
+
+
+def test_plugins_doc_covers_every_hook():
+    from dsl.plugin import hookspecs
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    hooks = [n for n in dir(hookspecs) if n.startswith("plan_")]
+    missing = [h for h in hooks if f"`{h}(" not in text]
+    assert not missing, f"docs/plugins.md does not document hooks {missing}"
+
+
+@pytest.mark.parametrize("cls_name,var", [("PlanContext", "ctx"), ("DeclContext", "ctx"), ("BlockView", "b"),
+                                          ("DeclView", "view"), ("Evaluation", "ev")])
+def test_plugins_doc_covers_every_context_method(cls_name, var):
+    import dsl.plugin
+    from dsl.results.evaluation import Evaluation
+    cls = Evaluation if cls_name == "Evaluation" else getattr(dsl.plugin, cls_name)
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    missing = [m for m in _public(cls) if f"{var}.{m}" not in text]
+    assert not missing, f"docs/plugins.md does not document {cls_name} methods {missing}"
+
+
+def test_plugins_doc_covers_the_timeline_building_methods():
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    missing = [m for m in TIMELINE_BUILDING if f"tl.{m}(" not in text]
+    assert not missing, f"docs/plugins.md does not document Timeline methods {missing}"
+
+
+def test_plugins_doc_covers_every_record():
+    import dsl.plugin
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    records = ["Param", "UseSpec", "KindSpec", "TableSpec", "FigureSpec", "Table", "QuantitySpec", "SlotSpec",
+               "CommandSpec"]
+    assert all(hasattr(dsl.plugin, r) for r in records)
+    missing = [r for r in records if f"`{r}(" not in text]
+    assert not missing, f"docs/plugins.md does not document records {missing}"

@@ -103,8 +103,8 @@ class Table:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A table a plugin can build: ``build(ws, plan) -> Table | None`` (None: not applicable
-    to this plan).  ``name`` is a stable id (``memory-formats``), ``title`` a heading.
+    """A table a plugin can build: ``build(ev, plan) -> Table | None`` (``ev``: the read-only
+    evaluation; None: not applicable to this plan).  ``name`` is a stable id (``memory-formats``), ``title`` a heading.
 
     How ``plan eval`` shows it (``--tables default|all|none``):
 
@@ -132,7 +132,7 @@ class TableSpec:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A figure a plugin can draw: ``draw(ws, plan, fig) -> bool`` fills a matplotlib
+    """A figure a plugin can draw: ``draw(ev, plan, fig) -> bool`` fills a matplotlib
     ``Figure`` and returns False when the plan has nothing to show.  ``name`` is a stable id
     used in file names (``PLAN-NAME.svg``)."""
 
