@@ -334,7 +334,7 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
             st = ws.nodes.get(f"{p}.{slot.critical_path_of}") if slot.critical_path_of else None
             # a plan that sets the quantity itself has no timeline behind that number
             if st is not None and st.kind == "quantity" and (p, slot.timeline) in ws.timelines:
-                cp = ws.critical_path(p, slot.timeline)
+                cp = dict(ws.critical_path(p, slot.timeline), slot=slot.name)
                 break
         if cp is not None:
             import sympy as sp
@@ -595,7 +595,7 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
     cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
     if cps:
         lines.append("")
-        lines.append("critical path of one step")
+        lines.append("critical path of one " + cps[0][1]["slot"].replace("_", " "))
         for p, cp in cps:
             tu = next((u for u in units if parse_unit(u).dim == parse_unit("s").dim), "s")
             path = [a["id"] for a in cp["activities"] if a["id"] in cp["path"] and a["duration"] > 0]
