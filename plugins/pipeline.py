@@ -107,7 +107,7 @@ class _Setup:
         self.schedule = b.value("schedule")
         from dsl.plugin import current_limits as current, limit_hint as raise_hint
         cap = current().activities
-        if 3 * self.p * self.m * self.v > cap:   # forward, backward (and weight-gradient) slots
+        if 2 * self.p * self.m * self.v > cap:   # a forward and a backward slot per micro-batch and chunk
             b.error_at("microbatches" if self.m >= max(self.p, self.v) else "stages" if self.p >= self.v else "virtual",
                        f"stages × microbatches × virtual = {self.p} × {self.m} × {self.v} would schedule more than "
                        f"{cap:,} activities", raise_hint("activities"), code="limit")

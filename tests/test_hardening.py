@@ -280,7 +280,7 @@ def test_chain_beyond_the_limit_is_a_limit_error(tmp_path):
 LARGE = {
     "microbatches": 'use pipeline { schedule = "1f1b"; stages = 4; microbatches = 1000000000; '
                     "forward = 10 ms; backward = 20 ms }",
-    "microbatches-1e5": 'use pipeline { schedule = "1f1b"; stages = 4; microbatches = 100000; '
+    "microbatches-1e6": 'use pipeline { schedule = "1f1b"; stages = 4; microbatches = 1000000; '
                         "forward = 10 ms; backward = 20 ms }",
     "virtual": 'use pipeline { schedule = "interleaved"; stages = 4; microbatches = 8; layers = 8; '
                "virtual = 100000; forward = 10 ms; backward = 20 ms }",

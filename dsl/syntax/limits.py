@@ -45,7 +45,7 @@ class Limits:
     #: length of a chain of fields each defined from the next (`a2 = a1 + 1 s`, `a1 = a0 + 1 s` …)
     chain: int = 2_000
     #: activities on one timeline (pipeline steps, checkpoints, trace requests …)
-    activities: int = 200_000
+    activities: int = 1_000_000
     #: points of one `plan sweep` grid or random sample, or one layout search space
     points: int = 1_000_000
     #: columns or rows asked for on the command line (`plan timeline --width`)
