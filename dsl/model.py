@@ -842,7 +842,7 @@ class Workspace:
 
         span = self.decls[tl.plan].ast.name_span
         try:
-            ids, preds = tl.edges()
+            tl.structure()
         except KeyError as e:
             other, who = e.args[0]
             self.rep.error("missing-quantity", f"activity '{who}' of timeline '{tl.name}' (plugin "
@@ -851,30 +851,27 @@ class Workspace:
                            "add the `use` block that schedules it (the step's input_wait and compute "
                            "come from `use compute`)")
             return
-        for h in tl.holds.values():
-            for anchor in (h.start, h.end):
-                if anchor is not None and anchor[0] not in tl.activities:
-                    self.rep.error("missing-quantity", f"memory hold '{h.id}' of timeline '{tl.name}' (plugin "
-                                   f"'{h.plugin}') is anchored to activity '{anchor[0]}', which is not "
-                                   "scheduled", span, "schedule the activity or anchor the hold elsewhere")
-                    return
-        if tl.topo(len(ids), preds) is None:
+        bad = tl.unanchored()
+        if bad is not None:
+            h, anchor = bad
+            self.rep.error("missing-quantity", f"memory hold '{h.id}' of timeline '{tl.name}' (plugin "
+                           f"'{h.plugin}') is anchored to activity '{anchor[0]}', which is not "
+                           "scheduled", span, "schedule the activity or anchor the hold elsewhere")
+            return
+        if tl.has_cycle():
+            ids, preds = tl.edges()
             self.rep.error("cycle", f"timeline '{tl.name}' of '{tl.plan}' has a cycle: "
                            + " -> ".join(tl.find_cycle(ids, preds)), span,
                            "an activity waits, directly or through others, for itself; check the order of "
                            "work on each resource and the declared dependencies")
             return
-        full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
+        full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(tl.activities) <= FULL_LIMIT)
         if full:
             tl.makespan_expr = tl.full_expr(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
         if tl.makespan_expr is not None:
             total = tl.makespan_expr
         else:   # placeholder over every duration (a lower bound), replaced after range checks
-            from collections import Counter
-            by_res: dict = {}
-            for a in tl.activities.values():
-                by_res.setdefault(a.resource or a.id, Counter())[a.duration] += 1
-            sums = list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
+            sums = tl.resource_sums()
             total = (sp.Max(*sums, evaluate=False) if len(sums) > 1 else sums[0]) if sums else sp.Integer(0)
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
@@ -888,7 +885,7 @@ class Workspace:
             times = (tl.full_times(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
                      if tl.makespan_expr is not None else None)
             if times is not None:
-                _, st, fin = times
+                ids, st, fin = times
                 pos = {a: i for i, a in enumerate(ids)}
                 start_of, finish_of = (lambda a: st[pos[a]]), (lambda a: fin[pos[a]])
             else:   # placeholders over the same inputs, replaced in _schedule_timelines
@@ -908,9 +905,10 @@ class Workspace:
                 ctx._current_plugin = plugin
                 ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank,
                            references=tl.refs.get(name, ()))
-        if len(ids) <= MIRROR_LIMIT:
+        if len(tl.activities) <= MIRROR_LIMIT:
             import networkx as nx
 
+            ids, preds = tl.edges()
             g = tl.graph = nx.DiGraph()
             g.add_nodes_from(ids)
             for i, ps in enumerate(preds):

@@ -183,6 +183,10 @@ class _HoldBlock:
             self._index = {a: i for i, a in enumerate(self.names.all())}
         return self._index.get(name)
 
+    def hold_unchecked(self, i: int) -> Hold:
+        return Hold(self.names[i], self.sizes[self.scode[i]], self.pools[self.pcode[i]], None, None, "",
+                    self.plugin, self.kind)
+
     def hold(self, i: int) -> Hold:
         name = self._tl.activities.name_of
         s = None if self.s_act[i] < 0 else (name(int(self.s_act[i])), "finish" if self.s_fin[i] else "start")
@@ -199,6 +203,20 @@ class _Store(Mapping):
         self._single: dict = {}
         self._segs: list = []          # ("one", [ids]) runs and ("block", block, offset) in order
         self._n = 0
+        self._hint: dict = {}          # id -> position of block items already looked up by position
+
+    def at(self, g: int):
+        """The item at position ``g`` (order of addition); its id is remembered for lookups."""
+        for s in self._segs:
+            base = s[2]
+            n = len(s[1]) if s[0] == "one" else s[1].n
+            if base <= g < base + n:
+                if s[0] == "one":
+                    return self._single[s[1][g - base]]
+                item = self._item(s[1], g - base)
+                self._hint[item.id] = g
+                return item
+        raise IndexError(g)
 
     def _put(self, key, item):
         self._single[key] = item
@@ -226,7 +244,7 @@ class _Store(Mapping):
                 yield from s[1].names.all()
 
     def __contains__(self, key):
-        if key in self._single:
+        if key in self._single or key in self._hint:
             return True
         return any(s[1].local(key) is not None for s in self._segs if s[0] == "block")
 
@@ -237,6 +255,9 @@ class _Store(Mapping):
         v = self._single.get(key)
         if v is not None:
             return v
+        g = self._hint.get(key)
+        if g is not None:
+            return self.at(g)
         for s in self._segs:
             if s[0] == "block":
                 i = s[1].local(key)
@@ -272,6 +293,9 @@ class _Store(Mapping):
             if getattr(self, "_pos", None) is None or len(self._pos) != len(self._single):
                 self._pos = {k: s[2] + j for s in self._segs if s[0] == "one" for j, k in enumerate(s[1])}
             return self._pos[key]
+        g = self._hint.get(key)
+        if g is not None:
+            return g
         for s in self._segs:
             if s[0] == "block":
                 i = s[1].local(key)
@@ -323,6 +347,36 @@ class _Ids(Sequence):
         if g is None:
             raise ValueError(x)
         return g
+
+
+class _Floats(Sequence):
+    """A read-only sequence of Python floats over a numpy array (a list of floats costs 32
+    bytes per item, the array 8)."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a):
+        self._a = a
+
+    def __len__(self):
+        return len(self._a)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._a[i].tolist()
+        return float(self._a[i])
+
+    def __iter__(self):
+        return iter(self._a.tolist())
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a if dtype is None else self._a.astype(dtype)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return repr(self._a.tolist())
 
 
 class _Binding(Mapping):
@@ -498,17 +552,25 @@ class Timeline:
         ne = int(after_ptr[-1]) if n else 0
         lab = None if labels is None else (labels if callable(labels) or not hasattr(labels, "__len__")
                                            else labels)
+        i32 = np.int32
         blk = _ActBlock(len(self.activities), _Names(n, names), [_expr(e) for e in durations],
-                        np.asarray(dcode, dtype=np.int64), list(resources), np.asarray(rcode, dtype=np.int64),
-                        np.asarray(after_ptr, dtype=np.int64), np.asarray(after_src, dtype=np.int64),
+                        np.asarray(dcode, dtype=i32), list(resources), np.asarray(rcode, dtype=i32),
+                        np.asarray(after_ptr, dtype=np.int64), np.asarray(after_src, dtype=i32),
                         [_expr(e) for e in lags],
-                        np.full(ne, -1, dtype=np.int64) if lag_code is None else np.asarray(lag_code, dtype=np.int64),
+                        np.full(ne, -1, dtype=i32) if lag_code is None else np.asarray(lag_code, dtype=i32),
                         np.zeros(ne, dtype=bool) if after_start is None else np.asarray(after_start, dtype=bool),
                         list(kinds), np.zeros(n, dtype=np.int64) if kind_code is None else np.asarray(kind_code),
                         None if lab is None else (_Names(n, lab)), None if hatched is None else np.asarray(hatched),
                         self._plugin, doc)
         self.activities._put_block(blk)
         return blk.offset
+
+    def drop_last_block(self) -> None:
+        """Remove the block of activities added last (a plugin that found it cannot run)."""
+        seg = self.activities._segs.pop()
+        assert seg[0] == "block"
+        self.activities._n -= seg[1].n
+        self._edges = self._arr = self._harr = None
 
     def hold_many(self, names, sizes, size_code, pools, pool_code, start, start_finish, end, end_finish,
                   kind: str = "") -> None:
@@ -745,8 +807,8 @@ class Timeline:
                     src.append(j)
                     lag.append(lc(e))
                     st.append(on == "start")
-            arr = (len(ids), np.array(dst, dtype=np.int64), np.array(src, dtype=np.int64),
-                   np.array(lag, dtype=np.int64), np.array(st, dtype=bool))
+            arr = (len(ids), np.array(dst, dtype=np.int32), np.array(src, dtype=np.int32),
+                   np.array(lag, dtype=np.int32), np.array(st, dtype=bool))
             self._lagtab, self._arr = lagtab, arr
             return arr
         # blocks (and activities added one by one around them), in the order of addition
@@ -815,9 +877,14 @@ class Timeline:
                 keep = prev >= 0
                 dst_r, prev = dst_r[keep], prev[keep]
                 if len(d):                        # not when it is already a declared predecessor
-                    big = np.int64(self.activities._n + 1)
-                    dup = np.isin(dst_r * big + prev, d * big + s)
-                    dst_r, prev = dst_r[~dup], prev[~dup]
+                    prev_of = np.full(n, -1, dtype=np.int64)
+                    prev_of[dst_r - off] = prev
+                    dup_nodes = d[s == prev_of[d - off]]
+                    if len(dup_nodes):
+                        dup = np.zeros(n, dtype=bool)
+                        dup[dup_nodes - off] = True
+                        k_ = ~dup[dst_r - off]
+                        dst_r, prev = dst_r[k_], prev[k_]
                 D.append(dst_r); S.append(prev); L.append(np.full(len(prev), -1, dtype=np.int64))
                 O.append(np.zeros(len(prev), dtype=bool))
                 Q.append(seq + np.arange(len(prev), dtype=np.int64))
@@ -827,9 +894,91 @@ class Timeline:
         Q.append(np.array(one_q, dtype=np.int64))
         d, s, l_, o, q = (np.concatenate(x) for x in (D, S, L, O, Q))
         perm = np.lexsort((q, d))
-        arr = (len(acts), d[perm], s[perm], l_[perm], o[perm])
+        del q
+        i32 = np.int32
+        arr = (len(acts), d[perm].astype(i32), s[perm].astype(i32), l_[perm].astype(i32), o[perm])
         self._lagtab, self._arr = lagtab, arr
         return arr
+
+    def structure(self):
+        """Check the dependency structure (``KeyError(name, referrer)`` for a dependency on an
+        unknown activity) and cache it as arrays."""
+        return self._arrays()
+
+    def unanchored(self):
+        """``(hold, anchor)`` of the first hold anchored to an unknown activity, or None."""
+        acts = self.activities
+        for h in self.holds._single.values():
+            for anchor in (h.start, h.end):
+                if anchor is not None and anchor[0] not in acts:
+                    return h, anchor
+        n = len(acts)
+        for b in self.holds.blocks:
+            for col in (b.s_act, b.e_act):
+                if len(col) and (col.max() >= n or col.min() < -1):
+                    k = int(((col >= n) | (col < -1)).argmax())
+                    return b.hold_unchecked(k), ("?", "")
+        return None
+
+    def resource_sums(self) -> list:
+        """Symbolic busy time of every resource (an activity without one is its own), distinct."""
+        import sympy as sp
+        from collections import Counter
+
+        by_res: dict = {}
+        for a in self.activities._single.values():
+            by_res.setdefault(a.resource or a.id, Counter())[a.duration] += 1
+        for b in self.activities.blocks:
+            import numpy as np
+            has = b.rcode >= 0
+            nd = len(b.durations)
+            if has.any():
+                cnt = np.bincount(b.rcode[has] * nd + b.dcode[has], minlength=len(b.resources) * nd)
+                cnt = cnt.reshape(len(b.resources), nd)
+                for r, row in enumerate(cnt.tolist()):
+                    c = by_res.setdefault(b.resources[r], Counter())
+                    for k, x in enumerate(row):
+                        if x:
+                            c[b.durations[k]] += x
+            for i in np.flatnonzero(~has).tolist():
+                by_res.setdefault(b.names[i], Counter())[b.durations[b.dcode[i]]] += 1
+        return list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
+
+    def resource_codes(self):
+        """``(names, codes)``: the resources and each activity's index into them (-1: none)."""
+        import numpy as np
+
+        names: dict = {}
+        parts = []
+        for seg in self.activities._segs:
+            if seg[0] == "one":
+                parts.append(np.array([-1 if not self.activities._single[k].resource else
+                                       names.setdefault(self.activities._single[k].resource, len(names))
+                                       for k in seg[1]], dtype=np.int64))
+            else:
+                b = seg[1]
+                m = np.array([names.setdefault(r, len(names)) for r in b.resources] + [-1], dtype=np.int64)
+                parts.append(m[b.rcode])
+        return list(names), (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+
+    def busy_times(self, sched: Schedule) -> dict:
+        """Resource -> summed activity durations (s) of the nominal schedule (in activity order)."""
+        import numpy as np
+
+        names, codes = self.resource_codes()
+        d = np.asarray(sched.finish) - np.asarray(sched.start)
+        out: dict = {}
+        for c in dict.fromkeys(codes.tolist()):
+            if c >= 0:
+                out[names[c]] = float(np.cumsum(d[codes == c])[-1])
+        return out
+
+    def _gens(self):
+        """Generations of the structure (cached with it), None on a cycle."""
+        arr = self._arrays()
+        if getattr(self, "_gen_for", None) is not arr:
+            self._gen_for, self._gen_val = arr, self._generations(arr[0], arr[1], arr[2])
+        return self._gen_val
 
     def _columns(self, num):
         """Nominal durations and releases (floats, ``nan`` = no release) and the lag table."""
@@ -862,9 +1011,10 @@ class Timeline:
         return dur, rel, lagv
 
     @staticmethod
-    def _generations(n, dst, src):
+    def _generations(n, dst, src, partial: bool = False):
         """Kahn's algorithm by generations: a list of sorted index arrays (an activity's
-        predecessors are all in earlier generations), or None on a cycle."""
+        predecessors are all in earlier generations), or None on a cycle (with ``partial``,
+        the generations of the activities that can run)."""
         import numpy as np
 
         indeg = np.bincount(dst, minlength=n)
@@ -886,14 +1036,16 @@ class Timeline:
                 break
             cs = np.cumsum(cnt)
             idx = np.repeat(st - cs + cnt, cnt) + np.arange(tot)
-            u, c = np.unique(sdst[idx], return_counts=True)
-            deg[u] -= c
-            F = u[deg[u] == 0]
-        return gens if done == n else None
+            tg = sdst[idx]
+            np.subtract.at(deg, tg, 1)
+            F = tg[deg[tg] == 0]
+            if len(F) > 1:
+                F.sort()
+                F = F[np.concatenate(([True], F[1:] != F[:-1]))]
+        return gens if done == n or partial else None
 
     def has_cycle(self) -> bool:
-        n, dst, src, _, _ = self._arrays()
-        return bool(n) and self._generations(n, dst, src) is None
+        return bool(len(self.activities)) and self._gens() is None
 
     def _hold_arrays(self):
         """Every hold as columns (cached until the next hold or activity): pool code, anchor
@@ -937,17 +1089,15 @@ class Timeline:
         import numpy as np
 
         n, dst, src, lcode, on_start = self._arrays()
-        gens = self._generations(n, dst, src)
+        gens = self._gens() if n else []
         if gens is None:
             raise ValueError("cycle")
         dur, rel, lagv = self._columns(num)
-        lagE = lagv[lcode]
         T = np.zeros(2 * n)                       # T[2i] start, T[2i+1] finish
-        pe = 2 * src + (~on_start)
-        bsrc = np.full(n, -1, dtype=np.int64)
-        bedge = np.full(n, -1, dtype=np.int64)
-        indeg = np.bincount(dst, minlength=n)
-        eptr = np.zeros(n + 1, dtype=np.int64)
+        bsrc = np.full(n, -1, dtype=np.int32)
+        bedge = np.full(n, -1, dtype=np.int32)
+        indeg = np.bincount(dst, minlength=n).astype(np.int32)
+        eptr = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(indeg, out=eptr[1:])
         any_rel = not np.isnan(rel).all() if n else False
         # generation 0: no predecessors
@@ -962,8 +1112,11 @@ class Timeline:
         # edges in generation order: a generation's edges are contiguous, grouped by activity
         order = np.concatenate(gens) if gens else np.zeros(0, dtype=np.int64)
         cnt_o = indeg[order]
-        e_of = np.repeat(eptr[order] - (np.cumsum(cnt_o) - cnt_o), cnt_o) + np.arange(int(cnt_o.sum()))
-        pe_g, lag_g = pe[e_of], lagE[e_of]
+        e_of = np.repeat(eptr[order] - (np.cumsum(cnt_o, dtype=np.int32) - cnt_o), cnt_o)
+        e_of += np.arange(len(e_of), dtype=np.int32)
+        pe_g = src[e_of] * np.int32(2)
+        pe_g += ~on_start[e_of]
+        lag_g = lagv[lcode[e_of]]
         gsz = np.array([len(g) for g in gens], dtype=np.int64)
         gofs = np.zeros(len(gens) + 1, dtype=np.int64)
         np.cumsum(gsz, out=gofs[1:])
@@ -997,15 +1150,21 @@ class Timeline:
         span = float(finish.max()) if n else 0.0
         tol = 1e-9 * max(1.0, abs(span))
         # latest starts (for slack): reverse pass over the generations, edges grouped by predecessor
-        so = np.lexsort((src,)) if len(src) else np.zeros(0, dtype=np.int64)
+        del pe_g, lag_g, e_of
         gen_of = np.empty(n, dtype=np.int64)
         for g, F in enumerate(gens):
             gen_of[F] = g
-        so = np.lexsort((src, gen_of[src])) if len(src) else so
-        b_src, b_dst = src[so], dst[so]
-        b_lag = lagE[so]
-        b_dur = np.where(on_start[so], dur[b_src], 0.0)
-        gstart = np.searchsorted(gen_of[b_src], np.arange(len(gens) + 1)) if len(src) else None
+        gstart = None
+        if len(src):
+            key = gen_of[src] * n + src
+            so = np.argsort(key)
+            key = key[so]
+            gstart = np.searchsorted(key, np.arange(len(gens) + 1, dtype=np.int64) * n)
+            del key
+            b_src, b_dst = src[so], dst[so]
+            b_lag = lagv[lcode[so]]
+            b_dur = np.where(on_start[so], dur[b_src], 0.0)
+            del so
         LS = np.zeros(n)
         for g in range(len(gens) - 1, -1, -1):
             F = gens[g]
@@ -1014,7 +1173,7 @@ class Timeline:
                 a, b = gstart[g], gstart[g + 1]
                 vals = (LS[b_dst[a:b]] - b_lag[a:b]) + b_dur[a:b]
                 sv = b_src[a:b]
-                heads = np.r_[0, np.flatnonzero(sv[1:] != sv[:-1]) + 1]
+                heads = np.flatnonzero(np.concatenate(([True], sv[1:] != sv[:-1])))
                 m = np.minimum.reduceat(vals, heads)
                 pos = np.searchsorted(F, sv[heads])
                 lf[pos] = np.minimum(lf[pos], m)
@@ -1035,7 +1194,8 @@ class Timeline:
         be0 = np.maximum(bedge, 0)
         blag = np.where(has_e, lcode[be0], -1) if len(lcode) else np.full(n, -1, dtype=np.int64)
         bstart = np.where(has_e, on_start[be0], False) if len(lcode) else np.zeros(n, dtype=bool)
-        sch = Schedule(ids, start.tolist(), finish.tolist(), span, [ids[i] for i in path], slack.tolist(), None,
+        sch = Schedule(ids, _Floats(start.copy()), _Floats(finish.copy()), span, [ids[i] for i in path],
+                       _Floats(slack), None,
                        _bsrc=bsrc, _blag=blag, _bstart=bstart)
         sch.binding = _Binding(self, sch)
         sch._T = T
@@ -1332,7 +1492,7 @@ class Timeline:
             return Profile(pool, 0.0, 0.0, [], [])
         sel = np.flatnonzero(pc == pools.index(pool))
         codes = sc[sel]
-        used = np.unique(codes)
+        used = np.flatnonzero(np.bincount(codes, minlength=len(sizes)))
         val = np.zeros(len(sizes))
         for c in used.tolist():
             val[c] = num(sizes[c])
@@ -1363,8 +1523,8 @@ class Timeline:
             inv = np.empty(2 * m, dtype=np.int64)
             inv[order] = np.arange(2 * m)
             live = ok[(inv[:m] <= j_peak) & (inv[m:] > j_peak)]
-            names = self._hold_name
-            best = sorted(((-float(size[k]), names(int(sel[k]))) for k in live.tolist()))
+            at = self.holds.at
+            best = sorted(((-float(size[k]), at(int(sel[k])).id) for k in live.tolist()))
             best = [h for _, h in best]
         keep = np.r_[ts[1:] != ts[:-1], True] if len(ts) else np.zeros(0, dtype=bool)
         return Profile(pool, peak, t_peak, best, (ts[keep], level[keep]))
