@@ -437,6 +437,44 @@ class DeclInfo:
     requires: dict[str, A.Require] = field(default_factory=dict)
 
 
+
+def _lex_topo(nodes, succ) -> list | None:
+    """Topological order of the dependency graph, smallest id first among the ready ones
+    (networkx's ``lexicographical_topological_sort``), or None on a cycle."""
+    import heapq
+
+    indeg = dict.fromkeys(nodes, 0)
+    for u, vs in succ.items():
+        indeg.setdefault(u, 0)
+        for v in vs:
+            indeg[v] = indeg.get(v, 0) + 1
+    ready = [u for u, d in indeg.items() if d == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        u = heapq.heappop(ready)
+        out.append(u)
+        for v in succ.get(u, ()):
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(ready, v)
+    return out if len(out) == len(indeg) else None
+
+
+def _replay_graph(ops, order_edges):
+    """The networkx DiGraph of the dependency graph, built by the same calls in the same order
+    as the adjacency of ``_finalize`` (so node and edge order match)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for nid, attrs, srcs in ops:
+        g.add_node(nid, **attrs)
+        for x in srcs:
+            g.add_edge(x, nid)
+    for u, v in order_edges:
+        g.add_edge(u, v, kind="order")
+    return g
+
 class Workspace:
     """A loaded `.plan` file with its imports: resolved, priced by the plugins and evaluated.
 
@@ -473,7 +511,7 @@ class Workspace:
         self._values: dict[str, Any] = {}
         self._full: dict[tuple, Any] = {}
         self._stack: list[str] = []
-        self.graph = None
+        self._graph = self._graph_ops = None
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
         self.rep.raise_if_errors()
@@ -906,29 +944,24 @@ class Workspace:
                 ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank,
                            references=tl.refs.get(name, ()))
         if len(tl.activities) <= MIRROR_LIMIT:
-            import networkx as nx
-
             ids, preds = tl.edges()
-            g = tl.graph = nx.DiGraph()
-            g.add_nodes_from(ids)
-            for i, ps in enumerate(preds):
-                for j, _, _ in ps:
-                    g.add_edge(ids[j], ids[i])
+            edges = sorted({(ids[j], ids[i]) for i, ps in enumerate(preds) for j, _, _ in ps})
+            tl.graph = {a: [] for a in ids}         # activity -> successors
+            for u, v in edges:
+                tl.graph[u].append(v)
             for a in tl.activities.values():
                 nid = f"{tl.plan}.{tl.name}.{a.id}"
                 self.nodes[nid] = Node(nid, "activity", tl.plan, a.id, expr=a.duration, dim=Dim.of(time=1),
                                        unit="s", plugin=a.plugin, doc=a.doc, state=2)
             self._activity_edges.extend((f"{tl.plan}.{tl.name}.{u}", f"{tl.plan}.{tl.name}.{v}")
-                                        for u, v in sorted(g.edges))
+                                        for u, v in edges)
 
     def _schedule_timelines(self, g) -> None:
         """Nominal schedules and memory profiles of every timeline; makespans of large
         timelines become the symbolic length of their critical path, peaks the symbolic sum of
         the holds live at the peak instant.  Timelines are taken in the order of their
         quantities in the dependency graph, so one timeline may use another's makespan."""
-        import networkx as nx
-
-        pos = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(g))}
+        pos = {nid: i for i, nid in enumerate(_lex_topo(*g))}
 
         def first_pos(tl):
             names = ([m[0] for m in tl.makespans] + [p[0] for p in tl.peaks] + [t[0] for t in tl.times]
@@ -1305,11 +1338,25 @@ class Workspace:
         return Val(fn(a.expr), DIMENSIONLESS)
 
     # ------------------------------------------------------------ finalize
+    @property
+    def graph(self):
+        """The dependency graph (networkx DiGraph), built on first use."""
+        if self._graph is None and self._graph_ops is not None:
+            ops, order, acts = self._graph_ops
+            g = self._graph = _replay_graph(ops, order)
+            for nid, dur, res in acts:
+                if nid in g:
+                    g.nodes[nid]["duration"] = dur
+                    g.nodes[nid]["resource"] = res
+        return self._graph
+
+    @graph.setter
+    def graph(self, g) -> None:
+        self._graph, self._graph_ops = g, None
+
     def _finalize(self, numeric: bool = True) -> None:
         """Build every field, check dimensions and references, build the dependency graph
         (reporting cycles) and, when ``numeric``, evaluate every node at nominal values."""
-        import networkx as nx
-
         for nid in sorted(self.nodes):
             n = self.nodes[nid]
             if n.kind == "field" and n.state == 0:
@@ -1340,25 +1387,28 @@ class Workspace:
                                f"add the `use` block that prices it, or set `{qs[0]} = …` in the plan")
         if self.rep.errors:
             return
-        g = nx.DiGraph()
+        # the dependency graph, first as plain adjacency (networkx is imported only when
+        # ``ws.graph`` is read or a cycle has to be named): the same nodes, edges and order
+        ops: list = []                      # replayed by _build_graph: (nid, attrs, sources)
+        succ: dict = {}
         for nid in sorted(self.nodes):
             n = self.nodes[nid]
-            g.add_node(nid, kind=n.kind, expr=n.expr, unit=n.unit, plugin=n.plugin, doc=n.doc)
+            srcs = ()
             if n.expr is not None:
-                for s in sorted(n.expr.free_symbols, key=lambda s: s.name):
-                    if s.name != nid:
-                        g.add_edge(s.name, nid)
-        for nid in sorted(set(g) - set(self.nodes)):
-            preds = sorted(g.successors(nid))
+                srcs = tuple(x for x in sorted((s.name for s in n.expr.free_symbols)) if x != nid)
+                for x in srcs:
+                    succ.setdefault(x, set()).add(nid)
+            ops.append((nid, dict(kind=n.kind, expr=n.expr, unit=n.unit, plugin=n.plugin, doc=n.doc), srcs))
+        for nid in sorted(set(succ) - set(self.nodes)):
+            preds = sorted(succ[nid])
             self.rep.error("missing-quantity", f"'{nid}' is used by {', '.join(preds)} but never defined",
                            self.nodes[preds[0]].span, "a plugin refers to a quantity no block defines")
         if self.rep.errors:
             return
-        try:
-            cyc = nx.find_cycle(g)
-        except nx.NetworkXNoCycle:
-            cyc = None
-        if cyc:
+        if _lex_topo(self.nodes, succ) is None:
+            import networkx as nx
+
+            cyc = nx.find_cycle(_replay_graph(ops, ()))
             names = [e[0] for e in cyc] + [cyc[0][0]]
             related = tuple((f"'{c}' ({self.nodes[c].plugin or 'field'})", self.nodes[c].span)
                             for c in names[:-1] if self.nodes[c].span)
@@ -1369,14 +1419,16 @@ class Workspace:
         # the step's activities live in the same graph: duration dependencies (above) plus
         # their order on the timeline (edges of kind "order", not formula dependencies)
         for u, v in self._activity_edges:
-            g.add_edge(u, v, kind="order")
-        for nid in g:
+            succ.setdefault(u, set()).add(v)
+        act_attrs = []
+        for nid in self.nodes:
             n = self.nodes[nid]
             if n.kind == "activity":
                 tl_name = nid[len(n.owner) + 1:].rsplit(".", 1)[0]
-                g.nodes[nid]["duration"] = n.expr
-                g.nodes[nid]["resource"] = self.timelines[(n.owner, tl_name)].activities[n.name].resource
-        self.graph = g
+                act_attrs.append((nid, n.expr, self.timelines[(n.owner, tl_name)].activities[n.name].resource))
+        self._graph_ops = (ops, tuple(self._activity_edges), act_attrs)
+        self._graph = None
+        g = (self.nodes, succ)
         if not numeric:
             # `plan check`: literal parameters are still range-checked (no formula is evaluated)
             self.check_ranges(inputs_only=True)
@@ -1389,7 +1441,7 @@ class Workspace:
             if self.rep.errors:
                 return
             self._schedule_timelines(g)
-            for nid in nx.lexicographical_topological_sort(g):
+            for nid in _lex_topo(*g):
                 self.value(nid)
         self._warn_unused()
 
@@ -1597,6 +1649,11 @@ class Workspace:
         if n.expr is None:
             self._values[nid] = None
             return None
+        if n.kind == "activity":        # durations repeat: one evaluation per distinct expression
+            key = ("activity", n.expr)
+            if key in self._values:
+                v = self._values[nid] = self._values[key]
+                return v
         if n.input:
             v = n.nominal
         else:
@@ -1637,6 +1694,8 @@ class Workspace:
                            "a square root, fractional power or log of a negative value")
             v = None
         self._values[nid] = v
+        if n.kind == "activity":
+            self._values[("activity", n.expr)] = v
         return v
 
     def python_value(self, nid: str):

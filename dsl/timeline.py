@@ -469,7 +469,7 @@ class Timeline:
     refs: dict[str, tuple] = field(default_factory=dict)  # quantity name -> references (sources)
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
-    graph: Any = None                   # networkx DiGraph of the activities (small timelines)
+    graph: Any = None                   # activity -> successors, once mirrored into the quantity graph
     schedule: Schedule | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
     makespan_expr: Any = None
