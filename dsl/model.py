@@ -502,6 +502,7 @@ class Workspace:
         self.timelines: dict[tuple, Timeline] = {}
         self.expectations: list[tuple] = []
         self._activity_edges: list[tuple[str, str]] = []
+        self._activity_resource: dict[str, str | None] = {}
         self._validated: set[str] = set()
         self.param_specs: dict[str, Param] = {}   # node id -> the spec it must satisfy
         self.bounds: dict[str, tuple[str, str]] = {}
@@ -944,24 +945,24 @@ class Workspace:
                 ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank,
                            references=tl.refs.get(name, ()))
         if len(tl.activities) <= MIRROR_LIMIT:
-            ids, preds = tl.edges()
-            edges = sorted({(ids[j], ids[i]) for i, ps in enumerate(preds) for j, _, _ in ps})
-            tl.graph = {a: [] for a in ids}         # activity -> successors
+            rows, edges = tl.mirror()
+            tl.graph = {r[0]: [] for r in rows}     # activity -> successors
             for u, v in edges:
                 tl.graph[u].append(v)
-            for a in tl.activities.values():
-                nid = f"{tl.plan}.{tl.name}.{a.id}"
-                self.nodes[nid] = Node(nid, "activity", tl.plan, a.id, expr=a.duration, dim=Dim.of(time=1),
-                                       unit="s", plugin=a.plugin, doc=a.doc, state=2)
-            self._activity_edges.extend((f"{tl.plan}.{tl.name}.{u}", f"{tl.plan}.{tl.name}.{v}")
-                                        for u, v in edges)
+            dim, pre = Dim.of(time=1), f"{tl.plan}.{tl.name}."
+            for aid, dur, res, plugin, doc in rows:
+                nid = pre + aid
+                self.nodes[nid] = Node(nid, "activity", tl.plan, aid, expr=dur, dim=dim, unit="s", plugin=plugin,
+                                       doc=doc, state=2)
+                self._activity_resource[nid] = res
+            self._activity_edges.extend((pre + u, pre + v) for u, v in edges)
 
     def _schedule_timelines(self, g) -> None:
         """Nominal schedules and memory profiles of every timeline; makespans of large
         timelines become the symbolic length of their critical path, peaks the symbolic sum of
         the holds live at the peak instant.  Timelines are taken in the order of their
         quantities in the dependency graph, so one timeline may use another's makespan."""
-        pos = {nid: i for i, nid in enumerate(_lex_topo(*g))}
+        pos = {nid: i for i, nid in enumerate(g[2])}
 
         def first_pos(tl):
             names = ([m[0] for m in tl.makespans] + [p[0] for p in tl.peaks] + [t[0] for t in tl.times]
@@ -1420,15 +1421,10 @@ class Workspace:
         # their order on the timeline (edges of kind "order", not formula dependencies)
         for u, v in self._activity_edges:
             succ.setdefault(u, set()).add(v)
-        act_attrs = []
-        for nid in self.nodes:
-            n = self.nodes[nid]
-            if n.kind == "activity":
-                tl_name = nid[len(n.owner) + 1:].rsplit(".", 1)[0]
-                act_attrs.append((nid, n.expr, self.timelines[(n.owner, tl_name)].activities[n.name].resource))
+        act_attrs = [(nid, self.nodes[nid].expr, res) for nid, res in self._activity_resource.items()]
         self._graph_ops = (ops, tuple(self._activity_edges), act_attrs)
         self._graph = None
-        g = (self.nodes, succ)
+        g = (self.nodes, succ, _lex_topo(self.nodes, succ))     # with the order edges
         if not numeric:
             # `plan check`: literal parameters are still range-checked (no formula is evaluated)
             self.check_ranges(inputs_only=True)
@@ -1441,7 +1437,7 @@ class Workspace:
             if self.rep.errors:
                 return
             self._schedule_timelines(g)
-            for nid in _lex_topo(*g):
+            for nid in g[2]:
                 self.value(nid)
         self._warn_unused()
 

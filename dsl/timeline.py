@@ -944,6 +944,31 @@ class Timeline:
                 by_res.setdefault(b.names[i], Counter())[b.durations[b.dcode[i]]] += 1
         return list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
 
+    def mirror(self):
+        """``(rows, edges)`` to mirror the activities into the quantity graph: rows
+        ``(id, duration, resource, plugin, doc)`` in order, edges the distinct ``(pred, succ)``
+        id pairs sorted (built from the columns, no activity object per row)."""
+        import numpy as np
+
+        rows = []
+        for seg in self.activities._segs:
+            if seg[0] == "one":
+                for k in seg[1]:
+                    a = self.activities._single[k]
+                    rows.append((a.id, a.duration, a.resource, a.plugin, a.doc))
+            else:
+                b = seg[1]
+                names, durs, res = b.names.all(), b.durations, b.resources
+                doc = b.doc
+                for i, (dc, rc) in enumerate(zip(b.dcode.tolist(), b.rcode.tolist())):
+                    rows.append((names[i], durs[dc], None if rc < 0 else res[rc], b.plugin,
+                                 "" if doc is None else doc(i)))
+        n, dst, src, _, _ = self._arrays()
+        ids = [r[0] for r in rows]
+        pairs = np.unique(src.astype(np.int64) * max(n, 1) + dst)
+        edges = sorted((ids[u], ids[v]) for u, v in zip((pairs // max(n, 1)).tolist(), (pairs % max(n, 1)).tolist()))
+        return rows, edges
+
     def resource_codes(self):
         """``(names, codes)``: the resources and each activity's index into them (-1: none)."""
         import numpy as np
