@@ -40,6 +40,7 @@ import csv
 import sympy as sp
 
 from dsl.hookspecs import hookimpl
+from dsl.piecewise import hinge_sum, shortfall_sum
 from dsl.plugins import FigureSpec, Param, TableSpec, Table, UseSpec
 
 from .decoder import architecture, moe_architecture
@@ -256,11 +257,11 @@ def _price_routing(ctx, b):
     ctx.define("max_expert_load", _max(loads), "token", "dispatches of the most loaded expert")
     cap = ctx.define("expert_capacity", sp.floor(c * T * k / E), "token",
                      "rows per expert: ⌊c·tokens·k/E⌋ (Switch Transformer eq. 3; §10.3.4)", headline=True)
-    drop = ctx.define("dropped_dispatches", sum(sp.Max(0, x - cap) for x in loads), "token",
+    drop = ctx.define("dropped_dispatches", hinge_sum(loads, cap), "token",
                       "dispatches beyond an expert's capacity, passed on by the residual", headline=True)
     ctx.define("drop_fraction", drop / D, "%", "dropped share of all dispatches", headline=True)
     rows = ctx.define("executed_rows", E * cap, "token", "rows every expert executes: E × capacity")
-    pad = ctx.define("padded_rows", sum(sp.Max(0, cap - x) for x in loads), "token",
+    pad = ctx.define("padded_rows", shortfall_sum(loads, cap), "token",
                      "zero rows filling unused capacity (still computed and sent)", headline=True)
     ctx.define("padding_fraction", pad / rows, "%", "zero-padded share of the executed rows", headline=True)
 

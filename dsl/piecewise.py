@@ -1,0 +1,55 @@
+"""Piecewise-linear sums built without sympy's pairwise simplification.
+
+``sum(sp.Max(0, x - c) for x in xs)`` costs milliseconds per term: every evaluated ``Max``
+searches its arguments for provable orderings and every ``+`` re-sorts the growing sum.  The
+helpers here build the same exact expression in one pass: equal terms are collected first
+(``n · max(0, x − c)``), each ``Max`` is left unevaluated (``evaluate=False``) and the sum is
+one ``Add``.  The expression is exact for every input value, so ``plan explain`` and ``plan
+solve`` see the true piecewise-linear form; its nominal value, like any quantity's, comes from
+substituting numbers, which evaluates each ``Max`` on numbers at once.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+
+def hinge(x, c=0):
+    """``max(0, x − c)`` as an unevaluated sympy ``Max`` (a number when both are numbers)."""
+    import sympy as sp
+
+    d = sp.sympify(x) - c
+    if d.is_number:
+        return sp.Max(0, d)
+    return sp.Max(0, d, evaluate=False)
+
+
+def hinge_sum(xs, c=0, weights=None):
+    """``Σ_i w_i · max(0, x_i − c)`` with equal ``x_i`` collected: O(distinct terms)."""
+    import sympy as sp
+
+    n: Counter = Counter()
+    for i, x in enumerate(xs):
+        n[x] += 1 if weights is None else weights[i]
+    return sp.Add(*[k * hinge(x, c) for x, k in n.items()]) if n else sp.Integer(0)
+
+
+def shortfall_sum(xs, c):
+    """``Σ_i max(0, c − x_i)`` (unused capacity), equal ``x_i`` collected."""
+    import sympy as sp
+
+    n = Counter(xs)
+    return sp.Add(*[k * hinge(c, x) for x, k in n.items()]) if n else sp.Integer(0)
+
+
+def max_of(xs):
+    """``max(x_1, …)`` of distinct expressions, unevaluated (no pairwise simplification)."""
+    import sympy as sp
+
+    xs = list(dict.fromkeys(xs))
+    if not xs:
+        raise ValueError("max_of() of no terms")
+    if len(xs) == 1:
+        return xs[0]
+    if all(getattr(x, "is_number", False) for x in xs):
+        return sp.Max(*xs)
+    return sp.Max(*xs, evaluate=False)
