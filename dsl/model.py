@@ -26,6 +26,7 @@ import sympy as sp
 from . import ast as A
 from .diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, remember_source
 from .parser import parse, parse_expression
+from .piecewise import subs_numbers
 from .plugins import Param, Plugins, UseSpec, get_plugins
 from .timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline  # noqa: F401  (re-exported)
 from .units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
@@ -1660,7 +1661,7 @@ class Workspace:
                     self._values[nid] = None
                     return None
                 subs[s] = dv
-            v = n.expr.xreplace(subs)
+            v = subs_numbers(n.expr, subs)
             if not v.is_Rational:
                 v = sp.N(v, 40) if v.is_number else v
         if v is not None and v.is_number and v.is_real and v != 0 and v not in (sp.oo, -sp.oo) \
@@ -1839,7 +1840,7 @@ class Workspace:
             if v is None:
                 return None
             subs[s] = v
-        return expr.xreplace(subs)
+        return subs_numbers(expr, subs)
 
     def critical_path(self, plan: str, timeline: str) -> dict | None:
         """Critical path of a timeline at nominal values: activities with start, finish, slack,

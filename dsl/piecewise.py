@@ -53,3 +53,37 @@ def max_of(xs):
     if all(getattr(x, "is_number", False) for x in xs):
         return sp.Max(*xs)
     return sp.Max(*xs, evaluate=False)
+
+
+def subs_numbers(expr, subs: dict):
+    """``expr.xreplace(subs)``, except that a ``Max``/``Min`` of many arguments whose
+    arguments all become numbers is reduced by plain comparisons, in linear time (sympy's
+    constructor compares every pair of arguments).  Same result, exact."""
+    import sympy as sp
+
+    MaxMin = (sp.Max, sp.Min)
+
+    def sub(e):
+        v = subs.get(e)
+        if v is not None:
+            return v
+        args = e.args
+        if not args:
+            return e
+        new = [sub(a) for a in args]
+        if isinstance(e, MaxMin) and len(new) > 8 and all(x.is_number and x.is_comparable for x in new):
+            best = new[0]
+            if isinstance(e, sp.Max):
+                for x in new[1:]:
+                    if (x > best) == sp.true:
+                        best = x
+            else:
+                for x in new[1:]:
+                    if (x < best) == sp.true:
+                        best = x
+            return best
+        if all(x is a for x, a in zip(new, args)):
+            return e
+        return e.func(*new)
+
+    return sub(expr)
