@@ -33,8 +33,6 @@ table 2), DualPipe (PP/2−1)(F&B+B−3W) with F&B = F+B here (DeepSeek-V3 table
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import sympy as sp
 
 from dsl.hookspecs import hookimpl
@@ -287,7 +285,7 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
     busy = [sp.Add(*[int(n) * durs[c] for c, n in enumerate(counts[r].tolist()) if n]) for r in range(p)]
     # memory: activations from the end of F to the end of B (or W), buffers around messages
     fs = np.flatnonzero(isF)
-    kf, mbf, posf = K[fs], MB[fs], POS[fs]
+    mbf, posf = MB[fs], POS[fs]
     endk = np.where(bk[mbf, posf] == 2, 3, 1)
     ends = look[endk, mbf, posf]
     sizes, spos = [], {}
