@@ -49,7 +49,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--baseline", type=Path, help="another checkout of this project (e.g. `git archive` of main)")
     ap.add_argument("--cases", action="store_true", help="also every file of specs/cases/ (once each)")
+    ap.add_argument("--imports", action="store_true",
+                    help="only the import tree of `plan eval` of the design case (python -X importtime)")
     a = ap.parse_args()
+    if a.imports:
+        return imports(([a.baseline.resolve()] if a.baseline else []) + [ROOT], a.repeat)
     trees = ([("before", a.baseline.resolve())] if a.baseline else []) + [("after", ROOT)]
     tmp = Path(tempfile.mkdtemp())
     conv = ROOT / "specs" / "data" / "traces" / "azure-llm-2023-conv.csv"
@@ -87,6 +91,37 @@ def main() -> None:
             over = [f"{k} {v:.2f}" for k, v in cpus.items() if v > 1.0]
             print(f"{t}: specs/cases (without the scale case): {len(cpus)} files, median {statistics.median(cpus.values()):.2f} s "
                   f"CPU, max {max(cpus.values()):.2f} s; over 1 s: {', '.join(over) or 'none'}", flush=True)
+
+
+def imports(trees: list[Path], repeat: int) -> None:
+    """Median cumulative import time (µs, as ``-X importtime`` reports it: wall time) of the
+    top-level packages `plan eval` of the design case imports, per checkout."""
+    keys = ("sympy", "networkx", "numpy", "lark", "pluggy", "matplotlib", "scipy")
+    rows: dict = {t: {k: [] for k in keys + ("plugins.*", "total")} for t in trees}
+    for _ in range(repeat):
+        for t in trees:
+            p = subprocess.run([sys.executable, "-X", "importtime", "-m", "dsl.cli", "eval",
+                                "specs/cases/cpt-qwen3-8b-4090.plan"], cwd=t, capture_output=True, text=True)
+            seen = {k: 0 for k in keys + ("plugins.*", "total")}
+            for line in p.stderr.splitlines():
+                if not line.startswith("import time:") or "|" not in line:
+                    continue
+                _, cum, name = line.split("|")
+                if not cum.strip().isdigit():
+                    continue
+                mod = name.strip()
+                if mod in keys:                     # wherever it is first imported
+                    seen[mod] += int(cum)
+                elif mod.startswith("plugins.") and mod.count(".") == 1:
+                    seen["plugins.*"] += int(cum)
+                if not name.startswith("  "):       # top level
+                    seen["total"] += int(cum)
+            for k, v in seen.items():
+                rows[t][k].append(v)
+    print(f"load average {os.getloadavg()[0]:.2f}; import times of `plan eval` of the design case, ms (median of {repeat})")
+    print(f"{'package':<12}" + "".join(f"{t.name[:14]:>16}" for t in trees))
+    for k in keys + ("plugins.*", "total"):
+        print(f"{k:<12}" + "".join(f"{statistics.median(rows[t][k]) / 1000:>16.0f}" for t in trees))
 
 
 if __name__ == "__main__":
