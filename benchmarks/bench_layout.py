@@ -3,7 +3,7 @@
 Run:  python benchmarks/bench_layout.py [--repeat 7]
 
 Method: in-process.  Loads specs/cases/layout-mt-nlg-530b.plan once, then times
-``dsl.search.run`` (local engine: constants, candidate grid, the vectorised closed forms of
+``plugins.layout_search.run`` (local engine: constants, candidate grid, the vectorised closed forms of
 ``plugins/layout_model.py``, the validity rules with reasons, the Pareto front and the
 explanations) for each plan — 5,128, 4,096 and the published 4,480 GPUs — in this one process
 (numpy runs on one core), and the cold `plan search` of the first plan in a new process.
@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     a = ap.parse_args()
     import dsl
-    from dsl import search
+    from plugins import layout_search as search
 
     t = time.perf_counter()
     ws = dsl.load(CASE)

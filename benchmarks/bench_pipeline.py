@@ -76,7 +76,7 @@ def main() -> None:
             print(f"plan eval scale ({label:<11}) wall median {statistics.median(wall):.2f} s  "
                   f"cpu median {statistics.median(cpu):.2f} s  (min {min(cpu):.2f}, max {max(cpu):.2f})  "
                   f"peak RSS median {statistics.median(rss):.0f} MiB")
-        from dsl.timeline import MIRROR_LIMIT
+        from dsl.engine.timeline import MIRROR_LIMIT
         for p, m in ((8, 128), (16, 256)):
             n = p * m * 2 + p
             f = Path(d) / f"small-{n}.plan"

@@ -3,7 +3,7 @@
 Run:  python benchmarks/bench_sweep.py [--points 4000000] [--repeat 5] [--figure PATH.svg]
 
 The 48-GPU plan of specs/cases/cpt-qwen3-8b-4090.plan is compiled once
-(``dsl.sweep.compile_outputs``: full symbolic expression of ``gpus48.finish_time`` with MFU
+(``dsl.results.sweep.compile_outputs``: full symbolic expression of ``gpus48.finish_time`` with MFU
 and the GPU count free, every other input nominal, lambdify + numpy + CSE), then evaluated
 on batches of random points (MFU uniform in [30 %, 50 %], whole GPU counts 32..128) in this
 one process (numpy ufuncs run on one core).  Prints the best and median evaluations per
@@ -30,7 +30,7 @@ def main() -> None:
     import numpy as np
 
     import dsl
-    from dsl.sweep import compile_outputs
+    from dsl.results.sweep import compile_outputs
 
     ws = dsl.load(CASE)
     t = time.perf_counter()
@@ -52,7 +52,7 @@ def main() -> None:
         rows.append((n, max(rates), statistics.median(rates)))
         print(f"{n:>10,} points  best {max(rates) / 1e6:6.2f} M eval/s  median {statistics.median(rates) / 1e6:6.2f} M eval/s")
     if a.figure:
-        from dsl.figures import new_figure, save
+        from dsl.present.figures import new_figure, save
         fig = new_figure(6, 3.5)
         ax = fig.add_subplot(111)
         ax.plot([r[0] for r in rows], [r[2] / 1e6 for r in rows], "o-", label="median")

@@ -3,8 +3,9 @@
 Public API::
 
     import dsl
-    ws = dsl.load("specs/cases/cpt-qwen3-8b-4090.plan")
-    ws.value(ws.lookup("gpus48.finish_time"))   # exact, base units (seconds)
+    ev = dsl.load("specs/cases/cpt-qwen3-8b-4090.plan")   # a read-only evaluation
+    ev["gpus48"].value("finish_time", "day")            # 24.64…
+    ev.value(ev.lookup("gpus48.finish_time"))           # exact, base units (seconds)
 
 Imports are lazy so that ``import dsl`` and ``plan --help`` stay fast.
 """
@@ -14,6 +15,6 @@ __version__ = "0.1.0"
 
 
 def load(path, **kw):
-    """Load and evaluate a `.plan` file; see :func:`dsl.model.load`."""
-    from .model import load as _load
+    """Load and evaluate a `.plan` file; see :func:`dsl.api.load`."""
+    from dsl.api import load as _load
     return _load(path, **kw)

@@ -15,7 +15,8 @@ Names are relative to the plan (``finish_time``, ``memory.usable``) or fully dot
 """
 from __future__ import annotations
 
-from .diagnostics import Diagnostic, PlanError
+from dsl.results.evaluation import Evaluation
+from dsl.syntax.diagnostics import Diagnostic, PlanError, did_you_mean
 
 
 class Plan:
@@ -34,10 +35,10 @@ class Plan:
     def value(self, name: str, unit: str | None = None) -> float:
         """Nominal value of ``name`` in ``unit`` (default: its display unit).
 
-        :raises PlanError: unknown name; :class:`dsl.units.UnitError` for a unit of another
+        :raises PlanError: unknown name; :class:`dsl.engine.units.UnitError` for a unit of another
             dimension.
         """
-        from .units import check_unit_for, convert
+        from dsl.engine.units import check_unit_for, convert
         nid = self._id(name)
         n = self.ws.nodes[nid]
         v = self.ws.value(nid)
@@ -58,12 +59,12 @@ class Plan:
 
     def explain(self, name: str) -> str:
         """The derivation tree of ``name`` as text (``plan explain``)."""
-        from . import explain
+        from dsl.present import explain
         return explain.render(explain.tree(self.ws, self._id(name)), self.name)
 
     def report(self, fmt: str = "html") -> str:
         """This plan's report as ``html``, ``md`` or ``text`` (``plan report``)."""
-        from . import report
+        from dsl.present import report
         return report.render(report.build(self.ws, [self.name], figures=fmt == "html"), fmt)
 
     def _repr_html_(self) -> str:
@@ -78,7 +79,7 @@ class Plan:
         declared range.  Returns a pandas DataFrame when pandas is installed, else a dict of
         numpy arrays.
         """
-        from . import sweep
+        from dsl.results import sweep
         varies = []
         for key, spec in vary.items():
             name = key if f"{self.name}.{key}" in self.ws.nodes else key.replace("__", ".")
@@ -93,5 +94,52 @@ class Plan:
 
 def workspace_report(ws, fmt: str = "html") -> str:
     """The report of every plan of the root file."""
-    from . import report
+    from dsl.present import report
     return report.render(report.build(ws, ws.plans(own=True), figures=fmt == "html"), fmt)
+
+
+class Results(Evaluation):
+    """An evaluated `.plan` file for notebooks: the read-only :class:`Evaluation` plus plan
+    handles (``results["gpus48"]``), reports and HTML display in Jupyter."""
+
+    __slots__ = ()
+
+    def __getitem__(self, plan: str) -> Plan:
+        """``results["gpus48"]``: a :class:`Plan` handle.
+
+        :raises KeyError: naming the plans of the file (and the nearest one).
+        """
+        if plan not in self.plans():
+            g = did_you_mean(plan, self.plans())
+            raise KeyError(f"no plan '{plan}'" + (f"; did you mean '{g}'?" if g else "")
+                           + f" (plans: {', '.join(self.plans())})")
+        return Plan(self, plan)
+
+    def report(self, fmt: str = "html") -> str:
+        """The report of the root file's plans (``plan report``) as html, md or text."""
+        return workspace_report(self, fmt)
+
+    def _repr_html_(self) -> str:
+        return self.report("html")
+
+
+def load(path, text: str | None = None, evaluate: bool = True, disable: tuple[str, ...] = (),
+         extra: tuple = ()) -> Results:
+    """Load and evaluate a `.plan` file (the notebook API and the CLI's loader).
+
+    :param disable: plugin names not to load (as ``plan --disable-plugin NAME``; the
+        ``PLAN_DISABLE_PLUGINS`` environment variable adds more, comma-separated).
+    :param extra: plugin objects to register besides the installed ones (tests, notebooks).
+    :raises PlanError: with every diagnostic when the file has errors.
+    """
+    from dsl.evaluate.workspace import Workspace
+    from dsl.plugin.manager import get_plugins
+    plugins = get_plugins(blocked=disabled_plugins(disable), extra=tuple(extra))
+    return Results(Workspace(path, text=text, plugins=plugins, evaluate=evaluate))
+
+
+def disabled_plugins(names=()) -> tuple[str, ...]:
+    """``names`` plus those in ``PLAN_DISABLE_PLUGINS`` (comma-separated), sorted, unique."""
+    import os
+    env = [n.strip() for n in os.environ.get("PLAN_DISABLE_PLUGINS", "").split(",") if n.strip()]
+    return tuple(sorted(set(names) | set(env)))

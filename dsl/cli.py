@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from dsl.present.tables import render_table
+
 EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 
 
@@ -29,12 +31,16 @@ def _count(least: int):
     return parse
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
+    """The argument parser: core commands plus ``commands`` (name -> CommandSpec) from plugins."""
     p = argparse.ArgumentParser(
         prog="plan",
         description="Evaluate .plan files: will this training design fit, and will it finish in time?",
         epilog="Exit codes: 0 ok, 1 a problem in the plan, 2 usage error.  See docs/language.md.")
     p.add_argument("--version", action="version", version="plan 0.1.0")
+    p.add_argument("--disable-plugin", dest="disable_plugin", action="append", default=[], metavar="NAME",
+                   help="do not load plugin NAME (repeatable; also PLAN_DISABLE_PLUGINS=a,b); "
+                        "`plan plugins` lists the names")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     e = sub.add_parser("eval", help="evaluate every plan: headline quantities, requirements, critical path",
@@ -139,22 +145,6 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--out", metavar="CSV", help="write every point to CSV")
     w.add_argument("--format", choices=("text", "json"), default="text")
 
-    se = sub.add_parser("search", help="search the parallel layouts of a plan (TP × PP × DP/ZeRO × EP × CP)",
-                        description="Evaluate every layout of a plan's `use layout_search` lists (around its "
-                                    "`use layout`) with numpy: valid layouts with step time, memory per GPU and "
-                                    "binding constraint, rejected ones with their reason, the Pareto front and why "
-                                    "the runner-up loses.  --engine dask runs the same search as Dask tasks "
-                                    "(pip install \"plan-dsl[dist]\"); see docs/plugins/layout.md.")
-    se.add_argument("file", metavar="FILE")
-    se.add_argument("--plan", action="append", metavar="NAME", help="plan to search (default: every plan with "
-                                                                      "`use layout_search`)")
-    se.add_argument("--engine", choices=("local", "dask"), default="local", help="local numpy (default) or Dask")
-    se.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler (default: a LocalCluster)")
-    se.add_argument("--chunks", type=int, default=8, metavar="N", help="Dask tasks per search (default 8)")
-    se.add_argument("--top", type=int, default=10, metavar="N", help="layouts listed (default 10)")
-    se.add_argument("--all", action="store_true", help="list every valid and rejected layout")
-    se.add_argument("--format", choices=("text", "json"), default="text")
-
     fm = sub.add_parser("fmt", help="format .plan files canonically (comments kept)",
                         description="Rewrite each FILE in the canonical layout: one member group per line, "
                                     "two-space indents, single spaces around operators, minimal parentheses, "
@@ -186,21 +176,69 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")
+    for name, spec in sorted((commands or {}).items()):
+        if name in sub.choices:     # a plugin command cannot replace a core command
+            continue
+        c = sub.add_parser(name, help=spec.help, description=spec.description or spec.help,
+                           epilog=f"This command comes from plugin '{spec.plugin}'.")
+        spec.add_arguments(c)
     return p
 
 
+class CommandContext:
+    """What a plugin's command (:class:`dsl.plugin.CommandSpec`) gets from the CLI.
+
+    * ``load(file)`` — the :class:`~dsl.api.Results` of FILE with the plugins not disabled;
+      its warnings are printed to stderr;
+    * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
+      root file's plans when ``names`` is empty); an unknown one raises PlanError;
+    * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
+    * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE`` — the exit codes.
+    """
+
+    EXIT_OK, EXIT_PLAN, EXIT_USAGE = EXIT_OK, EXIT_PLAN, EXIT_USAGE
+
+    def __init__(self) -> None:
+        self.UsageError = UsageError
+
+    def load(self, file: str):
+        ev = _load(file)
+        _warn(ev)
+        return ev
+
+    def select_plans(self, ev, file: str, names) -> list[str]:
+        return _select_plans(ev, file, names)
+
+
+def _plugin_commands(disabled: tuple[str, ...]) -> dict:
+    from dsl.plugin.manager import get_plugins
+    return get_plugins(blocked=disabled).commands
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    global _DISABLED
+    from dsl.api import disabled_plugins
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--disable-plugin", dest="disable_plugin", action="append", default=[])
+    known, _ = pre.parse_known_args(argv)
+    _DISABLED = disabled_plugins(known.disable_plugin)
+    commands = _plugin_commands(_DISABLED)
+    parser = _parser(commands)
+    args = parser.parse_args(argv)
     if not args.cmd:
-        _parser().print_help()
+        parser.print_help()
         return EXIT_USAGE
-    from .diagnostics import PlanError, render
+    from dsl.syntax.diagnostics import PlanError, render
 
     try:
-        return {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
+        run = {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
-                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "search": cmd_search, "fmt": cmd_fmt,
-                "explain": cmd_explain, "graph": cmd_graph}[args.cmd](args)
+                "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
+                "explain": cmd_explain, "graph": cmd_graph}.get(args.cmd)
+        if run is None:
+            return commands[args.cmd].run(args, CommandContext())
+        return run(args)
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -241,18 +279,22 @@ def _output(path, write) -> None:
 
 
 def _warn(ws) -> None:
-    from .diagnostics import render
-    for d in ws.rep.warnings:
+    from dsl.syntax.diagnostics import render
+    for d in ws.warnings:
         print(render(d), file=sys.stderr)
 
 
+_DISABLED: tuple[str, ...] = ()   # set by main() from --disable-plugin
+
+
 def _load(path: str, evaluate: bool = True):
-    from .model import Workspace
-    return Workspace(path, evaluate=evaluate)
+    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``)."""
+    from dsl.api import load
+    return load(path, evaluate=evaluate, disable=_DISABLED)
 
 
 def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
-    from .units import check_unit_for, convert
+    from dsl.engine.units import check_unit_for, convert
 
     n = ws.nodes[nid]
     u = n.unit if unit is None else unit
@@ -266,7 +308,7 @@ def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
 def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
     """Headline quantities (``value`` in ``unit``, ``si`` in base units), requirements
     (``lhs``/``rhs`` in ``unit``, ``lhs_si``/``rhs_si`` in base units) and critical paths."""
-    from .units import convert, format_number, parse_unit
+    from dsl.engine.units import convert, format_number, parse_unit
 
     by_dim = {}
     for u in units:
@@ -278,10 +320,13 @@ def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
             val, u = _display(ws, n.id, by_dim.get(n.dim))
             qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
-        st = ws.nodes.get(f"{p}.step_time")
-        # a plan that sets step_time itself has no timeline behind that number
-        cp = ws.critical_path(p, "step") if (p, "step") in ws.timelines and st is not None \
-            and st.kind == "quantity" else None
+        cp = None
+        for slot in ws.plugins.slots.values():     # the critical path behind a slot's quantity
+            st = ws.nodes.get(f"{p}.{slot.critical_path_of}") if slot.critical_path_of else None
+            # a plan that sets the quantity itself has no timeline behind that number
+            if st is not None and st.kind == "quantity" and (p, slot.timeline) in ws.timelines:
+                cp = dict(ws.critical_path(p, slot.timeline), slot=slot.name)
+                break
         if cp is not None:
             import sympy as sp
             cp = dict(cp, expr=sp.sstr(cp["expr"]))
@@ -312,37 +357,8 @@ def _tables(ws, plan: str) -> dict:
     return out
 
 
-def _render_table(title: str, columns: list, rows: list, notes: list = ()) -> list[str]:
-    from .units import format_number
-
-    def cell(c):
-        if isinstance(c, float):
-            return format_number(c)
-        return "—" if c is None else str(c)
-    body = [[cell(c) for c in r] for r in rows]
-    cols = [str(c) for c in columns]
-    w = [max([len(cols[i])] + [len(r[i]) for r in body if i < len(r)]) for i in range(len(cols))]
-    lines = [title]
-    lines.append("  " + "  ".join(c.ljust(w[i]) for i, c in enumerate(cols)).rstrip())
-    lines.append("  " + "  ".join("-" * x for x in w))
-    for r in body:
-        lines.append("  " + "  ".join((c.rjust(w[i]) if _numlike(c) else c.ljust(w[i]))
-                                      for i, c in enumerate(r)).rstrip())
-    lines.extend(f"  {n}" for n in notes)
-    return lines
-
-
-def _numlike(c: str) -> bool:
-    t = c.replace(",", "").replace("%", "").replace("−", "-").strip()
-    try:
-        float(t.split()[0] if t else "x")
-        return True
-    except ValueError:
-        return False
-
-
 def _select_plans(ws, file: str, wanted):
-    from .diagnostics import Diagnostic, PlanError, did_you_mean
+    from dsl.syntax.diagnostics import Diagnostic, PlanError, did_you_mean
     plans = ws.plans(own=not wanted)
     if wanted:
         plans = ws.plans()
@@ -358,7 +374,7 @@ def _select_plans(ws, file: str, wanted):
 def cmd_figure(args) -> int:
     from pathlib import Path
 
-    from .figures import FigureError, new_figure, save
+    from dsl.present.figures import FigureError, new_figure, save
 
     ws = _load(args.file)
     _warn(ws)
@@ -369,7 +385,7 @@ def cmd_figure(args) -> int:
         return EXIT_OK
     unknown = [n for n in (args.name or []) if n not in specs]
     if unknown:
-        from .diagnostics import did_you_mean
+        from dsl.syntax.diagnostics import did_you_mean
         g = did_you_mean(unknown[0], specs)
         print(f"plan: error[unknown-name]: no figure '{unknown[0]}'\n  hint: "
               + (f"did you mean '{g}'? " if g else "") + "figures: " + ", ".join(sorted(specs)), file=sys.stderr)
@@ -397,8 +413,8 @@ def cmd_figure(args) -> int:
 
 
 def cmd_timeline(args) -> int:
-    from .figures import text_timeline
-    from .units import UnitError, check_unit_for, format_number, parse_unit
+    from dsl.present.figures import text_timeline
+    from dsl.engine.units import UnitError, check_unit_for, format_number, parse_unit
 
     ws = _load(args.file)
     _warn(ws)
@@ -440,7 +456,7 @@ def cmd_timeline(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .diagnostics import Diagnostic, PlanError
+    from dsl.syntax.diagnostics import Diagnostic, PlanError
 
     ws = _load(args.file)
     _warn(ws)
@@ -449,13 +465,13 @@ def cmd_eval(args) -> int:
         plans = ws.plans()
         unknown = [p for p in args.plan if p not in plans]
         if unknown:
-            from .diagnostics import did_you_mean
+            from dsl.syntax.diagnostics import did_you_mean
             g = did_you_mean(unknown[0], plans)
             raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {args.file}",
                                         None, f"did you mean '{g}'?" if g else
                                         "plans: " + ", ".join(plans))])
         plans = [p for p in plans if p in args.plan]
-    from .units import UnitError, parse_unit
+    from dsl.engine.units import UnitError, parse_unit
     for u in args.units:
         try:
             parse_unit(u)
@@ -468,7 +484,7 @@ def cmd_eval(args) -> int:
     violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
     if args.format == "json":
         print(json.dumps({"file": args.file, "plans": rep,
-                          "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
+                          "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
         return EXIT_PLAN if (violated and args.strict) else EXIT_OK
     print(_render_eval(args.file, rep, plans, args.units))
     return EXIT_PLAN if (violated and args.strict) else EXIT_OK
@@ -476,7 +492,7 @@ def cmd_eval(args) -> int:
 
 def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> str:
     """The text of `plan eval`: a quantity × plan table, requirements, critical paths."""
-    from .units import convert, format_number, parse_unit
+    from dsl.engine.units import convert, format_number, parse_unit
 
     rows: list[tuple[str, str]] = []
     for p in plans:
@@ -507,11 +523,11 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> st
     for p in plans:
         for name, t in rep[p].get("tables", {}).items():
             lines.append("")
-            lines.extend(_render_table(f"{t['title']} ({p})", t["columns"], t["rows"], t["notes"]))
+            lines.extend(render_table(f"{t['title']} ({p})", t["columns"], t["rows"], t["notes"]))
     cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
     if cps:
         lines.append("")
-        lines.append("critical path of one step")
+        lines.append("critical path of one " + cps[0][1]["slot"].replace("_", " "))
         for p, cp in cps:
             tu = next((u for u in units if parse_unit(u).dim == parse_unit("s").dim), "s")
             path = [a["id"] for a in cp["activities"] if a["id"] in cp["path"] and a["duration"] > 0]
@@ -520,7 +536,7 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> st
 
 
 def cmd_get(args) -> int:
-    from .units import UnitError
+    from dsl.engine.units import UnitError
 
     ws = _load(args.file)
     plan, _, rest = args.name.partition(".")
@@ -532,7 +548,7 @@ def cmd_get(args) -> int:
     nid = ws.lookup(args.name)
     n = ws.nodes[nid]
     if not n.numeric:
-        from .explain import show_value
+        from dsl.present.explain import show_value
         print(n.value if isinstance(n.value, str) else show_value(ws, nid))
         return EXIT_OK
     try:
@@ -554,13 +570,12 @@ def cmd_get(args) -> int:
 
 def cmd_check(args) -> int:
     ws = _load(args.file, evaluate=args.strict)
-    ws.rep.raise_if_errors()
     _warn(ws)
     if args.strict:
         return _check_strict(ws, args)
     if args.format == "json":
         print(json.dumps({"file": args.file, "ok": True, "declarations": len(ws.decls),
-                          "diagnostics": [d.to_json() for d in ws.rep.items]}, indent=2, sort_keys=True))
+                          "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
     else:
         nd, nf = len(ws.decls), len(ws.modules)
         print(f"{args.file}: ok ({nd} declaration{'s' if nd != 1 else ''} in {nf} file{'s' if nf != 1 else ''})")
@@ -571,9 +586,9 @@ def _check_strict(ws, args) -> int:
     """`plan check --strict`: every requirement of the selected plans; each failing one is an
     ``error[requirement]`` with its margin and its drivers (largest elasticities of lhs/rhs),
     each with the value at which the requirement would hold again."""
-    from .diagnostics import Diagnostic, render
-    from .sensitivity import requirement_report
-    from .units import format_quantity
+    from dsl.syntax.diagnostics import Diagnostic, render
+    from dsl.results.sensitivity import requirement_report
+    from dsl.engine.units import format_quantity
 
     plans = _select_plans(ws, args.file, args.plan)
     failed, checked = [], 0
@@ -621,9 +636,9 @@ def _check_strict(ws, args) -> int:
 
 
 def cmd_solve(args) -> int:
-    from .parser import parse_query
-    from .solver import solve_query
-    from .units import convert, format_number
+    from dsl.syntax.parser import parse_query
+    from dsl.results.solver import solve_query
+    from dsl.engine.units import convert, format_number
 
     ws = _load(args.file)
     _warn(ws)
@@ -631,7 +646,7 @@ def cmd_solve(args) -> int:
     if not queries:
         print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
         return EXIT_OK
-    from .diagnostics import PlanError, render
+    from dsl.syntax.diagnostics import PlanError, render
     sols, failed = [], []
     for q in queries:
         try:
@@ -642,7 +657,7 @@ def cmd_solve(args) -> int:
                 print(render(d), file=sys.stderr)
     rc = EXIT_PLAN if failed else EXIT_OK
     if args.unit:
-        from .units import UnitError, check_unit_for
+        from dsl.engine.units import UnitError, check_unit_for
         for s in sols:
             try:
                 check_unit_for(ws.nodes[s.target].dim, args.unit)
@@ -698,7 +713,7 @@ def cmd_solve(args) -> int:
 def cmd_report(args) -> int:
     from pathlib import Path
 
-    from . import report
+    from dsl.present import report
 
     fmt = args.format
     if fmt is None:
@@ -720,7 +735,7 @@ def cmd_diff(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from . import diff
+    from dsl.present import diff
 
     with tempfile.TemporaryDirectory(prefix="plan-diff-") as tmp:
         old = diff.load_side(args.old, Path(tmp))
@@ -736,8 +751,8 @@ def cmd_diff(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from . import sweep
-    from .units import format_number
+    from dsl.results import sweep
+    from dsl.engine.units import format_number
 
     try:
         sweep._numpy()
@@ -781,48 +796,11 @@ def cmd_sweep(args) -> int:
     return EXIT_OK
 
 
-def cmd_search(args) -> int:
-    from . import search
-
-    try:
-        search._np()
-    except search.SearchError as e:
-        print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    ws = _load(args.file)
-    _warn(ws)
-    if args.plan:
-        plans = _select_plans(ws, args.file, args.plan)
-    else:
-        plans = [p for p in ws.plans(own=True) if "layout_search" in ws.decls[p].uses]
-    if not plans:
-        print(f"plan: error[search]: no plan in {args.file} has `use layout_search` (or name one with --plan)",
-              file=sys.stderr)
-        return EXIT_USAGE
-
-    def progress(done, total):
-        print(f"search: {done}/{total} chunks done", file=sys.stderr)
-
-    out = {}
-    try:
-        for p in plans:
-            out[p] = search.run(ws, p, engine=args.engine, scheduler=args.scheduler, chunks=args.chunks,
-                                progress=progress if args.engine == "dask" else None)
-    except search.SearchError as e:
-        print(f"plan: error[search]: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.format == "json":
-        print(json.dumps({p: r.to_json() for p, r in out.items()}, indent=2, sort_keys=True))
-        return EXIT_OK
-    print("\n\n".join(search.format_text(r, top=args.top, show_all=args.all) for r in out.values()))
-    return EXIT_OK
-
-
 def cmd_fmt(args) -> int:
     from pathlib import Path
 
-    from .diagnostics import PlanError, render
-    from .format import format_source
+    from dsl.syntax.diagnostics import PlanError, render
+    from dsl.syntax.format import format_source
 
     unformatted, errors = [], 0
     for f in args.files:
@@ -879,7 +857,7 @@ def cmd_fmt(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from . import explain
+    from dsl.present import explain
 
     ws = _load(args.file)
     _warn(ws)
@@ -895,7 +873,7 @@ def cmd_explain(args) -> int:
 def cmd_graph(args) -> int:
     from pathlib import Path
 
-    from . import graphviz
+    from dsl.present import graphviz
 
     ws = _load(args.file)
     _warn(ws)
@@ -918,9 +896,9 @@ def cmd_graph(args) -> int:
 
 
 def cmd_plugins(args) -> int:
-    from .plugins import get_plugins
+    from dsl.plugin.manager import get_plugins
 
-    pl = get_plugins()
+    pl = get_plugins(blocked=_DISABLED)
     for w in pl.warnings:
         print(f"warning: {w}", file=sys.stderr)
     blocks = sorted(pl.blocks.values(), key=lambda s: (s.order, s.name))

@@ -5,7 +5,7 @@ Blocks (book ch. 3 §3.1.2, §3.2.1–3.2.4):
 
 * ``use task_dag`` — declare your own activity graph (names, durations, ``"a>b"`` dependencies,
   optional resources, kinds and state held between two activities).  Scheduled on the shared
-  event engine (:mod:`dsl.timeline`); the task time is its critical path; state held while
+  event engine (:mod:`dsl.engine.timeline`); the task time is its critical path; state held while
   waiting is an engine hold and its GiB·s the hold's integral (A_M = ∫ M(t) dt, §3.1.2).
   Model 2 s → tools 6 s and 10 s → model 3 s: 21 s when the tools depend on each other,
   15 s when they are independent (tool work 16 s either way); 1 GiB held during the tool
@@ -33,8 +33,8 @@ from fractions import Fraction
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec
 from plugins.llmstate import kv_bytes_per_token, prefill_flops
 
 # ---------------------------------------------------------------- specs
@@ -422,7 +422,7 @@ def _trajectory_table(ws, plan):
     info = ws.decls.get(plan)
     if info is None or "trajectory" not in info.uses:
         return None
-    from dsl.model import PlanContext
+    from dsl.plugin import PlanContext
     ctx = PlanContext(ws, plan)
     b = ctx.block("trajectory")
     try:

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, UseSpec
 
 MAX_SNAPSHOTS = 200
 
@@ -129,7 +129,7 @@ def plan_activities_schedule(ctx):
 
 def _draw(ws, plan, fig) -> bool:
     """Figures 10-33/10-34: copies, uploads and commits; the failure as a dashed line."""
-    from dsl.figures import gantt
+    from dsl.present.figures import gantt
 
     tl = ws.timelines.get((plan, "checkpoint"))
     if tl is None or tl.schedule is None or "async_checkpoint" not in ws.decls[plan].uses:

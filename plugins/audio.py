@@ -1,7 +1,7 @@
 """Real-time audio as an event model: chunks captured, run through the model, sent, carried by
 the network, buffered and played (book ch. 3 §3.3.3, figs. 3-19 and 3-20, exercise 3-5).
 
-``use audio_stream`` schedules, on the shared event engine (:mod:`dsl.timeline`), for each
+``use audio_stream`` schedules, on the shared event engine (:mod:`dsl.engine.timeline`), for each
 chunk k = 0 … n−1:
 
 * ``capture_k`` — ``chunk`` long on the microphone (chunks follow each other);
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, UseSpec
 
 SPEC = UseSpec(
     "audio_stream",
@@ -129,7 +129,7 @@ def plan_activities_schedule(ctx):
 
 
 def _draw(ws, plan, fig) -> bool:
-    from dsl.figures import gantt
+    from dsl.present.figures import gantt
 
     tl = ws.timelines.get((plan, "audio"))
     if tl is None or tl.schedule is None:

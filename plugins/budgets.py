@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import csv
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec
 
 BATCH = UseSpec(
     "batch", "tokens read and label tokens per parameter update (book §3.4.2)",
@@ -399,21 +399,20 @@ def _published(ctx):
         return
     ref = b.ref("reference")
     peak_ref = ref.q("peak_flops", "FLOP/s", positive=True)
-    from dsl.model import DeclView
-    devices = sorted({ctx.ws.python_value(f"{r.name}.device").name for r in b.value("runs")
-                      if "device" in ctx.ws.decls[r.name].fields})
+    devices = sorted({ctx.decl(r.name).value("device").name for r in b.value("runs")
+                      if ctx.decl(r.name).has("device")})
     for dev in devices:
         if dev != ref.name:
-            ctx.define(f"{dev}_peak_ratio", DeclView(ctx, dev, None).q("peak_flops", "FLOP/s", positive=True)
+            ctx.define(f"{dev}_peak_ratio", ctx.decl(dev).q("peak_flops", "FLOP/s", positive=True)
                        / peak_ref, "", f"{ref.name}-hours per {dev} hour (ratio of dense BF16 peaks)",
                        headline=True)
     for run in b.value("runs"):
-        v = ctx.ws.decls[run.name]
-        if "gpu_hours" not in v.fields or "device" not in v.fields:
+        v = ctx.decl(run.name)
+        if not v.has("gpu_hours") or not v.has("device"):
             continue
-        dev = ctx.ws.python_value(f"{run.name}.device")
-        peak = DeclView(ctx, dev.name, None).q("peak_flops", "FLOP/s", positive=True)
-        hours = DeclView(ctx, run.name, None).q("gpu_hours", "h", positive=True)
+        dev = v.value("device")
+        peak = ctx.decl(dev.name).q("peak_flops", "FLOP/s", positive=True)
+        hours = v.q("gpu_hours", "h", positive=True)
         ctx.define(f"{run.name}_equivalent_hours", hours * peak / peak_ref, "h",
                    f"GPU-hours of {run.name} converted to {ref.name} by the ratio of dense BF16 peaks",
                    headline=True)
@@ -429,7 +428,7 @@ def _runs(ws, plan):
 
 
 def _num(ws, nid, unit=""):
-    from dsl.units import convert
+    from dsl.engine.units import convert
     if nid not in ws.nodes:
         return None
     v = ws.value(nid)

@@ -13,7 +13,7 @@ persistent state is a hold over the whole timeline (``persistent``; by default t
     peak_memory    = max_t [ M_persistent + M_activation(t) + M_temporary(t) ]     (§10.1.2)
     transient_peak = peak_memory − persistent
 
-computed by the shared timeline engine (:mod:`dsl.timeline`); the symbolic value is the sum of
+computed by the shared timeline engine (:mod:`dsl.engine.timeline`); the symbolic value is the sum of
 the holds live at the nominal peak, and ``plan eval`` lists them (table ``memory-peaks``).
 8 GiB of activations live together with a 4 GiB gather buffer make 12 GiB; freeing the
 activations before the gather lets the buffer reuse their region (peak 8 GiB).  With
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 
 TIMELINE, POOL = "memory", "gpu"
 DEFAULT_OP = sp.Rational(1, 1000)     # 1 ms per op when no durations are given

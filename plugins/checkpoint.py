@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 
 SPEC = UseSpec(
     "checkpoint",
@@ -149,6 +149,6 @@ def _draw_cost(ws, plan, fig) -> bool:
 
 @hookimpl
 def plan_figures_register():
-    from dsl.plugins import FigureSpec
+    from dsl.plugin import FigureSpec
     return [FigureSpec("checkpoint-cost", "Checkpoint cost terms against the interval (fig. 10-35)", _draw_cost,
                        "c/τ, Λτ/2 and L(τ); τ* and the plan's interval marked")]

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import KindSpec, Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import KindSpec, Param, UseSpec
 
 from .decoder import architecture
 

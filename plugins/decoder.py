@@ -64,8 +64,8 @@ DeepSeek-V3 671,026,404,352 / 37,552,282,624 — the reports' 30.5 B / 3.3 B, 23
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import KindSpec, Param
+from dsl.plugin import hookimpl
+from dsl.plugin import KindSpec, Param
 
 MODEL_FIELDS = (
     Param("layers", doc="transformer blocks", kind="int", min=1),

@@ -18,8 +18,8 @@ Requirement ``deadline``: finish_time ≤ deadline.
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import KindSpec, Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import KindSpec, Param, UseSpec
 
 SPEC = UseSpec(
     "finish",

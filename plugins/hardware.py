@@ -16,8 +16,8 @@ storage  bandwidth   B/s       sustained write (checkpoint) bandwidth
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import KindSpec, Param
+from dsl.plugin import hookimpl
+from dsl.plugin import KindSpec, Param
 
 
 @hookimpl

@@ -29,8 +29,8 @@ from fractions import Fraction
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec
 
 KINDS = ("steps", "restart", "invalidated")
 LOST = ("restart", "invalidated")
@@ -100,11 +100,6 @@ def read_log(path) -> list[dict]:
             rec.update(kind=rec["kind"], restarts=n, hours=h, row=row)
             out.append(rec)
     return out
-
-
-@hookimpl
-def plan_units_register():
-    return [("USD", 1, "money"), ("kUSD", 1000, None, "USD")]
 
 
 @hookimpl

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import CommandSpec, Param, Table, TableSpec, UseSpec
 
 from . import layout_model as lm
 
@@ -172,6 +172,8 @@ def plan_quantities_price(ctx):
                        rank=3)
     step = ctx.define("layout_step_time", r["step"], "s", "step time: sum of the layout's critical-path terms",
                       headline=True, rank=4)
+    # the standard names of the training step (plugins/vocabulary.py), for blocks that read them
+    ctx.define("step_time", step, "s", "one training step under the layout (= layout_step_time)", fallback=True)
     ctx.define("layout_persistent", r["persistent"], "GiB", "persistent state per GPU (shards ÷ tp·pp, ZeRO ÷ dp)")
     ctx.define("persistent_memory", r["persistent"], "GiB", "persistent state per GPU under the layout")
     ctx.define("layout_activation_per_layer",
@@ -193,12 +195,15 @@ def plan_quantities_price(ctx):
                            "optimizer steps")
         L_ck = ctx.q("overhead", "") if ctx.block("checkpoint") is not None else 0
         train = ctx.define("layout_train_time", steps * step, "day", "steps × step time")
+        ctx.define("steps", steps, "", "optimizer steps (= layout_steps)", fallback=True)
+        ctx.define("train_time", train, "day", "steps × step time (= layout_train_time)", fallback=True)
         if wl.has("deadline"):
             reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
             fin = ctx.define("layout_finish_time", reserved + train * (1 + L_ck), "day",
                              "T_0 + steps · t_s · (1 + L) (book §10.6.1)", headline=True, rank=6)
             ctx.require("layout_meets_deadline", fin, "<=", wl.q("deadline", "s"), "day",
                         "the job finishes by the deadline")
+            ctx.define("finish_time", fin, "day", "calendar time to finish (= layout_finish_time)", fallback=True)
 
 
 # kind of each term's activity on the `layout` timeline (Gantt colours)
@@ -218,7 +223,7 @@ def plan_activities_schedule(ctx):
     prev = None
     for k in ("input",) + tuple(t for t in lm.TERMS if t != "input"):
         q = ctx.param("input_wait") if k == "input" else ctx.q(f"layout_{TERM_Q[k]}")
-        if k != "input" and ctx.ws.value(str(q)) == 0:
+        if k != "input" and ctx.nominal(q) == 0:
             continue
         tl.add(k, q, "gpu", after=[prev] if prev else [], doc=lm.TERM_NAMES[k], kind=TERM_KIND[k],
                label=k, style="hatched" if k in ("bubble", "input") else "")
@@ -228,7 +233,7 @@ def plan_activities_schedule(ctx):
 def _search_table(ws, plan):
     if "layout_search" not in ws.decls[plan].uses:
         return None
-    from dsl import search
+    from plugins import layout_search as search
     res = search.run(ws, plan)
     return search.table(res)
 
@@ -238,7 +243,7 @@ def _draw_search(ws, plan, fig) -> bool:
     front joined, the best layout marked, usable memory and the deadline's step budget."""
     if "layout_search" not in ws.decls[plan].uses:
         return False
-    from dsl import search
+    from plugins import layout_search as search
     res = search.run(ws, plan)
     c = res.columns
     valid = c["valid"]
@@ -269,7 +274,7 @@ def _draw_search(ws, plan, fig) -> bool:
 
 @hookimpl
 def plan_figures_register():
-    from dsl.plugins import FigureSpec
+    from dsl.plugin import FigureSpec
     return [FigureSpec("layout-search", "Step time vs memory per GPU of the valid layouts, Pareto front",
                        _draw_search, "every valid layout of `use layout_search`, the front and the best")]
 
@@ -278,3 +283,10 @@ def plan_figures_register():
 def plan_tables_register():
     return [TableSpec("layout-search", "Layout search: the best valid layouts, the Pareto front and the rejections",
                       _search_table)]
+
+
+@hookimpl
+def plan_commands_register():
+    from . import layout_search as search
+    return [CommandSpec("search", search.SEARCH_HELP, search.add_arguments, search.run_command,
+                        search.SEARCH_DESCRIPTION)]

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec
 
 # Bytes per element of each format; block-scaled formats add one FP32 scale per block.
 FORMAT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8": 1, "none": 0}
@@ -172,7 +172,7 @@ def _uses(ws, plan, block) -> bool:
 
 
 def _conv(x, unit):
-    from dsl.units import convert
+    from dsl.engine.units import convert
     return None if x is None else convert(x, unit)
 
 
@@ -222,7 +222,7 @@ def _states_table(ws, plan):
 
 
 def _peaks_table(ws, plan):
-    from dsl.units import convert, format_number
+    from dsl.engine.units import convert, format_number
 
     rows = []
     for (p, name), tl in sorted(ws.timelines.items()):

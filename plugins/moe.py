@@ -39,9 +39,8 @@ import csv
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.piecewise import hinge_sum, shortfall_sum
-from dsl.plugins import FigureSpec, Param, TableSpec, Table, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec, hinge_sum, shortfall_sum
 
 from .decoder import architecture, moe_architecture
 
@@ -397,7 +396,7 @@ BOOK_FACTORS = (sp.Integer(1), sp.Rational(5, 4), sp.Rational(3, 2), sp.Integer(
 def _curve(ws, plan, factors):
     """(c, capacity, drop fraction, padding fraction) at each capacity factor, everything else
     at its nominal value; ``None`` when the plan has no ``use moe_routing``."""
-    from dsl.model import _S
+    from dsl.plugin import symbol
     cid = f"{plan}.moe_routing.capacity_factor"
     if cid not in ws.nodes or f"{plan}.drop_fraction" not in ws.nodes:
         return None
@@ -405,7 +404,7 @@ def _curve(ws, plan, factors):
     free = frozenset({cid})
     exprs = [ws.full_expr(f"{plan}.{q}", free).xreplace(at)
              for q in ("expert_capacity", "drop_fraction", "padding_fraction")]
-    c = _S(cid)
+    c = symbol(cid)
     return [(f, *(e.xreplace({c: f}) for e in exprs)) for f in factors]
 
 

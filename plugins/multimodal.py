@@ -19,8 +19,8 @@ KV 281.25 MiB.  Doubling the side multiplies tokens, EC and KV by 4.
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 from plugins.llmstate import kv_bytes_per_token
 
 VISION = UseSpec(

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec
 
 SPEC = UseSpec(
     "shared_link",
@@ -154,7 +154,7 @@ def _sweep(ws, plan):
     if f"{plan}.exposed_n1" not in ws.nodes:
         return None
     rows, k = [], 1
-    from dsl.units import convert
+    from dsl.engine.units import convert
     while f"{plan}.exposed_n{k}" in ws.nodes:
         tl = ws.timelines.get((plan, f"overlap_n{k}"))
         acts = [a for a in tl.activities.values() if a.id.startswith("bucket")] if tl else []

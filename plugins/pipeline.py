@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.timeline import no_gc
-from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.engine.timeline import no_gc
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 from plugins import pipeline_schedules as S
 
 SPEC = UseSpec(
@@ -161,7 +161,7 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
     """Activities and holds of one schedule on timeline ``tl``, added as columns (one block of
     activities, one of holds).  Returns per-rank busy sums."""
     import numpy as np
-    from dsl.timeline import Timeline
+    from dsl.plugin import Timeline
 
     b = st.b
     p, m = st.p, st.m
@@ -501,7 +501,7 @@ def _sched_name(ws, plan, tl):
 def _table(ws, plan):
     if f"{plan}.pipeline.schedule" not in ws.nodes or (plan, "pipeline") not in ws.timelines:
         return None
-    from dsl.units import convert
+    from dsl.engine.units import convert
     tls = _pipeline_timelines(ws, plan)
     if not tls:
         return None
@@ -539,7 +539,7 @@ def plan_tables_register():
 
 
 def _draw_gantt(ws, plan, fig) -> bool:
-    from dsl.figures import gantt
+    from dsl.present.figures import gantt
     tls = _pipeline_timelines(ws, plan)
     if not tls:
         return False

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 
 from .decoder import architecture
 from .memory import FORMAT_BYTES

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec
 
 SPEC = UseSpec(
     "resharding",

@@ -51,8 +51,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 
 STAGES = UseSpec(
     "rl_stages",
@@ -249,7 +249,7 @@ def plan_activities_schedule(ctx):
 
 # ---------------------------------------------------------------- report
 def _fmt(v, unit):
-    from dsl.units import convert, format_number
+    from dsl.engine.units import convert, format_number
     return format_number(convert(float(v), unit)) if v is not None else "—"
 
 
@@ -282,8 +282,8 @@ def _stages_table(ws, plan):
 
 
 def _draw_loops(ws, plan, fig) -> bool:
-    from dsl.figures import gantt
-    from dsl.units import format_number
+    from dsl.present.figures import gantt
+    from dsl.engine.units import format_number
 
     tls = [ws.timelines.get((plan, n)) for n in ("rl_sync", "rl_async")]
     if any(tl is None or tl.schedule is None for tl in tls):

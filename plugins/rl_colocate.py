@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 
 MAX_STEPS = 12
 VERBS = ("load", "allocate", "free")
@@ -255,7 +255,7 @@ def _levels(ws, plan, name):
 def _switch_table(ws, plan):
     if "rl_colocate" not in ws.decls[plan].uses:
         return None
-    from dsl.units import format_number
+    from dsl.engine.units import format_number
     rows = []
     usable = ws.value(f"{plan}.switch_usable")
     for label, name in (("declared", "switch"), ("best", "switch_best")):
@@ -281,7 +281,7 @@ def _after_each_step(ws, tl):
             born = h.start is None or pos[h.start[0]] <= i
             dead = h.end is not None and pos[h.end[0]] <= i
             if born and not dead:
-                live += float(ws._subs_value(h.bytes))
+                live += float(ws.subs_value(h.bytes))
         levels.append(live / 2 ** 30)
         if i >= 0:
             labels.append(tl.activities[ids[i]].label)
@@ -295,7 +295,7 @@ def _draw_switch(ws, plan, fig) -> bool:
     usable = ws.value(f"{plan}.switch_usable")
     if any(t is None for _, t in tls) or usable is None:
         return False
-    from dsl.units import format_number
+    from dsl.engine.units import format_number
     fig.set_size_inches(9, 3.6)
     axes = fig.subplots(1, 2, sharey=True)
     for ax, (label, tl) in zip(axes, tls):

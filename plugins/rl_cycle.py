@@ -38,8 +38,8 @@ many modelled cycles it pays for.
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 
 from .compute import training_flops
 from .decoder import architecture

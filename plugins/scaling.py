@@ -32,8 +32,8 @@ Blocks
 """
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 
 DAY = 86400.0
 
@@ -261,7 +261,7 @@ def _comm(ctx):
 
 # ---------------------------------------------------------------- tables
 def _val(ws, nid, unit=""):
-    from dsl.units import convert
+    from dsl.engine.units import convert
     if nid not in ws.nodes:
         return None
     v = ws.value(nid)
@@ -287,7 +287,7 @@ def _noise_table(ws, plan):
 
 
 def _bound_rows(ws, plan):
-    from dsl.units import convert
+    from dsl.engine.units import convert
     pre = f"{plan}.gpu_bound"
     F = _val(ws, f"{plan}.flops_total")
     T = _val(ws, f"{pre}.available")

@@ -36,8 +36,8 @@ from fractions import Fraction
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 
 # bytes per stored element by format (book ch. 2 conventions)
 FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": Fraction(1, 2)}
@@ -230,7 +230,7 @@ def _decode_bound(ctx, b, done):
     dev = ctx.ref("device")
     B = b.q("batch")
     if not b.given("context") and not ctx.provided("decode_mean_context") \
-            and f"{ctx.name}.decode_mean_context" not in ctx.ws.nodes:
+            and not ctx.defined("decode_mean_context"):
         ctx.error("`use decode_bound` needs the mean context a sequence reads: 'context', or the "
                   "decode-weighted mean of `use request_mix` or `use trace`",
                   "add `context = 2742 token` to `use decode_bound`", span=b.span, code="missing-parameter")
@@ -330,22 +330,16 @@ def _windows_from_trace(ctx, b):
 
 
 def _trace_error(ctx, b, e):
-    from dsl.diagnostics import Span
-    from dsl.model import _display_path
-
     from .serving_trace import cell_span
 
     line, col, end = cell_span(e)
-    nid = f"{ctx.name}.{b.name}.file"
-    node = ctx.ws.nodes.get(nid)
-    related = ((f"trace named by `use {b.name}` in '{ctx.name}'", node.assign.value.span),) \
-        if node is not None and node.assign is not None else ()
+    where = b.value_span("file")
+    related = ((f"trace named by `use {b.name}` in '{ctx.name}'", where),) if where is not None else ()
     if e.row <= 0:
         b.error_at("file", f"cannot read trace '{e.path.name}': {e.message}", code="bad-trace")
-    ctx.ws.rep.error("bad-trace", f"malformed trace: {e}", Span(_display_path(e.path), line, col, line, end),
-                     e.hint or "fix the row or remove it; columns: arrived_at (s), num_prefill_tokens, "
-                     "num_decode_tokens [, first_token_at, last_token_at]", related)
-    raise ctx.Abort()
+    ctx.error(f"malformed trace: {e}", e.hint or "fix the row or remove it; columns: arrived_at (s), "
+              "num_prefill_tokens, num_decode_tokens [, first_token_at, last_token_at]",
+              span=ctx.file_span(e.path, line, col, end), code="bad-trace", related=related)
 
 
 def _max(xs):

@@ -33,8 +33,8 @@ from functools import lru_cache
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 
 SPEC = UseSpec(
     "stragglers",

@@ -3,8 +3,8 @@ each pool over time.  Registered like any third-party plugin; plugins with their
 figures (pipeline schedules, checkpoint streams) add richer ones under their own names."""
 from __future__ import annotations
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import FigureSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import FigureSpec
 
 
 def _timelines(ws, plan):
@@ -12,7 +12,7 @@ def _timelines(ws, plan):
 
 
 def _draw_gantt(ws, plan, fig) -> bool:
-    from dsl.figures import gantt
+    from dsl.present.figures import gantt
 
     tls = [tl for tl in _timelines(ws, plan) if tl.activities]
     if not tls:
@@ -28,7 +28,7 @@ def _draw_gantt(ws, plan, fig) -> bool:
 
 
 def _draw_memory(ws, plan, fig) -> bool:
-    from dsl.figures import memory_profile
+    from dsl.present.figures import memory_profile
 
     tls = [tl for tl in _timelines(ws, plan) if tl.profiles]
     if not tls:

@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.hookspecs import hookimpl
-from dsl.plugins import Param, UseSpec
+from dsl.plugin import hookimpl
+from dsl.plugin import Param, UseSpec
 
 SPEC = UseSpec(
     "zero",
@@ -232,6 +232,6 @@ def _draw_shards(ws, plan, fig) -> bool:
 
 @hookimpl
 def plan_figures_register():
-    from dsl.plugins import FigureSpec
+    from dsl.plugin import FigureSpec
     return [FigureSpec("memory-shards", "Memory per GPU over the sharding degree (fig. 10-16)", _draw_shards,
                        "memory_per_gpu as a function of zero.group against usable memory")]

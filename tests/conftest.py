@@ -3,7 +3,7 @@
 * ``REPO_ROOT`` / ``repo_root``: the checkout (``dsl/``, ``plugins/``, ``specs/``).
 * ``CASE`` / ``case_path``: the design case of book chapter 10.
 * ``case_ws`` (session): ``dsl.load(CASE)`` — treat as read-only.  Failed queries leave
-  diagnostics behind in ``ws.rep``, so tests that expect errors should use ``fresh_case_ws``.
+  diagnostics behind, so tests that expect errors should use ``fresh_case_ws``.
 * ``run_cli(*args, cwd=REPO_ROOT, stdin=None) -> (exit_code, stdout, stderr)``: runs
   ``python -m dsl.cli ARGS`` in a subprocess (also importable: ``from conftest import run_cli``).
 * ``write_plan(text, name="t.plan") -> Path``: writes a `.plan` file into ``tmp_path``;
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import dsl
-from dsl.units import convert
+from dsl.engine.units import convert
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASES = REPO_ROOT / "specs" / "cases"

@@ -6,7 +6,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 
 CASE = CASES / "agent-costs.plan"
 
@@ -59,7 +59,7 @@ def test_zero_successes_report_total_and_failures(ws):
     assert qval(ws, "failed_batch.batch_total_cost") == 1
     assert qval(ws, "failed_batch.batch_failures") == 4
     assert "failed_batch.batch_cost_per_success" not in ws.nodes
-    assert any(d.code == "no-success" for d in ws.rep.items)
+    assert any(d.code == "no-success" for d in ws.diagnostics)
     assert qval(ws, "passed_batch.batch_cost_per_success") == 2
 
 

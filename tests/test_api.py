@@ -28,8 +28,8 @@ def test_expr_is_symbolic(case_ws):
 
 
 def test_errors(case_ws):
-    from dsl.diagnostics import PlanError
-    from dsl.units import UnitError
+    from dsl.syntax.diagnostics import PlanError
+    from dsl.engine.units import UnitError
     with pytest.raises(KeyError, match="did you mean 'gpus48'"):
         case_ws["gpus84"]
     with pytest.raises(PlanError):

@@ -6,7 +6,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 
 CASE = CASES / "audio-realtime.plan"
 

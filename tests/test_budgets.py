@@ -10,8 +10,8 @@ import sympy as sp
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.diagnostics import PlanError
-from dsl.solver import solve_query
+from dsl.syntax.diagnostics import PlanError
+from dsl.results.solver import solve_query
 
 BUDGETS = CASES / "training-budgets.plan"
 LAW = CASES / "scaling-law.plan"

@@ -17,8 +17,8 @@ import pytest
 
 import dsl
 from conftest import CASE, CASES, qval
-from dsl.parser import parse_query
-from dsl.solver import solve_query
+from dsl.syntax.parser import parse_query
+from dsl.results.solver import solve_query
 
 VARIANTS = CASES / "cpt-variants.plan"
 ZERO = CASES / "zero-stages-qwen3-8b.plan"

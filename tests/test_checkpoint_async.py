@@ -12,8 +12,8 @@ import sympy as sp
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.solver import solve_query
-from dsl.timeline import Timeline
+from dsl.results.solver import solve_query
+from dsl.engine.timeline import Timeline
 
 FILE = CASES / "checkpoint-async.plan"
 

@@ -14,7 +14,7 @@ import sympy as sp
 
 import dsl
 from conftest import CASES, qval
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 
 FILE = CASES / "checkpoint-failures.plan"
 SIZE = 114_670_295_040          # B, §10.4.2 / fn. 20

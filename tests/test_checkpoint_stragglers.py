@@ -13,7 +13,7 @@ import sympy as sp
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 from plugins.stragglers import expected_max_normal
 
 FILE = CASES / "checkpoint-stragglers.plan"

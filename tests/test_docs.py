@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dsl.diagnostics import PlanError
-from dsl.model import Workspace
-from dsl.plugins import get_plugins
+from dsl.syntax.diagnostics import PlanError
+from dsl.results.evaluation import evaluate_file as Workspace
+from dsl.plugin.manager import get_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = ROOT / "docs" / "language.md"
@@ -55,14 +55,14 @@ def test_example(tmp_path, tag, text):
     f = _write(tmp_path, text)
     if tag == "plan":
         ws = Workspace(f)
-        assert not ws.rep.errors
+        assert not ws.errors
         for q in ws.queries:          # `solve` lines must be answerable too
-            from dsl.solver import solve_query
+            from dsl.results.solver import solve_query
             assert solve_query(ws, q).value is not None, q
         return
     with pytest.raises(PlanError) as exc:
         ws = Workspace(f)
-        from dsl.solver import solve_query
+        from dsl.results.solver import solve_query
         for q in ws.queries:
             solve_query(ws, q)
     codes = {d.code for d in exc.value.diagnostics}
@@ -115,7 +115,7 @@ def test_every_param_documented(block, param):
 
 
 def test_hooks_have_docstrings():
-    tree = ast.parse((ROOT / "dsl" / "hookspecs.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "dsl" / "plugin" / "hookspecs.py").read_text(encoding="utf-8"))
     hooks = [n for n in tree.body if isinstance(n, ast.FunctionDef)
              and any(getattr(d, "id", None) == "hookspec" or getattr(getattr(d, "func", None), "id", None) == "hookspec"
                      for d in n.decorator_list)]
@@ -125,10 +125,57 @@ def test_hooks_have_docstrings():
 
 
 def test_every_hook_is_a_hookspec():
-    from dsl import hookspecs
+    from dsl.plugin import hookspecs
     import pluggy
     pm = pluggy.PluginManager("plan")
     pm.add_hookspecs(hookspecs)
     names = {n for n in dir(pm.hook) if n.startswith("plan_")}
     for n in names:
         assert getattr(hookspecs, n).__doc__, n
+
+
+# ---------------------------------------------------------------- docs/plugins.md covers the contract
+PLUGIN_DOC = ROOT / "docs" / "plugins.md"
+TIMELINE_BUILDING = ("add", "hold", "pools", "holds_in", "makespan_quantity", "peak_quantity", "time_quantity",
+                     "event_quantity", "finish_quantity", "area_quantity")
+
+
+def _public(cls) -> list[str]:
+    import inspect
+    return sorted(n for n, v in inspect.getmembers(cls) if not n.startswith("_")
+                  and (callable(v) or isinstance(v, property)) and n != "Abort")
+
+
+def test_plugins_doc_covers_every_hook():
+    from dsl.plugin import hookspecs
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    hooks = [n for n in dir(hookspecs) if n.startswith("plan_")]
+    missing = [h for h in hooks if f"`{h}(" not in text]
+    assert not missing, f"docs/plugins.md does not document hooks {missing}"
+
+
+@pytest.mark.parametrize("cls_name,var", [("PlanContext", "ctx"), ("DeclContext", "ctx"), ("BlockView", "b"),
+                                          ("DeclView", "view"), ("Evaluation", "ev")])
+def test_plugins_doc_covers_every_context_method(cls_name, var):
+    import dsl.plugin
+    from dsl.results.evaluation import Evaluation
+    cls = Evaluation if cls_name == "Evaluation" else getattr(dsl.plugin, cls_name)
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    missing = [m for m in _public(cls) if f"{var}.{m}" not in text]
+    assert not missing, f"docs/plugins.md does not document {cls_name} methods {missing}"
+
+
+def test_plugins_doc_covers_the_timeline_building_methods():
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    missing = [m for m in TIMELINE_BUILDING if f"tl.{m}(" not in text]
+    assert not missing, f"docs/plugins.md does not document Timeline methods {missing}"
+
+
+def test_plugins_doc_covers_every_record():
+    import dsl.plugin
+    text = PLUGIN_DOC.read_text(encoding="utf-8")
+    records = ["Param", "UseSpec", "KindSpec", "TableSpec", "FigureSpec", "Table", "QuantitySpec", "SlotSpec",
+               "CommandSpec"]
+    assert all(hasattr(dsl.plugin, r) for r in records)
+    missing = [r for r in records if f"`{r}(" not in text]
+    assert not missing, f"docs/plugins.md does not document records {missing}"

@@ -7,7 +7,7 @@ import json
 import re
 
 
-from dsl import explain, graphviz
+from dsl.present import explain, graphviz
 
 CASE = "specs/cases/cpt-qwen3-8b-4090.plan"
 

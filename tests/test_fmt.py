@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsl
-from dsl.diagnostics import Span
-from dsl.format import format_source
-from dsl.parser import parse, parse_with_comments
+from dsl.syntax.diagnostics import Span
+from dsl.syntax.format import format_source
+from dsl.syntax.parser import parse, parse_with_comments
 
 CASES = ["specs/cases/cpt-qwen3-8b-4090.plan", "specs/cases/cpt-variants.plan"]
 
@@ -168,7 +168,7 @@ def test_fmt_preserves_values(tmp_path_factory, src):
     d = tmp_path_factory.mktemp("fmt")
     (d / "a.plan").write_text(src)
     (d / "b.plan").write_text(format_source(src))
-    from dsl.diagnostics import PlanError
+    from dsl.syntax.diagnostics import PlanError
     try:
         a = dsl.load(d / "a.plan")
     except PlanError as e:      # e.g. a random division by zero: the same errors after fmt

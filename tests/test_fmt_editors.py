@@ -24,7 +24,7 @@ def test_pygments_lexer_is_registered():
 
 def test_pygments_tokens():
     pytest.importorskip("pygments")
-    from dsl.pygments_lexer import PlanLexer
+    from dsl.syntax.pygments_lexer import PlanLexer
     toks = [(str(t), v) for t, v in PlanLexer().get_tokens(SAMPLE) if v.strip()]
     assert ("Token.Keyword.Declaration", "plan") in toks and ("Token.Name.Class", "p") in toks
     assert ("Token.Keyword.Type", "%") in toks and ("Token.Keyword.Type", "GB/s") in toks

@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 import sympy as sp
 
-from dsl.model import _S
+from dsl.plugin import symbol
 
 
 def test_quantity_nodes_carry_expr_unit_plugin_doc(case_ws):
@@ -66,7 +66,7 @@ def test_step_time_is_a_max_plus_expression(case_ws):
     e = case_ws.nodes["gpus48.step_time"].expr
     assert e.has(sp.Max)
     faster_link = case_ws.full_expr("gpus48.step_time").xreplace(
-        {**case_ws.nominal_map(), _S("gpus48.mfu"): sp.Rational(1, 100)})
+        {**case_ws.nominal_map(), symbol("gpus48.mfu"): sp.Rational(1, 100)})
     # at 1 % MFU compute dominates and the transfer stays hidden; computed here from the
     # book's 431.368 TFLOPs per sequence and the embedding's two collectives
     compute = 384 * 431.368e12 / (48 * 165.2e12 * 0.01)

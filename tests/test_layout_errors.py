@@ -5,7 +5,7 @@ import pytest
 
 import dsl
 from conftest import run_cli
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 
 HEAD = '''import "@catalog/hardware.plan"
 import "@catalog/models.plan"
@@ -81,7 +81,7 @@ def test_invalid_single_layout_names_the_rule(write_plan):
 
 def test_moe_expert_rules(write_plan):
     np = pytest.importorskip("numpy")
-    from dsl import search
+    from plugins import layout_search as search
     text = HEAD + '''plan m {
   model = qwen3_30b_a3b; workload = w; device = h100_sxm; gpus = 64; gpus_per_host = 8; mfu = 30 %
   use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam"; usable = 76 GiB }
@@ -104,7 +104,7 @@ def test_moe_expert_rules(write_plan):
 
 def test_ep_on_a_dense_model(write_plan):
     pytest.importorskip("numpy")
-    from dsl import search
+    from plugins import layout_search as search
     ws = dsl.load(_plan(write_plan, "use layout_search { tp = [1]; ep = [1, 2]; zero = [3] }"))
     res = search.run(ws, "p")
     c = res.columns

@@ -11,7 +11,7 @@ import dsl
 from conftest import CASES, qval, run_cli
 
 np = pytest.importorskip("numpy")
-from dsl import search  # noqa: E402
+from plugins import layout_search as search  # noqa: E402
 
 CASE = CASES / "layout-qwen3-8b-4090.plan"
 N = 8_190_735_360                     # Qwen3-8B parameters (catalog)
@@ -136,7 +136,7 @@ def test_eval_shows_search_table():
 
 
 def test_solve_mfu_for_deadline(ws):
-    from dsl.solver import solve_query
+    from dsl.results.solver import solve_query
     q = ws.queries[0]          # solve gpus48.mfu for gpus48.layout_finish_time == cpt.deadline
     r = solve_query(ws, q)
     # finish = 5 d + steps·t_s·(1 + L) = 30 d with t_s = 3·F·B/(48·P·η) + 0.0762 s + 0.5 s

@@ -55,7 +55,7 @@ def test_offload_row(table):
 def test_provides_lists_what_each_memory_block_defines():
     """UseSpec.provides (hints, docs) matches what buffers, recompute and offload define."""
     import dsl
-    from dsl.plugins import get_plugins
+    from dsl.plugin.manager import get_plugins
 
     ws_methods = dsl.load(METHODS)
     ws_life = dsl.load(CASES / "memory-lifetimes.plan")

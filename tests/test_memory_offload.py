@@ -9,7 +9,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 
 OFF = CASES / "memory-offload.plan"
 

@@ -9,7 +9,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 
 SHARD = CASES / "memory-shard-or-recompute.plan"
 N = 8_190_735_360

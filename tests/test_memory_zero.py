@@ -63,4 +63,4 @@ def test_states_table():
 def test_zero_without_link_needs_no_compute(ws):
     # a memory-only ZeRO plan prices no collective
     assert "d8_stage3.transfer_volume" not in ws.nodes
-    assert not ws.rep.errors
+    assert not ws.errors

@@ -13,9 +13,9 @@ import pytest
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.diagnostics import PlanError
-from dsl.parser import parse_query
-from dsl.solver import solve_query
+from dsl.syntax.diagnostics import PlanError
+from dsl.syntax.parser import parse_query
+from dsl.results.solver import solve_query
 
 CASE = CASES / "moe-capacity.plan"
 

@@ -9,7 +9,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 
 CASE = CASES / "moe-long-context.plan"
 

@@ -10,7 +10,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 
 CASE = CASES / "moe-routing-metadata.plan"
 

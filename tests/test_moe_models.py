@@ -16,7 +16,7 @@ import pytest
 
 import dsl
 from conftest import REPO_ROOT
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 
 CATALOG = REPO_ROOT / "specs" / "catalog" / "models.plan"
 

@@ -12,7 +12,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 
 CASE = CASES / "moe-shared-link.plan"
 

@@ -7,10 +7,11 @@ import types
 
 import pytest
 
-from dsl.diagnostics import PlanError
-from dsl.hookspecs import hookimpl
-from dsl.model import Workspace
-from dsl.plugins import Param, UseSpec, get_plugins
+from dsl.syntax.diagnostics import PlanError
+from dsl.plugin import hookimpl
+from dsl.results.evaluation import evaluate_file as Workspace
+from dsl.plugin.manager import get_plugins
+from dsl.plugin import Param, UseSpec
 
 seen: dict = {}
 

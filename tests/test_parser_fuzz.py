@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dsl.diagnostics import PlanError
-from dsl.format import format_expr
-from dsl.model import Workspace
-from dsl.parser import parse, parse_expression
+from dsl.syntax.diagnostics import PlanError
+from dsl.syntax.format import format_expr
+from dsl.results.evaluation import evaluate_file as Workspace
+from dsl.syntax.parser import parse, parse_expression
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -133,7 +133,7 @@ def _dpow(a: tuple, n: int) -> tuple:
 
 
 T, I, F, TOK = _dim(time=1), _dim(info=1), _dim(flop=1), _dim(token=1)
-# unit -> (base units per one, dimension); written independently of dsl.units
+# unit -> (base units per one, dimension); written independently of dsl.engine.units
 UNITS: dict[str, tuple[Fraction, tuple]] = {
     "": (Fraction(1), ()),
     "%": (Fraction(1, 100), ()),

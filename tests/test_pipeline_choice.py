@@ -10,8 +10,8 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from dsl.parser import parse_query
-from dsl.solver import solve_query
+from dsl.syntax.parser import parse_query
+from dsl.results.solver import solve_query
 
 CASE = CASES / "pipeline-schedules.plan"
 

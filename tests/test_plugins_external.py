@@ -45,7 +45,7 @@ plan p {
   use compute {}
   use zero { stage = 3; link = pcie4_x16 }
   use finish {}
-  use demo { gpu_hour = 2.5 }
+  use demo { gpu_hour = 2.5 USD/h }
 }
 """
 
@@ -175,8 +175,29 @@ def test_external_plugin_prices_a_plan(demo_site, demo_plan):
     assert get(demo_plan, "p.demo.gpu_hour", site=demo_site) == 2.5
 
 
+LAYOUT_PLAN = PLAN.replace("""  use compute {}
+  use zero { stage = 3; link = pcie4_x16 }
+  use finish {}
+""", """  micro_batch = 1 seq
+  use layout { zero = 3; activations = "transient"; link = pcie4_x16; nic = nic_200g; nics_per_host = 8 }
+""")
+
+
+def test_external_plugin_prices_a_layout_plan(demo_site, tmp_path):
+    """The same third-party block on a layout plan: it reads the standard finish_time, which
+    `use layout` publishes, so no change to the plugin is needed."""
+    assert "use layout" in LAYOUT_PLAN and "use finish" not in LAYOUT_PLAN
+    p = tmp_path / "layout.plan"
+    p.write_text(LAYOUT_PLAN, encoding="utf-8")
+    r = run("eval", str(p), pythonpath=[demo_site])
+    assert r.returncode == 0, r.stderr
+    finish_h = get(p, "p.finish_time", "--in", "h", site=demo_site)
+    assert finish_h == pytest.approx(get(p, "p.layout_finish_time", "--in", "h", site=demo_site), rel=1e-12)
+    assert get(p, "p.gpu_cost", site=demo_site) == pytest.approx(48 * finish_h * 2.5, rel=1e-12)
+
+
 def test_external_plugin_parameters_are_checked(demo_site, tmp_path):
-    text = PLAN.replace("use demo { gpu_hour = 2.5 }", "use demo { gpu_hours = 2.5 }")
+    text = PLAN.replace("use demo { gpu_hour = 2.5 USD/h }", "use demo { gpu_hours = 2.5 USD/h }")
     p = tmp_path / "t.plan"
     p.write_text(text, encoding="utf-8")
     r = run("eval", str(p), pythonpath=[demo_site])
@@ -186,19 +207,19 @@ def test_external_plugin_parameters_are_checked(demo_site, tmp_path):
                      r.stderr, re.M), r.stderr
     assert "did you mean 'gpu_hour'?" in r.stderr
 
-    p.write_text(PLAN.replace("use demo { gpu_hour = 2.5 }", "use demo {}"), encoding="utf-8")
+    p.write_text(PLAN.replace("use demo { gpu_hour = 2.5 USD/h }", "use demo {}"), encoding="utf-8")
     r = run("eval", str(p), pythonpath=[demo_site])
     assert r.returncode == 1
     assert "error[missing-parameter]" in r.stderr and "gpu_hour" in r.stderr
 
-    p.write_text(PLAN.replace("gpu_hour = 2.5", "gpu_hour = -1"), encoding="utf-8")
+    p.write_text(PLAN.replace("gpu_hour = 2.5 USD/h", "gpu_hour = -1 USD/h"), encoding="utf-8")
     r = run("eval", str(p), pythonpath=[demo_site])
     assert r.returncode == 1
     assert "error[out-of-range]" in r.stderr and "gpu_hour" in r.stderr
 
 
 def test_external_plugin_can_be_solved_for(demo_site, demo_plan):
-    r = run("solve", str(demo_plan), "--query", "p.gpus for p.gpu_cost == 100000", pythonpath=[demo_site])
+    r = run("solve", str(demo_plan), "--query", "p.gpus for p.gpu_cost == 100000 USD", pythonpath=[demo_site])
     assert r.returncode == 0, r.stderr
     assert "p.gpus =" in r.stdout
 
@@ -231,8 +252,7 @@ def test_plugin_hook_that_raises_is_reported_not_a_crash(tmp_path, demo_plan):
     site = tmp_path / "site"
     site.mkdir()
     (site / "plan_ext_crash.py").write_text(
-        "from dsl.hookspecs import hookimpl\n"
-        "from dsl.plugins import Param, UseSpec\n\n"
+        "from dsl.plugin import Param, UseSpec, hookimpl\n\n"
         "@hookimpl\ndef plan_blocks_register():\n"
         "    return [UseSpec('demo', 'crashes while pricing', params=(Param('gpu_hour'),))]\n\n"
         "@hookimpl\ndef plan_quantities_price(ctx):\n"

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from dsl import report
+from dsl.present import report
 
 CASE = "specs/cases/cpt-qwen3-8b-4090.plan"
 
@@ -103,7 +103,7 @@ def test_every_plugin_table_and_figure_is_included(case_ws, data, html_text):
     for name, spec in case_ws.plugins.tables.items():
         if spec.build(case_ws, "gpus48") is not None:
             assert f'data-table="{name}"' in html_text
-    from dsl.figures import new_figure
+    from dsl.present.figures import new_figure
     for name, spec in case_ws.plugins.figures.items():
         if spec.draw(case_ws, "gpus48", new_figure()):
             assert f'data-figure="{name}"' in html_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from dsl.plugins import get_plugins
+from dsl.plugin.manager import get_plugins
 
 
 def test_text_lists_blocks_params_provides_and_figures(run_cli):
@@ -31,8 +31,8 @@ def test_json(run_cli):
 
 def test_report_survives_a_failing_plugin_table(case_ws, monkeypatch):
     """A plugin table that raises is shown as a note; the rest of the report is built."""
-    from dsl import report
-    from dsl.plugins import Table, TableSpec
+    from dsl.present import report
+    from dsl.plugin import Table, TableSpec
 
     def boom(ws, plan):
         raise RuntimeError("bug in a plugin")

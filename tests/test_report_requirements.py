@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import dsl
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 
 CASE = "specs/cases/cpt-qwen3-8b-4090.plan"
 

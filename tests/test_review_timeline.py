@@ -29,7 +29,7 @@ def test_zero_duration_holds(tmp_path, first, last, durations, peak):
 
 
 def test_engine_instant_hold_is_live():
-    from dsl.timeline import Timeline
+    from dsl.engine.timeline import Timeline
     tl = Timeline("p", "t")
     tl.add("x", 0, resource="r")
     tl.add("y", 0, resource="r")

@@ -11,7 +11,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 from plugins.rl_colocate import best_order
 
 CASE = CASES / "rl-colocate.plan"

@@ -11,7 +11,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 
 CASE = CASES / "rl-cycle-qwen3-8b.plan"
 T = 0.0005          # half a unit of the book's last printed digit (TFLOP)

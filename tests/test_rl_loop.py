@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 import dsl
-import dsl.parser
+import dsl.syntax.parser
 from conftest import CASES, qval
-from dsl.solver import solve_query
+from dsl.results.solver import solve_query
 
 CASE = CASES / "rl-loop.plan"
 
@@ -86,5 +86,5 @@ def test_many_batches_use_the_critical_path(write_plan):
     assert ws.timelines[("p", "rl_async")].symbolic == "path"
     assert qval(ws, "p.async_period", "s") == 44 and qval(ws, "p.sync_period", "s") == 60
     assert ws.timelines[("p", "rl_async")].schedule.makespan == pytest.approx(40 + 10 * 44)
-    s = solve_query(ws, dsl.parser.parse_query("p.rl_loop.keep for p.async_rate >= p.sync_rate"))
+    s = solve_query(ws, dsl.syntax.parser.parse_query("p.rl_loop.keep for p.async_rate >= p.sync_rate"))
     assert s.value == pytest.approx(11 / 15, abs=1e-12)

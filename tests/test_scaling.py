@@ -9,8 +9,8 @@ import pytest
 
 import dsl
 from conftest import CASES, qval, run_cli
-from dsl.diagnostics import PlanError
-from dsl.solver import solve_query
+from dsl.syntax.diagnostics import PlanError
+from dsl.results.solver import solve_query
 from plugins.scaling import amdahl_rows
 
 CASE = CASES / "scaling-deadline.plan"

@@ -5,7 +5,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 
 CASE = CASES / "serving-burst-and-wait.plan"
 

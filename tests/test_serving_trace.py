@@ -9,7 +9,7 @@ import pytest
 
 import dsl
 from conftest import CASES, REPO_ROOT, qval
-from dsl.diagnostics import PlanError
+from dsl.syntax.diagnostics import PlanError
 from plugins import serving_trace as st
 
 TRACES = REPO_ROOT / "specs" / "data" / "traces"

@@ -1,4 +1,4 @@
-"""Break-even queries: `solve TARGET for LHS op RHS` (dsl.solver and `plan solve`).
+"""Break-even queries: `solve TARGET for LHS op RHS` (dsl.results.solver and `plan solve`).
 
 Expected answers are derived by hand from the case's nominal values (the first-order model
 T_finish = T_0 + steps · t_s · (1 + L)), not from the solver itself.
@@ -12,9 +12,9 @@ import pytest
 
 import dsl
 from conftest import CASE, qval
-from dsl.diagnostics import PlanError
-from dsl.parser import parse_query
-from dsl.solver import solve_query
+from dsl.syntax.diagnostics import PlanError
+from dsl.syntax.parser import parse_query
+from dsl.results.solver import solve_query
 
 DAY = 86_400
 

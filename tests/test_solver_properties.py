@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsl.model import Workspace
-from dsl.parser import parse_query
-from dsl.solver import solve_query
+from dsl.results.evaluation import evaluate_file as Workspace
+from dsl.syntax.parser import parse_query
+from dsl.results.solver import solve_query
 
 pos = st.fractions(min_value=Fraction(1, 10), max_value=Fraction(1000)).map(lambda f: f.limit_denominator(1000))
 

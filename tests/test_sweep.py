@@ -10,8 +10,8 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from dsl import sweep  # noqa: E402
-from dsl.diagnostics import PlanError  # noqa: E402
+from dsl.results import sweep  # noqa: E402
+from dsl.syntax.diagnostics import PlanError  # noqa: E402
 
 CASE = "specs/cases/cpt-qwen3-8b-4090.plan"
 

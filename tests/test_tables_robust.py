@@ -6,9 +6,10 @@ import sys
 import types
 
 from dsl.cli import _tables
-from dsl.hookspecs import hookimpl
-from dsl.model import Workspace
-from dsl.plugins import Table, TableSpec, get_plugins
+from dsl.plugin import hookimpl
+from dsl.results.evaluation import evaluate_file as Workspace
+from dsl.plugin.manager import get_plugins
+from dsl.plugin import Table, TableSpec
 
 
 def _plugin():

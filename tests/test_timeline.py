@@ -1,11 +1,11 @@
-"""The shared event-model engine (dsl/timeline.py): schedules, critical paths, slack,
+"""The shared event-model engine (dsl/engine/timeline.py): schedules, critical paths, slack,
 symbolic makespans and memory peaks from holds.  Expected values are worked by hand."""
 from __future__ import annotations
 
 import sympy as sp
 import pytest
 
-from dsl.timeline import Timeline
+from dsl.engine.timeline import Timeline
 
 GiB = 2 ** 30
 

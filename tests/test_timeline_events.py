@@ -7,7 +7,7 @@ import sympy as sp
 import pytest
 
 import dsl
-from dsl.timeline import Timeline
+from dsl.engine.timeline import Timeline
 
 
 def num(subs):
@@ -49,8 +49,8 @@ def test_event_quantities_in_a_plan(write_plan):
 
 
 def test_event_quantity_on_large_timeline(write_plan, monkeypatch):
-    import dsl.model
-    monkeypatch.setattr(dsl.model, "FULL_LIMIT", 3)       # force the critical-path form
+    import dsl.evaluate.graph
+    monkeypatch.setattr(dsl.evaluate.graph, "FULL_LIMIT", 3)       # force the critical-path form
     ws = dsl.load(_plan(write_plan, 4))
     assert ws.value("p.rl_async_last") - ws.value("p.rl_async_prev") == 44
     assert ws.value("p.rl_sync_last") == 240

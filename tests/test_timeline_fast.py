@@ -1,11 +1,11 @@
-"""Engine additions made for large pipeline timelines (dsl/timeline.py): the max-plus
+"""Engine additions made for large pipeline timelines (dsl/engine/timeline.py): the max-plus
 makespan over Pareto-optimal path forms, its form limit, the topological fast path, the
 pool index and collected pool totals.  Expected values are worked by hand."""
 from __future__ import annotations
 
 import sympy as sp
 
-from dsl.timeline import Timeline, no_gc
+from dsl.engine.timeline import Timeline, no_gc
 
 
 def test_full_expr_keeps_only_non_dominated_paths():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from dsl.timeline import Timeline
+from dsl.engine.timeline import Timeline
 
 GiB = 2 ** 30
 

@@ -10,9 +10,9 @@ from fractions import Fraction
 import pytest
 
 import dsl
-from dsl.diagnostics import PlanError
-from dsl.parser import parse_expression
-from dsl.units import (DIMENSIONLESS, Dim, UnitError, check_unit_for, convert, default_unit_for,
+from dsl.syntax.diagnostics import PlanError
+from dsl.syntax.parser import parse_expression
+from dsl.engine.units import (DIMENSIONLESS, Dim, UnitError, check_unit_for, convert, default_unit_for,
                        format_dim, format_number, format_quantity, parse_unit, unit_hint)
 
 TIME, INFO, FLOP = Dim.of(time=1), Dim.of(info=1), Dim.of(flop=1)

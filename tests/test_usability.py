@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dsl.diagnostics import PlanError
-from dsl.model import Workspace
-from dsl.parser import parse_query
-from dsl.solver import solve_query
+from dsl.syntax.diagnostics import PlanError
+from dsl.results.evaluation import evaluate_file as Workspace
+from dsl.syntax.parser import parse_query
+from dsl.results.solver import solve_query
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE = str(ROOT / "specs" / "cases" / "cpt-qwen3-8b-4090.plan")
@@ -26,7 +26,7 @@ def _write(tmp_path, text: str, name: str = "u.plan") -> str:
 
 def test_model_field_typo_is_a_warning_with_did_you_mean(tmp_path):
     ws = Workspace(_write(tmp_path, HEAD + 'model m from "@catalog/hf/Qwen3-8B.json" { layer = 2 }\n'))
-    w = [d for d in ws.rep.warnings if d.code == "unknown-field"]
+    w = [d for d in ws.warnings if d.code == "unknown-field"]
     assert len(w) == 1 and "'layer'" in w[0].summary and "did you mean 'layers'" in w[0].hint
     # the typo did not change the model
     assert ws.value("m.params") == 8_190_735_360
@@ -138,7 +138,7 @@ def test_eval_json_requirements_are_in_their_unit(run_cli):
 
 def test_provides_lists_exactly_what_each_block_defines(case_ws):
     """UseSpec.provides (used for hints and docs) matches the quantities the case defines."""
-    from dsl.plugins import get_plugins
+    from dsl.plugin.manager import get_plugins
 
     defined: dict[str, set] = {}
     for n in case_ws.nodes.values():
@@ -227,7 +227,7 @@ def test_convex_overhead_gives_an_interval(fresh_case_ws):
 def test_device_and_workload_typos_warn(tmp_path):
     ws = Workspace(_write(tmp_path, HEAD + "device mine extends h100_sxm { memroy = 94 GB }\n"
                                           "workload w { tokens = 1e9 token; reserverd = 5 day }\n"))
-    hints = {d.summary.split("'")[3]: d.hint for d in ws.rep.warnings if d.code == "unknown-field"}
+    hints = {d.summary.split("'")[3]: d.hint for d in ws.warnings if d.code == "unknown-field"}
     assert "did you mean 'memory'" in hints["memroy"] and "did you mean 'reserved'" in hints["reserverd"]
 
 
@@ -264,7 +264,7 @@ def test_missing_blocks_warn(tmp_path):
     src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq; deadline = 9 day }\n"
                   "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %\n"
                   "  use compute {} }\n")
-    codes = [d.summary for d in Workspace(_write(tmp_path, src)).rep.warnings if d.code == "incomplete"]
+    codes = [d.summary for d in Workspace(_write(tmp_path, src)).warnings if d.code == "incomplete"]
     assert any("communication" in c for c in codes) and any("deadline" in c for c in codes)
 
 

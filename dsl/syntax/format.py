@@ -6,6 +6,16 @@ from . import ast as A
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "^": 4}
 
 
+def require_text(r) -> str:
+    """A requirement's condition as canonical text: ``finish_time <= workload.deadline``."""
+    return f"{format_expr(r.lhs)} {r.op} {format_expr(r.rhs)}"
+
+
+def query_text(q) -> str:
+    """A ``solve`` query as canonical text: ``gpus32.mfu for gpus32.finish_time == cpt.deadline``."""
+    return f"{q.target.dotted} for {format_expr(q.lhs)} {q.op} {format_expr(q.rhs)}"
+
+
 def format_expr(e, parent: int = 0, right: bool = False) -> str:
     """Render an expression AST as canonical `.plan` text with minimal parentheses."""
     if isinstance(e, A.Number):
@@ -50,7 +60,7 @@ def format_assign(a: A.Assign) -> str:
 
 
 def format_require(r: A.Require) -> str:
-    return "require " + (f"{r.name}: " if r.name else "") + r.text()
+    return "require " + (f"{r.name}: " if r.name else "") + require_text(r)
 
 
 class _Fmt:
@@ -64,7 +74,7 @@ class _Fmt:
     """
 
     def __init__(self, text: str, module: A.Module, comments: list):
-        from .diagnostics import split_lines
+        from dsl.syntax.diagnostics import split_lines
         self.lines = split_lines(text)
         self.comments = sorted(comments)           # (line, column, text)
         self.used: set[int] = set()
@@ -216,7 +226,7 @@ class _Fmt:
             if isinstance(it, A.Import):
                 self.out.append(f"import {_quote(it.path)}" + self._trailing(it.span.end_line, it.span.end_column))
             elif isinstance(it, A.Query):
-                self.out.append("solve " + it.text() + self._trailing(it.span.end_line, it.span.end_column))
+                self.out.append("solve " + query_text(it) + self._trailing(it.span.end_line, it.span.end_column))
             else:
                 self._decl(it)
             prev_end, prev_multi = it.span.end_line, multi
@@ -236,6 +246,6 @@ def format_source(text: str, file: str = "<string>") -> str:
 
     :raises PlanError: with the syntax diagnostic when ``text`` does not parse.
     """
-    from .parser import parse_with_comments
+    from dsl.syntax.parser import parse_with_comments
     module, comments = parse_with_comments(text, file)
     return _Fmt(text if text.endswith("\n") else text + "\n", module, comments).run()

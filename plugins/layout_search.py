@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from .diagnostics import Diagnostic, PlanError
+from dsl.plugin import Diagnostic, PlanError
 
 KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp")
 KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
@@ -372,8 +372,8 @@ def _short(lay: dict) -> str:
 
 
 def table(res: SearchResult, top: int = 10):
-    """A :class:`dsl.plugins.Table` of the best ``top`` valid layouts (for ``plan eval``)."""
-    from .plugins import Table
+    """A :class:`dsl.plugin.manager.Table` of the best ``top`` valid layouts (for ``plan eval``)."""
+    from dsl.plugin import Table
     np = _np()
     c = res.columns
     idx = np.nonzero(c["valid"])[0]
@@ -454,3 +454,62 @@ def iter_candidates(lists: dict):
     order = ("t", "p", "c", "e", "v", "b", "z", "r", "sp")
     for vals in itertools.product(*[lists[k] for k in order]):
         yield dict(zip(order, vals))
+
+
+# ---------------------------------------------------------------- the `plan search` command
+SEARCH_HELP = "search the parallel layouts of a plan (TP × PP × DP/ZeRO × EP × CP)"
+SEARCH_DESCRIPTION = ("Evaluate every layout of a plan's `use layout_search` lists (around its `use layout`) with "
+                      "numpy: valid layouts with step time, memory per GPU and binding constraint, rejected ones "
+                      "with their reason, the Pareto front and why the runner-up loses.  --engine dask runs the "
+                      "same search as Dask tasks (pip install \"plan-dsl[dist]\"); see docs/plugins/layout.md.")
+
+
+def add_arguments(se) -> None:
+    """The arguments of ``plan search`` (an argparse parser)."""
+    se.add_argument("file", metavar="FILE")
+    se.add_argument("--plan", action="append", metavar="NAME", help="plan to search (default: every plan with "
+                                                                      "`use layout_search`)")
+    se.add_argument("--engine", choices=("local", "dask"), default="local", help="local numpy (default) or Dask")
+    se.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler (default: a LocalCluster)")
+    se.add_argument("--chunks", type=int, default=8, metavar="N", help="Dask tasks per search (default 8)")
+    se.add_argument("--top", type=int, default=10, metavar="N", help="layouts listed (default 10)")
+    se.add_argument("--all", action="store_true", help="list every valid and rejected layout")
+    se.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run_command(args, cli) -> int:
+    """``plan search``: ``cli`` is the CLI's command context (load, select_plans, exit codes)."""
+    import json
+    import sys
+
+    try:
+        _np()
+    except SearchError as e:
+        print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
+        return cli.EXIT_USAGE
+    ws = cli.load(args.file)
+    if args.plan:
+        plans = cli.select_plans(ws, args.file, args.plan)
+    else:
+        plans = [p for p in ws.plans(own=True) if "layout_search" in ws.uses(p)]
+    if not plans:
+        print(f"plan: error[search]: no plan in {args.file} has `use layout_search` (or name one with --plan)",
+              file=sys.stderr)
+        return cli.EXIT_USAGE
+
+    def progress(done, total):
+        print(f"search: {done}/{total} chunks done", file=sys.stderr)
+
+    out = {}
+    try:
+        for p in plans:
+            out[p] = run(ws, p, engine=args.engine, scheduler=args.scheduler, chunks=args.chunks,
+                         progress=progress if args.engine == "dask" else None)
+    except SearchError as e:
+        print(f"plan: error[search]: {e}", file=sys.stderr)
+        return cli.EXIT_USAGE
+    if args.format == "json":
+        print(json.dumps({p: r.to_json() for p, r in out.items()}, indent=2, sort_keys=True))
+        return cli.EXIT_OK
+    print("\n\n".join(format_text(r, top=args.top, show_all=args.all) for r in out.values()))
+    return cli.EXIT_OK

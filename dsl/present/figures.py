@@ -65,7 +65,7 @@ def gantt(ax, tl, unit: str = "ms", title: str = "", lanes: list[str] | None = N
     One row per lane (an activity's ``lane`` or its resource), bars coloured by ``kind``,
     ``style="hatched"`` bars hatched, ``label`` written inside bars wide enough to hold it.
     """
-    from .units import parse_unit
+    from dsl.engine.units import parse_unit
 
     sc = tl.schedule
     if sc is None:
@@ -108,7 +108,7 @@ def gantt(ax, tl, unit: str = "ms", title: str = "", lanes: list[str] | None = N
 
 def memory_profile(ax, profile, unit: str = "MiB", label: str | None = None, time_unit: str = "ms"):
     """Step plot of a pool's live bytes over time, the peak marked."""
-    from .units import parse_unit
+    from dsl.engine.units import parse_unit
 
     scale = float(parse_unit(unit).scale)
     ts = float(parse_unit(time_unit).scale)
@@ -122,7 +122,7 @@ def memory_profile(ax, profile, unit: str = "MiB", label: str | None = None, tim
 
 def text_timeline(tl, width: int = 100, unit: str = "ms") -> str:
     """A compact terminal Gantt chart: one row per lane, one letter per activity kind."""
-    from .units import format_number, parse_unit
+    from dsl.engine.units import format_number, parse_unit
 
     sc = tl.schedule
     if sc is None:

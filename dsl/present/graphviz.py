@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from .units import format_quantity
+from dsl.engine.units import format_quantity
 
 
 def subgraph(ws, plan: str, quantity: str | None = None):
@@ -80,7 +80,7 @@ def to_svg(ws, g, plan: str) -> str:
 
     import networkx as nx
 
-    from .figures import new_figure
+    from dsl.present.figures import new_figure
 
     layer: dict[str, int] = {}
     for nid in nx.lexicographical_topological_sort(g):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .units import format_quantity
+from dsl.engine.units import format_quantity
 
 
 def show_value(ws, nid: str) -> str:
     """A string, boolean, declaration or list value as text: ``[1 s, 2 s]``, ``"bf16"``."""
-    from .model import ListVal, Val
-    from .units import default_unit_for, format_quantity
+    from dsl.evaluate.workspace import ListVal, Val
+    from dsl.engine.units import default_unit_for, format_quantity
 
     v = ws.nodes[nid].value
     if isinstance(v, bool):

@@ -149,3 +149,11 @@ def did_you_mean(name: str, candidates) -> str | None:
         return m[0]
     low = {c.lower(): c for c in cands}
     return low.get(name.lower())
+
+
+def display_path(p: Path) -> str:
+    """``p`` relative to the working directory when it is below it (as diagnostics show files)."""
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)

@@ -29,7 +29,7 @@ import re
 
 import sympy as sp
 
-from .units import convert, format_number, format_quantity
+from dsl.engine.units import convert, format_number, format_quantity
 
 
 # ---------------------------------------------------------------- data
@@ -94,21 +94,21 @@ def key_quantities(ws, plan: str) -> list[str]:
 
 def _fast_sides(ws, req, inputs: list[str]):
     """The two sides of a requirement as one float function of all ``inputs``."""
-    from .sensitivity import _full
+    from dsl.results.sensitivity import full_expression
     syms = [sp.Symbol(i, real=True) for i in inputs]
-    return [sp.lambdify(syms, _full(ws, e), modules="math") for e in (req.lhs, req.rhs)]
+    return [sp.lambdify(syms, full_expression(ws, e), modules="math") for e in (req.lhs, req.rhs)]
 
 
 def break_even_table(ws, plan: str) -> list[dict]:
     """For every requirement of ``plan`` and every input it depends on: the value at which
     it flips (others nominal), or None ("never").  Rows: requirement, input, nominal, value,
     holds (side), display unit."""
-    from .sensitivity import _full, break_even, inputs_of
+    from dsl.results.sensitivity import full_expression, break_even, inputs_of
     rows = []
     for r in ws.requirements:
         if r.plan != plan:
             continue
-        deps = inputs_of(ws, _full(ws, r.lhs - r.rhs))
+        deps = inputs_of(ws, full_expression(ws, r.lhs - r.rhs))
         for nid in deps:
             be = break_even(ws, r, nid)
             rows.append({"requirement": r.name, "input": nid, "nominal": _fmt(ws, nid, be["nominal"]),
@@ -123,7 +123,7 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
     :returns: ``{"file", "plans": {plan: {...}}}`` with display strings and numbers in
         display units; figures as SVG text (``svg``), empty when matplotlib is missing.
     """
-    from .sensitivity import _full, elasticities, inputs_of, tornado
+    from dsl.results.sensitivity import full_expression, elasticities, inputs_of, tornado
 
     out = {"file": ws.path, "plans": {}}
     for p in plans:
@@ -142,7 +142,7 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
             if r.plan != p or r.name not in results:
                 continue
             res = results[r.name]
-            deps.update(inputs_of(ws, _full(ws, r.lhs - r.rhs)))
+            deps.update(inputs_of(ws, full_expression(ws, r.lhs - r.rhs)))
             rep["requirements"].append({"name": r.name, "ok": res["ok"], "text": r.text or r.doc,
                                         "lhs": format_quantity(res["lhs_si"], r.unit),
                                         "rhs": format_quantity(res["rhs_si"], r.unit), "op": r.op,
@@ -216,7 +216,7 @@ def _svg_text(fig) -> str:
 
 def _plugin_figures(ws, plan: str) -> list[dict]:
     try:
-        from .figures import FigureError, new_figure
+        from dsl.present.figures import FigureError, new_figure
     except ImportError:  # pragma: no cover
         return []
     out = []
@@ -238,7 +238,7 @@ def _tornado_svg(name: str, unit: str, rows: list[dict]) -> str:
     if not rows:
         return ""
     try:
-        from .figures import FigureError, new_figure
+        from dsl.present.figures import FigureError, new_figure
         fig = new_figure(7.0, 0.6 + 0.45 * len(rows))
     except (ImportError, FigureError):
         return ""
@@ -278,47 +278,47 @@ def _be_text(r: dict) -> str:
 
 def render_text(data: dict) -> str:
     """The report for a terminal: formulas as plain text, tables as aligned columns."""
-    from .cli import _render_table
+    from dsl.present.tables import render_table
 
     lines = [f"report: {data['file']}"]
     for p, rep in data["plans"].items():
         lines += ["", f"== plan {p} =="]
-        lines += _render_table("headline", ["quantity", "value", "unit", "formula"],
+        lines += render_table("headline", ["quantity", "value", "unit", "formula"],
                                [[h["name"], _num(h["value"]), h["unit"], h["formula"]["text"]]
                                 for h in rep["headline"]])
         lines.append("")
-        lines += _render_table("requirements", ["requirement", "", "lhs", "op", "rhs"],
+        lines += render_table("requirements", ["requirement", "", "lhs", "op", "rhs"],
                                [[r["name"], "ok" if r["ok"] else "FAIL", r["lhs"], r["op"], r["rhs"]]
                                 for r in rep["requirements"]])
         lines.append("")
-        lines += _render_table("inputs", ["input", "value", "range", "source"],
+        lines += render_table("inputs", ["input", "value", "range", "source"],
                                [[i["id"], i["value"], " .. ".join(i["range"]) if i["range"] else "", i["source"]]
                                 for i in rep["inputs"]])
         for s in rep["sensitivity"]:
             lines.append("")
-            lines += _render_table(f"sensitivity of {s['quantity']} ({s['unit']})",
+            lines += render_table(f"sensitivity of {s['quantity']} ({s['unit']})",
                                    ["input", "value", "d/dx", "per", "elasticity"],
                                    [[r["input"], r["value"], _num(r["derivative"]), r["per"],
                                      f"{r['elasticity']:+.3f}"] for r in s["rows"] if r["elasticity"]])
             if s["tornado"]:
-                lines += _render_table(f"  over declared ranges ({s['unit']})", ["input", "low", "high",
+                lines += render_table(f"  over declared ranges ({s['unit']})", ["input", "low", "high",
                                                                                  f"{s['quantity']} low",
                                                                                  f"{s['quantity']} high"],
                                        [[t["input"], t["lo"], t["hi"], _num(t["y_lo"]), _num(t["y_hi"])]
                                         for t in s["tornado"]])
         lines.append("")
-        lines += _render_table("break-even: the input value at which each requirement flips (others nominal)",
+        lines += render_table("break-even: the input value at which each requirement flips (others nominal)",
                                ["requirement", "input", "nominal", "flips at"],
                                [[b["requirement"], b["input"], b["nominal"], _be_text(b)] for b in rep["break_even"]])
         for cp in rep["critical_paths"]:
             lines.append("")
-            lines += _render_table(f"timeline {cp['timeline']} (makespan {cp['makespan']})",
+            lines += render_table(f"timeline {cp['timeline']} (makespan {cp['makespan']})",
                                    ["activity", "resource", "start s", "duration s", "slack s", "critical"],
                                    [[a["id"], a["resource"], a["start"], a["duration"], a["slack"],
                                      "yes" if a["critical"] else ""] for a in cp["activities"]])
         for t in rep["tables"]:
             lines.append("")
-            lines += _render_table(f"{t['title']} [plugin {t['plugin']}]", t["columns"], t["rows"], t["notes"])
+            lines += render_table(f"{t['title']} [plugin {t['plugin']}]", t["columns"], t["rows"], t["notes"])
         if rep["figures"]:
             lines += ["", "figures (see the HTML report or `plan figure`): "
                       + ", ".join(f["name"] for f in rep["figures"])]

@@ -12,7 +12,12 @@ info       ``B``        bytes with decimal (kB MB GB TB PB) and binary (KiB MiB 
                         PiB) prefixes; bits (bit kbit Mbit Gbit Tbit) = 1/8 B
 flop       ``FLOP``     FLOP with k M G T P E prefixes
 token      ``token``    counted nouns: token, seq, sample, request, param
+money      ``USD`` …    currencies, each its own dimension (USD, EUR, GBP, CNY, JPY; k and
+                        M multiples): adding dollars to euros is an error, convert with a rate
+energy     ``J``        J, kJ, MJ, GJ; Wh, kWh, MWh, GWh (3600 J per Wh); power W, kW, MW = J/s
 =========  ===========  ==============================================================
+
+Time also has ``year`` (the Julian year, 365.25 days).
 
 ``%`` is the dimensionless 1/100.  Decimal and binary prefixes are distinct units of the
 same dimension (1 GB = 10^9 B, 1 GiB = 2^30 B); 1 Gbit/s = 0.125 GB/s.
@@ -21,20 +26,28 @@ A unit expression is written without spaces directly after a number: ``32 GB/s``
 ``165.2 TFLOP/s``, ``16 B/param``, ``1 GiB*s``, ``2 s^-1``.  The first atom is the
 numerator; an atom after ``/`` divides, after ``*`` (or ``·``) multiplies.
 
-Plugins may register further counted nouns through the ``plan_units_register`` hook.
+Plugins may register further counted nouns through the ``plan_units_register`` hook.  The
+core table is immutable; a plugin manager builds its own :class:`UnitTable` (core + its
+plugins' units), which :func:`activate` makes current for parsing (a context variable, so
+two evaluations with different plugins do not see each other's units).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from contextvars import ContextVar
 from functools import lru_cache
+from types import MappingProxyType
 
-BASE_DIMS: tuple[str, ...] = ("time", "info", "flop", "token", "seq", "sample", "request", "param")
-BASE_UNIT_OF: dict[str, str] = {
+CURRENCIES: tuple[str, ...] = ("USD", "EUR", "GBP", "CNY", "JPY")
+BASE_DIMS: tuple[str, ...] = ("time", "info", "flop", "token", "seq", "sample", "request", "param",
+                              "energy") + CURRENCIES
+_CORE_BASE_UNIT_OF = MappingProxyType({
     "time": "s", "info": "B", "flop": "FLOP", "token": "token", "seq": "seq",
-    "sample": "sample", "request": "request", "param": "param",
-}
+    "sample": "sample", "request": "request", "param": "param", "energy": "J",
+    **{c: c for c in CURRENCIES},
+})
 
 
 class UnitError(ValueError):
@@ -97,7 +110,7 @@ def format_dim(dim: Dim) -> str:
         return "1"
     num, den = [], []
     for k, v in dim.exps:
-        name = BASE_UNIT_OF.get(k, k)
+        name = _active.get().base_unit_of.get(k, k)
         target = num if v > 0 else den
         a = abs(v)
         target.append(name if a == 1 else f"{name}^{a}")
@@ -125,7 +138,7 @@ def _build_table() -> dict[str, Unit]:
     T, I, F = Dim.of(time=1), Dim.of(info=1), Dim.of(flop=1)
     for name, sc in {"ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6),
                      "ms": Fraction(1, 1000), "s": 1, "min": 60, "h": 3600, "day": 86400,
-                     "week": 7 * 86400}.items():
+                     "week": 7 * 86400, "year": Fraction(36525 * 864)}.items():
         add(name, sc, T)
     dec = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
     binp = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
@@ -139,10 +152,55 @@ def _build_table() -> dict[str, Unit]:
     for noun in ("token", "seq", "sample", "request", "param"):
         add(noun, 1, Dim.of(**{noun: 1}))
     add("%", Fraction(1, 100), DIMENSIONLESS)
+    for c in CURRENCIES:
+        add(c, 1, Dim.of(**{c: 1}))
+        add("k" + c, 10**3, Dim.of(**{c: 1}))
+        add("M" + c, 10**6, Dim.of(**{c: 1}))
+    E, P = Dim.of(energy=1), Dim.of(energy=1, time=-1)
+    for p, sc in {"": 1, "k": 10**3, "M": 10**6, "G": 10**9}.items():
+        add(p + "J", sc, E)
+        add(p + "Wh", 3600 * sc, E)
+        add(p + "W", sc, P)
     return t
 
 
-_UNITS: dict[str, Unit] = _build_table()
+@dataclass(frozen=True, eq=False)
+class UnitTable:
+    """An immutable table of units: name -> :class:`Unit`, and the base unit of each
+    dimension (for display).  Compared and hashed by identity (parse results are cached per
+    table)."""
+
+    units: MappingProxyType
+    base_unit_of: MappingProxyType
+
+    def extended(self, defs) -> "UnitTable":
+        """A new table with ``defs`` added: ``(name, scale, dim_name)`` creates a counted noun
+        (a new dimension), ``(name, scale, None, of_unit)`` defines ``name`` as ``scale`` ×
+        an existing unit expression (the ``plan_units_register`` records)."""
+        units, base = dict(self.units), dict(self.base_unit_of)
+        for d in defs:
+            if len(d) == 3 or d[3] is None:
+                dn = d[2] or d[0]
+                base.setdefault(dn, d[0])
+                units[d[0]] = Unit(d[0], Fraction(d[1]), Dim.of(**{dn: 1}))
+            else:
+                of = _parse(d[3], UnitTable(MappingProxyType(units), MappingProxyType(base)))
+                units[d[0]] = Unit(d[0], Fraction(d[1]) * of.scale, of.dim)
+        return UnitTable(MappingProxyType(units), MappingProxyType(base))
+
+
+CORE_UNITS = UnitTable(MappingProxyType(_build_table()), _CORE_BASE_UNIT_OF)
+_active: ContextVar[UnitTable] = ContextVar("plan_units", default=CORE_UNITS)
+
+
+def activate(table: UnitTable) -> None:
+    """Make ``table`` the current unit table (of this thread / context)."""
+    _active.set(table)
+
+
+def active_units() -> UnitTable:
+    """The current unit table (the core table unless a plugin manager's was activated)."""
+    return _active.get()
 _ALIASES: dict[str, str] = {
     "tokens": "token", "seqs": "seq", "samples": "sample", "requests": "request",
     "params": "param", "FLOPs": "FLOP", "sec": "s", "days": "day", "hours": "h",
@@ -171,36 +229,24 @@ _HINTS: dict[str, str] = {
 }
 
 
-def register_unit(name: str, scale, dim_name: str | None = None, of: str | None = None) -> None:
-    """Register a unit (used by the ``plan_units_register`` hook).
-
-    ``dim_name`` creates a new counted noun dimension (scale 1); ``of`` defines the unit as
-    ``scale`` times an existing unit expression.
-    """
-    if of is not None:
-        base = parse_unit(of)
-        _UNITS[name] = Unit(name, Fraction(scale) * base.scale, base.dim)
-    else:
-        dn = dim_name or name
-        if dn not in BASE_UNIT_OF:
-            BASE_UNIT_OF[dn] = name
-        _UNITS[name] = Unit(name, Fraction(scale), Dim.of(**{dn: 1}))
-    parse_unit.cache_clear()
-
-
 def known_units() -> list[str]:
-    return sorted(_UNITS)
+    """Names of the units of the current table, sorted."""
+    return sorted(_active.get().units)
 
 
 _ATOM = re.compile(r"([/*·]?)([A-Za-zµ%][A-Za-z0-9_µ]*|%)(?:\^(-?\d+))?")
 
 
-@lru_cache(maxsize=None)
 def parse_unit(text: str) -> Unit:
-    """Parse a unit expression like ``GB/s`` into a :class:`Unit`.
+    """Parse a unit expression like ``GB/s`` into a :class:`Unit` (current unit table).
 
     :raises UnitError: for an unknown atom (with a did-you-mean hint) or bad syntax.
     """
+    return _parse(text, _active.get())
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str, table: UnitTable) -> Unit:
     pos, scale, dim = 0, Fraction(1), DIMENSIONLESS
     first = True
     while pos < len(text):
@@ -212,9 +258,9 @@ def parse_unit(text: str) -> Unit:
             raise UnitError(f"malformed unit '{text}'", hint, "unknown-unit")
         op, name, power = m.group(1), m.group(2), m.group(3)
         name = _ALIASES.get(name, name)
-        u = _UNITS.get(name)
+        u = table.units.get(name)
         if u is None:
-            raise UnitError(f"unknown unit '{name}'", unit_hint(name), "unknown-unit")
+            raise UnitError(f"unknown unit '{name}'", unit_hint(name, table), "unknown-unit")
         p = int(power) if power else 1
         if op == "/":
             p = -p
@@ -225,11 +271,12 @@ def parse_unit(text: str) -> Unit:
     return Unit(text, scale, dim)
 
 
-def unit_hint(name: str) -> str:
+def unit_hint(name: str, table: UnitTable | None = None) -> str:
+    """How to fix unknown unit ``name`` (a known confusion, or the nearest unit)."""
     if name in _HINTS:
         return _HINTS[name]
-    from .diagnostics import did_you_mean
-    guess = did_you_mean(name, _UNITS)
+    from dsl.syntax.diagnostics import did_you_mean
+    guess = did_you_mean(name, (table or _active.get()).units)
     return f"did you mean '{guess}'?" if guess else "see `docs/language.md` for the list of units"
 
 

@@ -1,13 +1,13 @@
 """Typed AST of the `.plan` language.
 
-Every node is a frozen dataclass carrying the :class:`~dsl.diagnostics.Span` it came
+Every node is a frozen dataclass carrying the :class:`~dsl.syntax.diagnostics.Span` it came
 from, so every later pass can point at the offending text.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .diagnostics import Span
+from dsl.syntax.diagnostics import Span
 
 
 # ---------------------------------------------------------------- expressions
@@ -97,10 +97,6 @@ class Require:
     span: Span
     name_span: Span | None = None
 
-    def text(self) -> str:
-        from .format import format_expr
-        return f"{format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
-
 
 @dataclass(frozen=True)
 class UseBlock:
@@ -141,10 +137,6 @@ class Query:
     op: str
     rhs: Expr
     span: Span
-
-    def text(self) -> str:
-        from .format import format_expr
-        return f"{self.target.dotted} for {format_expr(self.lhs)} {self.op} {format_expr(self.rhs)}"
 
 
 @dataclass(frozen=True)

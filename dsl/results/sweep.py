@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from .diagnostics import Diagnostic, PlanError
+from dsl.syntax.diagnostics import Diagnostic, PlanError
 
 
 class SweepError(Exception):
@@ -101,7 +101,7 @@ def parse_vary(ws, text: str) -> Vary:
     :raises PlanError: ``error[sweep]`` for a malformed spec, a name without a declared range,
         bounds of the wrong dimension or a count below 2.
     """
-    from .parser import parse_expression
+    from dsl.syntax.parser import parse_expression
 
     name, eq, rng = text.partition("=")
     name = name.strip()
@@ -131,7 +131,7 @@ def parse_vary(ws, text: str) -> Vary:
     for p in parts[:2]:
         v = ws.eval_expr(parse_expression(p.strip(), "<--vary>"))
         if v.dim != n.dim or v.expr.free_symbols:
-            from .units import describe_dim
+            from dsl.engine.units import describe_dim
             raise PlanError([Diagnostic("error", "sweep", f"'{p.strip()}' is not a value in the unit of '{name}' "
                                         f"({describe_dim(n.dim)})", None, f"write it like {n.unit or 'a plain number'}")])
         bounds.append(float(v.expr))
@@ -143,7 +143,7 @@ def _check_allowed(ws, nid: str, name: str, bounds: list[float]) -> None:
     """Both bounds inside the parameter's allowed range (``mfu`` in (0, 1], ``gpus`` >= 1)
     and the sign a plugin requires of a declaration field: a grid outside them would only
     give inf/NaN columns."""
-    from .units import format_quantity, parse_unit
+    from dsl.engine.units import format_quantity, parse_unit
 
     p = ws.param_specs.get(nid)
     unit = ws.nodes[nid].unit
@@ -173,7 +173,7 @@ def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None 
     :returns: ``(fn, names, units, reqs)``: ``fn(*arrays) -> list`` of arrays in base units —
         the outputs in order, then lhs and rhs of each requirement (unless
         ``requirements=False``); ``names`` of the outputs,
-        their display ``units`` and the requirements (:class:`~dsl.model.Requirement`).
+        their display ``units`` and the requirements (:class:`~dsl.evaluate.workspace.Requirement`).
     """
     _numpy()
     free = frozenset(varied)
@@ -237,5 +237,5 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
 
 
 def _scale(unit: str) -> float:
-    from .units import parse_unit
+    from dsl.engine.units import parse_unit
     return float(parse_unit(unit).scale) if unit and unit != "1" else 1.0

@@ -17,7 +17,7 @@ at the nominal point (design §"The solver", *Sensitivity*):
 * **drivers** of a requirement: the inputs with the largest elasticity of the ratio of its two
   sides, ε(lhs/rhs) = ε(lhs) − ε(rhs).
 
-Values are in base units (s, B, FLOP …); callers convert with ``dsl.units.convert``.
+Values are in base units (s, B, FLOP …); callers convert with ``dsl.engine.units.convert``.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import math
 import sympy as sp
 
 
-def _full(ws, expr):
+def full_expression(ws, expr):
     """``expr`` (over node symbols) expanded to the declared inputs."""
     return expr.xreplace({s: ws.full_expr(s.name) for s in expr.free_symbols if s.name in ws.nodes})
 
@@ -49,9 +49,9 @@ def nominal_floats(ws) -> dict:
 def active_branch(expr, at: dict):
     """``expr`` with Max/Min/Piecewise replaced by the branch active at ``at`` and
     ceiling/floor by their argument (see the module docstring)."""
-    from .solver import _branch
+    from dsl.results.solver import active_branch
 
-    e = _branch(expr, {k: sp.Float(v, 30) for k, v in at.items()})
+    e = active_branch(expr, {k: sp.Float(v, 30) for k, v in at.items()})
     return e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
 
 
@@ -70,7 +70,7 @@ def elasticities(ws, expr) -> list[dict]:
         decreasing |elasticity| then name; inputs whose derivative is zero at the nominal point
         (a branch not taken) are kept with elasticity 0.
     """
-    full = _full(ws, expr)
+    full = full_expression(ws, expr)
     at = nominal_floats(ws)
     y = _num(full, at)
     g = active_branch(full, at)
@@ -90,7 +90,7 @@ def elasticities(ws, expr) -> list[dict]:
 
 def requirement_drivers(ws, req, top: int | None = None) -> list[dict]:
     """Inputs ranked by the elasticity of ``lhs/rhs`` of requirement ``req`` (a
-    :class:`~dsl.model.Requirement`): how strongly a 1 % change of each moves the margin."""
+    :class:`~dsl.evaluate.workspace.Requirement`): how strongly a 1 % change of each moves the margin."""
     ratio = req.lhs / req.rhs if req.rhs != 0 else req.lhs
     rows = [r for r in elasticities(ws, ratio) if r["elasticity"] == r["elasticity"] and r["elasticity"] != 0]
     return rows[:top] if top else rows
@@ -102,7 +102,7 @@ def tornado(ws, expr, inputs: list[str] | None = None) -> list[dict]:
     :returns: ``[{"input", "lo", "hi", "y_lo", "y_hi", "y0"}]`` in base units, sorted by
         decreasing swing |y_hi − y_lo|; inputs without a declared range are skipped.
     """
-    full = _full(ws, expr)
+    full = full_expression(ws, expr)
     at = nominal_floats(ws)
     y0 = _num(full, at)
     dep = set(inputs_of(ws, full))
@@ -130,20 +130,26 @@ def _holds(op: str, lv: float, rv: float) -> bool:
             "==": abs(lv - rv) <= tol}[op]
 
 
+_SIDES: dict = {}      # (workspace id, requirement) -> (workspace, compiled sides): one report's scans
+
+
 def compile_sides(ws, req):
     """Both sides of requirement ``req`` compiled once, as float functions of all the inputs
     they depend on (``lambdify`` with common subexpressions): ``(sides, symbols, nominal
-    floats, f_lhs, f_rhs)``; cached on the workspace per requirement."""
-    cache = ws.__dict__.setdefault("_compiled_sides", {})
-    key = (req.plan, req.name, req.lhs, req.rhs)
-    hit = cache.get(key)
+    floats, f_lhs, f_rhs)``; cached per workspace and requirement."""
+    key = (id(ws), req.plan, req.name, req.lhs, req.rhs)
+    got = _SIDES.get(key)
+    hit = got[1] if got is not None and got[0] is ws else None
     if hit is None:
-        sides = [_full(ws, e) for e in (req.lhs, req.rhs)]
+        sides = [full_expression(ws, e) for e in (req.lhs, req.rhs)]
         syms = sorted(set().union(*(e.free_symbols for e in sides)), key=lambda s: s.name)
         at = nominal_floats(ws)
         x0 = [float(at[s]) if s in at else float("nan") for s in syms]
         fs = [sp.lambdify(syms, e, modules="math", cse=True) for e in sides]
-        hit = cache[key] = (sides, syms, x0, fs[0], fs[1])
+        hit = (sides, syms, x0, fs[0], fs[1])
+        if len(_SIDES) > 256:
+            _SIDES.clear()
+        _SIDES[key] = (ws, hit)
     return hit
 
 
@@ -154,7 +160,7 @@ def break_even(ws, req, nid: str) -> dict:
         boundary nearest the nominal value inside the input's allowed range (None: never),
         ``holds`` says on which side the requirement holds (``"<="``/``">="``) or None.
     """
-    from .solver import _bisect, _domain, _in_domain, _scan
+    from dsl.results.solver import bisect_root, param_domain, in_domain, sign_changes
 
     x = sp.Symbol(nid, real=True)
     at = nominal_floats(ws)
@@ -189,9 +195,9 @@ def break_even(ws, req, nid: str) -> dict:
     out = {"input": nid, "nominal": x0, "value": None, "holds": None}
     if req.op == "==" or not any(x in s.free_symbols for s in sides):
         return out
-    dom = _domain(ws.param_specs.get(nid), x0)
-    roots = [_bisect(fn, a, b, prefer_positive=True) for a, b in _scan(fn, x0 if x0 else 1.0)]
-    roots = [r for r in roots if _in_domain(r, dom)]
+    dom = param_domain(ws.param_specs.get(nid), x0)
+    roots = [bisect_root(fn, a, b, prefer_positive=True) for a, b in sign_changes(fn, x0 if x0 else 1.0)]
+    roots = [r for r in roots if in_domain(r, dom)]
     if not roots:
         return out
     v = min(roots, key=lambda r: abs(r - x0))
@@ -206,7 +212,7 @@ def requirement_report(ws, req, top: int = 3) -> dict:
     """Margin and drivers of one requirement: ``lhs``, ``rhs``, ``margin`` (rhs − lhs for
     ``<=``/``<``, lhs − rhs otherwise; base units), ``relative`` margin (of rhs) and the
     ``top`` drivers, each with its elasticity and break-even value."""
-    lv, rv = float(ws._subs_value(req.lhs)), float(ws._subs_value(req.rhs))
+    lv, rv = float(ws.subs_value(req.lhs)), float(ws.subs_value(req.rhs))
     margin = rv - lv if req.op in ("<=", "<") else lv - rv
     drivers = requirement_drivers(ws, req, top)
     for d in drivers:

@@ -24,8 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diagnostics import Diagnostic, PlanError
-from .units import convert, format_number, format_quantity
+from dsl.syntax.diagnostics import Diagnostic, PlanError
+from dsl.engine.units import convert, format_number, format_quantity
 
 
 @dataclass
@@ -44,7 +44,7 @@ def load_side(spec: str, tmp: Path) -> Side:
 
     :raises PlanError: ``error[diff]`` when the file or revision does not exist.
     """
-    from .model import Workspace
+    from dsl.results.evaluation import evaluate_file as Workspace
 
     path, _, plan = spec.partition("#")
     plan = plan or None
@@ -183,7 +183,7 @@ def _delta(d) -> str:
 
 def render_text(res: dict) -> str:
     """Terminal text of :func:`compare`'s result."""
-    from .cli import _render_table
+    from dsl.present.tables import render_table
     L = [f"plan diff {res['old']} -> {res['new']}"]
     for p in res["pairs"]:
         title = p["new_plan"] if p["old_plan"] == p["new_plan"] else f"{p['old_plan']} -> {p['new_plan']}"
@@ -195,7 +195,7 @@ def render_text(res: dict) -> str:
             L += ["  inputs"] + [f"    {i['name']}: {i['old'] or '(none)'} -> {i['new'] or '(none)'}"
                                  for i in p["inputs"]]
         if p["outputs"]:
-            L += ["  " + ln for ln in _render_table("outputs", ["quantity", "unit", "old", "new", "delta", "relative"],
+            L += ["  " + ln for ln in render_table("outputs", ["quantity", "unit", "old", "new", "delta", "relative"],
                                                     [[o["name"], o["unit"], o["old"], o["new"], _delta(o["delta"]),
                                                       _rel(o["relative"])] for o in p["outputs"]])]
         flips = [r for r in p["requirements"] if r["flipped"] or r["old_ok"] is None or r["new_ok"] is None]

@@ -1,7 +1,7 @@
-"""Parsing: `.plan` text -> :class:`~dsl.ast.Module`.
+"""Parsing: `.plan` text -> :class:`~dsl.syntax.ast.Module`.
 
 The Lark parser is built lazily and once (LALR with the contextual lexer and
-``propagate_positions``).  Syntax errors become :class:`~dsl.diagnostics.Diagnostic`
+``propagate_positions``).  Syntax errors become :class:`~dsl.syntax.diagnostics.Diagnostic`
 objects with the position, the offending token, the tokens that were expected and,
 for common mistakes, a hint.
 """
@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import ast as A
-from .diagnostics import Diagnostic, PlanError, Span, remember_source, split_lines
+from dsl.syntax.diagnostics import Diagnostic, PlanError, Span, remember_source, split_lines
 
 
 def grammar_path() -> Path:
@@ -20,7 +20,7 @@ def grammar_path() -> Path:
     packaged = resources.files("dsl").joinpath("grammar.lark")
     if packaged.is_file():
         return Path(str(packaged))
-    root = Path(__file__).resolve().parent.parent / "grammar.lark"
+    root = Path(__file__).resolve().parents[2] / "grammar.lark"
     return root
 
 
@@ -332,7 +332,7 @@ def _prev_is_number(text: str, line: int, col: int) -> bool:
 
 
 def parse(text: str, file: str = "<string>") -> A.Module:
-    """Parse ``text`` into a :class:`~dsl.ast.Module`.
+    """Parse ``text`` into a :class:`~dsl.syntax.ast.Module`.
 
     :raises PlanError: with one ``syntax`` diagnostic on malformed input.
     """

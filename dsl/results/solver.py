@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import ast as A
-from .diagnostics import Diagnostic, PlanError
-from .units import format_dim
+from dsl.syntax import ast as A
+from dsl.syntax.diagnostics import Diagnostic, PlanError
+from dsl.engine.units import format_dim
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Solution:
     def to_json(self) -> dict:
         """``value``/``nominal`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base units;
         ``symbolic`` is in base units."""
-        from .units import convert
+        from dsl.engine.units import convert
         conv = (lambda v: None if v is None else convert(v, self.unit))
         return {"query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
                 "si": self.value, "nominal": conv(self.nominal), "nominal_si": self.nominal,
@@ -53,11 +53,11 @@ class Solution:
                 "intervals": [[conv(a), conv(b)] for a, b in (self.intervals or [])]}
 
 
-def _branch(e, at: dict):
+def active_branch(e, at: dict):
     """Replace Max/Min and Piecewise by the branch active at point ``at``."""
     if not e.args:
         return e
-    args = [_branch(a, at) for a in e.args]
+    args = [active_branch(a, at) for a in e.args]
     if isinstance(e, (sp.Max, sp.Min)):
         vals = [float(a.xreplace(at)) for a in args]
         pick = vals.index(max(vals)) if isinstance(e, sp.Max) else vals.index(min(vals))
@@ -65,24 +65,20 @@ def _branch(e, at: dict):
     if isinstance(e, sp.Piecewise):
         for pair in e.args:
             if bool(pair.cond.xreplace(at)):
-                return _branch(pair.expr, at)
+                return active_branch(pair.expr, at)
     return e.func(*args)
 
 
 def solve_query(ws, q: A.Query) -> Solution:
-    """Answer one query against a loaded :class:`~dsl.model.Workspace`.
+    """Answer one query against a loaded :class:`~dsl.evaluate.workspace.Workspace`.
 
     :raises PlanError: on unknown names, unit mismatch, or a target the equation does not
         depend on.
     """
-    from .model import _Fail, _S
+    from dsl.engine.nodes import symbol
 
     span = q.target.span
-    start = len(ws.rep.items)
-    try:
-        target = ws._resolve(q.target.parts, None, span)
-    except _Fail:
-        ws._raise_since(start)
+    target = ws.resolve(q.target.parts, span)
     node = ws.nodes.get(target) if isinstance(target, str) else None
     spec = ws.param_specs.get(target) if isinstance(target, str) else None
     if spec is not None and spec.kind == "int":
@@ -97,11 +93,12 @@ def solve_query(ws, q: A.Query) -> Solution:
         raise PlanError([Diagnostic("error", "unit-mismatch",
                                     f"the two sides are in {format_dim(lhs.dim)} and {format_dim(rhs.dim)}",
                                     q.span, "compare quantities of the same dimension")])
-    x = _S(target)
+    x = symbol(target)
     free = frozenset({target})
     f = lhs.expr - rhs.expr
     full = f.xreplace({s: ws.full_expr(s.name, free) for s in f.free_symbols})
-    text = q.text()
+    from dsl.syntax.format import query_text
+    text = query_text(q)
     x0v = ws.value(target)
     x0 = float(x0v) if x0v is not None else None
     if x not in full.free_symbols:
@@ -142,7 +139,7 @@ def solve_query(ws, q: A.Query) -> Solution:
     method = "none"
     sym_roots: list[float] = []
     try:
-        gb = _branch(g, {x: sp.Float(x0 if x0 is not None else 1.0)})
+        gb = active_branch(g, {x: sp.Float(x0 if x0 is not None else 1.0)})
         for r in sp.solve(gb, x):
             c = complex(r)
             if abs(c.imag) < 1e-12 and abs(resid(c.real)) <= 1e-9 * scale:
@@ -151,7 +148,7 @@ def solve_query(ws, q: A.Query) -> Solution:
         pass
     # 2. every sign change on a geometric grid around the nominal value, refined by bisection
     base = x0 if x0 else 1.0
-    num_roots = [_bisect(fn, a, b, prefer_positive=q.op != "==") for a, b in _scan(fn, base)]
+    num_roots = [bisect_root(fn, a, b, prefer_positive=q.op != "==") for a, b in sign_changes(fn, base)]
     roots = sorted(sym_roots)
     for r in num_roots:
         if all(abs(r - o) > 1e-7 * max(abs(r), abs(o), 1e-300) for o in roots):
@@ -159,8 +156,8 @@ def solve_query(ws, q: A.Query) -> Solution:
     roots.sort()
     # the target's domain: its declared range, else the sign of its nominal value
     spec = ws.param_specs.get(target)
-    dom = _domain(spec, x0)
-    inside = [r for r in roots if _in_domain(r, dom)]
+    dom = param_domain(spec, x0)
+    inside = [r for r in roots if in_domain(r, dom)]
     if q.op == "==":
         # an answer outside the range is still shown (and flagged infeasible below)
         pick = inside or roots
@@ -178,7 +175,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
             at[x] = sp.Float(value)
             if sp.count_ops(fk) <= 120:
-                sols = sp.solve(_branch(fk, at), x)
+                sols = sp.solve(active_branch(fk, at), x)
                 text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
                 if sols and len(text_sol) <= 600:
                     symbolic = text_sol
@@ -200,7 +197,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             notes.append("the two sides are equal on a whole interval around this value")
         others = [r for r in pick if r != value]
         if others:
-            from .units import format_quantity
+            from dsl.engine.units import format_quantity
             notes.append("other solutions: " + ", ".join(format_quantity(r, "" if node.unit == "1" else node.unit)
                                                           for r in others))
     whole = None
@@ -220,7 +217,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             notes.append("at this value these requirements fail: " + ", ".join(failing))
     feasible = True
     if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
-        from .units import parse_unit
+        from dsl.engine.units import parse_unit
         xv = value / float(parse_unit(spec.unit).scale) if spec.unit else value
         low = spec.min is not None and (xv <= spec.min if spec.min_open else xv < spec.min)
         high = spec.max is not None and xv > spec.max
@@ -289,7 +286,7 @@ def _grid_bounds(base: float) -> tuple[float, float]:
     return (min(a, b), max(a, b))
 
 
-def _scan(fn, base: float) -> list[tuple[float, float]]:
+def sign_changes(fn, base: float) -> list[tuple[float, float]]:
     """Brackets of every sign change of ``fn`` on a geometric grid base·1.25^k, |k| ≤ 80
     (both signs of the target when ``base`` is 0).  Linear in the grid size."""
     import math
@@ -313,7 +310,7 @@ def _scan(fn, base: float) -> list[tuple[float, float]]:
     return out
 
 
-def _bisect(fn, a: float, b: float, prefer_positive: bool = False) -> float:
+def bisect_root(fn, a: float, b: float, prefer_positive: bool = False) -> float:
     """Bisection on a bracket [a, b] with a sign change of ``fn``: robust for the step
     functions ceil()/floor() create (it converges to the jump) as well as for continuous ones.
     With ``prefer_positive`` the endpoint where ``fn > 0`` (the relation holds) is returned."""
@@ -336,11 +333,11 @@ def _bisect(fn, a: float, b: float, prefer_positive: bool = False) -> float:
     return (a + b) / 2
 
 
-def _domain(spec, x0: float | None) -> tuple:
+def param_domain(spec, x0: float | None) -> tuple:
     """(lo, hi, lo_open) in base units: the target's declared range, else the sign of its
     nominal value (a positive quantity stays positive); None for an unbounded end."""
     if spec is not None and (spec.min is not None or spec.max is not None):
-        from .units import parse_unit
+        from dsl.engine.units import parse_unit
         k = float(parse_unit(spec.unit).scale) if spec.unit else 1.0
         return (spec.min * k if spec.min is not None else None, spec.max * k if spec.max is not None else None,
                 spec.min_open)
@@ -351,7 +348,7 @@ def _domain(spec, x0: float | None) -> tuple:
     return (None, None, False)
 
 
-def _in_domain(r: float, dom: tuple) -> bool:
+def in_domain(r: float, dom: tuple) -> bool:
     lo, hi, lo_open = dom
     return (lo is None or (r > lo if lo_open else r >= lo)) and (hi is None or r <= hi)
 

@@ -80,8 +80,8 @@ def _expr(x):
         _BASIC = Basic
     if isinstance(x, _BASIC):        # the common case: no import, no conversion
         return x
-    from .model import _as_expr
-    return _as_expr(x)
+    from dsl.engine.nodes import as_expr
+    return as_expr(x)
 
 
 @dataclass(slots=True)
@@ -467,6 +467,7 @@ class Timeline:
     times: list[tuple] = field(default_factory=list)     # (name, activity, "start"|"finish", unit, …)
     areas: list[tuple] = field(default_factory=list)     # (name, pool, unit, …)
     refs: dict[str, tuple] = field(default_factory=dict)  # quantity name -> references (sources)
+    sealed: bool = False                # True after evaluation: no activity or hold can be added
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
     graph: Any = None                   # activity -> successors, once mirrored into the quantity graph
@@ -495,6 +496,8 @@ class Timeline:
             activity that waits for that activity's finish waits for this one too (e.g. the
             expected straggler delay after ``compute``, before the collectives that follow it).
         """
+        if self.sealed:
+            raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
         if id in self.activities:
             raise ValueError(f"activity '{id}' added twice to timeline '{self.name}'")
         self._edges = self._arr = self._harr = None
@@ -512,6 +515,8 @@ class Timeline:
                                        lane, label, style, splice_after))
 
     def hold(self, id: str, nbytes, pool: str, start=None, end=None, doc: str = "", kind: str = ""):
+        if self.sealed:
+            raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
         """Hold ``nbytes`` (sympy, bytes) in memory ``pool`` from ``start`` to ``end``.
 
         ``start``/``end`` are an activity id (its start for ``start``, its finish for

@@ -2,7 +2,7 @@
 
 Every built-in plugin in ``plugins/`` implements these hooks and is registered through the
 ``plan.plugins`` entry-point group exactly like a third-party plugin.  Hooks are called
-through :class:`dsl.plugins.Plugins`; nothing else touches ``pm.hook``.
+through :class:`dsl.plugin.manager.Plugins`; nothing else touches ``pm.hook``.
 
 Phases, in the order the core calls them:
 
@@ -32,10 +32,34 @@ def plan_units_register() -> list[tuple]:
 
 
 @hookspec
+def plan_vocabulary_register() -> list:
+    """Declare standard names shared by many plugins, and the concerns (slots) they belong to.
+
+    :return: a list of :class:`dsl.plugin.QuantitySpec` (plan-level parameters such as
+        ``gpus``, ``mfu``; standard quantities such as ``step_time``, ``memory_per_gpu``;
+        requirement names such as ``fits_memory``, each with its unit) and
+        :class:`dsl.plugin.SlotSpec` (a concern's quantities, timeline and the anchors other
+        plugins order against).  All results are collected; a name declared twice with
+        different units, or used by a block's ``plan_params`` or a ``ctx.define`` in another
+        unit, is an error naming both plugins.
+    """
+
+
+@hookspec
+def plan_commands_register() -> list:
+    """Contribute ``plan`` subcommands (``plan search`` …).
+
+    :return: a list of :class:`dsl.plugin.CommandSpec`.  All results are collected; two
+        plugins claiming one command name is an error naming both, and a plugin command
+        cannot replace a core command.
+    """
+
+
+@hookspec
 def plan_kinds_register() -> list:
     """Declare declaration kinds (``model``, ``device`` …) this plugin understands.
 
-    :return: a list of :class:`dsl.plugins.KindSpec`.  All results are collected; a kind
+    :return: a list of :class:`dsl.plugin.KindSpec`.  All results are collected; a kind
         declared twice keeps the first documentation and merges nothing else.
     """
 
@@ -44,7 +68,7 @@ def plan_kinds_register() -> list:
 def plan_blocks_register() -> list:
     """Declare the ``use NAME { … }`` blocks this plugin handles.
 
-    :return: a list of :class:`dsl.plugins.UseSpec` (name, parameters with units, defaults,
+    :return: a list of :class:`dsl.plugin.UseSpec` (name, parameters with units, defaults,
         ranges, and the plan-level parameters the block reads).  Two plugins claiming one
         block name is an error naming both.
     """
@@ -68,7 +92,7 @@ def plan_config_import(kind: str, config: dict, path: str):
 def plan_declaration_derive(ctx) -> None:
     """Add derived fields to a declaration (e.g. a model's parameter count).
 
-    :param ctx: :class:`dsl.model.DeclContext` of one declaration; use ``ctx.kind``,
+    :param ctx: :class:`dsl.plugin.DeclContext` of one declaration; use ``ctx.kind``,
         ``ctx.has``, ``ctx.field`` and ``ctx.define``.  Called for every non-plan
         declaration; return nothing.
     """
@@ -79,7 +103,7 @@ def plan_declaration_derive(ctx) -> None:
 def plan_quantities_price(ctx) -> None:
     """Add the quantities (and requirements) of the blocks this plugin handles.
 
-    :param ctx: :class:`dsl.model.PlanContext`; ``ctx.block(NAME)`` is ``None`` when the
+    :param ctx: :class:`dsl.plugin.PlanContext`; ``ctx.block(NAME)`` is ``None`` when the
         plan has no ``use NAME`` block.  Quantities of other plugins are referenced with
         ``ctx.q(name, unit)`` and resolved after every plugin ran, so the order of plugins
         does not matter.  Return nothing.
@@ -100,10 +124,10 @@ def plan_activities_schedule(ctx) -> None:
 def plan_tables_register() -> list:
     """Declare tables this plugin can compute for a plan (``plan eval``, reports).
 
-    :return: a list of :class:`dsl.plugins.TableSpec` whose ``build(ws, plan)`` returns a
-        :class:`dsl.plugins.Table` or ``None`` when the plan has nothing to show.  Builders
-        read nominal values through ``ws.value``/``ws.python_value`` and must not modify
-        the workspace.
+    :return: a list of :class:`dsl.plugin.TableSpec` whose ``build(ev, plan)`` returns a
+        :class:`dsl.plugin.Table` or ``None`` when the plan has nothing to show.  Builders
+        read nominal values through the read-only evaluation ``ev`` (``ev.value``, ``ev.uses`` …);
+        they cannot change it.
     """
 
 
@@ -111,7 +135,7 @@ def plan_tables_register() -> list:
 def plan_figures_register() -> list:
     """Declare figures this plugin can draw for a plan (``plan figure``, reports).
 
-    :return: a list of :class:`dsl.plugins.FigureSpec` whose ``draw(ws, plan, fig)`` fills a
+    :return: a list of :class:`dsl.plugin.FigureSpec` whose ``draw(ev, plan, fig)`` fills a
         matplotlib ``Figure`` and returns ``False`` when the plan has nothing to show.
         matplotlib is imported by the core only when a figure is requested.
     """

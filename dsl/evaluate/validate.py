@@ -1,0 +1,222 @@
+"""Validation: parameter specs, declared ranges, bounds, unit expectations and unused fields.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+
+from ..syntax import ast as A
+from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
+from ..syntax.parser import parse, parse_expression
+from ..plugin.records import Param, UseSpec
+from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
+from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
+from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
+                            Val, as_expr, rational, symbol)
+
+
+def _as(dim: Dim) -> str:
+    return "a plain number" if dim.dimensionless else f"in {format_dim(dim)}"
+
+
+
+class ValidateMixin:
+    """Checks parameters against their specs and ranges, and units against expectations."""
+
+    def _check_specs(self, only: str | None = None) -> None:
+        items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
+        for nid, p in items:
+            n = self.nodes.get(nid)
+            if n is None or n.state != 2 or (only is None and nid in self._spec_reported):
+                continue
+            if n.default is not None and self.rep.errors:
+                continue  # a default is only wrong because of an error already reported
+            span = n.assign.value.span if n.assign else n.span
+            if p.kind in ("quantity", "int"):
+                if not n.numeric:
+                    self.rep.error("type", f"'{n.name}' must be a number" + (f" in {p.unit}" if p.unit else ""),
+                                   span, p.doc)
+                    continue
+                want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
+                if n.dim != want:
+                    self._spec_reported.add(nid)
+                    self.rep.error("unit-mismatch", f"'{n.name}' must be {_as(want)}, got {describe_dim(n.dim)}",
+                                   span, f"write it in a unit like {p.unit}" if p.unit else "drop the unit")
+                    continue
+                if p.unit and n.unit == "":
+                    n.unit = p.unit
+            elif p.kind == "choice":
+                if not isinstance(n.value, str) or n.value not in p.choices:
+                    guess = did_you_mean(str(n.value), p.choices) if isinstance(n.value, str) else None
+                    self.rep.error("out-of-range", f"'{n.name}' must be one of " + ", ".join(f'"{c}"' for c in p.choices),
+                                   span, f'did you mean "{guess}"?' if guess else p.doc)
+            elif p.kind == "ref":
+                if not isinstance(n.value, DeclRef) or (p.ref_kind and n.value.kind != p.ref_kind):
+                    self.rep.error("type", f"'{n.name}' must name a {p.ref_kind or 'declaration'}", span, p.doc)
+            elif p.kind == "bool":
+                if not isinstance(n.value, bool):
+                    self.rep.error("type", f"'{n.name}' must be true or false", span, p.doc)
+            elif p.kind in ("string", "file"):
+                if not isinstance(n.value, str):
+                    what = "a file path in double quotes" if p.kind == "file" else "a string in double quotes"
+                    self.rep.error("type", f"'{n.name}' must be {what}", span, p.doc)
+                elif p.kind == "file":
+                    f = self.file_param(nid)
+                    if f.is_dir():
+                        self.rep.error("missing-file", f"'{n.value}' is a directory, not a file "
+                                       f"({display_path(f)})", span, "name a file inside it")
+                    elif not f.is_file():
+                        self.rep.error("missing-file", f"file '{n.value}' not found (looked for {display_path(f)})",
+                                       span, "paths are relative to the .plan file that names them")
+            elif p.kind == "list":
+                if not isinstance(n.value, ListVal):
+                    self.rep.error("type", f"'{n.name}' must be a list like [a, b, c]", span, p.doc)
+                    continue
+                want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
+                for i, (it, isp) in enumerate(zip(n.value.items, n.value.spans or [span] * len(n.value))):
+                    if p.item == "ref":
+                        if not isinstance(it, DeclRef) or (p.ref_kind and it.kind != p.ref_kind):
+                            self.rep.error("type", f"item {i + 1} of '{n.name}' must name a "
+                                           f"{p.ref_kind or 'declaration'}", isp, p.doc)
+                            break
+                    elif p.item == "string":
+                        if not isinstance(it, str):
+                            self.rep.error("type", f"item {i + 1} of '{n.name}' must be a string in double quotes",
+                                           isp, p.doc)
+                            break
+                    elif not isinstance(it, Val):
+                        self.rep.error("type", f"item {i + 1} of '{n.name}' must be a number"
+                                       + (f" in {p.unit}" if p.unit else ""), isp, p.doc)
+                        break
+                    elif it.dim != want:
+                        self.rep.error("unit-mismatch", f"item {i + 1} of '{n.name}' must be {_as(want)}, got "
+                                       f"{describe_dim(it.dim)}", isp,
+                                       f"write it in a unit like {p.unit}" if p.unit else "drop the unit")
+                        break
+                if p.min_items is not None and len(n.value) < p.min_items:
+                    self.rep.error("out-of-range", f"'{n.name}' needs at least {p.min_items} item"
+                                   f"{'s' if p.min_items != 1 else ''}, got {len(n.value)}", span, p.doc)
+
+    def check_ranges(self, only: str | None = None, inputs_only: bool = False) -> None:
+        """Report parameters outside their declared range (exact comparisons), then the sign
+        constraints plugins put on declaration fields.  ``inputs_only`` limits the check to
+        literal values (nothing derived is evaluated)."""
+        items = [(only, self.param_specs[only])] if only else sorted(self.param_specs.items())
+        for nid, p in items:
+            n = self.nodes.get(nid)
+            if p.kind == "list" and n is not None and isinstance(n.value, ListVal) and p.item == "quantity" \
+                    and (p.min is not None or p.max is not None) and nid not in self._spec_reported:
+                if not inputs_only or not any(isinstance(it, Val) and it.expr.free_symbols for it in n.value.items):
+                    self._check_list_items(n, p)
+                continue
+            if inputs_only and (n is None or not n.input):
+                continue
+            if n is None or not n.numeric or (p.min is None and p.max is None and p.kind != "int" and not p.whole):
+                continue
+            if only is None and nid in self._spec_reported:
+                continue
+            v = self.value(nid)
+            if v is None:
+                continue
+            # exact comparisons: the nominal value is a sympy number, the bounds are rationals
+            scale = rational(parse_unit(p.unit).scale) if p.unit else sp.Integer(1)
+            xe = v / scale
+            x = float(xe)
+            span = n.assign.value.span if n.assign else n.span
+            if (p.kind == "int" or p.whole) and not (xe.is_Rational and xe.q == 1):
+                self.rep.error("out-of-range", f"'{n.name}' must be a whole number, got {float(xe):.12g}", span, p.doc)
+                continue
+            lo = rational(Fraction(str(p.min))) if p.min is not None else None
+            hi = rational(Fraction(str(p.max))) if p.max is not None else None
+            lo_bad = lo is not None and bool(xe <= lo if p.min_open else xe < lo)
+            hi_bad = hi is not None and bool(xe > hi)
+            if lo_bad or hi_bad:
+                rng = (f"{'(' if p.min_open else '['}{p.min:g}" if p.min is not None else "(-inf") + ", " + \
+                      (f"{p.max:g}]" if p.max is not None else "inf)")
+                shown = f"{x:g}" if x != 0 or xe == 0 else f"{sp.N(xe, 6)}"
+                hint = p.doc
+                if not p.unit and p.max == 1 and 1 < x <= 100:
+                    hint = f"{p.doc}: write {x:g} % for a percentage"
+                self.rep.error("out-of-range", f"'{n.name}' = {shown}{(' ' + p.unit) if p.unit else ''} is outside "
+                               f"{rng}", span, hint)
+        if only is None:
+            self._check_bounds(inputs_only)
+
+    def _check_list_items(self, n: Node, p) -> None:
+        """Each number of a list parameter inside the parameter's ``min``/``max`` (a negative
+        sequence length or buffer size is as wrong in a list as in a scalar)."""
+        try:
+            items = self.list_value(n.id)
+        except Abort:
+            return
+        scale = float(parse_unit(p.unit).scale) if p.unit else 1.0
+        spans = n.value.spans or [n.assign.value.span if n.assign else n.span] * len(items)
+        for i, (v, sp_) in enumerate(zip(items, spans)):
+            if not isinstance(v, float):
+                continue
+            x = v / scale
+            if (p.min is not None and (x <= p.min if p.min_open else x < p.min)) or (p.max is not None and x > p.max):
+                rng = (f"{'(' if p.min_open else '['}{p.min:g}" if p.min is not None else "(-inf") + ", " + \
+                      (f"{p.max:g}]" if p.max is not None else "inf)")
+                self._spec_reported.add(n.id)
+                self.rep.error("out-of-range", f"item {i + 1} of '{n.name}' = {x:g}{(' ' + p.unit) if p.unit else ''}"
+                               f" is outside {rng}", sp_, p.doc)
+                return
+
+    def _check_bounds(self, inputs_only: bool = False) -> None:
+        """Sign constraints plugins put on fields of declarations they read (``positive``)."""
+        for nid, (kind, who) in sorted(self.bounds.items()):
+            n = self.nodes.get(nid)
+            if n is None or not n.numeric or nid in self._spec_reported or (inputs_only and not n.input):
+                continue
+            v = self.value(nid)
+            if v is None:
+                continue
+            bad = bool(v <= 0) if kind == "positive" else bool(v < 0)
+            if bad:
+                self._spec_reported.add(nid)
+                from dsl.engine.units import format_quantity
+                self.rep.error("out-of-range", f"'{nid}' must be {'positive' if kind == 'positive' else 'non-negative'}"
+                               f" for {who}, got {format_quantity(float(v), n.unit)}",
+                               n.assign.value.span if n.assign else n.span,
+                               "a count, a size, a rate or a duration cannot be negative")
+
+    def _check_expectations(self) -> None:
+        done = set()
+        for nid, dim, who, span in self.expectations:
+            if (nid, dim) in done:
+                continue
+            done.add((nid, dim))
+            n = self.nodes.get(nid)
+            if nid in self._spec_reported:
+                continue
+            if n is None or n.state != 2 or n.dim is None:
+                if n is not None and n.state == 2 and n.value is not None:
+                    self.rep.error("type", f"'{nid}' must be a number ({describe_dim(dim)}) for {who}", n.span)
+                continue
+            if n.dim != dim:
+                self._spec_reported.add(nid)
+                self.rep.error("unit-mismatch", f"'{nid}' is {_as(n.dim)} but {who} needs "
+                               + ("a plain number" if dim.dimensionless else f"it {_as(dim)}"),
+                               n.span if n.kind == "field" else span,
+                               f"give it a value {_as(dim)}")
+
+    def _warn_unused(self) -> None:
+        referenced = {s.name for m in self.nodes.values() if m.expr is not None for s in m.expr.free_symbols}
+        known = [p.name for s in self.plugins.blocks.values() for p in s.plan_params]
+        for nid in sorted(self.nodes):
+            n = self.nodes[nid]
+            if n.kind != "field" or nid in self.used or nid in self.param_specs or not n.assign:
+                continue
+            if self.decls[n.owner].kind != "plan" or n.scope[1] is not None:
+                continue
+            if nid in referenced:
+                continue
+            guess = did_you_mean(n.name, known)
+            self.rep.warning("unused", f"field '{n.name}' of plan '{n.owner}' is not used by any block",
+                             n.assign.name_span, f"did you mean '{guess}'?" if guess else "")

@@ -1,0 +1,209 @@
+"""Evaluation: exact nominal values, Python values, list items, full expressions.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+
+from ..syntax import ast as A
+from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
+from ..syntax.parser import parse, parse_expression
+from ..plugin.records import Param, UseSpec
+from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
+from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
+from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
+                            Val, as_expr, rational, symbol)
+
+
+from ..engine.piecewise import subs_numbers
+
+
+class ValuesMixin:
+    """Exact nominal values (sympy rationals) and full expressions of the inputs."""
+
+    # ------------------------------------------------------------ evaluation
+    def value(self, nid: str):
+        """Exact nominal value (sympy number, base units) of numeric node ``nid``, or None."""
+        if nid in self._values:
+            return self._values[nid]
+        n = self.nodes[nid]
+        if n.kind == "field" and n.state != 2:
+            self.build(nid)
+        if n.expr is None:
+            self._values[nid] = None
+            return None
+        if n.kind == "activity":        # durations repeat: one evaluation per distinct expression
+            key = ("activity", n.expr)
+            if key in self._values:
+                v = self._values[nid] = self._values[key]
+                return v
+        if n.input:
+            v = n.nominal
+        else:
+            subs = {}
+            for s in n.expr.free_symbols:
+                dv = self.value(s.name) if s.name in self.nodes else None
+                if dv is None:
+                    self._values[nid] = None
+                    return None
+                subs[s] = dv
+            v = subs_numbers(n.expr, subs)
+            if not v.is_Rational:
+                v = sp.N(v, 40) if v.is_number else v
+        if v is not None and v.is_number and v.is_real and v != 0 and v not in (sp.oo, -sp.oo) \
+                and (abs(v) > HUGE or abs(v) < 1 / HUGE):
+            who = f"quantity '{n.name}' of '{n.owner}' (plugin '{n.plugin}')" if n.kind == "quantity" else f"'{nid}'"
+            self.rep.error("out-of-range", f"{who} evaluates to about {sp.N(v, 3)}, beyond what a plan can hold "
+                           "(magnitudes from 1e-300 to 1e300)", n.span or self.decls[n.owner].ast.name_span,
+                           "an input it depends on is extreme; check the exponents and units")
+            self._values[nid] = None
+            return None
+        if v is sp.zoo or v is sp.nan or v in (sp.oo, -sp.oo) or (getattr(v, "is_finite", True) is False):
+            span = n.span
+            for div, dspan in n.div_checks:
+                dv = div.xreplace({s: self.value(s.name) for s in div.free_symbols})
+                if dv == 0:
+                    span = dspan
+                    break
+            who = f"quantity '{n.name}' of '{n.owner}' (plugin '{n.plugin}')" if n.kind == "quantity" else f"'{nid}'"
+            self.rep.error("division-by-zero", f"division by zero while evaluating {who}",
+                           span or self.decls[n.owner].ast.name_span,
+                           "an input it depends on is zero: " + ", ".join(sorted(
+                               s.name for s in n.expr.free_symbols if self.value(s.name) == 0)))
+            v = None
+        elif v.is_number and v.is_real is False:
+            self.rep.error("out-of-range", f"'{nid}' is not a real number (it evaluates to {v})",
+                           n.span or self.decls[n.owner].ast.name_span,
+                           "a square root, fractional power or log of a negative value")
+            v = None
+        self._values[nid] = v
+        if n.kind == "activity":
+            self._values[("activity", n.expr)] = v
+        return v
+
+    def python_value(self, nid: str):
+        """Nominal value as Python: float for numbers (base units), else str/bool/DeclRef.
+
+        A parameter with a spec is validated first (choice, whole number and range, kind of
+        the declaration referred to), so a plugin never sees a value outside its contract;
+        a bad value is reported at its own span and the plugin is stopped (:class:`Abort`).
+        """
+        n = self.build(nid)
+        if n is None or n.state == 3:
+            raise Abort()
+        if nid in self.param_specs and nid not in self._validated:
+            self._validated.add(nid)
+            before = len(self.rep.errors)
+            self._check_specs(only=nid)
+            if len(self.rep.errors) == before and n.numeric:
+                self.check_ranges(only=nid)
+            if len(self.rep.errors) > before:
+                self._spec_reported.add(nid)
+                raise Abort()
+        if nid in self._spec_reported:
+            raise Abort()
+        if n.numeric:
+            v = self.value(nid)
+            if v is None:
+                raise Abort()
+            return float(v)
+        if isinstance(n.value, ListVal):
+            return self.list_value(nid)
+        return n.value
+
+    def file_param(self, nid: str) -> Path:
+        """Path named by string field ``nid``, relative to the file the assignment is in."""
+        n = self.nodes[nid]
+        base = Path(n.assign.span.file).parent if n.assign and n.default is None else Path(self.path).resolve().parent
+        return (base / n.value).resolve()
+
+    def list_value(self, nid: str) -> tuple:
+        """Nominal items of a list field: floats (base units) for numbers, else as written."""
+        n = self.build(nid)
+        out = []
+        for it in n.value.items:
+            if isinstance(it, Val):
+                v = it.expr.xreplace({s: self.value(s.name) for s in it.expr.free_symbols})
+                if not v.is_number:
+                    raise Abort()
+                out.append(float(v))
+            else:
+                out.append(it)
+        return tuple(out)
+
+    def full_expr(self, nid: str, free: frozenset = frozenset(), keep: frozenset | None = None):
+        """Expression of ``nid`` in terms of inputs (and of nodes in ``free``, kept as symbols).
+
+        With ``keep`` given, only nodes in ``keep`` are expanded; others stay as their symbols
+        (used to show a readable answer in terms of neighbouring quantities).
+        """
+        key = (nid, free, keep)
+        if key in self._full:
+            return self._full[key]
+        n = self.nodes[nid]
+        if nid in free or n.input or n.expr is None or (keep is not None and nid not in keep):
+            r = symbol(nid)
+        else:
+            r = n.expr.xreplace({s: self.full_expr(s.name, free, keep) for s in n.expr.free_symbols})
+        self._full[key] = r
+        return r
+
+    def nominal_map(self, exclude=()) -> dict:
+        return {symbol(nid): n.nominal for nid, n in self.nodes.items() if n.input and nid not in exclude}
+
+    def requirement_results(self, plan: str) -> list[dict]:
+        out = []
+        for r in self.requirements:
+            if r.plan != plan:
+                continue
+            lv, rv = self.subs_value(r.lhs), self.subs_value(r.rhs)
+            if lv is None or rv is None:
+                continue
+            ok = {"<=": lv <= rv, ">=": lv >= rv, "<": lv < rv, ">": lv > rv, "==": lv == rv}[r.op]
+            out.append({"name": r.name, "ok": bool(ok), "lhs_si": float(lv), "rhs_si": float(rv), "op": r.op,
+                        "unit": r.unit, "doc": r.doc, "plugin": r.plugin})
+            if r.span is not None:
+                out[-1]["where"] = f"{r.span.file}:{r.span.line}:{r.span.column}"
+        return out
+
+    def requirement(self, plan: str, name: str) -> dict | None:
+        """One requirement's result (see :meth:`requirement_results`), or None."""
+        return next((r for r in self.requirement_results(plan) if r["name"] == name), None)
+
+    def subs_value(self, expr):
+        """``expr`` over node symbols at the nominal point, or None when a value is missing."""
+        subs = {}
+        for s in expr.free_symbols:
+            v = self.value(s.name)
+            if v is None:
+                return None
+            subs[s] = v
+        return subs_numbers(expr, subs)
+
+    def critical_path(self, plan: str, timeline: str) -> dict | None:
+        """Critical path of a timeline at nominal values: activities with start, finish, slack,
+        and the symbolic length of the path (``expr``)."""
+        tl = self.timelines.get((plan, timeline))
+        if tl is None or tl.schedule is None:
+            return None
+        sc = tl.schedule
+        acts = []
+        for i, a in enumerate(sc.ids):
+            act = tl.activities[a]
+            acts.append({"id": a, "start": sc.start[i], "finish": sc.finish[i],
+                         "duration": sc.finish[i] - sc.start[i], "slack": sc.slack[i],
+                         "resource": act.resource, "plugin": act.plugin, "doc": act.doc, "kind": act.kind})
+        pos = {a: i for i, a in enumerate(sc.ids)}
+        acts.sort(key=lambda r: (r["start"], pos[r["id"]]))
+        return {"timeline": timeline, "makespan": sc.makespan, "path": list(sc.path),
+                "activities": acts, "expr": tl.path_expr(sc)}
+
+    def memory_profile(self, plan: str, timeline: str, pool: str):
+        """:class:`~dsl.engine.timeline.Profile` of memory ``pool`` on a timeline, or None."""
+        tl = self.timelines.get((plan, timeline))
+        return None if tl is None else tl.profiles.get(pool)

@@ -1,0 +1,105 @@
+"""The workspace: a loaded `.plan` file with its imports, resolved, priced and evaluated.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+
+from ..syntax import ast as A
+from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
+from ..syntax.parser import parse, parse_expression
+from ..plugin.records import Param, UseSpec
+from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
+from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
+from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
+                            Val, as_expr, rational, symbol)
+from ..plugin.manager import Plugins, get_plugins
+from ..resolve.loader import LoaderMixin
+from ..resolve.declarations import DeclarationsMixin
+from ..resolve.names import NamesMixin
+from ..resolve.expr import ExprMixin
+from .graph import GraphMixin
+from .validate import ValidateMixin
+from .values import ValuesMixin
+
+
+class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixin, ValidateMixin, ValuesMixin):
+    """A loaded `.plan` file with its imports: resolved, priced by the plugins and evaluated.
+
+    :param path: the root `.plan` file.
+    :param text: its text (optional; read from ``path`` otherwise).
+    :param plugins: a :class:`~dsl.plugin.manager.Plugins` facade (default: all installed).
+    :param evaluate: False builds and checks everything (names, units, cycles, plugins'
+        graph) without evaluating the nodes numerically (``plan check``).
+    :raises PlanError: when any error was found; ``diagnostics`` lists all of them.
+    """
+
+    def __init__(self, path: str | Path, text: str | None = None, plugins: Plugins | None = None,
+                 evaluate: bool = True):
+        self.path = str(path)
+        self.plugins = plugins or get_plugins()
+        from ..engine.units import activate
+        activate(self.plugins.units)      # this evaluation's unit table (core + its plugins' units)
+        self.rep = Reporter()
+        for w in self.plugins.warnings:
+            self.rep.warning("plugin", w)
+        for c in self.plugins.conflicts:
+            self.rep.error("plugin", c)
+        self.modules: list[A.Module] = []
+        self.decls: dict[str, DeclInfo] = {}
+        self.nodes: dict[str, Node] = {}
+        self.requirements: list[Requirement] = []
+        self.timelines: dict[tuple, Timeline] = {}
+        self.expectations: list[tuple] = []
+        self._activity_edges: list[tuple[str, str]] = []
+        self._activity_resource: dict[str, str | None] = {}
+        self._validated: set[str] = set()
+        self.param_specs: dict[str, Param] = {}   # node id -> the spec it must satisfy
+        self.bounds: dict[str, tuple[str, str]] = {}
+        self._spec_reported: set[str] = set()
+        self.wanted: dict[str, str] = {}
+        self.used: set[str] = set()
+        self._values: dict[str, Any] = {}
+        self._full: dict[tuple, Any] = {}
+        self._stack: list[str] = []
+        self._graph = self._graph_ops = None
+        self._load(Path(path), text)
+        self.queries = self.modules[0].queries if self.modules else ()
+        self.rep.raise_if_errors()
+        self._declarations()
+        self.rep.raise_if_errors()
+        self._plans()
+        if not self.rep.errors:
+            self._finalize(numeric=evaluate)
+        self.rep.raise_if_errors()
+
+
+    def seal(self) -> None:
+        """Make the evaluated nodes, declarations and timelines read-only (an
+        :class:`~dsl.results.evaluation.Evaluation` reads them; nothing may change them)."""
+        for n in self.nodes.values():
+            n.__dict__["_sealed"] = True
+        for d in self.decls.values():
+            d.__dict__["_sealed"] = True
+        for tl in self.timelines.values():
+            tl.sealed = True
+
+    # ------------------------------------------------------------ queries on results
+    def plans(self, own: bool = False) -> list[str]:
+        """Plan names in declaration order; with ``own``, only those of the root file (all
+        plans when the root file declares none)."""
+        every = [n for n, d in self.decls.items() if d.kind == "plan"]
+        if not own or not self.modules:
+            return every
+        root = self.modules[0].file
+        mine = [n for n in every if self.decls[n].ast.span.file == root]
+        return mine or every
+
+    def headline(self, plan: str) -> list[Node]:
+        qs = [n for n in self.nodes.values() if n.owner == plan and n.headline]
+        return sorted(qs, key=lambda n: n.order)

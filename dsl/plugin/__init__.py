@@ -1,0 +1,33 @@
+"""The plugin contract: everything a plugin (built-in or third-party) may import.
+
+A plugin is a module (or object) with functions marked ``@hookimpl`` implementing hooks of
+:mod:`dsl.plugin.hookspecs`, registered through the ``plan.plugins`` entry-point group.  Import
+the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and may change.
+
+* records returned by registration hooks: :class:`Param`, :class:`UseSpec`, :class:`KindSpec`,
+  :class:`QuantitySpec`, :class:`SlotSpec`, :class:`Table`, :class:`TableSpec`,
+  :class:`FigureSpec`, :class:`CommandSpec`;
+* the contexts hooks receive: :class:`PlanContext`, :class:`DeclContext`, :class:`BlockView`,
+  :class:`DeclView` (see ``docs/plugins.md`` for every method);
+* diagnostics: :class:`Diagnostic`, :class:`PlanError` (raise it from a command);
+* helpers: :func:`symbol` (the sympy symbol of a node id), :class:`Span`, :func:`display_path`,
+  :class:`Timeline`, :func:`no_gc`, units :func:`parse_unit`, :func:`convert`,
+  :func:`format_number`, :func:`format_quantity`;
+* :mod:`dsl.testing`: a fresh plugin manager and evaluation of a snippet with extra plugins.
+"""
+from __future__ import annotations
+
+from ..engine.nodes import symbol
+from ..engine.piecewise import hinge, hinge_sum, max_of, shortfall_sum
+from ..engine.timeline import Timeline, no_gc
+from ..engine.units import convert, format_number, format_quantity, parse_unit
+from ..syntax.diagnostics import Diagnostic, PlanError, Span, display_path
+from .context import BlockView, DeclContext, DeclView, PlanContext
+from .hookspecs import hookimpl, hookspec
+from .records import (CommandSpec, FigureSpec, KindSpec, Param, QuantitySpec, SlotSpec, Table, TableSpec,
+                      UseSpec)
+
+__all__ = ["BlockView", "CommandSpec", "Diagnostic", "PlanError", "DeclContext", "DeclView", "FigureSpec", "KindSpec", "Param",
+           "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
+           "convert", "display_path", "format_number", "format_quantity", "hookimpl", "hookspec", "no_gc",
+           "parse_unit", "symbol", "hinge", "hinge_sum", "max_of", "shortfall_sum"]

@@ -1,0 +1,328 @@
+"""The contexts a plugin receives: :class:`PlanContext` (pricing a plan),
+:class:`DeclContext` (deriving a declaration's fields), :class:`BlockView` and :class:`DeclView`.
+
+Contexts hold the workspace being built; plugins use only their public methods.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+
+from ..syntax import ast as A
+from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
+from ..syntax.parser import parse, parse_expression
+from ..plugin.records import Param, UseSpec
+from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
+from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
+from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
+                            Val, as_expr, rational, symbol)
+
+
+# ---------------------------------------------------------------- contexts for plugins
+class _ContextBase:
+    Abort = Abort
+
+    def __init__(self, ws: "Workspace", owner: str):
+        self.ws = ws
+        self.name = owner
+        self._current_plugin: str | None = None
+
+    def plugin_failed(self, plugin: str, exc: Exception) -> None:
+        span = self.ws.decls[self.name].ast.name_span
+        self.ws.rep.error("plugin", f"plugin '{plugin}' failed while pricing '{self.name}': "
+                          f"{type(exc).__name__}: {exc}", span,
+                          f"this is a bug in plugin '{plugin}' or an input it does not handle")
+
+    def error(self, summary: str, hint: str = "", span: Span | None = None, code: str = "plugin",
+              related: tuple = ()) -> None:
+        """Report an error found by the current plugin and stop it (raises :class:`Abort`).
+
+        :param span: where (default: the declaration's name); :meth:`file_span` locates a
+            line of a data file the plugin read.
+        :param related: ``(label, span)`` pairs shown under the error (where a value was set).
+        """
+        self.ws.rep.error(code, summary, span or self.ws.decls[self.name].ast.name_span, hint, related)
+        raise Abort()
+
+    @staticmethod
+    def file_span(path, line: int, column: int = 1, end_column: int | None = None) -> Span:
+        """A :class:`Span` in a data file the plugin read (a CSV row, a JSON key), for
+        :meth:`error`; the path is shown as diagnostics show files."""
+        from pathlib import Path
+        return Span(display_path(Path(path)), line, column, line, end_column or column + 1)
+
+    def decl(self, name: str) -> "DeclView":
+        """Read access to any declaration by name (a model, a device, a published run …)."""
+        d = self.ws.decls.get(name)
+        if d is None:
+            self.error(f"no declaration '{name}'", code="unknown-name")
+        return DeclView(self, name, d.ast.name_span)
+
+    def nominal(self, expr):
+        """The exact nominal value of a sympy expression over quantities (base units), or None
+        when one of them has no value."""
+        return self.ws.subs_value(as_expr(expr))
+
+    def _define(self, node_id: str, name: str, expr, unit: str, doc: str, headline: bool,
+                fallback: bool, order: tuple, references: tuple = ()) -> sp.Symbol:
+        ws = self.ws
+        dim = parse_unit(unit).dim if unit else DIMENSIONLESS
+        existing = ws.nodes.get(node_id)
+        plugin = self._current_plugin
+        std = ws.plugins.vocabulary.get(name) if node_id == f"{self.name}.{name}" else None
+        if std is not None and std.role == "quantity" and (parse_unit(std.unit).dim if std.unit else DIMENSIONLESS) != dim:
+            ws.rep.error("plugin", f"plugin '{plugin}' defines '{name}' in {unit or 'a plain number'}, but plugin "
+                         f"'{std.plugin}' declares the standard quantity '{name}' in {std.unit or 'a plain number'}",
+                         ws.decls[self.name].ast.name_span,
+                         f"one of the two plugins must change; `plan --disable-plugin {plugin}` works around it")
+            return symbol(node_id)
+        if existing is not None:
+            if existing.kind == "field":
+                # a user's field overrides the plugin's quantity (dimension checked later)
+                ws.expect(node_id, dim, f"plugin '{plugin}' (quantity '{name}')", existing.span)
+                existing.doc = existing.doc or doc
+                existing.headline = existing.headline or headline
+                existing.order = existing.order or order
+                existing.references = existing.references or tuple(references)
+                if existing.unit == "" or existing.unit == default_unit_for(existing.dim or DIMENSIONLESS):
+                    existing.unit = unit
+                if as_expr(expr) != symbol(node_id):
+                    existing.plugin = existing.plugin or f"{plugin} (overridden by the plan)"
+                return symbol(node_id)
+            if fallback:
+                return symbol(node_id)
+            if not existing.fallback:
+                ws.rep.error("duplicate", f"quantity '{node_id}' is defined by plugins '{existing.plugin}' "
+                             f"and '{plugin}'", ws.decls[self.name].ast.name_span,
+                             "remove one of the two `use` blocks or block one plugin")
+                return symbol(node_id)
+        ws.nodes[node_id] = Node(node_id, "quantity", self.name, name, expr=as_expr(expr), dim=dim,
+                                 unit=unit, plugin=plugin, doc=doc, headline=headline, order=order,
+                                 fallback=fallback, state=2, references=tuple(references))
+        return symbol(node_id)
+
+
+class DeclView:
+    """Read access to a declaration's fields from a plugin, with unit expectations."""
+
+    def __init__(self, ctx: _ContextBase, name: str, span: Span | None):
+        self._ctx, self.name, self._span = ctx, name, span
+        self.kind = ctx.ws.decls[name].kind
+
+    def has(self, field_name: str) -> bool:
+        return f"{self.name}.{field_name}" in self._ctx.ws.nodes
+
+    def q(self, field_name: str, unit: str = "", positive: bool = False, nonnegative: bool = False) -> sp.Symbol:
+        """Placeholder for numeric field ``field_name``; its dimension must match ``unit``.
+
+        ``positive``/``nonnegative`` add a sign check of the field's nominal value, reported
+        at the field (``out-of-range``) when violated.
+        """
+        nid = f"{self.name}.{field_name}"
+        ws = self._ctx.ws
+        if nid not in ws.nodes:
+            cands = [n.split(".", 1)[1] for n in ws.nodes if n.startswith(self.name + ".") and n.count(".") == 1]
+            guess = did_you_mean(field_name, cands)
+            self._ctx.error(f"{self.kind} '{self.name}' has no field '{field_name}', which plugin "
+                            f"'{self._ctx._current_plugin}' needs for '{self._ctx.name}'",
+                            (f"did you mean '{guess}'? " if guess else "") +
+                            f"add `{field_name} = …` to {self.kind} {self.name}",
+                            self._span or ws.decls[self.name].ast.name_span, code="missing-field")
+        ws.expect(nid, parse_unit(unit).dim if unit else DIMENSIONLESS,
+                  f"plugin '{self._ctx._current_plugin}'", self._span)
+        if positive or nonnegative:
+            prev = ws.bounds.get(nid)
+            if prev is None or (positive and prev[0] != "positive"):
+                ws.bounds[nid] = ("positive" if positive else "nonnegative", f"plugin '{self._ctx._current_plugin}'")
+        ws.used.add(nid)
+        return symbol(nid)
+
+    def value(self, field_name: str, default=None):
+        """Nominal Python value of a field (str, bool, DeclRef, or float for numbers)."""
+        nid = f"{self.name}.{field_name}"
+        if nid not in self._ctx.ws.nodes:
+            return default
+        self._ctx.ws.used.add(nid)
+        return self._ctx.ws.python_value(nid)
+
+
+class DeclContext(_ContextBase):
+    """Context of ``plan_declaration_derive`` for one non-plan declaration."""
+
+    def __init__(self, ws: "Workspace", name: str):
+        super().__init__(ws, name)
+        self.kind = ws.decls[name].kind
+        self.view = DeclView(self, name, None)
+
+    def has(self, f: str) -> bool:
+        return self.view.has(f)
+
+    def field(self, f: str, unit: str = "") -> sp.Symbol:
+        return self.view.q(f, unit)
+
+    def value(self, f: str, default=None):
+        return self.view.value(f, default)
+
+    def define(self, name: str, expr, unit: str = "", doc: str = "", references: tuple = ()) -> sp.Symbol:
+        """Add derived field ``name`` (a user's explicit field of that name wins); ``references``
+        cite the formula's sources (shown by ``plan explain``, not by default output)."""
+        return self._define(f"{self.name}.{name}", name, expr, unit, doc, False, False, (0,), references)
+
+
+class BlockView:
+    """A plan's ``use`` block as seen by its plugin."""
+
+    def __init__(self, ctx: "PlanContext", spec: UseSpec):
+        self._ctx, self.spec = ctx, spec
+        self.name = spec.name
+        self.span = ctx.ws.decls[ctx.name].use_spans[spec.name]
+
+    def q(self, param: str) -> sp.Symbol:
+        """Placeholder Symbol of numeric parameter ``param`` (dimension checked against its spec)."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        self._ctx.ws.used.add(nid)
+        return symbol(nid)
+
+    def value(self, param: str):
+        """Nominal Python value of ``param`` (int/choice/bool/ref params, or float); None
+        for an optional parameter that was not given."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        if nid not in self._ctx.ws.nodes:
+            return None
+        self._ctx.ws.used.add(nid)
+        return self._ctx.ws.python_value(nid)
+
+    def ref(self, param: str) -> DeclView | None:
+        v = self.value(param)
+        if v is None:
+            return None
+        return DeclView(self._ctx, v.name, self._ctx.ws.nodes[f"{self._ctx.name}.{self.name}.{param}"].span)
+
+    def path(self, param: str):
+        """:class:`pathlib.Path` of a ``kind="file"`` parameter (checked to exist), or None."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        if nid not in self._ctx.ws.nodes:
+            return None
+        self._ctx.ws.python_value(nid)
+        return self._ctx.ws.file_param(nid)
+
+    def q_list(self, param: str) -> list:
+        """Items of a numeric list parameter as sympy expressions (base units); the items may
+        refer to other quantities, which stay symbolic."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        if nid not in self._ctx.ws.nodes:
+            return []
+        self._ctx.ws.python_value(nid)   # validates items against the spec
+        return [it.expr for it in self._ctx.ws.nodes[nid].value.items]
+
+    def error_at(self, param: str, summary: str, hint: str = "", code: str = "out-of-range") -> None:
+        """Report an error at the text of ``param`` (or at the block when it was defaulted)
+        and stop this plugin."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        n = self._ctx.ws.nodes.get(nid)
+        span = n.assign.value.span if n is not None and n.assign and n.default is None else self.span
+        self._ctx.error(summary, hint, span=span, code=code)
+
+    def given(self, param: str) -> bool:
+        """True when the user wrote ``param`` (not a default)."""
+        a = self._ctx.ws.decls[self._ctx.name].uses.get(self.name, {})
+        return param in a
+
+    def value_span(self, param: str) -> Span | None:
+        """Where the user wrote ``param``'s value (None when defaulted), for ``related``."""
+        n = self._ctx.ws.nodes.get(f"{self._ctx.name}.{self.name}.{param}")
+        return n.assign.value.span if n is not None and n.assign is not None and n.default is None else None
+
+
+class PlanContext(_ContextBase):
+    """Context of ``plan_quantities_price`` / ``plan_activities_schedule`` for one plan."""
+
+    def __init__(self, ws: "Workspace", name: str):
+        super().__init__(ws, name)
+        self.info = ws.decls[name]
+
+    def block(self, name: str) -> BlockView | None:
+        spec = self.ws.plugins.blocks.get(name)
+        if spec is None or name not in self.info.uses:
+            return None
+        return BlockView(self, spec)
+
+    def param(self, name: str) -> sp.Symbol:
+        """Placeholder of plan-level numeric parameter ``name``."""
+        nid = f"{self.name}.{name}"
+        self.ws.used.add(nid)
+        return symbol(nid)
+
+    def value(self, name: str, default=None):
+        nid = f"{self.name}.{name}"
+        if nid not in self.ws.nodes:
+            return default
+        self.ws.used.add(nid)
+        return self.ws.python_value(nid)
+
+    def ref(self, name: str) -> DeclView:
+        """The declaration a plan-level parameter refers to (``model``, ``device`` …)."""
+        nid = f"{self.name}.{name}"
+        v = self.value(name)
+        if not isinstance(v, DeclRef):
+            self.error(f"plan '{self.name}' needs `{name} = <declaration>` for plugin '{self._current_plugin}'",
+                       f"add `{name} = …` naming a declaration", code="missing-parameter")
+        return DeclView(self, v.name, self.ws.nodes[nid].span)
+
+    def q(self, name: str, unit: str | None = None) -> sp.Symbol:
+        """Placeholder of plan quantity ``name`` (defined by any plugin, resolved later)."""
+        nid = f"{self.name}.{name}"
+        if unit is not None:
+            self.ws.expect(nid, parse_unit(unit).dim if unit else DIMENSIONLESS,
+                           f"plugin '{self._current_plugin}'", None)
+        self.ws.wanted.setdefault(nid, self._current_plugin)
+        return symbol(nid)
+
+    def define(self, name: str, expr, unit: str = "", doc: str = "", headline: bool = False,
+               fallback: bool = False, rank: float | None = None, references: tuple = ()) -> sp.Symbol:
+        """Add quantity ``name`` = ``expr`` (sympy, base units) displayed in ``unit``.
+
+        ``fallback=True`` defines it only if no other plugin does (e.g. ``overhead = 0``
+        without a checkpoint model).  A user's plan field of the same name overrides it (and
+        defining a quantity under the name of a plan field marks that field for reports).
+        ``headline`` quantities appear in ``plan eval``, sorted by ``rank`` (then by the
+        block's order and definition order).  ``references`` are the sources of the formula
+        (papers, books, measurements) as short citations; ``plan explain``, ``plan report``
+        and ``plan eval --sources`` show them, default output does not.
+        """
+        spec = self.ws.plugins.block_of(self._current_plugin)
+        order = (rank if rank is not None else 1000 + (spec.order if spec else 100), len(self.ws.nodes))
+        return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order,
+                            references)
+
+    def require(self, name: str, lhs, op: str, rhs, unit: str = "", doc: str = "") -> None:
+        """Declare requirement ``lhs op rhs`` (op in ``<=``, ``>=``, ``<``, ``>``, ``==``)."""
+        self.ws.requirements.append(Requirement(self.name, name, as_expr(lhs), op, as_expr(rhs),
+                                                unit, doc, self._current_plugin or ""))
+
+    def defined(self, name: str) -> bool:
+        """True when plan quantity or field ``name`` already exists (priced by a plugin that ran
+        earlier, or written in the plan); prefer :meth:`provided`, which does not depend on order."""
+        return f"{self.name}.{name}" in self.ws.nodes
+
+    def provided(self, quantity: str) -> bool:
+        """True when a block this plan uses declares that it prices ``quantity``."""
+        return any(quantity in self.ws.plugins.blocks[b].provides
+                   for b in self.info.uses if b in self.ws.plugins.blocks)
+
+    def warn(self, summary: str, hint: str = "", code: str = "incomplete") -> None:
+        """Report a warning about this plan (at its name)."""
+        self.ws.rep.warning(code, summary, self.info.ast.name_span, hint)
+
+    def timeline(self, name: str) -> Timeline:
+        key = (self.name, name)
+        tl = self.ws.timelines.get(key)
+        if tl is None:
+            tl = self.ws.timelines[key] = Timeline(self.name, name)
+        tl._plugin = self._current_plugin or ""
+        return tl

@@ -1,0 +1,334 @@
+"""Declarations: kinds, `extends` merges, `from "config.json"` imports, plans and their
+blocks' defaults and parameter specs; plugins price each plan here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+
+from ..syntax import ast as A
+from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
+from ..syntax.parser import parse, parse_expression
+from ..plugin.records import Param, UseSpec
+from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
+from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
+from ..plugin.context import DeclContext, PlanContext
+from .expr import display_unit, is_number
+from ..syntax.format import require_text
+from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
+                            Val, as_expr, rational, symbol)
+
+
+# the one declaration kind the core knows; plugins register the others (model, device …)
+CORE_KINDS = {"plan": "a design priced by `use` blocks"}
+
+def requirement_slug(r: A.Require) -> str:
+    """Default name of an unnamed `require`: its text as an identifier
+    (`finish_time <= workload.deadline` -> ``finish_time_le_workload_deadline``)."""
+    import re
+
+    from dsl.syntax.format import format_expr
+    op = {"<=": "le", ">=": "ge", "<": "lt", ">": "gt", "==": "eq"}[r.op]
+    raw = f"{format_expr(r.lhs)} {op} {format_expr(r.rhs)}"
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]+", "_", raw)).strip("_")[:60] or "requirement"
+
+
+
+class DeclarationsMixin:
+    """Declarations, `extends`, config imports and plan pricing."""
+
+    # ------------------------------------------------------------ declarations
+    def _declarations(self) -> None:
+        kinds = set(CORE_KINDS) | set(self.plugins.kinds)
+        for info in list(self.decls.values()):
+            d = info.ast
+            if d.kind not in kinds:
+                guess = did_you_mean(d.kind, kinds)
+                self.rep.error("unknown-kind", f"unknown declaration kind '{d.kind}'", d.kind_span,
+                               (f"did you mean '{guess}'? " if guess else "") +
+                               "kinds: " + ", ".join(sorted(kinds)))
+        for info in self.decls.values():
+            self._merge(info, [])
+        for info in self.decls.values():
+            scope = (info.name, None)
+            for fname, a in info.fields.items():
+                nid = f"{info.name}.{fname}"
+                self.nodes[nid] = Node(nid, "field", info.name, fname, assign=a, scope=scope, span=a.span)
+            for block, params in info.uses.items():
+                for pname, a in params.items():
+                    nid = f"{info.name}.{block}.{pname}"
+                    self.nodes[nid] = Node(nid, "field", info.name, pname, assign=a, scope=(info.name, block),
+                                           span=a.span)
+        for info in self.decls.values():
+            spec = self.plugins.kinds.get(info.kind)
+            if info.kind == "plan" or spec is None:
+                continue
+            # documented fields of the kind: defaults and type checks apply once the
+            # declaration has every required field (a partial one is left free-form)
+            if any(p.default is None and not p.optional and p.name not in info.fields for p in spec.fields):
+                continue
+            known = {p.name for p in spec.fields}
+            for fname, a in info.fields.items():
+                if fname not in known:
+                    guess = did_you_mean(fname, known)
+                    self.rep.warning("unknown-field", f"{info.kind} '{info.name}' has a field '{fname}' that no "
+                                     f"plugin documents for a {info.kind}", a.name_span,
+                                     (f"did you mean '{guess}'? " if guess else "") +
+                                     f"documented fields: {', '.join(sorted(known))}")
+            for p in spec.fields:
+                nid = f"{info.name}.{p.name}"
+                if p.name not in info.fields and p.default is not None:
+                    self._default_node(nid, info, p, (info.name, None), info.kind)
+                if nid in self.nodes:
+                    self._register_spec(nid, p)
+        if self.rep.errors:
+            return
+        for info in self.decls.values():
+            if info.kind != "plan":
+                self.plugins.derive(DeclContext(self, info.name))
+
+    def _merge(self, info: DeclInfo, chain: list[str]) -> None:
+        if info.fields or info.uses or info.parents or getattr(info, "_merged", False):
+            return
+        d = info.ast
+        fields: dict[str, A.Assign] = {}
+        uses: dict[str, dict[str, A.Assign]] = {}
+        spans: dict[str, Span] = {}
+        parents: tuple[str, ...] = ()
+        requires: dict[str, A.Require] = {}
+        if d.extends:
+            parent = self.decls.get(d.extends)
+            if parent is None:
+                guess = did_you_mean(d.extends, [n for n, i in self.decls.items() if i.kind == d.kind])
+                self.rep.error("unknown-name", f"'{d.name}' extends unknown {d.kind} '{d.extends}'",
+                               d.extends_span, f"did you mean '{guess}'?" if guess else
+                               "declare it or import the file that does")
+            elif d.name in chain or parent.name == d.name:
+                cyc = " -> ".join((chain[chain.index(d.name):] if d.name in chain else [d.name]) + [d.name])
+                self.rep.error("cycle", f"'extends' forms a cycle: {cyc}", d.extends_span,
+                               "a declaration cannot extend itself, directly or indirectly")
+            elif parent.kind != d.kind:
+                self.rep.error("kind-mismatch", f"{d.kind} '{d.name}' cannot extend {parent.kind} '{parent.name}'",
+                               d.extends_span, f"extend a {d.kind}")
+            else:
+                self._merge(parent, chain + [d.name])
+                fields.update(parent.fields)
+                requires.update(parent.requires)
+                for b, ps in parent.uses.items():
+                    uses[b] = dict(ps)
+                spans.update(parent.use_spans)
+                parents = (parent.name,) + parent.parents
+        if d.source is not None:
+            fields.update(self._config_fields(d))
+        own: dict[str, A.Assign] = {}
+        for a in d.assigns:
+            if a.name in own:
+                self.rep.error("duplicate", f"field '{a.name}' is assigned twice in '{d.name}'", a.name_span,
+                               "one assignment per name and scope", related=(("first assigned", own[a.name].name_span),))
+                continue
+            own[a.name] = a
+        fields.update(own)
+        own_blocks: set[str] = set()
+        for u in d.uses:
+            if u.plugin in own_blocks:
+                self.rep.error("duplicate", f"block 'use {u.plugin}' appears twice in '{d.name}'", u.name_span,
+                               "merge the two blocks")
+                continue
+            own_blocks.add(u.plugin)
+            if d.kind != "plan":
+                self.rep.error("syntax", f"`use` blocks belong in plans, not in {d.kind} '{d.name}'",
+                               u.name_span, "move it into a plan")
+                continue
+            merged = uses.setdefault(u.plugin, {})
+            seen_p: set[str] = set()
+            for a in u.assigns:
+                if isinstance(a, A.Require):
+                    self.rep.error("syntax", f"`require` cannot be inside `use {u.plugin}`", a.span,
+                                   "write requirements in the plan's body, after the `use` blocks")
+                    continue
+                if isinstance(a, A.UseBlock):
+                    self.rep.error("syntax", f"`use {a.plugin}` cannot be nested inside `use {u.plugin}`",
+                                   a.name_span, f"close `use {u.plugin} {{ … }}` with '}}' before `use {a.plugin}`")
+                    continue
+                if a.name in seen_p:
+                    self.rep.error("duplicate", f"parameter '{a.name}' is assigned twice in 'use {u.plugin}'",
+                                   a.name_span, "one assignment per name and scope")
+                    continue
+                seen_p.add(a.name)
+                merged[a.name] = a
+            spans[u.plugin] = u.name_span
+        own_req: set[str] = set()
+        for r in d.requires:
+            if d.kind != "plan":
+                self.rep.error("syntax", f"`require` belongs in plans, not in {d.kind} '{d.name}'", r.span,
+                               "move it into the plan that must satisfy it")
+                continue
+            name = r.name or requirement_slug(r)
+            if name in own_req:
+                self.rep.error("duplicate", f"requirement '{name}' is declared twice in '{d.name}'",
+                               r.name_span or r.span, "give each `require` its own name: `require NAME: …`")
+                continue
+            own_req.add(name)
+            requires[name] = r   # a child's requirement of the same name replaces its parent's
+        info.fields, info.uses, info.use_spans, info.parents = fields, uses, spans, parents
+        info.requires = requires
+        info._merged = True
+
+    def _config_fields(self, d: A.Decl) -> dict[str, A.Assign]:
+        path = self._import_path(Path(d.span.file).resolve().parent, d.source)
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except OSError:
+            self.rep.error("missing-import", f"config file '{d.source}' does not exist", d.source_span,
+                           f"paths are relative to the .plan file (looked for {path})")
+            return {}
+        except json.JSONDecodeError as e:
+            self.rep.error("bad-config", f"config file '{d.source}' is not valid JSON: {e.msg} "
+                           f"(line {e.lineno}, column {e.colno})", d.source_span, "fix the JSON file")
+            return {}
+        try:
+            mapped = self.plugins.config_import(d.kind, cfg, str(path))
+        except (ValueError, KeyError) as e:
+            msg = str(e) if isinstance(e, ValueError) else f"missing key {e} in '{d.source}'"
+            self.rep.error("bad-config", msg, d.source_span, "describe the model by its fields instead")
+            return {}
+        if mapped is None:
+            self.rep.error("bad-config", f"no plugin understands '{d.source}' as a {d.kind}", d.source_span,
+                           "supported: Hugging Face config.json of dense decoders")
+            return {}
+        out = {}
+        sp_ = d.source_span
+        for k, (val, unit) in mapped.items():
+            if isinstance(val, bool):
+                e = A.Bool(val, sp_)
+            elif isinstance(val, str) and not is_number(val):
+                e = A.String(val, sp_)
+            else:
+                e = A.Number(str(val), unit or None, sp_)
+            out[k] = A.Assign(k, e, sp_, sp_)
+        return out
+
+    # ------------------------------------------------------------ plans
+    def _plans(self) -> None:
+        blocks = self.plugins.blocks
+        for info in self.decls.values():
+            if info.kind != "plan":
+                continue
+            ok = True
+            for bname in info.uses:
+                if bname not in blocks:
+                    guess = did_you_mean(bname, blocks)
+                    self.rep.error("unknown-plugin", f"no plugin provides `use {bname}`", info.use_spans[bname],
+                                   (f"did you mean '{guess}'? " if guess else "") +
+                                   "available blocks: " + ", ".join(sorted(blocks)))
+                    ok = False
+            if not ok:
+                continue
+            self._apply_defaults(info)
+        if self.rep.errors:
+            return
+        for info in self.decls.values():
+            if info.kind == "plan":
+                ctx = PlanContext(self, info.name)
+                self.plugins.price(ctx)
+        for info in self.decls.values():
+            if info.kind == "plan":
+                ctx = PlanContext(self, info.name)
+                self.plugins.schedule(ctx)
+        for tl in self.timelines.values():
+            self._timeline_quantities(tl)
+        for info in self.decls.values():
+            if info.kind == "plan":
+                self._user_requirements(info)
+
+    def _user_requirements(self, info: DeclInfo) -> None:
+        """`require [NAME:] LHS op RHS` of a plan (inherited through `extends`): both sides are
+        built in the plan's scope (plugin quantities included) and must share a dimension."""
+        taken = {r.name for r in self.requirements if r.plan == info.name}
+        for name, r in info.requires.items():
+            scope = (info.name, None)
+            try:
+                lhs = self._num(self._eval(r.lhs, scope, None), r.lhs)
+                rhs = self._num(self._eval(r.rhs, scope, None), r.rhs)
+            except (Fail, Cycle):
+                continue
+            if lhs.dim != rhs.dim:
+                self.rep.error("unit-mismatch", f"requirement '{name}' compares {describe_dim(lhs.dim)} with "
+                               f"{describe_dim(rhs.dim)}", r.span, "both sides of a requirement need the same "
+                               "dimension")
+                continue
+            if name in taken:
+                self.rep.error("duplicate", f"plan '{info.name}' already has a requirement '{name}' (from a "
+                               "plugin)", r.name_span or r.span, "choose another name: `require NAME: …`")
+                continue
+            unit = display_unit(r.lhs, lhs.dim)
+            if isinstance(r.lhs, A.Ref):
+                try:
+                    t = self._resolve(r.lhs.parts, scope, r.lhs.span)
+                    if isinstance(t, str) and self.nodes[t].unit:
+                        unit = self.nodes[t].unit
+                except Fail:
+                    pass
+            self.requirements.append(Requirement(info.name, name, lhs.expr, r.op, rhs.expr, unit,
+                                                 require_text(r), "plan", r.span, require_text(r)))
+
+    def _apply_defaults(self, info: DeclInfo) -> None:
+        blocks = self.plugins.blocks
+        plan_params: dict[str, Param] = {}
+        for bname in sorted(info.uses, key=lambda b: (blocks[b].order, b)):
+            spec = blocks[bname]
+            given = info.uses[bname]
+            known = {p.name: p for p in spec.params}
+            for pname, a in given.items():
+                if pname not in known:
+                    guess = did_you_mean(pname, known)
+                    self.rep.error("unknown-name", f"`use {bname}` has no parameter '{pname}'", a.name_span,
+                                   (f"did you mean '{guess}'? " if guess else "") +
+                                   ("parameters: " + ", ".join(sorted(known)) if known else
+                                    f"`use {bname}` takes no parameters"))
+            for p in spec.params:
+                nid = f"{info.name}.{bname}.{p.name}"
+                if p.name in given:
+                    self._register_spec(nid, p)
+                    continue
+                if p.default is None and p.optional:
+                    continue
+                if p.default is None:
+                    self.rep.error("missing-parameter", f"`use {bname}` in '{info.name}' needs '{p.name}'"
+                                   + (f" ({p.doc})" if p.doc else ""), info.use_spans[bname],
+                                   f"add `{p.name} = …`" + (f" in {p.unit}" if p.unit else ""))
+                    continue
+                self._default_node(nid, info, p, (info.name, bname), f"use {bname}")
+                self._register_spec(nid, p)
+            for p in spec.plan_params:
+                plan_params.setdefault(p.name, p)
+        for pname, p in plan_params.items():
+            nid = f"{info.name}.{pname}"
+            if pname in info.fields:
+                self._register_spec(nid, p)
+                continue
+            if p.default is None:
+                users = sorted(b for b in info.uses if any(q.name == pname for q in blocks[b].plan_params))
+                self.rep.error("missing-parameter", f"plan '{info.name}' needs '{pname}'"
+                               + (f" ({p.doc})" if p.doc else "") + f" for `use {', '.join(users)}`",
+                               info.ast.name_span, f"add `{pname} = …` to the plan" + (f" in {p.unit}" if p.unit else ""))
+                continue
+            self._default_node(nid, info, p, (info.name, None), "plan")
+            self._register_spec(nid, p)
+
+    def _default_node(self, nid: str, info: DeclInfo, p: Param, scope, where: str) -> None:
+        expr = parse_expression(p.default, f"<default of {where}.{p.name}>")
+        a = A.Assign(p.name, expr, info.ast.name_span, info.ast.name_span)
+        self.nodes[nid] = Node(nid, "field", info.name, p.name, assign=a, scope=scope, span=info.ast.name_span,
+                               doc=p.doc, default=p.default)
+
+    def _register_spec(self, nid: str, p: Param) -> None:
+        """Node ``nid`` must satisfy ``p`` (dimension, kind, range); its doc defaults to p's."""
+        self.param_specs[nid] = p
+        if p.doc and nid in self.nodes and not self.nodes[nid].doc:
+            self.nodes[nid].doc = p.doc

@@ -1,0 +1,124 @@
+"""Name resolution: dotted references (`plan.field`, `decl.field`, `plan.block.param`) to node ids.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+
+from ..syntax import ast as A
+from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
+from ..syntax.parser import parse, parse_expression
+from ..plugin.records import Param, UseSpec
+from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
+from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
+from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
+                            Val, as_expr, rational, symbol)
+
+
+class NamesMixin:
+    """Resolves dotted names in a scope to node ids, declarations or blocks."""
+
+    def _fail(self, code: str, summary: str, span: Span, hint: str = "", related=()):
+        self.rep.error(code, summary, span, hint, related)
+        raise Fail()
+
+    def _resolve(self, parts: tuple[str, ...], scope, span: Span):
+        first = parts[0]
+        target: Any = None
+        owner, block = scope if scope else (None, None)
+        if owner:
+            if block and f"{owner}.{block}.{first}" in self.nodes:
+                target = f"{owner}.{block}.{first}"
+            elif f"{owner}.{first}" in self.nodes:
+                target = f"{owner}.{first}"
+            elif self.decls[owner].kind == "plan" and first in self.decls[owner].uses:
+                target = BlockRef(owner, first)
+        if target is None and first in self.decls:
+            target = DeclRef(first, self.decls[first].kind)
+        if target is None:
+            cands = set(self.decls)
+            if owner:
+                cands |= {n.split(".")[-1] for n in self.nodes if n.startswith(owner + ".")}
+            guess = did_you_mean(first, cands)
+            where = f" in '{owner}'" + (f" (use {block})" if block else "") if owner else ""
+            hint = self._provider_hint(first, owner) if owner and self.decls[owner].kind == "plan" else None
+            self._fail("unknown-name", f"unknown name '{first}'{where}", span,
+                       hint or (f"did you mean '{guess}'?" if guess else "declare it or import the file that does"))
+        for part in parts[1:]:
+            if isinstance(target, str):
+                node = self.build(target)
+                if node is None or node.state == 3:
+                    raise Fail()
+                if isinstance(node.value, DeclRef):
+                    target = node.value
+                else:
+                    self._fail("unknown-name", f"'{target}' is a value, it has no field '{part}'", span,
+                               "only declarations (and fields naming one) have fields")
+            if isinstance(target, DeclRef):
+                d = target.name
+                if f"{d}.{part}" in self.nodes:
+                    target = f"{d}.{part}"
+                elif self.decls[d].kind == "plan" and part in self.decls[d].uses:
+                    target = BlockRef(d, part)
+                else:
+                    cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and n.count(".") == 1]
+                    cands += list(self.decls[d].uses)
+                    guess = did_you_mean(part, cands)
+                    hint = self._provider_hint(part, d) if target.kind == "plan" else None
+                    self._fail("unknown-name", f"{target.kind} '{d}' has no field '{part}'", span,
+                               hint or (f"did you mean '{guess}'?" if guess else
+                                        ("fields: " + ", ".join(sorted(cands)[:12])) if cands else "it has no fields"))
+            elif isinstance(target, BlockRef):
+                nid = f"{target.plan}.{target.block}.{part}"
+                if nid not in self.nodes:
+                    spec = self.plugins.blocks.get(target.block)
+                    if spec is not None and any(p.name == part for p in spec.params):
+                        self._fail("unknown-name", f"optional parameter '{part}' of `use {target.block}` is not set "
+                                   f"in '{target.plan}'", span,
+                                   "set it in the block, or read the quantity the block derives instead "
+                                   "(`plan plugins` lists what each block provides)")
+                    cands = [n.split(".")[-1] for n in self.nodes if n.startswith(f"{target.plan}.{target.block}.")]
+                    guess = did_you_mean(part, cands)
+                    self._fail("unknown-name", f"`use {target.block}` of '{target.plan}' has no parameter '{part}'",
+                               span, f"did you mean '{guess}'?" if guess else "")
+                target = nid
+        return target
+
+    def resolve(self, parts: tuple[str, ...], span: Span):
+        """Resolve dotted ``parts`` in global scope: a node id (str), a declaration or a block.
+
+        :raises PlanError: with the diagnostics of this name only (the workspace is unchanged).
+        """
+        start = len(self.rep.items)
+        try:
+            return self._resolve(parts, None, span)
+        except Fail:
+            self._raise_since(start)
+
+    def lookup(self, dotted: str) -> str:
+        """Node id for a dotted name given on the command line (``plan.quantity``)."""
+        parts = tuple(dotted.split("."))
+        span = Span("<command line>", 1, 1, 1, len(dotted) + 1)
+        remember_source("<command line>", dotted)
+        start = len(self.rep.items)
+        try:
+            t = self._resolve(parts, None, span)
+        except Fail:
+            self._raise_since(start)
+        if not isinstance(t, str):
+            self.rep.error("type", f"'{dotted}' is a declaration or block, not a quantity", None,
+                           "name a field or quantity, e.g. plan.step_time")
+            self._raise_since(start)
+        return t
+
+    def _raise_since(self, start: int):
+        """Raise the diagnostics reported since ``start`` and forget them, so a failed query
+        leaves the loaded workspace as it was."""
+        new = self.rep.items[start:]
+        del self.rep.items[start:]
+        raise PlanError(new)

@@ -1,0 +1,139 @@
+"""The layering of the core, checked on the import graph (every import, including those inside
+functions): ``dsl/`` never imports ``plugins/``; no import cycles among core modules; packages
+import only the layers below them; no module imports another module's private names; plugins
+use the public plugin surface and never reach into the workspace.
+
+Layers, bottom to top (a module may import its own package and any package below)::
+
+    dsl.syntax → dsl.engine → dsl.plugin → dsl.resolve → dsl.evaluate → dsl.results
+        → dsl.present → dsl.api → dsl.testing → dsl.cli
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("dsl.syntax", "dsl.engine", "dsl.plugin", "dsl.resolve", "dsl.evaluate", "dsl.results",
+          "dsl.present", "dsl.api", "dsl.testing", "dsl.cli")
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imports(path: Path):
+    """(imported module, imported names, line) for every import statement in ``path``."""
+    mod = _module_name(path)
+    is_pkg = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, (), node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = tuple(a.name for a in node.names)
+            if node.module is None:   # `from . import x`: each name is a module
+                for n in names:
+                    yield f"{target}.{n}", (), node.lineno
+            else:
+                yield target, names, node.lineno
+
+
+def _files(pkg: str):
+    return sorted(p for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _graph():
+    mods = {_module_name(p): p for p in _files("dsl")}
+    g = nx.DiGraph()
+    g.add_nodes_from(mods)
+    for m, p in mods.items():
+        for target, names, line in _imports(p):
+            for t in (target, *(f"{target}.{n}" for n in names)):
+                if t in mods and t != m:
+                    g.add_edge(m, t, line=line)
+    return g, mods
+
+
+def _layer(mod: str) -> int | None:
+    for i, name in enumerate(LAYERS):
+        if mod == name or mod.startswith(name + "."):
+            return i
+    return None
+
+
+def test_core_never_imports_plugins():
+    bad = [f"{_module_name(p)}:{line} imports {t}" for p in _files("dsl") for t, _, line in _imports(p)
+           if t == "plugins" or t.startswith("plugins.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles_among_core_modules():
+    g, _ = _graph()
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(g))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_layers_import_only_downwards():
+    g, _ = _graph()
+    bad = []
+    for a, b, d in g.edges(data=True):
+        la, lb = _layer(a), _layer(b)
+        if la is not None and lb is not None and lb > la:
+            bad.append(f"{a}:{d['line']} imports {b} (layer {LAYERS[lb]} is above {LAYERS[la]})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_every_core_module_is_in_a_layer():
+    _, mods = _graph()
+    loose = [m for m in mods if m != "dsl" and _layer(m) is None]
+    assert not loose, f"modules outside the layers: {loose}"
+
+
+@pytest.mark.parametrize("pkg", ["dsl", "plugins"])
+def test_no_private_names_imported_across_modules(pkg):
+    bad = []
+    for p in _files(pkg):
+        for target, names, line in _imports(p):
+            for n in names:
+                if n.startswith("_") and not n.startswith("__"):
+                    bad.append(f"{_module_name(p)}:{line} imports {target}.{n}")
+    assert not bad, "\n".join(bad)
+
+
+def test_plugins_use_only_the_public_core_surface():
+    """Plugins import ``dsl.plugin`` (the contract) and the public helper modules for units and
+    figures; the resolver, the evaluator and the workspace are internal."""
+    allowed = ("dsl.plugin", "dsl.engine.units", "dsl.engine.timeline", "dsl.present.figures")
+    bad = []
+    for p in _files("plugins"):
+        for target, _, line in _imports(p):
+            if target.startswith("dsl") and not any(target == a or target.startswith(a + ".") for a in allowed):
+                bad.append(f"{_module_name(p)}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_plugins_never_reach_into_the_workspace():
+    """``ctx.ws`` and the workspace's private state are not part of the contract."""
+    bad = []
+    for p in _files("plugins"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "ws" and isinstance(node.value, ast.Name) \
+                    and node.value.id == "ctx":
+                bad.append(f"{_module_name(p)}:{node.lineno} uses ctx.ws")
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and isinstance(node.value, ast.Name) and node.value.id in ("ws", "ev", "ctx", "b", "block"):
+                bad.append(f"{_module_name(p)}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not bad, "\n".join(bad)
