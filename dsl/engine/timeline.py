@@ -549,6 +549,8 @@ class Timeline:
         """
         import numpy as np
 
+        if self.sealed:
+            raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
         n = len(dcode)
         if names is None or len(self.activities._single) and any(
                 k in self.activities._single for k in (names if not callable(names) else [names(0)] if n else [])):
@@ -584,6 +586,8 @@ class Timeline:
         end), ``start_finish``/``end_finish`` whether the anchor is the activity's finish."""
         import numpy as np
 
+        if self.sealed:
+            raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
         self._by_pool = self._harr = None
         n = len(size_code)
         blk = _HoldBlock(_Names(n, names), [_expr(e) for e in sizes], np.asarray(size_code, dtype=np.int64),
