@@ -2,6 +2,7 @@
 §3.1.2, §3.2.2, §3.2.4, exercise 3-3, fig. 3-9, fig. 3-15) from specs/cases/agent-costs.plan."""
 from __future__ import annotations
 
+from dsl.syntax.format import query_text
 import pytest
 
 import dsl
@@ -17,7 +18,7 @@ def ws():
 
 
 def _solve(ws, text):
-    q = next(q for q in ws.queries if q.text() == text)
+    q = next(q for q in ws.queries if query_text(q) == text)
     return solve_query(ws, q)
 
 

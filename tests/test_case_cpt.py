@@ -10,6 +10,7 @@ per host, 1,024 GPUs), ``zero-stages-qwen3-8b.plan`` (ZeRO 0-3 at d = 8, FP32 gr
 """
 from __future__ import annotations
 
+from dsl.syntax.format import query_text
 import json
 import re
 
@@ -140,7 +141,7 @@ def test_checkpoint_size_exact(case_ws):
 def test_mfu_for_deadline_32_gpus(case_ws):
     """`solve gpus32.mfu for gpus32.finish_time == cpt.deadline` -> book ≈47 %."""
     q = case_ws.queries[0]
-    assert q.text() == "gpus32.mfu for gpus32.finish_time == cpt.deadline"
+    assert query_text(q) == "gpus32.mfu for gpus32.finish_time == cpt.deadline"
     s = solve_query(case_ws, q)
     assert s.unit == "%"
     assert abs(s.value * 100 - 47) <= 0.5

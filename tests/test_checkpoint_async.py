@@ -7,6 +7,7 @@ copies, uploads of 112/7 = 16 s or 112/20 = 5.6 s, commits right after the uploa
 """
 from __future__ import annotations
 
+from dsl.syntax.format import query_text
 import pytest
 import sympy as sp
 
@@ -62,7 +63,7 @@ def test_write_demand_and_queue(ws):
 
 
 def test_queue_stability_bound_is_a_solve(ws):
-    q = next(q for q in ws.queries if "write_demand" in q.text())
+    q = next(q for q in ws.queries if "write_demand" in query_text(q))
     s = solve_query(ws, q)
     assert abs(s.value - 16) <= 0.5                    # book: one snapshot takes 16 s at 7 GB/s
     assert s.value == pytest.approx(112e9 / 7e9, rel=1e-12)
@@ -70,7 +71,7 @@ def test_queue_stability_bound_is_a_solve(ws):
 
 def test_slowest_upload_recovering_the_second_snapshot(ws):
     # commit_2 = 40 + 0.5 + 112 GB / bw = 50 s  ->  bw = 112/9.5 GB/s
-    q = next(q for q in ws.queries if "commit_time_2" in q.text())
+    q = next(q for q in ws.queries if "commit_time_2" in query_text(q))
     assert solve_query(ws, q).value == pytest.approx(112e9 / 9.5, rel=1e-9)
 
 

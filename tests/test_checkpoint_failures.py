@@ -7,6 +7,7 @@ a 1,024-GPU job interrupted every 7.9 h, restart 120 s.
 """
 from __future__ import annotations
 
+from dsl.syntax.format import query_text
 import math
 
 import pytest
@@ -29,7 +30,7 @@ def ws():
 
 
 def _query(ws, text):
-    qs = [q for q in ws.queries if q.text() == text]
+    qs = [q for q in ws.queries if query_text(q) == text]
     assert qs, f"no query '{text}' in {FILE.name}"
     return solve_query(ws, qs[0])
 

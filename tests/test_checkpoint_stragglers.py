@@ -6,6 +6,7 @@ closed forms for N = 2 and 3).  Tolerances: half a unit of the book's last digit
 """
 from __future__ import annotations
 
+from dsl.syntax.format import query_text
 import math
 
 import pytest
@@ -87,7 +88,7 @@ def test_evict_policy(ws):
 def test_evict_break_even_is_a_solve(ws):
     """Slow steps after which evicting (420 s) beats waiting σ·(3 − e_47) per step; σ = 2 %
     of the plan's compute time, e_47 by the independent quadrature."""
-    q = next(q for q in ws.queries if "slow_steps" in q.text())
+    q = next(q for q in ws.queries if "slow_steps" in query_text(q))
     s = solve_query(ws, q)
     sigma = 0.02 * qval(ws, "gpus48_evict.compute_time", "s")
     assert s.value == pytest.approx(420 / (sigma * (3 - emax_scipy(47))), rel=1e-6)

@@ -3,6 +3,7 @@
 last printed digit, or computed independently here."""
 from __future__ import annotations
 
+from dsl.syntax.format import query_text
 import json
 
 import pytest
@@ -22,7 +23,7 @@ def ws():
 
 
 def query(ws, text):
-    q = next(q for q in ws.queries if q.text() == text)
+    q = next(q for q in ws.queries if query_text(q) == text)
     return solve_query(ws, q)
 
 

@@ -5,6 +5,7 @@ T_finish = T_0 + steps · t_s · (1 + L)), not from the solver itself.
 """
 from __future__ import annotations
 
+from dsl.syntax.format import query_text
 import json
 import math
 
@@ -60,7 +61,7 @@ def test_symbolic_linear_in_input_wait(case_ws):
 
 
 def test_query_in_file_are_parsed(case_ws):
-    assert [q.text() for q in case_ws.queries] == [
+    assert [query_text(q) for q in case_ws.queries] == [
         "gpus32.mfu for gpus32.finish_time == cpt.deadline",
         "gpus48.step_time for gpus48.finish_time == cpt.deadline",
         "gpus48.mfu for gpus48.finish_time == cpt.deadline",

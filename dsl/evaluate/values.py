@@ -96,6 +96,8 @@ class ValuesMixin:
         n = self.build(nid)
         if n is None or n.state == 3:
             raise Abort()
+        if not self.sealed and n.input:   # read as a number while the plan is being built: it shapes it
+            self.structural.add(nid)
         if nid in self.param_specs and nid not in self._validated:
             self._validated.add(nid)
             before = len(self.rep.errors)

@@ -36,12 +36,21 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
     :param plugins: a :class:`~dsl.plugin.manager.Plugins` facade (default: all installed).
     :param evaluate: False builds and checks everything (names, units, cycles, plugins'
         graph) without evaluating the nodes numerically (``plan check``).
+    :param overrides: ``{input node id: exact value in base units}`` replacing the nominal
+        value of inputs (a sweep re-evaluating a structural parameter per value).
     :raises PlanError: when any error was found; ``diagnostics`` lists all of them.
+
+    ``structural`` collects the inputs plugins read as numbers while building (a ZeRO stage, a
+    TP degree, a GPU count that decides a layout): their value shapes the graph, so a sweep over
+    one re-evaluates the plan per value instead of substituting into fixed expressions.
     """
 
     def __init__(self, path: str | Path, text: str | None = None, plugins: Plugins | None = None,
-                 evaluate: bool = True):
+                 evaluate: bool = True, overrides: dict | None = None):
         self.path = str(path)
+        self.overrides = dict(overrides or {})   # input node id -> exact nominal (base units)
+        self.structural: set[str] = set()         # inputs plugins read as numbers while building
+        self.sealed = False
         self.plugins = plugins or get_plugins()
         from ..engine.units import activate
         activate(self.plugins.units)      # this evaluation's unit table (core + its plugins' units)
@@ -88,6 +97,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
             d.__dict__["_sealed"] = True
         for tl in self.timelines.values():
             tl.sealed = True
+        self.sealed = True
 
     # ------------------------------------------------------------ queries on results
     def plans(self, own: bool = False) -> list[str]:

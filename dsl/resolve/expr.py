@@ -100,7 +100,7 @@ class ExprMixin:
             free = v.expr.free_symbols
             node.input = not free
             if node.input:
-                node.nominal = v.expr
+                node.nominal = self.overrides.get(nid, v.expr)
             node.unit = display_unit(node.assign.value, v.dim)
         else:
             node.value = v

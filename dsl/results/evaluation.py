@@ -29,10 +29,12 @@ class Evaluation:
     :ivar queries: the file's ``solve`` statements.
     :ivar diagnostics: warnings (and, for a checked-only file, nothing else) as a tuple.
     :ivar plugins: the plugin facade that priced the file (its registries are read-only).
+    :ivar structural: inputs plugins read as numbers while building the plan (their value
+        shapes the graph: a sweep over one re-evaluates the plan per value).
     """
 
     __slots__ = ("_ws", "path", "nodes", "decls", "timelines", "requirements", "queries", "diagnostics",
-                 "plugins", "param_specs", "bounds", "modules")
+                 "plugins", "param_specs", "bounds", "modules", "structural")
 
     def __init__(self, ws) -> None:
         ws.seal()
@@ -49,6 +51,7 @@ class Evaluation:
         set_(self, "param_specs", MappingProxyType(ws.param_specs))
         set_(self, "bounds", MappingProxyType(ws.bounds))
         set_(self, "modules", tuple(ws.modules))
+        set_(self, "structural", frozenset(ws.structural))
 
     @property
     def graph(self):
@@ -161,13 +164,15 @@ class Evaluation:
         return self._ws.eval_expr(e, scope)
 
 
-def evaluate_file(path, text: str | None = None, plugins=None, evaluate: bool = True) -> Evaluation:
+def evaluate_file(path, text: str | None = None, plugins=None, evaluate: bool = True,
+                  overrides: dict | None = None) -> Evaluation:
     """Load, resolve, price and evaluate the `.plan` file at ``path`` (its text may be given).
 
     :param plugins: a plugin facade (default: every installed plugin not disabled).
     :param evaluate: False checks names, units, cycles and the plugins' graph without
         computing values (``plan check``).
+    :param overrides: ``{input node id: exact value in base units}`` (structural sweeps).
     :raises PlanError: with every diagnostic when the file has errors.
     """
     from dsl.evaluate.workspace import Workspace
-    return Evaluation(Workspace(path, text=text, plugins=plugins, evaluate=evaluate))
+    return Evaluation(Workspace(path, text=text, plugins=plugins, evaluate=evaluate, overrides=overrides))

@@ -9,6 +9,13 @@ varied name) or ``random`` uniform samples are then evaluated as numpy arrays: m
 evaluations per second on one core (``benchmarks/bench_sweep.py``).  ``max``/``min``,
 piecewise choices and ``ceil``/``floor`` are evaluated exactly per point.
 
+A *structural* input — one a plugin reads as a number while building the plan (a ZeRO stage,
+a TP degree, the GPU count a layout divides) — shapes the graph itself, so substituting into
+the expressions would silently keep the structure of the nominal value.  The sweep instead
+re-evaluates the plan once per combination of structural values (``overrides``) and compiles
+the continuous inputs within each; a whole-number parameter (``kind="int"`` or ``whole``)
+swept to a fractional value is an error, and so is sampling one at random.
+
 numpy is an optional dependency (``pip install "plan-dsl[numeric]"``); :class:`SweepError`
 says so when it is missing.
 """
@@ -136,7 +143,39 @@ def parse_vary(ws, text: str) -> Vary:
                                         f"({describe_dim(n.dim)})", None, f"write it like {n.unit or 'a plain number'}")])
         bounds.append(float(v.expr))
     _check_allowed(ws, nid, name, bounds)
+    _check_whole(ws, nid, name, bounds, count)
     return Vary(nid, bounds[0], bounds[1], count)
+
+
+STRUCTURAL_POINTS = 64   # re-evaluations a structural sweep may make (each is a full evaluation)
+
+
+def _whole(ws, nid: str) -> bool:
+    p = ws.param_specs.get(nid)
+    return p is not None and (p.kind == "int" or p.whole)
+
+
+def _check_whole(ws, nid: str, name: str, bounds: list[float], count: int) -> None:
+    """A whole-number parameter swept only to whole numbers (``tp=1:8:4`` would give 3.33)."""
+    if not _whole(ws, nid):
+        return
+    from dsl.engine.units import parse_unit
+    p = ws.param_specs[nid]
+    scale = float(parse_unit(p.unit).scale) if p.unit else 1.0
+    a, b = bounds[0] / scale, bounds[1] / scale
+    vals = [a + (b - a) * i / (count - 1) for i in range(count)]
+    bad = next((v for v in vals if abs(v - round(v)) > 1e-9), None)
+    if bad is not None:
+        step = (b - a) / (count - 1)
+        hint = (f"use {count_hint(a, b)} points" if float(a).is_integer() and float(b).is_integer() and b != a
+                else "start and stop at whole numbers")
+        raise PlanError([Diagnostic("error", "sweep", f"'{name}' takes whole numbers, but {a:g}:{b:g}:{count} "
+                                    f"steps by {step:g} (it would evaluate {name} = {bad:.3g})", None, hint)])
+
+
+def count_hint(a: float, b: float) -> str:
+    """The point count that steps a whole-number range by 1."""
+    return str(int(abs(b - a)) + 1)
 
 
 def _check_allowed(ws, nid: str, name: str, bounds: list[float]) -> None:
@@ -201,19 +240,33 @@ def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None 
 def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int = 0,
         outputs: list[str] | None = None) -> SweepResult:
     """Evaluate ``plan`` on a grid (product of each :class:`Vary`'s ``n`` points) or on
-    ``random`` uniform samples of the boxes [start, stop]; see :class:`SweepResult`."""
+    ``random`` uniform samples of the boxes [start, stop]; see :class:`SweepResult`.
+
+    Structural inputs (``ws.structural``) are re-evaluated per value (module docstring).
+
+    :raises PlanError: random samples of a structural input, or more than
+        :data:`STRUCTURAL_POINTS` structural combinations.
+    """
     np = _numpy()
     varied = [v.id for v in varies]
-    fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
+    structural = [i for i, v in enumerate(varies) if v.id in getattr(ws, "structural", ())]
     if random:
+        if structural:
+            raise PlanError([Diagnostic("error", "sweep", f"'{varies[structural[0]].id}' shapes the plan (a plugin "
+                                        "reads it to build it), so it cannot be sampled at random", None,
+                                        "sweep it on a grid (NAME=START:STOP:N), which re-evaluates each value")])
         rng = np.random.default_rng(seed)
         arrays = [rng.uniform(v.start, v.stop, size=random) for v in varies]
     else:
         grids = np.meshgrid(*[np.linspace(v.start, v.stop, v.n) for v in varies], indexing="ij")
         arrays = [g.ravel() for g in grids]
     size = arrays[0].size if arrays else 1
-    with np.errstate(all="ignore"):
-        vals = [np.broadcast_to(np.asarray(x, dtype=float), (size,)) for x in fn(*arrays)]
+    if structural:
+        vals, ids, units, reqs = _structural_values(ws, plan, varies, arrays, structural, outputs, size)
+    else:
+        fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
+        with np.errstate(all="ignore"):
+            vals = [np.broadcast_to(np.asarray(x, dtype=float), (size,)) for x in fn(*arrays)]
     res = SweepResult(plan)
     for v, a in zip(varies, arrays):
         u = ws.nodes[v.id].unit
@@ -234,6 +287,52 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
         feasible &= ok
     res.columns["feasible"] = feasible
     return res
+
+
+def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
+    """Outputs per point when some varied inputs are structural: one evaluation of the file per
+    combination of their values (overrides), the continuous inputs compiled within each.  The
+    columns are those of the nominal plan; an output or requirement a structure does not have
+    is NaN (a requirement: not met) at its points."""
+    import numpy as np
+
+    from dsl.results.evaluation import evaluate_file
+
+    combos = sorted({tuple(float(arrays[i][k]) for i in structural) for k in range(size)})
+    if len(combos) > STRUCTURAL_POINTS:
+        raise PlanError([Diagnostic("error", "sweep", f"{len(combos)} values of structural inputs would each need "
+                                    f"a full evaluation (at most {STRUCTURAL_POINTS})", None,
+                                    "sweep fewer values of " + ", ".join(varies[i].id for i in structural))])
+    continuous = [i for i in range(len(varies)) if i not in structural]
+    ids = list(outputs) if outputs is not None else [n.id for n in ws.headline(plan)]
+    units = [ws.nodes[i].unit for i in ids]
+    reqs = [r for r in ws.requirements if r.plan == plan]
+    out = [np.full(size, np.nan) for _ in range(len(ids) + 2 * len(reqs))]
+    for combo in combos:
+        over = {varies[i].id: _exact(x, _whole(ws, varies[i].id)) for i, x in zip(structural, combo)}
+        ev = evaluate_file(ws.path, plugins=ws.plugins, overrides=over)
+        mask = np.ones(size, dtype=bool)
+        for i, x in zip(structural, combo):
+            mask &= arrays[i] == x
+        have = [i for i in ids if i in ev.nodes]
+        fn, _, _, ev_reqs = compile_outputs(ev, plan, [varies[i].id for i in continuous], have)
+        with np.errstate(all="ignore"):
+            part = [np.broadcast_to(np.asarray(x, dtype=float), (int(mask.sum()),))
+                    for x in fn(*[arrays[i][mask] for i in continuous])]
+        for k, i in enumerate(have):
+            out[ids.index(i)][mask] = part[k]
+        by_name = {r.name: n for n, r in enumerate(ev_reqs)}
+        for n, r in enumerate(reqs):
+            m = by_name.get(r.name)
+            if m is not None:
+                out[len(ids) + 2 * n][mask] = part[len(have) + 2 * m]
+                out[len(ids) + 2 * n + 1][mask] = part[len(have) + 2 * m + 1]
+    return out, ids, units, reqs
+
+
+def _exact(x: float, whole: bool):
+    """A grid value as an exact sympy number (whole numbers exactly)."""
+    return sp.Integer(round(x)) if whole else sp.Rational(repr(x))
 
 
 def _scale(unit: str) -> float:
