@@ -55,6 +55,13 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                    help="show every quantity of UNIT's dimension in UNIT (repeatable: --in day --in GB)")
     e.add_argument("--strict", action="store_true",
                    help="exit 1 when a requirement is violated (deadline missed, memory exceeded)")
+    e.add_argument("--tables", choices=("default", "all", "none"), default=None,
+                   help="plugin tables to show: default (those that answer the plans' question; a table "
+                        "shared by several plans once), all, or none.  JSON lists every table unless "
+                        "this is given")
+    e.add_argument("--sources", action="store_true",
+                   help="also show the references (papers, books, measurements) behind the shown "
+                        "quantities, the blocks the plans use and the tables shown")
 
     g = sub.add_parser("get", help="print one quantity as a bare number (for scripts and CI)",
                        description="Print the nominal value of NAME (plan.quantity, plan.block.param or "
@@ -157,7 +164,7 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     x = sub.add_parser("explain", help="the derivation tree of a quantity down to the inputs",
                        description="Print how NAME (plan.quantity) is derived: at each node its value, the "
                                    "plugin or declaration that defines it, its formula over the nodes below, its "
-                                   "documentation (with the book section) and, for inputs, range and source.")
+                                   "documentation and references and, for inputs, range and source.")
     x.add_argument("file", metavar="FILE")
     x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time")
     x.add_argument("--depth", type=_count(0), metavar="N", help="stop N levels below NAME")
@@ -305,9 +312,11 @@ def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
     return convert(float(v), u), u
 
 
-def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
+def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, tables: str = "default") -> dict:
     """Headline quantities (``value`` in ``unit``, ``si`` in base units), requirements
-    (``lhs``/``rhs`` in ``unit``, ``lhs_si``/``rhs_si`` in base units) and critical paths."""
+    (``lhs``/``rhs`` in ``unit``, ``lhs_si``/``rhs_si`` in base units), critical paths,
+    plugin tables and, with ``sources``, the references behind the quantities, the blocks
+    and the tables shown under ``--tables tables``."""
     from dsl.engine.units import convert, format_number, parse_unit
 
     by_dim = {}
@@ -335,12 +344,20 @@ def _report(ws, plans: list[str], units: list[str] = ()) -> dict:
             u = by_dim.get(parse_unit(r["unit"]).dim if r["unit"] else None) or r["unit"]
             r["unit"] = u
             r["lhs"], r["rhs"] = convert(r["lhs_si"], u), convert(r["rhs_si"], u)
-        out[p] = {"quantities": qs, "requirements": reqs, "critical_path": cp, "tables": _tables(ws, p)}
+        out[p] = {"quantities": qs, "requirements": reqs, "critical_path": cp,
+                  "tables": _tables(ws, p, set(qs))}
+        if sources:
+            from dsl.present.sources import plan_sources
+            out[p]["sources"] = plan_sources(ws, p, tables={n: t["references"] for n, t in out[p]["tables"].items()
+                                                            if _shown(t, tables)})
     return out
 
 
-def _tables(ws, plan: str) -> dict:
-    """Tables the plugins compute for ``plan`` (name -> title, columns, rows, notes)."""
+def _tables(ws, plan: str, headline: set = frozenset()) -> dict:
+    """Tables the plugins compute for ``plan`` (name -> title, columns, rows, notes, and how
+    ``plan eval`` shows them: ``per_plan``, ``shown_by_default``, ``references``).  A table
+    is shown by default unless its spec says ``default=False`` or the plan's ``headline``
+    has one of the spec's ``hidden_with`` quantities."""
     out = {}
     for name, spec in sorted(ws.plugins.tables.items()):
         try:
@@ -353,7 +370,12 @@ def _tables(ws, plan: str) -> dict:
             continue
         out[name] = {"title": spec.title, "plugin": spec.plugin, "columns": list(t.columns),
                      "rows": [[c if isinstance(c, (int, float, str)) or c is None else str(c) for c in r]
-                              for r in t.rows], "notes": list(t.notes)}
+                              for r in t.rows], "notes": list(t.notes),
+                     "per_plan": bool(getattr(spec, "per_plan", True)),
+                     "shown_by_default": bool(getattr(spec, "default", True))
+                     and not set(getattr(spec, "hidden_with", ())) & set(headline),
+                     "references": list(getattr(spec, "references", ()))
+                     + [r for r in getattr(t, "references", ()) if r not in getattr(spec, "references", ())]}
     return out
 
 
@@ -480,18 +502,67 @@ def cmd_eval(args) -> int:
             return EXIT_USAGE
     if not plans:
         print(f"{args.file}: no plans to evaluate (declare one with `plan NAME {{ … }}`)", file=sys.stderr)
-    rep = _report(ws, plans, args.units)
+    rep = _report(ws, plans, args.units, sources=args.sources,
+                  tables=args.tables or ("all" if args.format == "json" else "default"))
     violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
     if args.format == "json":
+        if args.tables is not None:         # JSON lists every table unless asked otherwise
+            for r in rep.values():
+                r["tables"] = {n: t for n, t in r["tables"].items() if _shown(t, args.tables)}
         print(json.dumps({"file": args.file, "plans": rep,
                           "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
         return EXIT_PLAN if (violated and args.strict) else EXIT_OK
-    print(_render_eval(args.file, rep, plans, args.units))
+    print(_render_eval(args.file, rep, plans, args.units, tables=args.tables or "default",
+                       sources=args.sources))
     return EXIT_PLAN if (violated and args.strict) else EXIT_OK
 
 
-def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> str:
-    """The text of `plan eval`: a quantity × plan table, requirements, critical paths."""
+def _shown(t: dict, mode: str) -> bool:
+    """Whether table ``t`` (an entry of :func:`_tables`) is shown under ``--tables mode``."""
+    return mode == "all" or (mode == "default" and t.get("shown_by_default", True))
+
+
+def _render_tables(rep: dict, plans: list[str], mode: str) -> list[str]:
+    """The plugin tables of `plan eval` text: a per-plan table once per plan, titled with the
+    plan; a shared one (``per_plan=False``) once per distinct content, titled with the plans
+    it stands for; then which tables ``--tables all`` would add."""
+    lines: list[str] = []
+    done: set[str] = set()
+    hidden: list[str] = []
+    for p in plans:
+        for name, t in rep[p].get("tables", {}).items():
+            if not _shown(t, mode):
+                if mode == "default" and name not in hidden:
+                    hidden.append(name)
+                continue
+            if t.get("per_plan", True):
+                lines.append("")
+                lines.extend(render_table(f"{t['title']} ({p})", t["columns"], t["rows"], t["notes"]))
+                continue
+            if name in done:
+                continue
+            done.add(name)
+            groups: dict = {}
+            for q in plans:
+                u = rep[q].get("tables", {}).get(name)
+                if u is not None and _shown(u, mode):
+                    key = json.dumps([u["title"], u["columns"], u["rows"], u["notes"]], sort_keys=True, default=str)
+                    groups.setdefault(key, (u, []))[1].append(q)
+            for u, ps in groups.values():
+                who = "all plans" if len(ps) == len(plans) > 1 else ", ".join(ps)
+                lines.append("")
+                lines.extend(render_table(f"{u['title']} ({who})", u["columns"], u["rows"], u["notes"]))
+    if hidden:
+        lines.append("")
+        lines.append(f"not shown: table{'s' if len(hidden) > 1 else ''} {', '.join(hidden)} "
+                     f"(`--tables all` shows {'them' if len(hidden) > 1 else 'it'})")
+    return lines
+
+
+def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], tables: str = "default",
+                 sources: bool = False) -> str:
+    """The text of `plan eval`: a quantity × plan table, requirements, plugin tables (see
+    :func:`_render_tables`), critical paths and, with ``sources``, the references."""
     from dsl.engine.units import convert, format_number, parse_unit
 
     rows: list[tuple[str, str]] = []
@@ -520,10 +591,7 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> st
             mark = "ok  " if r["ok"] else "FAIL"
             lines.append(f"  {mark} {p}.{r['name']}: {format_number(r['lhs'])} {r['op']} "
                          f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
-    for p in plans:
-        for name, t in rep[p].get("tables", {}).items():
-            lines.append("")
-            lines.extend(render_table(f"{t['title']} ({p})", t["columns"], t["rows"], t["notes"]))
+    lines.extend(_render_tables(rep, plans, tables))
     cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
     if cps:
         lines.append("")
@@ -532,6 +600,10 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str]) -> st
             tu = next((u for u in units if parse_unit(u).dim == parse_unit("s").dim), "s")
             path = [a["id"] for a in cp["activities"] if a["id"] in cp["path"] and a["duration"] > 0]
             lines.append(f"  {p}: " + " -> ".join(path) + f"  ({format_number(convert(cp['makespan'], tu))} {tu})")
+    if sources:
+        from dsl.present.sources import render_text
+        lines.append("")
+        lines.extend(render_text({p: rep[p].get("sources") for p in plans}, plans))
     return "\n".join(lines)
 
 
@@ -907,9 +979,12 @@ def cmd_plugins(args) -> int:
             {"name": b.name, "plugin": b.plugin, "doc": b.doc,
              "params": [vars(p) | {"choices": list(p.choices)} for p in b.params],
              "plan_params": [vars(p) | {"choices": list(p.choices)} for p in b.plan_params],
-             "provides": list(b.provides)} for b in blocks],
-            "tables": [{"name": n, "title": t.title, "plugin": t.plugin} for n, t in sorted(pl.tables.items())],
-            "figures": [{"name": n, "title": f.title, "plugin": f.plugin} for n, f in sorted(pl.figures.items())]},
+             "provides": list(b.provides), "references": list(b.references)} for b in blocks],
+            "tables": [{"name": n, "title": t.title, "plugin": t.plugin, "references": list(t.references),
+                        "per_plan": t.per_plan, "default": t.default, "hidden_with": list(t.hidden_with)}
+                       for n, t in sorted(pl.tables.items())],
+            "figures": [{"name": n, "title": f.title, "plugin": f.plugin, "references": list(f.references)}
+                        for n, f in sorted(pl.figures.items())]},
             indent=2, sort_keys=True, default=str))
         return EXIT_OK
     lines = ["plugins: " + ", ".join(pl.names), ""]

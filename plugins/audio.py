@@ -33,6 +33,7 @@ from dsl.plugin import FigureSpec, Param, UseSpec
 SPEC = UseSpec(
     "audio_stream",
     "real-time audio chunks through model, uplink, network, jitter buffer and speaker (event model)",
+    references=("Book ch. 3 §3.3.3 and figs. 3-19, 3-20 (real-time audio)", "Book ch. 3, exercise 3-5 (jitter buffer)"),
     params=(
         Param("sample_rate", "s^-1", "24000 s^-1", "samples per second", min=0, min_open=True),
         Param("channels", "", "1", "audio channels", min=1),
@@ -70,7 +71,8 @@ def plan_quantities_price(ctx):
     if b is None:
         return
     ctx.define("chunk_bytes", b.q("sample_rate") * b.q("chunk") * b.q("channels") * b.q("sample_bytes"), "B",
-               "sample_rate · chunk · channels · sample_bytes (book §3.3.3)", headline=True)
+               "sample_rate · chunk · channels · sample_bytes", headline=True,
+               references=("Book ch. 3 §3.3.3 (audio chunks)",))
     n = int(b.value("chunks"))
     d = b.value("delays")
     if d is not None and len(d) != n:
@@ -87,8 +89,9 @@ def plan_quantities_price(ctx):
                      "dry_after is defined only for arrival_ratio < 1", code="incomplete")
         else:
             ctx.define("dry_after", b.q("banked") / (1 - b.q("arrival_ratio")), "s",
-                       "B(t) = banked − (1 − arrival_ratio)·t reaches 0 (book §3.3.3, exercise 3-5)",
-                       headline=True, rank=26)
+                       "B(t) = banked − (1 − arrival_ratio)·t reaches 0",
+                       headline=True, rank=26,
+                       references=("Book ch. 3 §3.3.3 (jitter buffer)", "Book ch. 3, exercise 3-5"))
 
 
 @hookimpl
@@ -156,5 +159,6 @@ def _draw(ws, plan, fig) -> bool:
 
 @hookimpl
 def plan_figures_register():
-    return [FigureSpec("audio", "Audio chunks: arrival, jitter buffer and playback (figs. 3-19, 3-20)", _draw,
-                       "capture, model, send, network and playback per chunk; dots mark arrivals, ticks slots")]
+    return [FigureSpec("audio", "Audio chunks: arrival, jitter buffer and playback", _draw,
+                       "capture, model, send, network and playback per chunk; dots mark arrivals, ticks slots",
+                       references=("Book ch. 3 §3.3.3, figs. 3-19 and 3-20",))]

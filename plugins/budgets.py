@@ -50,7 +50,8 @@ from dsl.plugin import hookimpl
 from dsl.plugin import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec
 
 BATCH = UseSpec(
-    "batch", "tokens read and label tokens per parameter update (book §3.4.2)",
+    "batch", "tokens read and label tokens per parameter update",
+    references=("Book ch. 3 §3.4.2 (batch size in tokens)",),
     params=(
         Param("micro_batch", "seq", doc="sequences per micro-batch B_μ", min=0, min_open=True),
         Param("seq_len", "token", doc="input tokens per sequence P", min=0, min_open=True),
@@ -63,7 +64,8 @@ BATCH = UseSpec(
 )
 
 LINEAR = UseSpec(
-    "linear", "matrix FLOPs of one linear layer Y = XW in training (book §3.4.1)",
+    "linear", "matrix FLOPs of one linear layer Y = XW in training",
+    references=("Book ch. 3 §3.4.1 (FLOPs of a linear layer)",),
     params=(
         Param("rows", "", doc="rows m of the input X [m, k] (tokens in the micro-batch)", min=0, min_open=True),
         Param("inputs", "", doc="input width k", min=0, min_open=True),
@@ -77,8 +79,8 @@ LINEAR = UseSpec(
 )
 
 LAW = UseSpec(
-    "scaling_law", "loss L(N, D) = E + A/N^α + B/D^β and the compute-optimal N, D for a budget C = 6ND "
-                   "(book §3.6.1)",
+    "scaling_law", "loss L(N, D) = E + A/N^α + B/D^β and the compute-optimal N, D for a budget C = 6ND",
+    references=("Book ch. 3 §3.6.1 (scaling law under a compute budget)",),
     params=(
         Param("E", "", doc="irreducible loss (nat/token)", min=0),
         Param("A", "", doc="coefficient of the parameter term", min=0, min_open=True),
@@ -92,7 +94,8 @@ LAW = UseSpec(
 )
 
 FIT = UseSpec(
-    "scaling_fit", "fit L(N, D) = E + A/N^α + B/D^β to observations with a held-out check (book example 3-5)",
+    "scaling_fit", "fit L(N, D) = E + A/N^α + B/D^β to observations with a held-out check",
+    references=("Book ch. 3, example 3-5 (fitting a scaling law)", "Book ch. 3, figs. 3-27 and 3-28"),
     params=(
         Param("data", kind="file", doc="CSV with columns params, tokens, loss (one observation per row)"),
         Param("holdout_from", "param", default="1e300 param",
@@ -103,7 +106,8 @@ FIT = UseSpec(
 )
 
 PUBLISHED = UseSpec(
-    "published", "published training runs compared: D/N, 6ND, GPU-hours, calendar time (book §3.6.2)",
+    "published", "published training runs compared: D/N, 6ND, GPU-hours, calendar time",
+    references=("Book ch. 3 §3.6.2 (published training runs)",),
     params=(
         Param("runs", kind="list", item="ref", ref_kind="run", min_items=1, doc="the runs to compare"),
         Param("reference", kind="ref", ref_kind="device",
@@ -113,7 +117,8 @@ PUBLISHED = UseSpec(
 )
 
 REQUEST = UseSpec(
-    "request_cost", "GPU time of one served request, 2N[P + (G − 1)] FLOPs (book §3.6.3)",
+    "request_cost", "GPU time of one served request, 2N[P + (G − 1)] FLOPs",
+    references=("Book ch. 3 §3.6.3 (cost of a served request)",),
     params=(
         Param("params", "param", doc="model parameters N (active parameters for MoE)", min=0, min_open=True),
         Param("prompt", "token", doc="prompt tokens P", min=0),
@@ -125,7 +130,8 @@ REQUEST = UseSpec(
 )
 
 LIFE = UseSpec(
-    "lifecycle", "lifecycle cost C_life = C_0 + Q·Σ w_j c_j (book §3.6.3)",
+    "lifecycle", "lifecycle cost C_life = C_0 + Q·Σ w_j c_j",
+    references=("Book ch. 3 §3.6.3 (lifecycle cost)",),
     params=(
         Param("upfront", "h", doc="upfront cost C_0 in GPU-hours (training, data, evaluation)", min=0),
         Param("per_task", "s", kind="list", min_items=1, min=0,
@@ -156,7 +162,8 @@ def plan_blocks_register():
 
 @hookimpl
 def plan_kinds_register():
-    return [KindSpec("run", "a published training run: parameters, tokens, GPU-hours (book §3.6.2)", RUN_FIELDS),
+    return [KindSpec("run", "a published training run: parameters, tokens, GPU-hours", RUN_FIELDS,
+                     references=("Book ch. 3 §3.6.2 (published training runs)",)),
             KindSpec("workload", "the work to do", (
                 Param("tasks", "", doc="tasks served over a model's life (lifecycle cost)", optional=True),))]
 
@@ -169,10 +176,12 @@ def plan_declaration_derive(ctx):
     d = ctx.view.q("tokens", "token", positive=True)
     n_act = ctx.view.q("active_params", "param", positive=True) if ctx.has("active_params") else n
     ctx.define("tokens_per_param", d / n, "token/param", "training tokens per parameter D/N")
-    ctx.define("train_flops", 6 * n_act * d, "FLOP", "training compute 6·N·D (N active for MoE), book §3.4.1")
+    ctx.define("train_flops", 6 * n_act * d, "FLOP", "training compute 6·N·D (N active for MoE)",
+               references=("Book ch. 3 §3.4.1 (training FLOPs 6ND)",))
     if ctx.has("gpu_hours") and ctx.has("gpus"):
         ctx.define("calendar_time", ctx.view.q("gpu_hours", "h", positive=True) / ctx.view.q("gpus", "", positive=True),
-                   "day", "calendar time T = H / n with every GPU busy, book §3.6.2")
+                   "day", "calendar time T = H / n with every GPU busy",
+                   references=("Book ch. 3 §3.6.2 (calendar time of a run)",))
 
 
 # ---------------------------------------------------------------- pricing
@@ -555,14 +564,17 @@ def _draw_lifecycle(ws, plan, fig) -> bool:
 @hookimpl
 def plan_tables_register():
     return [TableSpec("published-runs", "Published training runs", _published_table,
-                      "D/N, 6ND, GPU-hours, calendar time and converted GPU-hours"),
-            TableSpec("scaling-fit", "Scaling-law fit: observations, predictions and errors", _fit_table)]
+                      "D/N, 6ND, GPU-hours, calendar time and converted GPU-hours",
+                      references=("Book ch. 3 §3.6.2 (published training runs)",), per_plan=False),
+            TableSpec("scaling-fit", "Scaling-law fit: observations, predictions and errors", _fit_table,
+                      references=("Book ch. 3, example 3-5 (fitting a scaling law)",))]
 
 
 @hookimpl
 def plan_figures_register():
-    return [FigureSpec("published-runs", "Tokens per parameter and converted GPU-hours (figs 3-30, 3-31)",
-                       _draw_published),
-            FigureSpec("scaling-fit", "Predicted vs observed loss and the errors (figs 3-27, 3-28)", _draw_fit),
-            FigureSpec("lifecycle", "Cumulative cost of training and serving with the break-even (fig. 3-29)",
-                       _draw_lifecycle)]
+    return [FigureSpec("published-runs", "Tokens per parameter and converted GPU-hours",
+                       _draw_published, references=("Book ch. 3 §3.6.2, figs. 3-30 and 3-31",)),
+            FigureSpec("scaling-fit", "Predicted vs observed loss and the errors", _draw_fit,
+                       references=("Book ch. 3, example 3-5, figs. 3-27 and 3-28",)),
+            FigureSpec("lifecycle", "Cumulative cost of training and serving with the break-even",
+                       _draw_lifecycle, references=("Book ch. 3 §3.6.3, fig. 3-29",))]

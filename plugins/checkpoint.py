@@ -47,6 +47,8 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "checkpoint",
     "synchronous checkpoints, failures and restarts: overhead per unit of training time",
+    references=("Book ch. 10 §10.4.4 (checkpoint interval and overhead)",
+                "Young 1974, 'A first order approximation to the optimum checkpoint interval'"),
     params=(
         Param("interval", "s", None, "useful training time between two saves", min=0, min_open=True),
         Param("write_bw", "B/s", None, "bandwidth of the checkpoint write", min=0, min_open=True),
@@ -76,8 +78,8 @@ def plan_quantities_price(ctx):
         size = b.q("size")
     else:
         size = sum(ctx.q(f"{k}_memory", "B") for k in ("weights", "master", "optimizer"))
-    size = ctx.define("checkpoint_size", size, "GB", "bytes of one resumable checkpoint (§10.4.2)",
-                      headline=True)
+    size = ctx.define("checkpoint_size", size, "GB", "bytes of one resumable checkpoint",
+                      headline=True, references=("Book ch. 10 §10.4.2 (what a checkpoint holds)",))
     c = ctx.define("save_time", size / b.q("write_bw"), "s", "duration of one synchronous save c")
     lam_hw = ctx.define("failure_rate", ctx.param("gpus") / b.q("device_mtbf"), "s^-1",
                         "device failures per second λ_hw = p / MTBF_device")
@@ -91,19 +93,26 @@ def plan_quantities_price(ctx):
     parts = [ctx.define("save_overhead", c / tau, "%", "c/τ: time spent saving"),
              ctx.define("rework_overhead", lam * tau / 2, "%", "Λτ/2: work redone after failures and rollbacks"),
              ctx.define("restart_overhead", lam * r, "%", "Λr: time spent restarting")]
-    ctx.define("overhead", sum(parts), "%", "L(τ) = c/τ + Λ(τ/2 + r) per unit of training time (§10.4.4-10.4.5)",
-               headline=True, rank=11)
+    ctx.define("overhead", sum(parts), "%", "L(τ) = c/τ + Λ(τ/2 + r) per unit of training time",
+               headline=True, rank=11,
+               references=("Book ch. 10 §10.4.4 (checkpoint overhead)",
+                           "Book ch. 10 §10.4.5 (other job-wide rollbacks)"))
     ctx.define("overhead_slope", -c / tau**2 + lam / 2, "s^-1", "dL/dτ = −c/τ² + Λ/2 (zero at τ*)")
-    ctx.define("optimal_interval", sp.sqrt(2 * c / lam), "s", "τ* = sqrt(2c/Λ)")
+    ctx.define("optimal_interval", sp.sqrt(2 * c / lam), "s", "τ* = sqrt(2c/Λ)",
+               references=("Young 1974, 'A first order approximation to the optimum checkpoint interval'",
+                           "Book ch. 10 §10.4.4"))
     retry = (1 / lam + r) * (sp.exp(lam * (tau + c)) - 1) / tau - 1
     ctx.define("retry_overhead", retry, "%",
-               "Poisson retry model: (1/Λ + r)(e^{Λ(τ+c)} − 1)/τ − 1, failures during saves included (fn. 20)")
+               "Poisson retry model: (1/Λ + r)(e^{Λ(τ+c)} − 1)/τ − 1, failures during saves included",
+               references=("Book ch. 10 §10.4.4, footnote 20 (Poisson retry model)",))
     # d/dτ of (e^{Λ(τ+c)} − 1)/τ = 0  ⇔  (1 − Λτ)e^{Λτ} = e^{−Λc}  ⇔  τ = (1 + W₀(−e^{−(1+Λc)}))/Λ
     ctx.define("retry_optimal_interval", (1 + sp.LambertW(-sp.exp(-(1 + lam * c)))) / lam, "s",
-               "optimum of the Poisson retry model: (1 + W₀(−e^{−(1+Λc)}))/Λ (fn. 20)")
+               "optimum of the Poisson retry model: (1 + W₀(−e^{−(1+Λc)}))/Λ",
+               references=("Book ch. 10 §10.4.4, footnote 20 (Poisson retry model)",))
     ctx.define("rollback_cost", tau / 2 + r, "s", "expected cost of one rollback: τ/2 lost work + r restart")
     ctx.define("checkpoint_stream", size / tau, "MB/s",
-               "average write stream size/τ (§10.4.1); a write queue grows when it exceeds write_bw")
+               "average write stream size/τ; a write queue grows when it exceeds write_bw",
+               references=("Book ch. 10 §10.4.1 (write stream)", "Book ch. 10, exercise 10-5"))
 
 
 def _draw_cost(ws, plan, fig) -> bool:
@@ -150,5 +159,6 @@ def _draw_cost(ws, plan, fig) -> bool:
 @hookimpl
 def plan_figures_register():
     from dsl.plugin import FigureSpec
-    return [FigureSpec("checkpoint-cost", "Checkpoint cost terms against the interval (fig. 10-35)", _draw_cost,
-                       "c/τ, Λτ/2 and L(τ); τ* and the plan's interval marked")]
+    return [FigureSpec("checkpoint-cost", "Checkpoint cost terms against the interval", _draw_cost,
+                       "c/τ, Λτ/2 and L(τ); τ* and the plan's interval marked",
+                       references=("Book ch. 10 §10.4.4, fig. 10-35",))]

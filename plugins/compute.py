@@ -37,6 +37,7 @@ from .decoder import architecture
 SPEC = UseSpec(
     "compute",
     "training FLOPs of a dense decoder and per-GPU compute time of a step",
+    references=("Book ch. 3 §3.4.1, §3.4.3 (matrix-by-matrix FLOPs)", "Book ch. 10 §10.1.3 (per-GPU compute time)"),
     params=(
         Param("label_tokens", "token", "workload.seq_len",
               "tokens per sequence that go through the LM head (vocabulary projection)", min=0),
@@ -113,8 +114,10 @@ def plan_quantities_price(ctx):
                headline=True, rank=1)
     ctx.define("tokens_per_step", s * batch, "token", "useful tokens per optimizer step")
     ctx.define("steps", sp.ceiling(tokens / (s * batch)), "",
-                       "optimizer steps: ceil(tokens / tokens per step) (§10.1.1)", headline=True)
-    ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence (§3.4.3)")
+                       "optimizer steps: ceil(tokens / tokens per step)", headline=True,
+               references=("Book ch. 10 §10.1.1 (steps of a run)",))
+    ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence",
+               references=("Book ch. 3 §3.4.3 (forward FLOPs of a decoder)",))
     ctx.define("flops_backward", 2 * fwd, "TFLOP", "backward matrix FLOPs of one sequence: dX and dW")
     per_seq = ctx.define("flops_per_seq", 3 * fwd, "TFLOP", "training matrix FLOPs of one sequence")
     ctx.define("flops_attention", 3 * attn, "TFLOP", "causal attention QKᵀ and AV, forward + backward")
@@ -135,7 +138,8 @@ def plan_quantities_price(ctx):
     ctx.require("micro_batches_whole", m, "==", sp.floor(m), "",
                 "the global batch splits into whole micro-batches on every GPU")
     t = ctx.define("compute_time", step_flops / (gpus * peak * mfu), "s",
-                   "per-GPU compute time of one step: F_step / (p·P·η) (§10.1.3)", headline=True, rank=6)
+                   "per-GPU compute time of one step: F_step / (p·P·η)", headline=True, rank=6,
+                   references=("Book ch. 10 §10.1.3 (per-GPU compute time)",))
     ctx.define("compute_per_microbatch", t / m, "s", "per-GPU compute time of one micro-batch")
     ctx.define("comm_wait", ctx.q("step_time", "s") - t - ctx.param("input_wait"), "s",
                "exposed communication per step: step time − compute − input wait", headline=True, rank=8)

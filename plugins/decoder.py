@@ -270,7 +270,8 @@ def plan_declaration_derive(ctx):
         mat_layer_m = mat_attn + router + (k + ks) * expert
         matrices = Ld * mat_layer_d + Lm * mat_layer_m + V * h
         ctx.define("expert_flops_per_token", 2 * mats * 3 * Lm * h * fe * (k + ks), "GFLOP/token",
-                   "training FLOPs of the expert matmuls per token: 18·n_L·h·f·(k + k_s) (§3.6.2)")
+                   "training FLOPs of the expert matmuls per token: 18·n_L·h·f·(k + k_s)",
+                   references=("Book ch. 3 §3.6.2 (FLOPs of a mixture-of-experts model)",))
         # DeepSeek-V3 MTP module: one MoE block, two norms, the 2h→h projection, a final norm
         ctx.define("mtp_params", m["mtp"] * (moe + 2 * h + 2 * h * h + h), "param",
                    "multi-token-prediction modules (embedding and head shared; not in params)")

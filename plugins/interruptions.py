@@ -39,6 +39,7 @@ COLUMNS = ("kind", "restarts", "hours")
 SPEC = UseSpec(
     "interruptions",
     "time and money lost to interruptions, from a run log (CSV)",
+    references=("Book ch. 10 §10.4.4, fig. 10-36 and footnote 6 (cost of interruptions)",),
     params=(
         Param("log", kind="file", doc="CSV run log: kind, restarts, hours (+ any other columns)"),
         Param("rate", "USD/h", None, "cost of the whole job per wall-clock hour", min=0),
@@ -143,11 +144,14 @@ def _table(ws, plan):
         rows = read_log(ws.file_param(f"{plan}.interruptions.log"))
     except (LogError, OSError):
         return None
-    extra = [c for c in rows[0] if c not in (*COLUMNS, "row")] if rows else []
+    # a `source` column says where each row comes from: a reference, shown with --sources
+    extra = [c for c in rows[0] if c not in (*COLUMNS, "row", "source")] if rows else []
+    label = extra[0] if extra else "row"
     return Table(("row", "kind", "restarts", "hours", *extra),
                  tuple((r["row"], r["kind"], r["restarts"], f"{float(r['hours']):g}", *(r[c] for c in extra))
                        for r in rows),
-                 ("lost: rows of kind restart and invalidated",))
+                 ("lost: rows of kind restart and invalidated",),
+                 tuple(f"{r[label]}: {r['source']}" for r in rows if r.get("source")))
 
 
 @hookimpl

@@ -35,6 +35,9 @@ from . import layout_model as lm
 LAYOUT = UseSpec(
     "layout",
     "one parallel layout (TP × PP × DP/ZeRO × EP × CP) on hosts of GPUs: step time and memory per GPU",
+    references=("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'",
+                "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",
+                "Book ch. 10 §10.2.4 (combined parallelism)", "Book ch. 10 §10.3 (overlap, pipeline bubbles)"),
     params=(
         Param("tp", "", "1", "tensor-parallel degree", kind="int", min=1),
         Param("pp", "", "1", "pipeline-parallel degree (stages)", kind="int", min=1),
@@ -200,7 +203,8 @@ def plan_quantities_price(ctx):
         if wl.has("deadline"):
             reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
             fin = ctx.define("layout_finish_time", reserved + train * (1 + L_ck), "day",
-                             "T_0 + steps · t_s · (1 + L) (book §10.6.1)", headline=True, rank=6)
+                             "T_0 + steps · t_s · (1 + L)", headline=True, rank=6,
+                             references=("Book ch. 10 §10.6.1 (first-order finish time)",))
             ctx.require("layout_meets_deadline", fin, "<=", wl.q("deadline", "s"), "day",
                         "the job finishes by the deadline")
             ctx.define("finish_time", fin, "day", "calendar time to finish (= layout_finish_time)", fallback=True)

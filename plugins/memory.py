@@ -59,6 +59,9 @@ WEIGHT_FORMATS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8")
 SPEC = UseSpec(
     "memory",
     "training state per parameter by format, and the per-GPU memory budget",
+    references=("Book ch. 10 §10.1.2 (bytes per parameter by format)", "Book ch. 3, example 3-3 (FP32 gradients: 18 B/param)",
+                "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', §3.3 (FP8 block scaling)",
+                "Book ch. 10 §10.2.4 (transient memory)"),
     params=(
         Param("weights", default='"bf16"', kind="choice", choices=WEIGHT_FORMATS,
               doc="format of the stored weights (fp8_* are block-scaled; fp8 = fp8_e4m3)"),
@@ -136,10 +139,13 @@ def plan_quantities_price(ctx):
     op = b.value("operand")
     op_bytes = bpp["weights"] if op == "same" else format_bytes(op, int(b.value("scale_block")))
     ctx.define("operand_bytes_per_param", op_bytes, "B/param",
-               "bytes per parameter of the weight copy the matmuls read, scales included (§10.1.2)")
-    ctx.define("matmul_weights_memory", op_bytes * N, "GB", "weights the matmuls read per pass (§10.1.2)")
+               "bytes per parameter of the weight copy the matmuls read, scales included",
+               references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",))
+    ctx.define("matmul_weights_memory", op_bytes * N, "GB", "weights the matmuls read per pass",
+               references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",))
     total = ctx.define("state_memory", sum(parts.values()), "GB",
-                       "persistent training state of the whole model (§10.1.2)")
+                       "persistent training state of the whole model",
+                       references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",))
     ctx.define("persistent_memory", total, "GiB", "persistent state per GPU (no sharding)", fallback=True,
                headline=True)
     for k in STATES:
@@ -151,8 +157,9 @@ def plan_quantities_price(ctx):
     else:
         transient = sp.Integer(0)
     per_gpu = ctx.define("memory_per_gpu", ctx.q("persistent_memory", "B") + transient, "GiB",
-                         "peak per GPU: persistent state + transient memory (§10.1.2, §10.2.4)", headline=True,
-                         rank=3)
+                         "peak per GPU: persistent state + transient memory", headline=True,
+                         rank=3, references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",
+                                             "Book ch. 10 §10.2.4 (transient memory)"))
     ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True, rank=4)
     ctx.define("memory_margin", b.q("usable") - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
     ctx.require("fits_memory", per_gpu, "<=", b.q("usable"), "GiB", "the peak fits in usable memory")
@@ -197,7 +204,7 @@ def _formats_table(ws, plan):
     notes = (f"* the plan's matmul operand format; block-scaled formats carry one FP32 scale per "
              f"{blk}×{blk} block (1 + 4/{blk * blk} B/param)",
              f"the persistent training state stays {_fmt_bpp(sp.nsimplify(bpp_state))} B/param: master weights, "
-             "gradients and optimizer moments keep their own formats (§10.1.2)")
+             "gradients and optimizer moments keep their own formats")
     return Table(("format", "B/param with scales", f"matmul weights of {model} (GB)", "scaling control",
                   "main risk"), tuple(rows), notes)
 
@@ -218,7 +225,7 @@ def _states_table(ws, plan):
     rows.append(("total", "", round(_conv(_v(ws, f"{plan}.state_memory"), "GB"), 2), f"ZeRO-{stage}",
                  round(_conv(_v(ws, f"{plan}.persistent_memory"), "GiB"), 2)))
     return Table(("state", "format", "whole model (GB)", "ZeRO split", "per GPU (GiB)"), tuple(rows),
-                 ("per GPU = whole / d for sharded states, whole for replicated ones (§10.2.1)",))
+                 ("per GPU = whole / d for sharded states, whole for replicated ones",))
 
 
 def _peaks_table(ws, plan):
@@ -250,7 +257,7 @@ def _peaks_table(ws, plan):
         return None
     return Table(("timeline", "pool", "hold live at the peak", "size", "unit", "live from → to"), tuple(rows),
                  ("peak = max over time of the holds live together; a hold is live on [start, end), so a "
-                  "buffer freed when another is allocated shares its region (§10.1.2)",))
+                  "buffer freed when another is allocated shares its region",))
 
 
 def _methods_table(ws, plan):
@@ -285,17 +292,25 @@ def _methods_table(ws, plan):
     if not rows:
         return None
     return Table(("method", "memory it removes", "removed", "unit", "extra work", "timing condition that decides"),
-                 tuple(rows), ("book §10.2.4: sharding, recomputation and offload change storage, compute and "
-                               "transfer respectively",))
+                 tuple(rows), ("sharding, recomputation and offload change storage, compute and transfer respectively",))
 
 
 @hookimpl
 def plan_tables_register():
-    return [TableSpec("memory-formats", "Matmul weight formats (§10.1.2)", _formats_table,
-                      "bytes per parameter with block scales, weights read by matmuls, scaling, risk"),
-            TableSpec("memory-states", "Training state per GPU (§10.2.1)", _states_table,
-                      "format, whole-model bytes, replicated or sharded, per-GPU share of each state"),
+    # A format or method comparison answers "what fits", not "when does it finish": in a
+    # finish-time evaluation it is shown on request only (`plan eval --tables all`).
+    finish = ("finish_time", "layout_finish_time")
+    return [TableSpec("memory-formats", "Matmul weight formats", _formats_table,
+                      "bytes per parameter with block scales, weights read by matmuls, scaling, risk",
+                      references=("Book ch. 10 §10.1.2 (format table: bytes, scaling control and risk per format)",),
+                      per_plan=False, hidden_with=finish),
+            TableSpec("memory-states", "Training state per GPU", _states_table,
+                      "format, whole-model bytes, replicated or sharded, per-GPU share of each state",
+                      references=("Book ch. 10 §10.2.1 (ZeRO sharding of the training state)",), per_plan=False),
             TableSpec("memory-peaks", "Memory peaks and the holds live at them", _peaks_table,
-                      "each pool's peak on each timeline with the tensors and buffers that make it"),
-            TableSpec("memory-methods", "Ways to make it fit (§10.2.4)", _methods_table,
-                      "memory removed, extra work and deciding timing condition per method in use")]
+                      "each pool's peak on each timeline with the tensors and buffers that make it",
+                      references=("Book ch. 10 §10.1.2 (peak memory from lifetimes)",), per_plan=False),
+            TableSpec("memory-methods", "Ways to make it fit", _methods_table,
+                      "memory removed, extra work and deciding timing condition per method in use",
+                      references=("Book ch. 10 §10.2.4 (sharding, recomputation and offload compared)",),
+                      hidden_with=finish)]

@@ -49,6 +49,8 @@ ROUTINGS = ("uniform", "hot_cold", "histogram")
 ROUTING = UseSpec(
     "moe_routing",
     "expert capacity, dropped dispatches, zero padding and device imbalance of an MoE layer",
+    references=("Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)", "Lepikhin et al. 2020, 'GShard'",
+                "Book ch. 10 §10.3.4 (expert capacity and imbalance)"),
     params=(
         Param("tokens", "token", doc="tokens routed through the layer in one step (per expert-parallel group)",
               min=0, min_open=True),
@@ -76,6 +78,7 @@ ROUTING = UseSpec(
 LONG = UseSpec(
     "long_context",
     "causal attention work of a packed batch from its sequence lengths",
+    references=("Book ch. 10 §10.3.4 (packed long-context batches)", "Book ch. 3 §3.4.2 (attention FLOPs)"),
     params=(
         Param("seq_lens", "token", kind="list", optional=True, min_items=1, min=0, min_open=True,
               doc="lengths of the sequences packed together"),
@@ -94,6 +97,7 @@ LONG = UseSpec(
 REPLAY = UseSpec(
     "routing_replay",
     "size of the routing-replay record of expert ids (R3)",
+    references=("Book ch. 10 §10.5.4 (routing replay)", "Book ch. 10, exercise 10-8"),
     params=(
         Param("tokens", "token", doc="tokens whose routing is recorded", min=0, min_open=True),
         Param("id_bytes", "B", "2 B", "bytes of one expert id (uint16: 2 B, int32: 4 B)", min=0, min_open=True),
@@ -107,6 +111,7 @@ REPLAY = UseSpec(
 SYNC = UseSpec(
     "expert_sync",
     "distribution of expert weights from a trainer to expert-parallel receivers",
+    references=("Book ch. 10 §10.5.2 (weight distribution to expert-parallel ranks)",),
     params=(
         Param("receivers", "", "16", "expert-parallel receivers (EP degree)", min=1, whole=True),
         Param("bytes_per_param", "B/param", "2 B/param", "bytes of one weight (BF16: 2)", min=0, min_open=True),
@@ -255,7 +260,9 @@ def _price_routing(ctx, b):
     ctx.define("mean_expert_load", D / E, "token", "mean dispatches per expert: tokens·k/E")
     ctx.define("max_expert_load", _max(loads), "token", "dispatches of the most loaded expert")
     cap = ctx.define("expert_capacity", sp.floor(c * T * k / E), "token",
-                     "rows per expert: ⌊c·tokens·k/E⌋ (Switch Transformer eq. 3; §10.3.4)", headline=True)
+                     "rows per expert: ⌊c·tokens·k/E⌋", headline=True,
+                     references=("Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)",
+                                 "Book ch. 10 §10.3.4 (expert capacity and imbalance)"))
     drop = ctx.define("dropped_dispatches", hinge_sum(loads, cap), "token",
                       "dispatches beyond an expert's capacity, passed on by the residual", headline=True)
     ctx.define("drop_fraction", drop / D, "%", "dropped share of all dispatches", headline=True)
@@ -269,7 +276,8 @@ def _price_routing(ctx, b):
                        headline=True)
     even = ctx.define("mean_device_rows", D / n_dev, "token", "dispatched rows per device when balanced")
     ctx.define("imbalance_saving", 1 - even / worst, "%",
-               "share of the expert phase a balanced routing saves: 1 − mean/max (§10.3.4)", headline=True)
+               "share of the expert phase a balanced routing saves: 1 − mean/max", headline=True,
+               references=("Book ch. 10 §10.3.4 (expert capacity and imbalance)",))
     if b.value("row_time") is not None:
         ctx.define("balanced_expert_time", even * b.q("row_time"), "ms",
                    "expert phase with every device at the mean")
@@ -285,7 +293,8 @@ def _schedule_experts(ctx, b, per_dev):
                doc=f"expert FFNs of device {i}: its dispatched rows × row time")
     tl.add("combine", 0, None, after=[f"experts_dev{i}" for i in range(len(per_dev))], kind="comm",
            doc="combine: every token's expert outputs are needed")
-    tl.makespan_quantity("expert_time", "ms", "expert phase: the most loaded device sets it (§10.3.4)")
+    tl.makespan_quantity("expert_time", "ms", "expert phase: the most loaded device sets it",
+                         references=("Book ch. 10 §10.3.4 (expert capacity and imbalance)",))
 
 
 def _pairs(s):
@@ -310,7 +319,8 @@ def _price_long(ctx, b):
     T = ctx.define("packed_tokens", sum(s * c for s, c, _ in items), "token", "tokens of the packed batch")
     ctx.define("packed_sequences", n, "", "sequences in the packed batch")
     P = ctx.define("attention_pairs", sum(c * _pairs(s) for s, c, _ in items), "",
-                   "causal query–key pairs Σ s_i(s_i+1)/2 (§10.3.4)", headline=True)
+                   "causal query–key pairs Σ s_i(s_i+1)/2", headline=True,
+                   references=("Book ch. 10 §10.3.4 (packed long-context batches)",))
     Pe = ctx.define("attention_pairs_equal", n * _pairs(T / n), "",
                     "pairs of the same tokens in as many sequences of equal length")
     ctx.define("attention_increase", P / Pe - 1, "%", "extra attention work over equal lengths", headline=True)
@@ -319,8 +329,8 @@ def _price_long(ctx, b):
     dqk = a["dh"]
     dv = (m["dv"] if m["dv"] is not None else a["dh"] - m["dr"]) if m["mla"] else a["dh"]
     layer = ctx.define("attention_flops_layer", 2 * a["nq"] * (dqk + dv) * P, "TFLOP",
-                       "forward QKᵀ and AV FLOPs of one layer: 2·n_q·(d_qk + d_v) per pair (§3.4.2)",
-                       headline=True)
+                       "forward QKᵀ and AV FLOPs of one layer: 2·n_q·(d_qk + d_v) per pair",
+                       headline=True, references=("Book ch. 3 §3.4.2 (attention FLOPs)",))
     step = ctx.define("attention_flops_step", 3 * a["L"] * layer, "TFLOP",
                       "forward + backward attention FLOPs of all layers for the batch")
     ctx.define("attention_flops_per_device", step / b.q("devices"), "TFLOP",
@@ -368,7 +378,8 @@ def _price_replay(ctx, b):
                   "use a mixture-of-experts model", code="missing-parameter")
     a = architecture(model)
     rec = ctx.define("routing_record", b.q("tokens") * (a["L"] - m["Ld"]) * m["k"] * b.q("id_bytes"), "MiB",
-                     "routing-replay record: tokens × MoE layers × k × id width (§10.5.4)", headline=True)
+                     "routing-replay record: tokens × MoE layers × k × id width", headline=True,
+                     references=("Book ch. 10 §10.5.4 (routing replay)",))
     ctx.define("routing_record_per_device", rec / b.q("context_parallel"), "MiB",
                "record held by one device when the context is split (ids travel with their tokens)",
                headline=True)
@@ -415,7 +426,7 @@ def _table(ws, plan):
     return Table(("capacity factor", "capacity / rows", "dropped dispatches", "zero-padded rows"),
                  tuple((f"{float(c):g}", f"{int(cap):,}", f"{100 * float(d):.3g} %", f"{100 * float(p):.3g} %")
                        for c, cap, d, p in rows),
-                 ("book ch. 10 table of §10.3.4; padding as a share of executed rows",))
+                 ("padding as a share of executed rows",))
 
 
 def _draw(ws, plan, fig):
@@ -436,10 +447,12 @@ def _draw(ws, plan, fig):
 
 @hookimpl
 def plan_tables_register():
-    return [TableSpec("capacity-factor", "Capacity factor: drops and zero padding", _table)]
+    return [TableSpec("capacity-factor", "Capacity factor: drops and zero padding", _table,
+                      references=("Book ch. 10 §10.3.4 (capacity factor table)",
+                                  "Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)"), per_plan=False)]
 
 
 @hookimpl
 def plan_figures_register():
-    return [FigureSpec("capacity-curve", "Dropped dispatches and zero padding vs capacity factor (fig. 10-27)",
-                       _draw)]
+    return [FigureSpec("capacity-curve", "Dropped dispatches and zero padding vs capacity factor",
+                       _draw, references=("Book ch. 10 §10.3.4, fig. 10-27",))]

@@ -40,6 +40,7 @@ from .memory import FORMAT_BYTES
 SPEC = UseSpec(
     "offload",
     "offload to the host: exposed transfer wait, CPU- or GPU-side format conversion and its GPU memory",
+    references=("Book ch. 10 §10.2.3 (offload between GPU and host)",),
     params=(
         Param("tensor", "B", doc="bytes of the tensor offloaded, in the source format (G)", min=0, min_open=True),
         Param("link", kind="ref", ref_kind="link", doc="the GPU–host link (B is its bandwidth)"),
@@ -86,7 +87,8 @@ def plan_quantities_price(ctx):
     ctx.define("offload_time", ctx.q("gpu_path_time" if on_gpu else "cpu_path_time", "s"), "ms",
                "time of the chosen path", headline=True)
     ctx.define("offload_wait", sp.Max(0, V / B - b.q("window")), "ms",
-               "exposed transfer wait: max(0, V/B − W) (§10.2.3)", headline=True)
+               "exposed transfer wait: max(0, V/B − W)", headline=True,
+               references=("Book ch. 10 §10.2.3 (offload between GPU and host)",))
     ctx.define("offload_removed", r * G, "MiB", "the converted tensor the host keeps instead of the GPU")
 
 
@@ -107,7 +109,8 @@ def plan_activities_schedule(ctx):
     tc.hold("source_on_gpu", G, "gpu", end="send_source", doc=f"{src} tensor until it has left the GPU")
     tc.hold("source_on_host", G, "host", start="send_source", end="convert_on_cpu", doc=f"{src} copy on the host")
     tc.hold("target_on_host", r * G, "host", start="convert_on_cpu", doc=f"{dst} tensor for the host optimizer")
-    tc.makespan_quantity("cpu_path_time", "ms", "transfer then convert on the host: G/B + (1+r)G/C_c (§10.2.3)")
+    tc.makespan_quantity("cpu_path_time", "ms", "transfer then convert on the host: G/B + (1+r)G/C_c",
+                          references=("Book ch. 10 §10.2.3 (offload between GPU and host)",))
     tc.peak_quantity("cpu_path_peak", "gpu", "MiB", "GPU memory of the CPU path", headline=True)
 
     tg = ctx.timeline("offload_gpu")
@@ -118,5 +121,6 @@ def plan_activities_schedule(ctx):
     tg.hold("target_on_gpu", r * G, "gpu", start="convert_on_gpu", end="send_target",
             doc=f"{dst} tensor until it has left the GPU")
     tg.hold("target_on_host", r * G, "host", start="send_target", doc=f"{dst} tensor for the host optimizer")
-    tg.makespan_quantity("gpu_path_time", "ms", "convert on the GPU then transfer: (1+r)G/C_g + rG/B (§10.2.3)")
+    tg.makespan_quantity("gpu_path_time", "ms", "convert on the GPU then transfer: (1+r)G/C_g + rG/B",
+                          references=("Book ch. 10 §10.2.3 (offload between GPU and host)",))
     tg.peak_quantity("gpu_path_peak", "gpu", "MiB", "GPU memory of the GPU path", headline=True)

@@ -33,6 +33,7 @@ from dsl.plugin import Param, Table, TableSpec, UseSpec
 SPEC = UseSpec(
     "resharding",
     "re-shard a saved tensor from one tensor-parallel layout to another by global coordinates",
+    references=("Book ch. 10 §10.4.2 (re-sharding a checkpoint)", "Book ch. 10, fig. 10-31 and footnote 17"),
     params=(
         Param("shape", "", None, "global shape of the tensor, e.g. [12288, 4096]", kind="list", min_items=1),
         Param("old_tp", "", None, "shards the checkpoint was saved with", kind="int", min=1),
@@ -146,7 +147,8 @@ def plan_quantities_price(ctx):
     ctx.define("old_shard_bytes", t / old, "MiB", "bytes of one old shard (even split)")
     ctx.define("new_shard_bytes", t / new, "MiB", "bytes of one new shard (even split)")
     ctx.define("tensor_state_bytes", elems * b.q("state_element"), "MiB",
-               "training state of the tensor: weights, master weights, both moments (§10.4.2)", headline=True)
+               "training state of the tensor: weights, master weights, both moments", headline=True,
+               references=("Book ch. 10 §10.4.2 (re-sharding a checkpoint)",))
 
 
 def _table(ws, plan):
@@ -175,4 +177,5 @@ def _table(ws, plan):
 @hookimpl
 def plan_tables_register():
     return [TableSpec("resharding", "Re-sharding: what each new rank reads (global coordinates)", _table,
-                      "old shard, ranges and byte ranges per new rank (§10.4.2, fig. 10-31)")]
+                      "old shard, ranges and byte ranges per new rank",
+                      references=("Book ch. 10 §10.4.2 (re-sharding a checkpoint)", "Book ch. 10, fig. 10-31"))]

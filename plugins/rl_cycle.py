@@ -47,6 +47,8 @@ from .decoder import architecture
 CYCLE = UseSpec(
     "rl_cycle",
     "matrix FLOPs of one RL cycle: rollout, reference/teacher forwards and the policy update",
+    references=("Book ch. 3 §3.5.3 and example 3-4 (FLOPs of an RL cycle)",
+                "Book ch. 3 §3.4.1, §3.4.3 (matrix-by-matrix FLOPs)"),
     params=(
         Param("kept", "sample", doc="samples kept for one policy update (n_keep)", min=0, min_open=True),
         Param("keep_ratio", "", "1", "fraction of generated samples kept (a): n_generate = n_keep / a",
@@ -73,6 +75,8 @@ CYCLE = UseSpec(
 BUDGET = UseSpec(
     "rl_budget",
     "a published GPU-hour budget against the modelled RL cycle",
+    references=("Qwen Team 2025, 'Qwen3 Technical Report', table 21 (RL GPU-hours)",
+                "Book ch. 3 §3.6 (published budgets)"),
     params=(
         Param("gpu_hours", "h", doc="published GPU-hours (GPU count × wall time) of the run", min=0, min_open=True),
         Param("compare", "h", doc="GPU-hours of an alternative run (e.g. on-policy distillation)", optional=True,
@@ -130,7 +134,8 @@ def _price_cycle(ctx, b):
     S = P + G - 1                                            # teacher-forced input length
     kept = b.q("kept")
     n = ctx.define("generated", kept / b.q("keep_ratio"), "sample",
-                   "responses generated per update: n_keep / keep_ratio (§3.5.2)", headline=True, rank=80)
+                   "responses generated per update: n_keep / keep_ratio", headline=True, rank=80,
+                   references=("Book ch. 3 §3.5.2 (kept and generated samples)",))
     pre = ctx.define("flops_prefill_each", training_flops(pol, P, 1)[0], "TFLOP/sample",
                      "prefill of one prompt, LM head on its last position")
     dec = ctx.define("flops_decode_each", decode_flops(pol, P, G), "TFLOP/sample",
@@ -141,7 +146,8 @@ def _price_cycle(ctx, b):
     tf = ctx.define("flops_teacher_each", b.q("teacher_forwards") * training_flops(tea, S, S)[0], "TFLOP/sample",
                     "teacher forwards of one response")
     upd = ctx.define("flops_update_each", 3 * full, "TFLOP/sample",
-                     "forward + backward of one kept sample (3 × forward, §3.4.1)")
+                     "forward + backward of one kept sample (3 × forward)",
+                     references=("Book ch. 3 §3.4.1 (backward = 2 × forward)",))
     ctx.define("rollout_prefill_flops", n * pre, "TFLOP", "rollout prefill of all generated responses",
                headline=True, rank=81)
     ctx.define("rollout_decode_flops", n * dec, "TFLOP", "rollout decode of all generated responses",
@@ -155,7 +161,8 @@ def _price_cycle(ctx, b):
     per = ctx.define("flops_per_generated", pre + dec + ref + tf, "TFLOP/sample",
                      "FLOPs each generated response costs before the update: f_g + f_r (+ f_t)")
     cyc = ctx.define("cycle_flops", n * per + fu, "TFLOP",
-                     "one cycle: F(n) = n·(f_g + f_r + f_t) + F_u (§3.5.3)", headline=True, rank=86)
+                     "one cycle: F(n) = n·(f_g + f_r + f_t) + F_u", headline=True, rank=86,
+                     references=("Book ch. 3 §3.5.3 (FLOPs of an RL cycle)",))
     ctx.define("flops_per_kept", cyc / kept, "TFLOP/sample", "cycle FLOPs per kept sample", headline=True, rank=87)
     ctx.define("update_input_tokens", kept * S, "token", "input tokens of one update: n_keep·(P + G − 1)")
     ctx.define("update_label_tokens", kept * G, "token", "supervised output tokens of one update: n_keep·G")

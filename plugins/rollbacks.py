@@ -22,6 +22,8 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "rollbacks",
     "job-wide rollbacks besides device failures (loss spikes, outages), added to the checkpoint failure rate",
+    references=("Book ch. 10 §10.4.5 (loss spikes and other job-wide rollbacks)", "Book ch. 10 §10.1.2",
+                "Book ch. 10, exercise 10-6 (outages)"),
     params=(
         Param("spike_interval", "s", None, "mean time between loss-spike rollbacks of the whole job",
               min=0, min_open=True, optional=True),
@@ -47,7 +49,7 @@ def plan_quantities_price(ctx):
         ctx.warn("`use rollbacks` has no effect without `use checkpoint`",
                  "add `use checkpoint { … }`, whose failure rate the rollbacks join")
     rates = []
-    for p, name, doc in (("spike_interval", "spike_rate", "loss-spike rollbacks per second λ_spike (§10.4.5)"),
-                         ("outage_interval", "outage_rate", "job-wide outages per second (exercise 10-6)")):
+    for p, name, doc in (("spike_interval", "spike_rate", "loss-spike rollbacks per second λ_spike"),
+                         ("outage_interval", "outage_rate", "job-wide outages per second")):
         rates.append(ctx.define(name, 1 / b.q(p) if b.given(p) else sp.Integer(0), "s^-1", doc))
     ctx.define("rollback_rate", sum(rates), "s^-1", "λ_spike + λ_outage: rollbacks besides device failures")

@@ -38,7 +38,9 @@ from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 DAY = 86400.0
 
 NOISE = UseSpec(
-    "batch_noise", "critical batch size and weak vs strong scaling from the gradient noise scale (book §10.1.1)",
+    "batch_noise", "critical batch size and weak vs strong scaling from the gradient noise scale",
+    references=("Book ch. 10 §10.1.1 (critical batch size)",
+                "McCandlish et al. 2018, 'An Empirical Model of Large-Batch Training'"),
     params=(
         Param("noise_scale", "token", doc="gradient noise scale B_noise ≈ critical batch B_crit", min=0, min_open=True),
         Param("compare_gpus", "", kind="list", optional=True, min=1,
@@ -49,7 +51,9 @@ NOISE = UseSpec(
 )
 
 BOUND = UseSpec(
-    "gpu_bound", "lower bounds on the GPU count from compute and from memory (book §10.1.3, §10.6.4)",
+    "gpu_bound", "lower bounds on the GPU count from compute and from memory",
+    references=("Book ch. 10 §10.1.3 (per-GPU compute time)", "Book ch. 10 §10.6.4 (GPU count for a deadline)",
+                "Book ch. 10, figs. 10-3 to 10-5 and 10-47"),
     params=(
         Param("available", "day", default="workload.deadline",
               doc="time available for training compute T_available", min=0, min_open=True),
@@ -68,7 +72,8 @@ BOUND = UseSpec(
 )
 
 WORK = UseSpec(
-    "work_6nd", "training work F = 6·N·D of a dense model (book §10.6.4)",
+    "work_6nd", "training work F = 6·N·D of a dense model",
+    references=("Book ch. 10 §10.6.4 (training work 6ND)",),
     params=(
         Param("params", "param", doc="model parameters N", min=0, min_open=True),
         Param("tokens", "token", doc="training tokens D (write 20 token/param * params for D = 20N)",
@@ -79,8 +84,8 @@ WORK = UseSpec(
 )
 
 INPUT = UseSpec(
-    "input_pipeline", "data loading: required rate, loader capacity, prefetch for outages, resume point "
-                      "(book §10.4.1, exercise 10-5)",
+    "input_pipeline", "data loading: required rate, loader capacity, prefetch for outages, resume point",
+    references=("Book ch. 10 §10.4.1 (input pipeline)", "Book ch. 10, exercise 10-5"),
     params=(
         Param("workers", "", "4", "loader processes", min=1, whole=True),
         Param("worker_rate", "seq/s", doc="sequences one loader prepares per second", min=0, min_open=True),
@@ -99,14 +104,16 @@ INPUT = UseSpec(
 )
 
 COMM = UseSpec(
-    "comm_budget", "communication a step can still afford within the deadline (book §10.6.2)",
+    "comm_budget", "communication a step can still afford within the deadline",
+    references=("Book ch. 10 §10.6.2 (communication budget of a step)",),
     order=60,
     provides=("comm_budget", "comm_budget_margin", "exposed_if_no_overlap"),
 )
 
 AMDAHL = UseSpec(
     "what_if", "what a change of one resource buys: T'/T = 1 − f + f/r with f measured on the step's critical "
-               "path (book §10.6.3)",
+               "path",
+    references=("Book ch. 10 §10.6.3 (Amdahl on the critical path)",),
     params=(
         Param("resources", kind="list", item="string", min_items=1,
               doc="resources of the step timeline to change (gpu, link, input …)"),
@@ -118,7 +125,8 @@ AMDAHL = UseSpec(
 )
 
 COMPARE = UseSpec(
-    "compare", "rank plans by one quantity (book exercise 10-9)",
+    "compare", "rank plans by one quantity",
+    references=("Book ch. 10, exercise 10-9 (which degraded input to restore)",),
     params=(
         Param("plans", kind="list", item="ref", ref_kind="plan", min_items=2,
               doc="the plans to compare; the first is the reference"),
@@ -433,14 +441,19 @@ def _draw_frontier(ws, plan, fig) -> bool:
 
 @hookimpl
 def plan_tables_register():
-    return [TableSpec("batch-scaling", "Weak vs strong scaling with the gradient noise scale", _noise_table),
-            TableSpec("gpu-bounds", "GPU lower bounds: compute and memory", _bound_table),
-            TableSpec("compare", "Plans compared", _compare_table),
-            TableSpec("what-if", "What a change of one resource buys (Amdahl on the critical path)", _amdahl_table)]
+    return [TableSpec("batch-scaling", "Weak vs strong scaling with the gradient noise scale", _noise_table,
+                      references=("Book ch. 10 §10.1.1 (critical batch size)",)),
+            TableSpec("gpu-bounds", "GPU lower bounds: compute and memory", _bound_table,
+                      references=("Book ch. 10 §10.1.3, §10.6.4 (GPU count for a deadline)",), per_plan=False),
+            TableSpec("compare", "Plans compared", _compare_table,
+                      references=("Book ch. 10, exercise 10-9",), per_plan=False),
+            TableSpec("what-if", "What a change of one resource buys (Amdahl on the critical path)", _amdahl_table,
+                      references=("Book ch. 10 §10.6.3 (Amdahl on the critical path)",))]
 
 
 @hookimpl
 def plan_figures_register():
-    return [FigureSpec("gpu-bounds", "GPUs needed by compute (bars) and memory (diamonds), figs 10-3…10-5",
-                       _draw_bound),
-            FigureSpec("size-frontier", "GPUs needed vs model size for a deadline (fig. 10-47)", _draw_frontier)]
+    return [FigureSpec("gpu-bounds", "GPUs needed by compute (bars) and memory (diamonds)",
+                       _draw_bound, references=("Book ch. 10, figs. 10-3 to 10-5",)),
+            FigureSpec("size-frontier", "GPUs needed vs model size for a deadline", _draw_frontier,
+                       references=("Book ch. 10 §10.6.4, fig. 10-47",))]

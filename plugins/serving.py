@@ -50,11 +50,13 @@ MODEL_DEVICE = (
 CALL_CHAIN = UseSpec(
     "call_chain",
     "one request's calls: a prefill of P new tokens after S restored ones, then G−1 decodes",
+    references=("Book ch. 3 §3.1.1 (call chains, prefill and decode)",
+                "Book ch. 3, exercise 3-1 (one long vs several short requests)"),
     params=(
         Param("context", "token", "0 token", "context tokens S restored before the request (prefix cache)", min=0),
         Param("input", "token", None, "new input tokens P processed by the prefill", min=0),
         Param("output", "token", None, "output tokens G returned (the prefill returns the first)", min=1),
-        Param("requests", "", "1", "identical requests n (exercise 3-1: 1 × 1024 vs 8 × 128)", min=1, whole=True),
+        Param("requests", "", "1", "identical requests n (e.g. 1 × 1024 vs 8 × 128 tokens)", min=1, whole=True),
         Param("weights", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the weights read"),
         Param("kv", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the KV cache"),
     ),
@@ -68,6 +70,7 @@ CALL_CHAIN = UseSpec(
 DECODE_BOUND = UseSpec(
     "decode_bound",
     "memory-bandwidth floor of a decode step and the decode rate it allows per card",
+    references=("Book ch. 3 §3.1.1, example 3-1 (decode bandwidth bound)",),
     params=(
         Param("batch", "seq", None, "sequences decoded together in one step", min=0, min_open=True),
         Param("context", "token", None, "mean context a sequence reads per step (default: the decode-weighted "
@@ -91,6 +94,7 @@ DECODE_BOUND = UseSpec(
 REQUEST_MIX = UseSpec(
     "request_mix",
     "request classes arriving over consecutive windows in per-window mixes",
+    references=("Book ch. 3, example 3-1 (request mixes per window)",),
     params=(
         Param("window", "s", None, "length Δt of each window", min=0, min_open=True),
         Param("requests", "", None, "requests arriving in each window", kind="list", min_items=1),
@@ -109,6 +113,7 @@ REQUEST_MIX = UseSpec(
 TRACE = UseSpec(
     "trace",
     "window demands and latency metrics from a request trace (CSV)",
+    references=("Book ch. 3 §3.1.2 (latency metrics of a trace)", "Book ch. 3 §3.1.3"),
     params=(
         Param("file", kind="file", doc="CSV with arrived_at, num_prefill_tokens, num_decode_tokens "
               "[, first_token_at, last_token_at]"),
@@ -123,6 +128,7 @@ TRACE = UseSpec(
 FLUID_QUEUE = UseSpec(
     "fluid_queue",
     "decode backlog window by window: Q_{k+1} = max(0, Q_k + A_k − μ·Δt)",
+    references=("Book ch. 3 §3.1.2 (fluid queue of decode work)", "Book ch. 3, fig. 3-7"),
     params=(
         Param("demand", "token/s", None, "decode steps per second arriving in each window (default: the "
               "windows of `use request_mix` or `use trace`)", kind="list", optional=True, min_items=1),
@@ -142,6 +148,7 @@ FLUID_QUEUE = UseSpec(
 STATE_RESIDENCY = UseSpec(
     "state_residency",
     "state held while jobs wait: A_M = ∫M(t)dt per job and λ·A_M in steady state",
+    references=("Book ch. 3 §3.1.2 (state residency, A_M = ∫ M(t) dt)",),
     params=(
         Param("rate", "request/s", None, "jobs entering the wait per second λ", min=0),
         Param("state", "B", "0 B", "state M₀ a waiting job holds", min=0),
@@ -560,5 +567,6 @@ def plan_tables_register():
 
 @hookimpl
 def plan_figures_register():
-    return [FigureSpec("backlog", "Decode backlog of the fluid queue over time (book fig. 3-7)", _draw_backlog,
-                       "decode demand per window against capacity, and the backlog it leaves")]
+    return [FigureSpec("backlog", "Decode backlog of the fluid queue over time", _draw_backlog,
+                       "decode demand per window against capacity, and the backlog it leaves",
+                       references=("Book ch. 3 §3.1.2, fig. 3-7",))]

@@ -39,6 +39,8 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "stragglers",
     "synchronous steps wait for the slowest device: expected maximum of N normal compute times",
+    references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",
+                "Book ch. 10 §10.4.5, footnote 7 (numerical integration of the order statistic)"),
     params=(
         Param("jitter", "", None, "standard deviation of one device's compute time, relative to its mean",
               min=0),
@@ -129,18 +131,20 @@ def plan_quantities_price(ctx):
     sigma = ctx.define("straggler_sigma", b.q("jitter") * mu, "s",
                        "σ: standard deviation of one device's compute time (jitter × mean)")
     e_n = ctx.define("expected_max_z", expected_max_normal(n), "",
-                     "e_N = E[max of N standard normals] = ∫ x·Nφ(x)Φ(x)^(N−1) dx (§10.4.5)")
+                     "e_N = E[max of N standard normals] = ∫ x·Nφ(x)Φ(x)^(N−1) dx",
+                     references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",))
     e_rest = expected_max_normal(n - 1)
     delay = ctx.define("straggler_delay", e_n * sigma, "s",
-                       "expected wait for the slowest device per step: e_N·σ (§10.4.5)")
+                       "expected wait for the slowest device per step: e_N·σ",
+                       references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",))
     if _integrated(ctx, b):
         step = ctx.q("step_time", "s")
         waits = step - ctx.q("compute_time", "s") - delay
     else:
         waits = b.q("waits") if b.given("waits") else ctx.q("step_time", "s") - ctx.q("compute_time", "s")
         step = mu + delay + waits
-    ctx.define("expected_step", step, "s", "μ + e_N·σ + waits: expected synchronous step (§10.4.5)",
-               headline=True)
+    ctx.define("expected_step", step, "s", "μ + e_N·σ + waits: expected synchronous step",
+               headline=True, references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",))
     z = b.q("slow_z")
     extra = ctx.define("wait_extra", sigma * sp.Max(0, z - e_rest), "s",
                        "wait policy: extra time per step from one device at μ+zσ: σ·max(0, z − e_{N−1})")
@@ -161,4 +165,4 @@ def plan_activities_schedule(ctx):
         return
     tl = ctx.timeline("step")
     tl.add("straggler_delay", ctx.q("straggler_delay", "s"), "gpu", splice_after="compute",
-           doc="expected wait for the slowest device: e_N·σ (§10.4.5)", kind="wait")
+           doc="expected wait for the slowest device: e_N·σ", kind="wait")

@@ -53,6 +53,10 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "zero",
     "ZeRO/FSDP sharding of the training state and its communication on the GPU's link",
+    references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)", "Book ch. 10 §10.3.3 (ZeRO communication volume)",
+                "Book ch. 10 §10.6.2 (bandwidth across the host cut)",
+                "Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",
+                "Jiang et al. 2024, 'MegaScale' (exposed communication)"),
     params=(
         Param("stage", "", "3", "ZeRO stage: 0 plain DP, 1 optimizer, 2 +grads, 3 +weights", kind="int",
               min=0, max=3),
@@ -93,7 +97,8 @@ def plan_quantities_price(ctx):
     sharded = {0: (), 1: (M, O), 2: (G, M, O), 3: (W, G, M, O)}[stage]
     full = [x for x in (W, G, M, O) if x not in sharded]
     ctx.define("persistent_memory", sum(full) + sum(sharded) / d, "GiB",
-               f"persistent state per GPU under ZeRO-{stage} (§10.2.1)", headline=True)
+               f"persistent state per GPU under ZeRO-{stage}", headline=True,
+               references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)",))
     for k, x in zip(("weights", "grads", "master", "optimizer"), (W, G, M, O)):
         ctx.define(f"{k}_per_gpu", x / d if x in sharded else x, "GiB",
                    f"{k} state held by one GPU under ZeRO-{stage} ({'sharded' if x in sharded else 'replicated'})")
@@ -114,8 +119,8 @@ def plan_quantities_price(ctx):
         2: m * frac * G + frac * W,
         3: m * frac * (2 * W + G),
     }[stage]
-    ctx.define("transfer_volume", volume, "GB", "bytes each GPU sends (and receives) per step (§10.3.3)",
-               headline=True)
+    ctx.define("transfer_volume", volume, "GB", "bytes each GPU sends (and receives) per step",
+               headline=True, references=("Book ch. 10 §10.3.3 (ZeRO communication volume)",))
 
     bw = b.ref("link").q("bandwidth", "B/s", positive=True)
     nic = b.ref("nic")
@@ -224,7 +229,7 @@ def _draw_shards(ws, plan, fig) -> bool:
     ax.set_xlabel("sharding degree d (GPUs)")
     ax.set_ylabel("GiB per GPU")
     ax.set_ylim(0, min(max(ys_g), 4 * usable) * 1.05)
-    ax.set_title(f"{plan}: memory per GPU against the budget (fig. 10-16)", fontsize=9)
+    ax.set_title(f"{plan}: memory per GPU against the budget", fontsize=9)
     ax.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     return True
@@ -233,5 +238,6 @@ def _draw_shards(ws, plan, fig) -> bool:
 @hookimpl
 def plan_figures_register():
     from dsl.plugin import FigureSpec
-    return [FigureSpec("memory-shards", "Memory per GPU over the sharding degree (fig. 10-16)", _draw_shards,
-                       "memory_per_gpu as a function of zero.group against usable memory")]
+    return [FigureSpec("memory-shards", "Memory per GPU over the sharding degree", _draw_shards,
+                       "memory_per_gpu as a function of zero.group against usable memory",
+                       references=("Book ch. 10 §10.2.1, fig. 10-16",))]

@@ -89,18 +89,35 @@ class KindSpec:
 class Table:
     """A table a plugin computes for one plan (shown by ``plan eval`` and reports).
 
-    ``rows`` hold display strings or numbers; ``notes`` are sentences printed under it.
+    ``rows`` hold display strings or numbers; ``notes`` are sentences printed under it;
+    ``references`` cite where this plan's rows come from (e.g. the ``source`` column of a
+    user's log), shown with the spec's own references by ``plan eval --sources`` and
+    ``plan report``, never by default.
     """
 
     columns: tuple[str, ...]
     rows: tuple[tuple, ...]
     notes: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A table a plugin can build: ``build(ev, plan) -> Table | None`` (``ev``: the read-only evaluation) (None: not applicable
-    to this plan).  ``name`` is a stable id (``memory-formats``), ``title`` a heading."""
+    """A table a plugin can build: ``build(ev, plan) -> Table | None`` (``ev``: the read-only
+    evaluation; None: not applicable to this plan).  ``name`` is a stable id (``memory-formats``), ``title`` a heading.
+
+    How ``plan eval`` shows it (``--tables default|all|none``):
+
+    * ``per_plan`` — False for a table whose content is mostly shared by the plans of a file
+      (a format catalogue, a ranking of the file's plans): text output prints it once per
+      distinct content, titled with the plans it stands for, instead of once per plan.
+    * ``default`` — False for a table shown only on request (``--tables all``).
+    * ``hidden_with`` — headline quantities that mark another question: for a plan whose
+      headline includes one of them (e.g. ``finish_time`` for a format comparison) the table
+      is shown only on request.
+
+    JSON output lists every table of every plan whatever these say.
+    """
 
     name: str
     title: str
@@ -108,6 +125,9 @@ class TableSpec:
     doc: str = ""
     plugin: str = ""
     references: tuple[str, ...] = ()
+    per_plan: bool = True
+    default: bool = True
+    hidden_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

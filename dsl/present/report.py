@@ -14,7 +14,9 @@ Per plan (issue 12 item 2; design §"Presenting results"):
   at which it flips, or "never";
 * the critical path of each timeline with per-activity slack;
 * every plugin table (``ws.plugins.tables``) and figure (``ws.plugins.figures``), so a new
-  plugin's output appears without a change here.
+  plugin's output appears without a change here;
+* the sources: references of the headline quantities, of the blocks used and of the tables
+  (:mod:`dsl.sources`).
 
 :func:`build` computes the data once (plain dicts, base units converted to display units);
 :func:`render_html`, :func:`render_markdown` and :func:`render_text` present it.  The HTML is
@@ -124,6 +126,7 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
         display units; figures as SVG text (``svg``), empty when matplotlib is missing.
     """
     from dsl.results.sensitivity import full_expression, elasticities, inputs_of, tornado
+    from dsl.present.sources import plan_sources
 
     out = {"file": ws.path, "plans": {}}
     for p in plans:
@@ -191,9 +194,12 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
             if t is not None:
                 rep["tables"].append({"name": name, "title": spec.title, "plugin": spec.plugin,
                                       "columns": [str(c) for c in t.columns],
-                                      "rows": [[_cell(c) for c in r] for r in t.rows], "notes": list(t.notes)})
+                                      "rows": [[_cell(c) for c in r] for r in t.rows], "notes": list(t.notes),
+                                      "references": list(spec.references) + [
+                                          r for r in getattr(t, "references", ()) if r not in spec.references]})
         if figures:
             rep["figures"] = _plugin_figures(ws, p)
+        rep["sources"] = plan_sources(ws, p, heads, {t["name"]: t.get("references", []) for t in rep["tables"]})
         out["plans"][p] = rep
     return out
 
@@ -322,7 +328,18 @@ def render_text(data: dict) -> str:
         if rep["figures"]:
             lines += ["", "figures (see the HTML report or `plan figure`): "
                       + ", ".join(f["name"] for f in rep["figures"])]
+        if _source_rows(rep):
+            lines.append("")
+            lines += render_table("sources", ["of", "reference"], _source_rows(rep))
     return "\n".join(lines)
+
+
+def _source_rows(rep: dict) -> list[list[str]]:
+    """[what, reference] rows of a plan's sources: quantities, `use` blocks, tables."""
+    src = rep.get("sources") or {}
+    return [[label.format(name), r]
+            for what, label in (("quantities", "{}"), ("blocks", "use {}"), ("tables", "table {}"))
+            for name, refs in src.get(what, {}).items() for r in refs]
 
 
 def _md_table(cols: list[str], rows: list[list]) -> list[str]:
@@ -377,6 +394,9 @@ def render_markdown(data: dict) -> str:
             L += ["", f"### {t['title']}", ""]
             L += _md_table(t["columns"], t["rows"])
             L += [""] + [f"_{n}_" for n in t["notes"]] if t["notes"] else []
+        if _source_rows(rep):
+            L += ["", "### Sources", ""]
+            L += _md_table(["of", "reference"], [[f"`{a}`", b] for a, b in _source_rows(rep)])
     return "\n".join(L) + "\n"
 
 
@@ -462,6 +482,9 @@ def render_html(data: dict) -> str:
         for f in rep["figures"]:
             B.append(f'<figure class="plugin-figure" data-figure="{_h(f["name"])}">{f["svg"]}'
                      f'<figcaption>{_h(f["title"])} [plugin {_h(f["plugin"])}]</figcaption></figure>')
+        if _source_rows(rep):
+            B.append('<h3 class="sources">Sources</h3><p>Where the formulas behind these numbers come from.</p>')
+            B.append(_html_table(["of", "reference"], _source_rows(rep)))
         B.append("</section>")
     B.append("</body></html>")
     return re.sub(r"[ \t]+\n", "\n", "\n".join(B)) + "\n"
