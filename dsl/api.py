@@ -1,4 +1,4 @@
-"""The notebook API (issue 12 item 9)::
+"""The notebook API::
 
     import dsl
     ws = dsl.load("specs/cases/cpt-qwen3-8b-4090.plan")

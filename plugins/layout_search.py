@@ -1,5 +1,5 @@
 """Layout search: every TP × PP × DP/ZeRO × EP × CP layout of a plan's ``use layout_search``
-lists, evaluated at once with numpy (``plan search FILE``, issue 13).
+lists, evaluated at once with numpy (``plan search FILE``).
 
 The constants of the plan (model, workload, device, links, bytes per parameter, usable
 memory, checkpoint overhead) are read at their nominal values; the candidate grid (the

@@ -47,3 +47,40 @@ def test_sweep_over_tp_rebuilds_the_layout():
     assert list(res.columns["layout_dp"]) == [48, 24]
     code, out, err = run_cli("sweep", LAYOUT, "--vary", "gpus48.layout.tp=1:2:2")
     assert code == 0 and "2 points" in out, err
+
+
+# ---------------------------------------------------------------- solve over a structural input
+def _branching_plugin():
+    import types
+
+    from dsl.plugin import hookimpl
+
+    @hookimpl
+    def plan_quantities_price(ctx):
+        if not ctx.defined("n"):
+            return
+        factor = 2 if ctx.value("n") < 10 else 3      # a structural decision on the nominal value
+        ctx.define("q", factor * ctx.param("n"), "", "n times a factor chosen by n")
+
+    mod = types.ModuleType("ext_branching")
+    mod.plan_quantities_price = plan_quantities_price
+    return mod
+
+
+def _solve(ev, text):
+    from dsl.results.solver import solve_query
+    from dsl.syntax.parser import parse_query
+    return solve_query(ev, parse_query(text))
+
+
+def test_solve_over_a_structural_input_rebuilds_the_plan_at_the_answer(tmp_path):
+    from dsl.testing import evaluate_snippet
+    ev = evaluate_snippet("plan p {\n  n = 5\n}\n", plugins=[_branching_plugin()], directory=tmp_path)
+    assert "p.n" in ev.structural
+    # at the nominal n = 5 the plan is q = 2n, so q == 30 gives n = 15; rebuilt at 15, q = 3n = 45
+    r = _solve(ev, "p.n for p.q == 30")
+    assert r.value == pytest.approx(15)
+    assert "the structure changes there" in r.note
+    # q == 12 gives n = 6, below 10: the rebuilt plan has the same structure
+    r = _solve(ev, "p.n for p.q == 12")
+    assert r.value == pytest.approx(6) and "structure is the same there" in r.note

@@ -1,4 +1,4 @@
-"""`plan diff OLD NEW`: what a change to a plan changes (issue 12 item 3).
+"""`plan diff OLD NEW`: what a change to a plan changes.
 
 Each side is ``[REV:]PATH[#PLAN]``:
 

@@ -1,5 +1,5 @@
 """`plan graph FILE [--format dot|mermaid|svg]`: the quantity and activity graph of a plan
-(issue 12 item 6).
+.
 
 The workspace's networkx DiGraph (``ws.graph``) holds every field, plugin quantity and
 timeline activity; edges are formula dependencies, plus ``kind="order"`` edges between

@@ -1,6 +1,6 @@
 """Sensitivity reports: `plan report FILE [--format html|md|text] [-o PATH]`.
 
-Per plan (issue 12 item 2; design §"Presenting results"):
+Per plan:
 
 * headline values with units;
 * each headline's formula in terms of its neighbouring quantities — MathML (sympy's

@@ -215,6 +215,8 @@ def solve_query(ws, q: A.Query) -> Solution:
         failing = _requirements_failing_at(ws, x, free, nominal, whole if whole is not None else value)
         if failing:
             notes.append("at this value these requirements fail: " + ", ".join(failing))
+    if value is not None and target in getattr(ws, "structural", ()):
+        notes.extend(_structural_check(ws, q, target, whole if whole is not None else value, spec, resid, scale))
     feasible = True
     if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
         from dsl.engine.units import parse_unit
@@ -401,3 +403,29 @@ def _requirements_failing_at(ws, x, free, nominal, v: float) -> list[str]:
         if not ok:
             out.append(f"{r.plan}.{r.name}")
     return sorted(out)
+
+
+def _structural_check(ws, q, target: str, value: float, spec, resid, scale: float) -> list[str]:
+    """Notes from re-evaluating the plan at the answer when a plugin read the target to build the
+    plan (a GPU count a layout divides): the answer assumed the structure of the nominal value,
+    so the plan is rebuilt at the answer (a whole number where the target must be one) and its
+    LHS − RHS compared with the one the expressions predict there."""
+    from dsl.results.evaluation import evaluate_file
+
+    whole = spec is not None and (spec.whole or spec.kind == "int")
+    at = sp.Integer(round(value)) if whole or float(value).is_integer() else sp.Rational(repr(float(value)))
+    shown = f"{q.target.dotted} = {float(at):g}"
+    try:
+        ev = evaluate_file(ws.path, plugins=ws.plugins, overrides={target: at})
+        lv, rv = ev.subs_value(ev.eval_expr(q.lhs).expr), ev.subs_value(ev.eval_expr(q.rhs).expr)
+    except PlanError as e:
+        return [f"the plan rebuilt at {shown} has errors: {e.diagnostics[0].summary}"]
+    if lv is None or rv is None:
+        return []
+    rebuilt, predicted = float(lv - rv), resid(float(at))
+    if predicted == predicted and abs(rebuilt - predicted) <= 1e-9 * max(scale, abs(predicted)):
+        return [f"checked on the plan rebuilt at {shown}: plugins read it to build the plan, and the "
+                "structure is the same there"]
+    return [f"plugins read {q.target.dotted} to build the plan, and the plan rebuilt at {float(at):g} differs from "
+            f"the expressions (left − right {rebuilt:.4g} instead of {predicted:.4g}, base units): the structure "
+            "changes there, so compare plans with `plan sweep` over it"]

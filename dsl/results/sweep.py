@@ -1,4 +1,4 @@
-"""Vectorised parameter sweeps: `plan sweep FILE --vary NAME=START:STOP:N …` (issue 12 item 5).
+"""Vectorised parameter sweeps: `plan sweep FILE --vary NAME=START:STOP:N …`.
 
 Each output of a plan (its headline quantities and both sides of each requirement) is
 expanded to a sympy expression of the inputs (``ws.full_expr``) with the varied names kept

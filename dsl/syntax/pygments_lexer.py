@@ -1,4 +1,4 @@
-"""Pygments lexer for `.plan` files (issue 12 item 10).
+"""Pygments lexer for `.plan` files.
 
 Registered through the ``pygments.lexers`` entry point (pyproject.toml), so with Pygments
 installed ``pygmentize -l plan FILE``, Sphinx/MkDocs code blocks tagged ``plan`` and any
