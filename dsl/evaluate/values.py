@@ -20,6 +20,9 @@ from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fai
                             Val, as_expr, rational, symbol)
 
 
+from ..engine.piecewise import subs_numbers
+
+
 class ValuesMixin:
     """Exact nominal values (sympy rationals) and full expressions of the inputs."""
 
@@ -34,6 +37,11 @@ class ValuesMixin:
         if n.expr is None:
             self._values[nid] = None
             return None
+        if n.kind == "activity":        # durations repeat: one evaluation per distinct expression
+            key = ("activity", n.expr)
+            if key in self._values:
+                v = self._values[nid] = self._values[key]
+                return v
         if n.input:
             v = n.nominal
         else:
@@ -44,7 +52,7 @@ class ValuesMixin:
                     self._values[nid] = None
                     return None
                 subs[s] = dv
-            v = n.expr.xreplace(subs)
+            v = subs_numbers(n.expr, subs)
             if not v.is_Rational:
                 v = sp.N(v, 40) if v.is_number else v
         if v is not None and v.is_number and v.is_real and v != 0 and v not in (sp.oo, -sp.oo) \
@@ -74,6 +82,8 @@ class ValuesMixin:
                            "a square root, fractional power or log of a negative value")
             v = None
         self._values[nid] = v
+        if n.kind == "activity":
+            self._values[("activity", n.expr)] = v
         return v
 
     def python_value(self, nid: str):
@@ -175,7 +185,7 @@ class ValuesMixin:
             if v is None:
                 return None
             subs[s] = v
-        return expr.xreplace(subs)
+        return subs_numbers(expr, subs)
 
     def critical_path(self, plan: str, timeline: str) -> dict | None:
         """Critical path of a timeline at nominal values: activities with start, finish, slack,

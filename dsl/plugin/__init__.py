@@ -18,6 +18,7 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
 from __future__ import annotations
 
 from ..engine.nodes import symbol
+from ..engine.piecewise import hinge, hinge_sum, max_of, shortfall_sum
 from ..engine.timeline import Timeline, no_gc
 from ..engine.units import convert, format_number, format_quantity, parse_unit
 from ..syntax.diagnostics import Diagnostic, PlanError, Span, display_path
@@ -29,4 +30,4 @@ from .records import (CommandSpec, FigureSpec, KindSpec, Param, QuantitySpec, Sl
 __all__ = ["BlockView", "CommandSpec", "Diagnostic", "PlanError", "DeclContext", "DeclView", "FigureSpec", "KindSpec", "Param",
            "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
            "convert", "display_path", "format_number", "format_quantity", "hookimpl", "hookspec", "no_gc",
-           "parse_unit", "symbol"]
+           "parse_unit", "symbol", "hinge", "hinge_sum", "max_of", "shortfall_sum"]
