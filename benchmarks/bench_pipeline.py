@@ -1,11 +1,16 @@
 """Cold `plan eval` of the pipeline scale case (p = 64, m = 1,024, v = 4 interleaved:
-524,352 activities on one timeline), in fresh processes.
+524,352 activities on one timeline), in fresh processes; and the cost of small timelines
+around the size up to which activities are mirrored into the quantity graph.
 
 Run:  python benchmarks/bench_pipeline.py [--repeat 3]
-Prints wall and CPU time (user + system of the child) of `plan eval` of the case (activations
-only) and of a copy with `buffer = 2 MiB` (plus send/receive buffers: ~1.3 M memory holds).  CPU time is
-the stable figure on a shared machine.  Results go to benchmarks/RESULTS.md by hand; no timing
-is asserted in unit tests.
+
+Method: cold processes; for each, the child's CPU time (user + system) and peak resident
+memory (``os.wait4``), and wall time; medians over ``--repeat``.  CPU time is the stable
+figure on a shared machine.  Cases: the scale case (activations only), a copy with
+`buffer = 2 MiB` (plus send/receive buffers: ~1.3 M memory holds), and 1F1B schedules of
+2,056 (p 8, m 128: mirrored) and 8,208 (p 16, m 256: not mirrored) activities, evaluated
+in-process after a warm-up (no imports) to show there is no cliff at the mirroring limit.
+Results go to benchmarks/RESULTS.md by hand; no timing is asserted in unit tests.
 """
 from __future__ import annotations
 
@@ -20,17 +25,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CASE = ROOT / "specs" / "cases" / "pipeline-scale.plan"
 
+SMALL = """plan scale {
+  use pipeline {
+    schedule = "1f1b"; stages = %d; microbatches = %d; layers = 4
+    forward = 10 ms; backward = 20 ms; transfer = 1 ms; update = 1 ms
+    activation = 25.5 MiB
+  }
+}
+"""
 
-def timed(args: list[str], repeat: int) -> tuple[list[float], list[float]]:
-    wall, cpu = [], []
+
+def timed(args: list[str], repeat: int) -> tuple[list[float], list[float], list[float]]:
+    wall, cpu, rss = [], [], []
     for _ in range(repeat):
-        before = os.times()
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "dsl.cli", *args], check=True, capture_output=True, cwd=ROOT)
+        p = subprocess.Popen([sys.executable, "-m", "dsl.cli", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        _, status, ru = os.wait4(p.pid, 0)
         wall.append(time.perf_counter() - t)
-        after = os.times()
-        cpu.append((after.children_user - before.children_user) + (after.children_system - before.children_system))
-    return wall, cpu
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"plan {' '.join(args)} failed")
+        cpu.append(ru.ru_utime + ru.ru_stime)
+        rss.append(ru.ru_maxrss / 1024)          # KiB -> MiB (Linux)
+    return wall, cpu, rss
+
+
+def in_process(path: Path, repeat: int) -> float:
+    code = ("import sys, time, statistics; import dsl.model as M; M.Workspace(sys.argv[1]); ts = []\n"
+            "for _ in range(int(sys.argv[2])):\n"
+            "    t = time.process_time(); M.Workspace(sys.argv[1]); ts.append(time.process_time() - t)\n"
+            "print(statistics.median(ts))")
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(repeat)], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -43,10 +70,20 @@ def main() -> None:
         buffers.write_text(CASE.read_text(encoding="utf-8").replace("activation = 25.5 MiB",
                                                                      "activation = 25.5 MiB; buffer = 2 MiB"),
                            encoding="utf-8")
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
         for label, path in (("activations", CASE), ("+ buffers", buffers)):
-            wall, cpu = timed(["eval", str(path)], a.repeat)
+            wall, cpu, rss = timed(["eval", str(path)], a.repeat)
             print(f"plan eval scale ({label:<11}) wall median {statistics.median(wall):.2f} s  "
-                  f"cpu median {statistics.median(cpu):.2f} s  (min {min(cpu):.2f}, max {max(cpu):.2f})")
+                  f"cpu median {statistics.median(cpu):.2f} s  (min {min(cpu):.2f}, max {max(cpu):.2f})  "
+                  f"peak RSS median {statistics.median(rss):.0f} MiB")
+        from dsl.engine.timeline import MIRROR_LIMIT
+        for p, m in ((8, 128), (16, 256)):
+            n = p * m * 2 + p
+            f = Path(d) / f"small-{n}.plan"
+            f.write_text(SMALL % (p, m), encoding="utf-8")
+            c = in_process(f, 7)
+            print(f"1f1b p {p:>2} m {m:>3}: {n:>5} activities ({'mirrored' if n <= MIRROR_LIMIT else 'not mirrored'}):"
+                  f" in-process CPU median {c * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -742,7 +742,7 @@ def _check_strict(ws, args) -> int:
             failed.append((diag, rr))
     if args.format == "json":
         print(json.dumps({"file": args.file, "ok": not failed, "requirements_checked": checked,
-                          "failed": [dict(rr, where=str(d.span)) for d, rr in failed]},
+                          "failed": [dict(_in_units(ws, rr), where=str(d.span)) for d, rr in failed]},
                          indent=2, sort_keys=True, default=str))
     else:
         for d, _ in failed:
@@ -753,6 +753,26 @@ def _check_strict(ws, args) -> int:
             print(f"{args.file}: ok ({checked} requirement{'s' if checked != 1 else ''} hold"
                   f"{'' if checked != 1 else 's'})")
     return EXIT_PLAN if failed else EXIT_OK
+
+
+def _in_units(ws, rr: dict) -> dict:
+    """A requirement report for JSON: ``lhs``, ``rhs``, ``margin`` in the requirement's ``unit``
+    (``*_si`` in base units); each driver's ``value`` and break-even in the input's ``unit``."""
+    from dsl.engine.units import convert
+
+    u = rr["unit"]
+    out = dict(rr, **{k: convert(rr[k], u) for k in ("lhs", "rhs", "margin")},
+               **{f"{k}_si": rr[k] for k in ("lhs", "rhs", "margin")})
+    drivers = []
+    for d in rr["drivers"]:
+        du = ws.nodes[d["input"]].unit
+        be = dict(d["break_even"])
+        for k in ("value", "nominal"):
+            if be.get(k) is not None:
+                be[f"{k}_si"], be[k] = be[k], convert(be[k], du)
+        drivers.append(dict(d, unit=du, value=convert(d["value"], du), value_si=d["value"], break_even=be))
+    out["drivers"] = drivers
+    return out
 
 
 def cmd_solve(args) -> int:

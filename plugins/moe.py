@@ -40,7 +40,7 @@ import csv
 import sympy as sp
 
 from dsl.plugin import hookimpl
-from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec
+from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec, hinge_sum, shortfall_sum
 
 from .decoder import architecture, moe_architecture
 
@@ -266,11 +266,11 @@ def _price_routing(ctx, b):
                      "rows per expert: ⌊c·tokens·k/E⌋", headline=True,
                      references=("Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)",
                                  "Book ch. 10 §10.3.4 (expert capacity and imbalance)"))
-    drop = ctx.define("dropped_dispatches", sum(sp.Max(0, x - cap) for x in loads), "token",
+    drop = ctx.define("dropped_dispatches", hinge_sum(loads, cap), "token",
                       "dispatches beyond an expert's capacity, passed on by the residual", headline=True)
     ctx.define("drop_fraction", drop / D, "%", "dropped share of all dispatches", headline=True)
     rows = ctx.define("executed_rows", E * cap, "token", "rows every expert executes: E × capacity")
-    pad = ctx.define("padded_rows", sum(sp.Max(0, cap - x) for x in loads), "token",
+    pad = ctx.define("padded_rows", shortfall_sum(loads, cap), "token",
                      "zero rows filling unused capacity (still computed and sent)", headline=True)
     ctx.define("padding_fraction", pad / rows, "%", "zero-padded share of the executed rows", headline=True)
 

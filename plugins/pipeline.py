@@ -33,8 +33,6 @@ table 2), DualPipe (PP/2−1)(F&B+B−3W) with F&B = F+B here (DeepSeek-V3 table
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import sympy as sp
 
 from dsl.plugin import hookimpl
@@ -143,8 +141,39 @@ def _check(st: _Setup, schedule: str, b):
                    "use schedule = \"interleaved\" or a custom order for several chunks")
 
 
+_KCODE = {"F": 0, "B": 1, "X": 2, "W": 3}
+_KCH = "FBXW"
+
+
+def _slot_arrays(orders):
+    """Per-rank slot orders as flat arrays (rank-major): kind code, micro-batch, chunk, rank."""
+    import numpy as np
+
+    n = sum(len(s) for s in orders)
+    K = np.empty(n, dtype=np.int8)
+    MB = np.empty(n, dtype=np.int64)
+    C = np.empty(n, dtype=np.int64)
+    R = np.empty(n, dtype=np.int64)
+    at = 0
+    for r, slots in enumerate(orders):
+        if not slots:
+            continue
+        ks, mbs, cs = zip(*slots)
+        e = at + len(slots)
+        K[at:e] = [_KCODE[k] for k in ks]
+        MB[at:e] = mbs
+        C[at:e] = cs
+        R[at:e] = r
+        at = e
+    return K, MB, C, R
+
+
 def _build(ctx, st: _Setup, schedule: str, tl, orders):
-    """Activities and holds of one schedule on timeline ``tl``.  Returns per-rank busy sums."""
+    """Activities and holds of one schedule on timeline ``tl``, added as columns (one block of
+    activities, one of holds).  Returns per-rank busy sums."""
+    import numpy as np
+    from dsl.plugin import Timeline
+
     b = st.b
     p, m = st.p, st.m
     dual = schedule == "dualpipe"
@@ -159,150 +188,181 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
     act, head, buf = b.q("activation"), b.q("head_activation"), b.q("buffer")
     with_buf = (b.value("buffer") or 0) > 0
     L = st.layers
-
-    cache: dict = {}
-
-    def dur(kind, pos):
-        key = (kind, lay[pos])
-        e = cache.get(key)
-        if e is None:
-            base = {"F": t_f, "B": t_b, "X": t_b - t_w, "W": t_w}[kind]
-            e = cache[key] = base if lay[pos] == L else base * sp.Rational(lay[pos]) / L
-        return e
-
-    acts: dict = {}
-
-    def act_bytes(pos):
-        e = acts.get(pos)
-        if e is None:
-            e = act * lay[pos] if lay[pos] != 1 else act
-            if pos == npos - 1:
-                e = e + head
-            acts[pos] = e
-        return e
-
-    # placement: (mb, rank, chunk) -> position; position -> rank
-    if dual:
-        half = m // 2
-
-        def pos_of(mb, r, c):
-            return r if mb < half else p - 1 - r
-
-        def rank_of(mb, k):
-            return k if mb < half else p - 1 - k
-    else:
-        def pos_of(mb, r, c):
-            return c * p + r
-
-        def rank_of(mb, k):
-            return k % p
-
     multi = v > 1 and not dual
 
-    def name(kind, mb, k):
-        r = rank_of(mb, k)
-        return f"{kind}{mb}c{k // p}@{r}" if multi else f"{kind}{mb}@{r}"
+    # distinct durations: (kind, layers of the position) -> code
+    durs: list = []
+    dpos: dict = {}
+    dtab = np.empty((4, npos), dtype=np.int64)
+    for kc, kind in enumerate(_KCH):
+        base = {"F": t_f, "B": t_b, "X": t_b - t_w, "W": t_w}[kind]
+        for k in range(npos):
+            key = (kind, lay[k])
+            c = dpos.get(key)
+            if c is None:
+                c = dpos[key] = len(durs)
+                durs.append(base if lay[k] == L else base * sp.Rational(lay[k]) / L)
+            dtab[kc, k] = c
+    upd_code = len(durs)
+    durs.append(upd)
 
-    # activity ids, built once per kind in use: idt[kind][mb][position]
-    used = {kind for slots in orders for kind, _, _ in slots}
-    idt = {kind: [[name(kind, mb, k) for k in range(npos)] for mb in range(m)] for kind in used}
-
-    def aid(kind, mb, k):
-        return idt[kind][mb][k]
-
-    # which backward kind each (mb, position) uses, and whether dW is separate
-    bkind: dict = {}
-    for r, slots in enumerate(orders):
-        for kind, mb, c in slots:
-            if kind in "BX":
-                bkind[(mb, pos_of(mb, r, c))] = kind
-    # add the slots in an order that respects every dependency (round robin over the ranks,
-    # each rank in its slot order): the engine then needs no sort, and an order that cannot
-    # run (a rank waiting on work queued behind its own) is found here and named
-    ids = [[aid(kind, mb, pos_of(mb, r, c)) for kind, mb, c in slots] for r, slots in enumerate(orders)]
-    idF = idt["F"]
-    added: set = set()
-    nxt = [0] * p
-    totals: list = [Counter() for _ in range(p)]
+    K, MB, C, R = orders if isinstance(orders, tuple) else _slot_arrays(orders)
+    i32 = np.int32
+    MB, C, R = MB.astype(i32), C.astype(i32), R.astype(i32)
+    ns = len(K)
+    half = m // 2
+    if dual:
+        POS = np.where(MB < half, R, p - 1 - R)
+    else:
+        POS = C * p + R
+    # global (block) index of every (kind, micro-batch, position); -1 = not scheduled
+    look = np.full((4, m, npos), -1, dtype=np.int32)
+    look[K, MB, POS] = np.arange(ns, dtype=np.int32)
+    # backward kind of each (micro-batch, position): B, or X when the backward is split
+    bk = np.full((m, npos), -1, dtype=np.int8)
+    isb = (K == 1) | (K == 2)
+    bk[MB[isb], POS[isb]] = K[isb]
+    # predecessors (at most two per slot), in the order of the scalar model
+    isF, isW = K == 0, K == 3
+    isBX = ~isF & ~isW
+    d1 = np.full(ns, -1, dtype=np.int32)
+    l1 = np.full(ns, -1, dtype=np.int8)
+    has1 = np.zeros(ns, dtype=bool)
+    f_dep = isF & (POS > 0)
+    d1[f_dep] = look[0, MB[f_dep], POS[f_dep] - 1]
+    l1[f_dep] = 0                                 # lag code 0: transfer
+    has1 |= f_dep
+    d1[isW] = look[2, MB[isW], POS[isW]]
+    has1 |= isW
+    d1[isBX] = look[0, MB[isBX], POS[isBX]]
+    has1 |= isBX
+    has2 = isBX & (POS < npos - 1)
+    nb = np.where(has2, POS + 1, 0)
+    kk = bk[MB, nb]
+    d2 = np.where(has2 & (kk >= 0), look[np.maximum(kk, 0), MB, nb], -1)
+    missing = (has1 & (d1 < 0)) | (has2 & (d2 < 0))
+    cnt = has1.astype(np.int64) + has2
+    ptr = np.zeros(ns + p + 1, dtype=np.int64)
+    np.cumsum(cnt, out=ptr[1:ns + 1])
+    ptr[ns + 1:] = ptr[ns]
+    ne = int(ptr[ns])
+    src = np.empty(ne, dtype=np.int32)
+    lag = np.full(ne, -1, dtype=np.int8)
+    first = ptr[:ns][has1]
+    src[first] = d1[has1]
+    lag[first] = l1[has1]
+    second = ptr[:ns][has2] + has1[has2]
+    src[second] = d2[has2]
+    lag[second] = 1                               # lag code 1: transfer_back
+    # an order that cannot run (a rank waiting on work queued behind its own) is found and named
+    if missing.any():
+        chain = np.flatnonzero(R[1:] == R[:-1]) + 1
+        sink = ns                                 # a node that never becomes ready
+        e_dst = np.concatenate([np.repeat(np.arange(ns), cnt), chain, np.flatnonzero(missing), [sink]])
+        e_src = np.concatenate([np.where(src < 0, sink, src), chain - 1, np.full(int(missing.sum()), sink),
+                                [sink]])
+        raise _Deadlock(_stuck(Timeline._generations(ns + 1, e_dst, e_src, partial=True), ns, p, K, MB, C, R,
+                               multi))
+    del d1, l1, d2, nb, kk, has1, has2, first, second, isBX, f_dep, missing
+    dcode = np.concatenate([dtab[K, POS], np.full(p, upd_code)])
+    hatched = np.concatenate([(MB >= half) if dual else (C > 0), np.zeros(p, dtype=bool)])
+    kcode = np.concatenate([K.astype(np.int64), np.full(p, 4)])
     lanes = [f"stage {r}" for r in range(p)]
-    remaining = sum(len(x) for x in ids)
-    big = remaining > 5000
-    while remaining:
-        progress = False
-        for r in range(p):
-            slots, rid, i = orders[r], ids[r], nxt[r]
-            while i < len(slots):
-                kind, mb, c = slots[i]
-                k = pos_of(mb, r, c)
-                if kind == "F":
-                    if k > 0:
-                        dep = idF[mb][k - 1]
-                        if dep not in added:
-                            break
-                        after = [(dep, c_f)]
-                    else:
-                        after = []
-                elif kind == "W":
-                    dep = idt["X"][mb][k]
-                    if dep not in added:
-                        break
-                    after = [dep]
-                else:
-                    dep = idF[mb][k]
-                    if dep not in added:
-                        break
-                    after = [dep]
-                    if k < npos - 1:
-                        dep = idt[bkind[(mb, k + 1)]][mb][k + 1]
-                        if dep not in added:
-                            break
-                        after.append((dep, c_b))
-                d = dur(kind, k)
-                totals[r][d] += 1
-                hatched = (c > 0) if not dual else (mb >= m // 2)
-                tl.add(rid[i], d, lanes[r], after=after, kind=KINDS[kind], label=str(mb),
-                       style="hatched" if hatched else "",
-                       doc="" if big else   # the id says it all; skip 500k f-strings at scale
-                       f"{KINDS[kind]} of micro-batch {mb}" + (f", chunk {c}" if multi else "") + f" on stage {r}")
-                added.add(rid[i])
-                i += 1
-                remaining -= 1
-                progress = True
-            nxt[r] = i
-        if not progress:
-            stuck = [f"stage {r} at {ids[r][nxt[r]].split('@')[0]}" for r in range(p) if nxt[r] < len(ids[r])]
-            raise _Deadlock("the slot orders cannot run: every stage waits for work queued behind another "
-                            "stage's waiting slot (" + ", ".join(stuck[:4]) + ")")
-    busy = []
-    for r in range(p):
-        tl.add(f"U@{r}", upd, lanes[r], kind="update", doc=f"parameter update on stage {r}")
-        totals[r][upd] += 1
-        busy.append(sp.Add(*[n * e for e, n in totals[r].items()]))
+    rcode = np.concatenate([R, np.arange(p)])
+
+    def name(i):
+        if i >= ns:
+            return f"U@{i - ns}"
+        return (f"{_KCH[K[i]]}{MB[i]}c{C[i]}@{R[i]}" if multi else f"{_KCH[K[i]]}{MB[i]}@{R[i]}")
+
+    def label(i):
+        return "" if i >= ns else str(MB[i])
+
+    def doc(i):
+        if i >= ns:
+            return f"parameter update on stage {i - ns}"
+        kind = KINDS[_KCH[K[i]]]
+        return f"{kind} of micro-batch {MB[i]}" + (f", chunk {C[i]}" if multi else "") + f" on stage {R[i]}"
+
+    base = tl.add_many(name, durs, dcode, lanes, rcode, ptr, src, lags=[c_f, c_b], lag_code=lag,
+                       kinds=[KINDS[k] for k in _KCH] + ["update"], kind_code=kcode, labels=label,
+                       hatched=hatched, doc=doc)
+    if tl.has_cycle():      # an order that cannot run (a rank waiting on work queued behind its own)
+        n_, dst_, src_, _, _ = tl.structure()
+        gens = Timeline._generations(n_, dst_, src_, partial=True)
+        tl.drop_last_block()
+        raise _Deadlock(_stuck([g[(g >= base) & (g < base + ns)] - base for g in gens], ns, p, K, MB, C, R, multi))
+    counts = np.bincount(rcode * len(durs) + dcode, minlength=p * len(durs)).reshape(p, len(durs))
+    busy = [sp.Add(*[int(n) * durs[c] for c, n in enumerate(counts[r].tolist()) if n]) for r in range(p)]
     # memory: activations from the end of F to the end of B (or W), buffers around messages
-    for r, slots in enumerate(orders):
-        pool = f"stage {r}"
-        for kind, mb, c in slots:
-            if kind != "F":
-                continue
-            k = pos_of(mb, r, c)
-            end = aid("W" if bkind[(mb, k)] == "X" else "B", mb, k)
-            f = aid("F", mb, k)
-            tl.hold("act:" + f, act_bytes(k), pool, start=(f, "finish"), end=(end, "finish"), kind="activation")
+    fs = np.flatnonzero(isF)
+    mbf, posf = MB[fs], POS[fs]
+    endk = np.where(bk[mbf, posf] == 2, 3, 1)
+    ends = look[endk, mbf, posf]
+    sizes, spos = [], {}
+    scode_pos = np.empty(npos, dtype=np.int64)
+    for k in range(npos):
+        e = act * lay[k] if lay[k] != 1 else act
+        if k == npos - 1:
+            e = e + head
+        c = spos.get(e)
+        if c is None:
+            c = spos[e] = len(sizes)
+            sizes.append(e)
+        scode_pos[k] = c
+    nf = len(fs)
+
+    def act_name(j):
+        return "act:" + name(int(fs[j]))
+
+    tl.hold_many(act_name, sizes, scode_pos[posf], lanes, R[fs], base + fs, np.ones(nf, dtype=bool),
+                 base + ends, np.ones(nf, dtype=bool), kind="activation")
     if with_buf:
-        for mb in range(m):
-            for k in range(npos - 1):
-                ra, rb = rank_of(mb, k), rank_of(mb, k + 1)
-                src, dst = aid("F", mb, k), aid("F", mb, k + 1)
-                tl.hold(f"send:{src}", buf, f"stage {ra}", start=(src, "finish"), end=(dst, "start"), kind="buffer")
-                tl.hold(f"recv:{dst}", buf, f"stage {rb}", start=(src, "finish"), end=(dst, "finish"), kind="buffer")
-                src, dst = aid(bkind[(mb, k + 1)], mb, k + 1), aid(bkind[(mb, k)], mb, k)
-                tl.hold(f"send:{src}", buf, f"stage {rb}", start=(src, "finish"), end=(dst, "start"), kind="buffer")
-                tl.hold(f"recv:{dst}", buf, f"stage {ra}", start=(src, "finish"), end=(dst, "finish"), kind="buffer")
+        mbs = np.repeat(np.arange(m), npos - 1)
+        ks = np.tile(np.arange(npos - 1), m)
+        if dual:
+            ra = np.where(mbs < half, ks, p - 1 - ks)
+            rb = np.where(mbs < half, ks + 1, p - 1 - ks - 1)
+        else:
+            ra, rb = ks % p, (ks + 1) % p
+        fsrc, fdst = look[0, mbs, ks], look[0, mbs, ks + 1]
+        bsrc = look[bk[mbs, ks + 1], mbs, ks + 1]
+        bdst = look[bk[mbs, ks], mbs, ks]
+        # per message pair: send F, recv F, send B, recv B
+        S4 = np.stack([fsrc, fsrc, bsrc, bsrc], 1).ravel()
+        E4 = np.stack([fdst, fdst, bdst, bdst], 1).ravel()
+        P4 = np.stack([ra, rb, rb, ra], 1).ravel()
+        EF = np.tile(np.array([False, True, False, True]), len(mbs))
+
+        def buf_name(j):
+            q, t = divmod(j, 4)
+            return (("send:" + name(int(S4[j]))) if t in (0, 2) else ("recv:" + name(int(E4[j]))))
+
+        nb4 = len(S4)
+        tl.hold_many(buf_name, [buf], np.zeros(nb4, dtype=np.int64), lanes, P4, base + S4,
+                     np.ones(nb4, dtype=bool), base + E4, EF, kind="buffer")
     return busy, npos
 
 
 class _Deadlock(Exception):
     pass
+
+
+def _stuck(gens, ns, p, K, MB, C, R, multi) -> str:
+    """Message naming the first slot of each stage that cannot run."""
+    import numpy as np
+
+    done = np.zeros(ns + 1, dtype=bool)
+    for g in gens:
+        done[g] = True
+    stuck = []
+    for r in range(p):
+        left = np.flatnonzero((R == r) & ~done[:ns])
+        if len(left):
+            i = int(left[0])
+            stuck.append(f"stage {r} at {_KCH[K[i]]}{MB[i]}" + (f"c{C[i]}" if multi else ""))
+    return ("the slot orders cannot run: every stage waits for work queued behind another "
+            "stage's waiting slot (" + ", ".join(stuck[:4]) + ")")
 
 
 def _orders(st: _Setup, schedule: str, b):
@@ -317,6 +377,8 @@ def _orders(st: _Setup, schedule: str, b):
         except ValueError as e:
             b.error_at("order", e.args[0], e.args[1], code="bad-order")
         return orders
+    if schedule == "interleaved":
+        return S.interleaved_arrays(st.p, st.m, st.v)     # the same slots, as arrays
     return S.orders_for(schedule, st.p, st.m, st.v)
 
 
@@ -462,10 +524,7 @@ def _table(ws, plan):
     for tl in tls:
         name = _sched_name(ws, plan, tl)
         sc = tl.schedule
-        busy: dict = {}
-        for i, a in enumerate(sc.ids):
-            r = tl.activities[a].resource
-            busy[r] = busy.get(r, 0.0) + sc.finish[i] - sc.start[i]
+        busy = tl.busy_times(sc)
         idle = [sc.makespan - busy[r] for r in sorted(busy, key=lambda s: int(s.split()[1]))]
         peaks = [(tl.profiles[pl].peak if pl in tl.profiles else 0.0, pl) for pl in sorted(
             busy, key=lambda s: int(s.split()[1]))]

@@ -277,3 +277,34 @@ def orders_for(schedule: str, p: int, m: int, v: int):
     if schedule == "dualpipe":
         return dualpipe(p, m)
     raise KeyError(schedule)
+
+
+def interleaved_arrays(p: int, m: int, v: int):
+    """:func:`interleaved` as flat numpy arrays, rank-major: ``(kind, mb, chunk, rank)`` with
+    kind 0 = F, 1 = B — the same slots in the same order, without a tuple per slot."""
+    import numpy as np
+
+    total = m * v
+    ks, mbs, cs, rs = [], [], [], []
+    for r in range(p):
+        warm = total if m == p else min((p - r - 1) * 2 + (v - 1) * p, total)
+        steady = total - warm
+        # virtual index and direction of every slot of rank r, in order
+        vk = np.empty(total * 2, dtype=np.int64)
+        fw = np.empty(total * 2, dtype=bool)
+        vk[:warm] = np.arange(warm)
+        fw[:warm] = True
+        mid = np.arange(steady)
+        vk[warm:warm + 2 * steady:2] = warm + mid
+        fw[warm:warm + 2 * steady:2] = True
+        vk[warm + 1:warm + 2 * steady:2] = mid
+        fw[warm + 1:warm + 2 * steady:2] = False
+        vk[warm + 2 * steady:] = np.arange(steady, total)
+        fw[warm + 2 * steady:] = False
+        g, in_g = np.divmod(vk, p * v)
+        c = in_g // p
+        ks.append(np.where(fw, 0, 1).astype(np.int8))
+        mbs.append(g * p + in_g % p)
+        cs.append(np.where(fw, c, v - 1 - c))
+        rs.append(np.full(total * 2, r, dtype=np.int64))
+    return np.concatenate(ks), np.concatenate(mbs), np.concatenate(cs), np.concatenate(rs)

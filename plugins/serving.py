@@ -405,7 +405,7 @@ def _fluid_queue(ctx, b, source):
     drain = ctx.define("drain_time", Q[-1] / mu, "s", "time to empty the queue after arrivals stop: Q_K/μ",
                        headline=True)
     ctx.define("busy_until", len(rates) * dt + drain, "s", "K·Δt + drain time: when the last decode step ends")
-    ctx.define("decode_work_time", sum(rates) * dt / mu, "s",
+    ctx.define("decode_work_time", sp.Add(*rates) * dt / mu, "s",
                "Σ A_k·Δt / μ: the least time the decode work of all windows takes", headline=True)
     tau = b.q("burst") if b.given("burst") else dt
     lam = _max(rates)

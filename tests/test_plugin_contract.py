@@ -255,3 +255,51 @@ def test_plugin_commands_are_listed_and_run():
     assert code == 0 and "search" in out
     code, out, _ = run_cli("search", "--help")
     assert code == 0 and "plugin 'layout'" in out
+
+
+# ---------------------------------------------------------------- a broken third-party plugin
+def test_broken_plugins_are_warnings_not_crashes():
+    @hookimpl
+    def plan_blocks_register():
+        raise RuntimeError("register kaboom")
+
+    def _bad_signature():
+        @hookimpl
+        def plan_blocks_register(ctx):       # the spec has no argument 'ctx'
+            return []
+        return make_plugin("ext_bad_signature", plan_blocks_register=plan_blocks_register)
+
+    @hookimpl
+    def bad_records():
+        return [UseSpec("strs", "plan_params given as strings", plan_params=("gpus",)), "not a record"]
+
+    def _misspelt():
+        @hookimpl
+        def plan_blocks_registr():
+            return []
+        return make_plugin("ext_misspelt", plan_blocks_registr=plan_blocks_registr)
+
+    plugins = [make_plugin("ext_raises", plan_blocks_register=plan_blocks_register), _bad_signature(),
+               make_plugin("ext_bad_records", plan_blocks_register=bad_records), _misspelt()]
+    pl = fresh_plugins(plugins)
+    text = "\n".join(pl.warnings)
+    assert "plugin 'ext_raises'" in text and "register kaboom" in text
+    assert "plugin 'ext_bad_signature' cannot be registered" in text
+    assert "plugin 'ext_bad_records'" in text and "where a Param was expected" in text
+    assert "a str where UseSpec was expected" in text
+    assert "plugin 'ext_misspelt' is not loaded" in text
+    assert "strs" not in pl.blocks and "memory" in pl.blocks       # the others still work
+    ev = evaluate_snippet(PLAIN, plugins=plugins)
+    assert float(ev.value("p.x")) == 2
+    assert any(d.code == "plugin" and "ext_raises" in d.summary for d in ev.warnings)
+
+
+def test_disabling_an_unknown_plugin_is_a_warning():
+    pl = fresh_plugins(disable=["nosuch"])
+    assert any("--disable-plugin nosuch: no plugin of that name" in w for w in pl.warnings)
+
+
+def test_an_installed_plugin_can_also_be_passed_to_the_helpers():
+    import plugins.checkpoint as installed
+    pl = fresh_plugins([installed])
+    assert "checkpoint" in pl.names and not pl.conflicts

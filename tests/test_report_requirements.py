@@ -117,6 +117,13 @@ def test_check_strict_json(run_cli):
     assert rc == 1
     data = json.loads(out)
     assert not data["ok"] and [f["name"] for f in data["failed"]] == ["meets_deadline"]
+    f = data["failed"][0]
+    # values in the requirement's unit (the design case: 34.33 days against a 30-day deadline)
+    assert f["unit"] == "day" and abs(f["lhs"] - 34.33) <= 0.005 and f["rhs"] == 30
+    assert f["lhs_si"] == pytest.approx(f["lhs"] * 86400, rel=1e-12)
+    assert f["margin"] == pytest.approx(f["rhs"] - f["lhs"], rel=1e-12)
+    mfu = next(d for d in f["drivers"] if d["input"] == "gpus32.mfu")
+    assert mfu["unit"] == "%" and mfu["value"] == pytest.approx(40) and mfu["value_si"] == pytest.approx(0.4)
 
 
 def test_check_without_strict_stays_structural(run_cli):

@@ -43,6 +43,7 @@ left out (it cannot bind), which keeps long chains with resource order linear in
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,305 @@ class Hold:
     kind: str = ""
 
 
+# ---------------------------------------------------------------- columnar storage
+class _Names:
+    """Ids of a block of activities or holds: ``name(i)`` on demand, a list once all are asked for."""
+
+    __slots__ = ("n", "fn", "_list")
+
+    def __init__(self, n: int, names):
+        self.n = n
+        if callable(names):
+            self.fn, self._list = names, None
+        else:
+            self.fn, self._list = None, list(names)
+            if len(self._list) != n:
+                raise ValueError(f"{len(self._list)} names for {n} items")
+
+    def __getitem__(self, i: int) -> str:
+        return self._list[i] if self._list is not None else self.fn(i)
+
+    def all(self) -> list[str]:
+        if self._list is None:
+            self._list = [self.fn(i) for i in range(self.n)]
+        return self._list
+
+
+class _ActBlock:
+    """Activities added at once by :meth:`Timeline.add_many` (numpy columns)."""
+
+    def __init__(self, offset, names, durations, dcode, resources, rcode, ptr, src, lags, lcode, on_start,
+                 kinds, kcode, labels, hatched, plugin, doc):
+        self.offset, self.n = offset, len(dcode)
+        self.names, self.durations, self.dcode = names, durations, dcode
+        self.resources, self.rcode = resources, rcode
+        self.ptr, self.src, self.lags, self.lcode, self.on_start = ptr, src, lags, lcode, on_start
+        self.kinds, self.kcode, self.labels, self.hatched = kinds, kcode, labels, hatched
+        self.plugin, self.doc = plugin, doc
+        self._index = None
+
+    def local(self, name: str):
+        if self._index is None:
+            self._index = {a: i for i, a in enumerate(self.names.all())}
+        return self._index.get(name)
+
+    def activity(self, i: int) -> Activity:
+        after = tuple((self.names[int(j)], None if self.lcode[e] < 0 else self.lags[self.lcode[e]],
+                       "start" if self.on_start[e] else "finish")
+                      for e, j in zip(range(self.ptr[i], self.ptr[i + 1]), self.src[self.ptr[i]:self.ptr[i + 1]]))
+        r = int(self.rcode[i])
+        return Activity(self.names[i], self.durations[self.dcode[i]], None if r < 0 else self.resources[r], after,
+                        (), "" if self.doc is None else self.doc(i), self.plugin, None,
+                        self.kinds[self.kcode[i]] if self.kinds else "", None,
+                        "" if self.labels is None else self.labels[i],
+                        "hatched" if self.hatched is not None and self.hatched[i] else "", None)
+
+
+class _HoldBlock:
+    """Holds added at once by :meth:`Timeline.hold_many`."""
+
+    def __init__(self, names, sizes, scode, pools, pcode, s_act, s_fin, e_act, e_fin, kind, plugin):
+        self.n = len(scode)
+        self.names, self.sizes, self.scode, self.pools, self.pcode = names, sizes, scode, pools, pcode
+        self.s_act, self.s_fin, self.e_act, self.e_fin = s_act, s_fin, e_act, e_fin
+        self.kind, self.plugin = kind, plugin
+        self._index = None
+        self._tl = None
+
+    def local(self, name: str):
+        if self._index is None:
+            self._index = {a: i for i, a in enumerate(self.names.all())}
+        return self._index.get(name)
+
+    def hold_unchecked(self, i: int) -> Hold:
+        return Hold(self.names[i], self.sizes[self.scode[i]], self.pools[self.pcode[i]], None, None, "",
+                    self.plugin, self.kind)
+
+    def hold(self, i: int) -> Hold:
+        name = self._tl.activities.name_of
+        s = None if self.s_act[i] < 0 else (name(int(self.s_act[i])), "finish" if self.s_fin[i] else "start")
+        e = None if self.e_act[i] < 0 else (name(int(self.e_act[i])), "finish" if self.e_fin[i] else "start")
+        return Hold(self.names[i], self.sizes[self.scode[i]], self.pools[self.pcode[i]], s, e, "", self.plugin,
+                    self.kind)
+
+
+class _Store(Mapping):
+    """Id -> item for items added one by one (a dict) and blocks added at once (columns);
+    iteration is in the order of addition, items of a block are built on demand."""
+
+    def __init__(self):
+        self._single: dict = {}
+        self._segs: list = []          # ("one", [ids]) runs and ("block", block, offset) in order
+        self._n = 0
+        self._hint: dict = {}          # id -> position of block items already looked up by position
+
+    def at(self, g: int):
+        """The item at position ``g`` (order of addition); its id is remembered for lookups."""
+        for s in self._segs:
+            base = s[2]
+            n = len(s[1]) if s[0] == "one" else s[1].n
+            if base <= g < base + n:
+                if s[0] == "one":
+                    return self._single[s[1][g - base]]
+                item = self._item(s[1], g - base)
+                self._hint[item.id] = g
+                return item
+        raise IndexError(g)
+
+    def _put(self, key, item):
+        self._single[key] = item
+        if not self._segs or self._segs[-1][0] != "one":
+            self._segs.append(("one", [], self._n))
+        self._segs[-1][1].append(key)
+        self._n += 1
+
+    def _put_block(self, block):
+        self._segs.append(("block", block, self._n))
+        self._n += block.n
+
+    @property
+    def blocks(self):
+        return [s[1] for s in self._segs if s[0] == "block"]
+
+    def __len__(self):
+        return self._n
+
+    def __iter__(self):
+        for s in self._segs:
+            if s[0] == "one":
+                yield from s[1]
+            else:
+                yield from s[1].names.all()
+
+    def __contains__(self, key):
+        if key in self._single or key in self._hint:
+            return True
+        return any(s[1].local(key) is not None for s in self._segs if s[0] == "block")
+
+    def _item(self, block, i):
+        raise NotImplementedError
+
+    def __getitem__(self, key):
+        v = self._single.get(key)
+        if v is not None:
+            return v
+        g = self._hint.get(key)
+        if g is not None:
+            return self.at(g)
+        for s in self._segs:
+            if s[0] == "block":
+                i = s[1].local(key)
+                if i is not None:
+                    return self._item(s[1], i)
+        raise KeyError(key)
+
+    def values(self):
+        for s in self._segs:
+            if s[0] == "one":
+                for k in s[1]:
+                    yield self._single[k]
+            else:
+                for i in range(s[1].n):
+                    yield self._item(s[1], i)
+
+    def items(self):
+        for v in self.values():
+            yield v.id, v
+
+    def name_of(self, g: int) -> str:
+        """Id of the item at position ``g`` (order of addition)."""
+        for s in self._segs:
+            base = s[2]
+            n = len(s[1]) if s[0] == "one" else s[1].n
+            if base <= g < base + n:
+                return s[1][g - base] if s[0] == "one" else s[1].names[g - base]
+        raise IndexError(g)
+
+    def index_of(self, key):
+        """Position of ``key`` in the order of addition (None when absent)."""
+        if key in self._single:
+            if getattr(self, "_pos", None) is None or len(self._pos) != len(self._single):
+                self._pos = {k: s[2] + j for s in self._segs if s[0] == "one" for j, k in enumerate(s[1])}
+            return self._pos[key]
+        g = self._hint.get(key)
+        if g is not None:
+            return g
+        for s in self._segs:
+            if s[0] == "block":
+                i = s[1].local(key)
+                if i is not None:
+                    return s[2] + i
+        return None
+
+
+class _Activities(_Store):
+    def _item(self, block, i):
+        return block.activity(i)
+
+
+class _Holds(_Store):
+    def _item(self, block, i):
+        return block.hold(i)
+
+
+class _Ids(Sequence):
+    """Activity ids in schedule order, named on demand."""
+
+    def __init__(self, store: _Store):
+        self._store = store
+        self._list = None
+
+    def __len__(self):
+        return len(self._store)
+
+    def _all(self):
+        if self._list is None:
+            self._list = list(self._store)
+        return self._list
+
+    def __getitem__(self, i):
+        if self._list is None and isinstance(i, int):
+            if i < 0:
+                i += len(self)
+            return self._store.name_of(i)
+        return self._all()[i]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def index(self, x, *a):
+        g = self._store.index_of(x)
+        if g is None:
+            raise ValueError(x)
+        return g
+
+
+class _Floats(Sequence):
+    """A read-only sequence of Python floats over a numpy array (a list of floats costs 32
+    bytes per item, the array 8)."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a):
+        self._a = a
+
+    def __len__(self):
+        return len(self._a)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._a[i].tolist()
+        return float(self._a[i])
+
+    def __iter__(self):
+        return iter(self._a.tolist())
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a if dtype is None else self._a.astype(dtype)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return repr(self._a.tolist())
+
+
+class _Binding(Mapping):
+    """Activity id -> what set its start ("release" or (pred id, lag, on)), built on demand."""
+
+    def __init__(self, tl, sched):
+        self._tl, self._s = tl, sched
+
+    def _at(self, i: int):
+        s = self._s
+        j = int(s._bsrc[i])
+        if j == -1:
+            return None
+        if j == -2:
+            return "release"
+        c = int(s._blag[i])
+        return (s.ids[j], None if c < 0 else self._tl._lagtab[c], "start" if s._bstart[i] else "finish")
+
+    def __getitem__(self, key):
+        i = self._tl.activities.index_of(key)
+        b = None if i is None else self._at(i)
+        if b is None:
+            raise KeyError(key)
+        return b
+
+    def __iter__(self):
+        for i, a in enumerate(self._s.ids):
+            if self._s._bsrc[i] != -1:
+                yield a
+
+    def __len__(self):
+        import numpy as np
+        return int(np.count_nonzero(self._s._bsrc != -1))
+
+
 @dataclass
 class Schedule:
     """Nominal schedule of a timeline (seconds, floats)."""
@@ -130,6 +430,9 @@ class Schedule:
     binding: dict[str, Any]             # activity -> what set its start: "release" or (pred, lag, on)
 
     _index: dict | None = field(default=None, repr=False, compare=False)
+    _bsrc: Any = field(default=None, repr=False, compare=False)    # binding predecessor (-1 none, -2 release)
+    _blag: Any = field(default=None, repr=False, compare=False)    # its lag code
+    _bstart: Any = field(default=None, repr=False, compare=False)  # start-to-start?
 
     def index(self) -> dict[str, int]:
         """Activity id -> position in ``ids`` (built once)."""
@@ -146,7 +449,14 @@ class Profile:
     peak: float                         # bytes
     time: float                         # first instant the peak is reached (s)
     live: list[str]                     # hold ids live at that instant, largest first
-    steps: list[tuple[float, float]]    # (time, level after the change), a step function
+    _steps: Any                         # (time, level after the change), a step function (or arrays)
+
+    @property
+    def steps(self) -> list[tuple[float, float]]:
+        if not isinstance(self._steps, list):
+            t, v = self._steps
+            self._steps = list(zip(t.tolist(), v.tolist()))
+        return self._steps
 
 
 @dataclass
@@ -155,8 +465,8 @@ class Timeline:
 
     plan: str
     name: str
-    activities: dict[str, Activity] = field(default_factory=dict)
-    holds: dict[str, Hold] = field(default_factory=dict)
+    activities: _Activities = field(default_factory=_Activities)
+    holds: _Holds = field(default_factory=_Holds)
     makespans: list[tuple] = field(default_factory=list)
     peaks: list[tuple] = field(default_factory=list)
     times: list[tuple] = field(default_factory=list)     # (name, activity, "start"|"finish", unit, …)
@@ -165,12 +475,15 @@ class Timeline:
     sealed: bool = False                # True after evaluation: no activity or hold can be added
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
-    graph: Any = None                   # networkx DiGraph of the activities (small timelines)
+    graph: Any = None                   # activity -> successors, once mirrored into the quantity graph
     schedule: Schedule | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
     makespan_expr: Any = None
     _edges: Any = field(default=None, repr=False, compare=False)       # cache of edges()
     _by_pool: Any = field(default=None, repr=False, compare=False)     # cache of holds_in()
+    _arr: Any = field(default=None, repr=False, compare=False)         # cache of _arrays()
+    _harr: Any = field(default=None, repr=False, compare=False)        # cache of _hold_arrays()
+    _lagtab: Any = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------ building
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = "",
@@ -196,7 +509,7 @@ class Timeline:
             from ..syntax.limits import LimitError
             raise LimitError("activities", f"timeline '{self.name}' would have more than {_activity_limit():,} "
                              "activities")
-        self._edges = None
+        self._edges = self._arr = self._harr = None
         deps = []
         for a in after:
             if isinstance(a, str):
@@ -206,9 +519,9 @@ class Timeline:
                 deps.append((name, None if lag is None else _expr(lag), on[0] if on else "finish"))
         if splice_after is not None:
             deps.append((splice_after, None, "finish"))
-        self.activities[id] = Activity(id, _expr(duration), resource, tuple(deps), tuple(before), doc,
+        self.activities._put(id, Activity(id, _expr(duration), resource, tuple(deps), tuple(before), doc,
                                        self._plugin, None if release is None else _expr(release), kind,
-                                       lane, label, style, splice_after)
+                                       lane, label, style, splice_after))
 
     def hold(self, id: str, nbytes, pool: str, start=None, end=None, doc: str = "", kind: str = ""):
         if self.sealed:
@@ -224,12 +537,78 @@ class Timeline:
             from ..syntax.limits import LimitError
             raise LimitError("activities", f"timeline '{self.name}' would have more than {_activity_limit():,} "
                              "memory holds")
-        self._by_pool = None
+        self._by_pool = self._harr = None
         if start is not None and not (type(start) is tuple and len(start) == 2):
             start = (start, "start") if isinstance(start, str) else (start[0], start[1])
         if end is not None and not (type(end) is tuple and len(end) == 2):
             end = (end, "finish") if isinstance(end, str) else (end[0], end[1])
-        self.holds[id] = Hold(id, _expr(nbytes), pool, start, end, doc, self._plugin, kind)
+        self.holds._put(id, Hold(id, _expr(nbytes), pool, start, end, doc, self._plugin, kind))
+
+    def add_many(self, names, durations, dcode, resources, rcode, after_ptr, after_src, lags=(), lag_code=None,
+                 after_start=None, kinds=(), kind_code=None, labels=None, hatched=None, doc=None) -> int:
+        """Add ``n = len(dcode)`` activities at once, as columns (numpy arrays): the same
+        semantics as ``n`` calls of :meth:`add` in this order, at array cost.
+
+        :param names: the ids, a sequence or a function ``i -> id`` (called on demand).
+        :param durations, dcode: distinct duration expressions and each activity's index into them.
+        :param resources, rcode: resource names and each activity's index (-1: none).
+        :param after_ptr, after_src: predecessors in CSR form: those of activity ``i`` are
+            ``after_src[after_ptr[i]:after_ptr[i+1]]`` (indices into this block).
+        :param lags, lag_code: distinct lag expressions and each predecessor's index (-1: none).
+        :param after_start: per predecessor, True for a start-to-start dependency.
+        :param kinds, kind_code, labels, hatched, doc: presentation (labels and doc: a
+            sequence or ``i -> str``).
+        :return: the position of the first activity (for :meth:`hold_many` anchors).
+        """
+        import numpy as np
+
+        if self.sealed:
+            raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
+        n = len(dcode)
+        if names is None or len(self.activities._single) and any(
+                k in self.activities._single for k in (names if not callable(names) else [names(0)] if n else [])):
+            raise ValueError(f"activity added twice to timeline '{self.name}'")
+        self._edges = self._arr = self._harr = None
+        ne = int(after_ptr[-1]) if n else 0
+        lab = None if labels is None else (labels if callable(labels) or not hasattr(labels, "__len__")
+                                           else labels)
+        i32 = np.int32
+        blk = _ActBlock(len(self.activities), _Names(n, names), [_expr(e) for e in durations],
+                        np.asarray(dcode, dtype=i32), list(resources), np.asarray(rcode, dtype=i32),
+                        np.asarray(after_ptr, dtype=np.int64), np.asarray(after_src, dtype=i32),
+                        [_expr(e) for e in lags],
+                        np.full(ne, -1, dtype=i32) if lag_code is None else np.asarray(lag_code, dtype=i32),
+                        np.zeros(ne, dtype=bool) if after_start is None else np.asarray(after_start, dtype=bool),
+                        list(kinds), np.zeros(n, dtype=np.int64) if kind_code is None else np.asarray(kind_code),
+                        None if lab is None else (_Names(n, lab)), None if hatched is None else np.asarray(hatched),
+                        self._plugin, doc)
+        self.activities._put_block(blk)
+        return blk.offset
+
+    def drop_last_block(self) -> None:
+        """Remove the block of activities added last (a plugin that found it cannot run)."""
+        seg = self.activities._segs.pop()
+        assert seg[0] == "block"
+        self.activities._n -= seg[1].n
+        self._edges = self._arr = self._harr = None
+
+    def hold_many(self, names, sizes, size_code, pools, pool_code, start, start_finish, end, end_finish,
+                  kind: str = "") -> None:
+        """Add holds at once, as columns: ``start``/``end`` are activity positions (from
+        :meth:`add_many`'s return value plus the index in its block; -1 = timeline start /
+        end), ``start_finish``/``end_finish`` whether the anchor is the activity's finish."""
+        import numpy as np
+
+        if self.sealed:
+            raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
+        self._by_pool = self._harr = None
+        n = len(size_code)
+        blk = _HoldBlock(_Names(n, names), [_expr(e) for e in sizes], np.asarray(size_code, dtype=np.int64),
+                         list(pools), np.asarray(pool_code, dtype=np.int64), np.asarray(start, dtype=np.int64),
+                         np.asarray(start_finish, dtype=bool), np.asarray(end, dtype=np.int64),
+                         np.asarray(end_finish, dtype=bool), kind, self._plugin)
+        blk._tl = self
+        self.holds._put_block(blk)
 
     def makespan_quantity(self, name: str, unit: str = "s", doc: str = "", headline: bool = True,
                           rank: float | None = None, references: tuple = ()):
@@ -275,9 +654,6 @@ class Timeline:
         self.refs[name] = tuple(references)
         self.areas.append((name, pool, unit, doc, headline, self._plugin, rank))
 
-    def pools(self) -> list[str]:
-        return sorted(self.holds_in())
-
     def holds_in(self, pool: str | None = None):
         """Holds of ``pool`` in the order they were added (all pools: a dict pool -> list)."""
         if self._by_pool is None:
@@ -290,10 +666,25 @@ class Timeline:
     def pool_total(self, pool: str):
         """Symbolic sum of every hold of ``pool`` (equal sizes collected: O(holds) hashing)."""
         import sympy as sp
+
+        if self.holds.blocks:
+            import numpy as np
+            pools, sizes, pc, _, _, _, _, sc = self._hold_arrays()
+            if pool not in pools:
+                return sp.Integer(0)
+            cnt = np.bincount(sc[pc == pools.index(pool)], minlength=len(sizes))
+            terms = [int(c) * sizes[k] for k, c in enumerate(cnt.tolist()) if c]
+            return sp.Add(*terms) if terms else sp.Integer(0)
         from collections import Counter
 
         c = Counter(h.bytes for h in self.holds_in(pool))
         return sp.Add(*[n * e for e, n in c.items()]) if c else sp.Integer(0)
+
+    def pools(self) -> list[str]:
+        if self.holds.blocks:
+            pools, *_ = self._hold_arrays()
+            return sorted(pools)
+        return sorted(self.holds_in())
 
     # ------------------------------------------------------------ structure
     def edges(self):
@@ -305,6 +696,14 @@ class Timeline:
         if self._edges is not None:
             return self._edges
         with no_gc():
+            if self.activities.blocks:
+                n, dst, src, lc, st = self._arrays()
+                preds: list[list] = [[] for _ in range(n)]
+                lag = self._lagtab
+                for i, j, c, s in zip(dst.tolist(), src.tolist(), lc.tolist(), st.tolist()):
+                    preds[i].append((j, None if c < 0 else lag[c], "start" if s else "finish"))
+                self._edges = (list(self.activities), preds)
+                return self._edges
             return self._build_edges()
 
     def _build_edges(self):
@@ -312,7 +711,7 @@ class Timeline:
         idx = {a: i for i, a in enumerate(ids)}
         preds: list[list] = [[] for _ in ids]
         last_on: dict[str, int] = {}
-        for i, a in enumerate(self.activities.values()):
+        for i, a in enumerate(self.activities._single.values()):
             for name, lag, on in a.after:
                 j = idx.get(name)
                 if j is None:
@@ -328,7 +727,7 @@ class Timeline:
                 if prev is not None and not any(p[0] == prev for p in preds[i]):
                     preds[i].append((prev, None, "finish"))
                 last_on[a.resource] = i
-        for i, a in enumerate(self.activities.values()):
+        for i, a in enumerate(self.activities._single.values()):
             if a.splice is None:
                 continue
             t = idx.get(a.splice)
@@ -370,14 +769,362 @@ class Timeline:
     @staticmethod
     def find_cycle(ids, preds) -> list[str]:
         """One cycle (activity ids) of a graph :meth:`topo` rejected."""
-        import networkx as nx
-
-        g = nx.DiGraph()
+        succ: list[list[int]] = [[] for _ in preds]
         for i, ps in enumerate(preds):
             for j, _, _ in ps:
-                g.add_edge(ids[j], ids[i])
-        cyc = nx.find_cycle(g)
-        return [e[0] for e in cyc] + [cyc[0][0]]
+                succ[j].append(i)
+        color = [0] * len(preds)            # 0 new, 1 on the stack, 2 done
+        for root in range(len(preds)):
+            if color[root]:
+                continue
+            stack, path = [(root, iter(succ[root]))], [root]
+            color[root] = 1
+            while stack:
+                v, it = stack[-1]
+                w = next(it, None)
+                if w is None:
+                    stack.pop()
+                    path.pop()
+                    color[v] = 2
+                elif color[w] == 1:
+                    cyc = path[path.index(w):]
+                    return [ids[k] for k in cyc] + [ids[w]]
+                elif color[w] == 0:
+                    color[w] = 1
+                    stack.append((w, iter(succ[w])))
+                    path.append(w)
+        return []
+
+    # ------------------------------------------------------------ array structure
+    def _arrays(self):
+        """The dependency structure as numpy arrays (cached until the next :meth:`add`):
+        ``(n, dst, src, lag_code, on_start)`` sorted by destination then predecessor order,
+        with lag codes into ``self._lagtab`` (-1 = no lag).  Same edges and order as
+        :meth:`edges`; raises ``KeyError(name, referrer)`` like it."""
+        if self._arr is not None:
+            return self._arr
+        import numpy as np
+
+        acts = self.activities
+        lagtab: list = []
+        lagpos: dict = {}
+
+        def lc(e):
+            if e is None:
+                return -1
+            c = lagpos.get(e)
+            if c is None:
+                c = lagpos[e] = len(lagtab)
+                lagtab.append(e)
+            return c
+
+        if not acts.blocks or any(a.splice is not None for a in acts._single.values()):
+            if acts.blocks:
+                raise ValueError("splice_after is not supported on a timeline with activity blocks")
+            ids, preds = self.edges()
+            dst, src, lag, st = [], [], [], []
+            for i, ps in enumerate(preds):
+                for j, e, on in ps:
+                    dst.append(i)
+                    src.append(j)
+                    lag.append(lc(e))
+                    st.append(on == "start")
+            arr = (len(ids), np.array(dst, dtype=np.int32), np.array(src, dtype=np.int32),
+                   np.array(lag, dtype=np.int32), np.array(st, dtype=bool))
+            self._lagtab, self._arr = lagtab, arr
+            return arr
+        # blocks (and activities added one by one around them), in the order of addition
+        D, S, L, O, Q = [], [], [], [], []      # per segment arrays; Q = order key within a destination
+        one_d, one_s, one_l, one_o, one_q = [], [], [], [], []
+        seq = 0
+        last_on: dict = {}
+        into: dict = {}                          # single destination -> predecessor positions so far
+        index_of = acts.index_of
+        for seg in acts._segs:
+            if seg[0] == "one":
+                for key in seg[1]:
+                    a = acts._single[key]
+                    i = index_of(key)
+                    mine = into.setdefault(i, [])
+                    for name, e, on in a.after:
+                        j = index_of(name)
+                        if j is None:
+                            raise KeyError((name, a.id))
+                        one_d.append(i); one_s.append(j); one_l.append(lc(e)); one_o.append(on == "start")
+                        one_q.append(seq); seq += 1
+                        mine.append(j)
+                    for name in a.before:
+                        j = index_of(name)
+                        if j is None:
+                            raise KeyError((name, a.id))
+                        one_d.append(j); one_s.append(i); one_l.append(-1); one_o.append(False)
+                        one_q.append(seq); seq += 1
+                        into.setdefault(j, []).append(i)
+                    if a.resource:
+                        prev = last_on.get(a.resource)
+                        if prev is not None and prev not in mine:
+                            one_d.append(i); one_s.append(prev); one_l.append(-1); one_o.append(False)
+                            one_q.append(seq); seq += 1
+                            mine.append(prev)
+                        last_on[a.resource] = i
+                continue
+            b, off = seg[1], seg[2]
+            n = b.n
+            cnt = np.diff(b.ptr)
+            d = off + np.repeat(np.arange(n, dtype=np.int64), cnt)
+            s = off + b.src.astype(np.int64)
+            codes = np.array([lc(e) for e in b.lags] + [-1], dtype=np.int64)
+            lcode = codes[b.lcode]                 # -1 indexes the trailing "no lag"
+            q = seq + np.arange(len(d), dtype=np.int64)
+            seq += len(d)
+            D.append(d); S.append(s); L.append(lcode); O.append(b.on_start.astype(bool)); Q.append(q)
+            # work on one resource runs in the order it was added
+            rc = b.rcode
+            has = rc >= 0
+            if has.any():
+                loc = np.flatnonzero(has)
+                order = loc[np.argsort(rc[loc], kind="stable")]
+                r = rc[order]
+                same = np.r_[False, r[1:] == r[:-1]]
+                prev = np.where(same, np.r_[-1, order[:-1]] + off, -1)
+                firsts = np.flatnonzero(~same)
+                for k in firsts:
+                    p_ = last_on.get(b.resources[r[k]])
+                    if p_ is not None:
+                        prev[k] = p_
+                lasts = np.r_[firsts[1:] - 1, len(order) - 1]
+                for k in lasts:
+                    last_on[b.resources[r[k]]] = int(order[k]) + off
+                dst_r = order + off
+                keep = prev >= 0
+                dst_r, prev = dst_r[keep], prev[keep]
+                if len(d):                        # not when it is already a declared predecessor
+                    prev_of = np.full(n, -1, dtype=np.int64)
+                    prev_of[dst_r - off] = prev
+                    dup_nodes = d[s == prev_of[d - off]]
+                    if len(dup_nodes):
+                        dup = np.zeros(n, dtype=bool)
+                        dup[dup_nodes - off] = True
+                        k_ = ~dup[dst_r - off]
+                        dst_r, prev = dst_r[k_], prev[k_]
+                D.append(dst_r); S.append(prev); L.append(np.full(len(prev), -1, dtype=np.int64))
+                O.append(np.zeros(len(prev), dtype=bool))
+                Q.append(seq + np.arange(len(prev), dtype=np.int64))
+                seq += len(prev)
+        D.append(np.array(one_d, dtype=np.int64)); S.append(np.array(one_s, dtype=np.int64))
+        L.append(np.array(one_l, dtype=np.int64)); O.append(np.array(one_o, dtype=bool))
+        Q.append(np.array(one_q, dtype=np.int64))
+        d, s, l_, o, q = (np.concatenate(x) for x in (D, S, L, O, Q))
+        perm = np.lexsort((q, d))
+        del q
+        i32 = np.int32
+        arr = (len(acts), d[perm].astype(i32), s[perm].astype(i32), l_[perm].astype(i32), o[perm])
+        self._lagtab, self._arr = lagtab, arr
+        return arr
+
+    def structure(self):
+        """Check the dependency structure (``KeyError(name, referrer)`` for a dependency on an
+        unknown activity) and cache it as arrays."""
+        return self._arrays()
+
+    def unanchored(self):
+        """``(hold, anchor)`` of the first hold anchored to an unknown activity, or None."""
+        acts = self.activities
+        for h in self.holds._single.values():
+            for anchor in (h.start, h.end):
+                if anchor is not None and anchor[0] not in acts:
+                    return h, anchor
+        n = len(acts)
+        for b in self.holds.blocks:
+            for col in (b.s_act, b.e_act):
+                if len(col) and (col.max() >= n or col.min() < -1):
+                    k = int(((col >= n) | (col < -1)).argmax())
+                    return b.hold_unchecked(k), ("?", "")
+        return None
+
+    def resource_sums(self) -> list:
+        """Symbolic busy time of every resource (an activity without one is its own), distinct."""
+        import sympy as sp
+        from collections import Counter
+
+        by_res: dict = {}
+        for a in self.activities._single.values():
+            by_res.setdefault(a.resource or a.id, Counter())[a.duration] += 1
+        for b in self.activities.blocks:
+            import numpy as np
+            has = b.rcode >= 0
+            nd = len(b.durations)
+            if has.any():
+                cnt = np.bincount(b.rcode[has] * nd + b.dcode[has], minlength=len(b.resources) * nd)
+                cnt = cnt.reshape(len(b.resources), nd)
+                for r, row in enumerate(cnt.tolist()):
+                    c = by_res.setdefault(b.resources[r], Counter())
+                    for k, x in enumerate(row):
+                        if x:
+                            c[b.durations[k]] += x
+            for i in np.flatnonzero(~has).tolist():
+                by_res.setdefault(b.names[i], Counter())[b.durations[b.dcode[i]]] += 1
+        return list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
+
+    def mirror(self):
+        """``(rows, edges)`` to mirror the activities into the quantity graph: rows
+        ``(id, duration, resource, plugin, doc)`` in order, edges the distinct ``(pred, succ)``
+        id pairs sorted (built from the columns, no activity object per row)."""
+        import numpy as np
+
+        rows = []
+        for seg in self.activities._segs:
+            if seg[0] == "one":
+                for k in seg[1]:
+                    a = self.activities._single[k]
+                    rows.append((a.id, a.duration, a.resource, a.plugin, a.doc))
+            else:
+                b = seg[1]
+                names, durs, res = b.names.all(), b.durations, b.resources
+                doc = b.doc
+                for i, (dc, rc) in enumerate(zip(b.dcode.tolist(), b.rcode.tolist())):
+                    rows.append((names[i], durs[dc], None if rc < 0 else res[rc], b.plugin,
+                                 "" if doc is None else doc(i)))
+        n, dst, src, _, _ = self._arrays()
+        ids = [r[0] for r in rows]
+        pairs = np.unique(src.astype(np.int64) * max(n, 1) + dst)
+        edges = sorted((ids[u], ids[v]) for u, v in zip((pairs // max(n, 1)).tolist(), (pairs % max(n, 1)).tolist()))
+        return rows, edges
+
+    def resource_codes(self):
+        """``(names, codes)``: the resources and each activity's index into them (-1: none)."""
+        import numpy as np
+
+        names: dict = {}
+        parts = []
+        for seg in self.activities._segs:
+            if seg[0] == "one":
+                parts.append(np.array([-1 if not self.activities._single[k].resource else
+                                       names.setdefault(self.activities._single[k].resource, len(names))
+                                       for k in seg[1]], dtype=np.int64))
+            else:
+                b = seg[1]
+                m = np.array([names.setdefault(r, len(names)) for r in b.resources] + [-1], dtype=np.int64)
+                parts.append(m[b.rcode])
+        return list(names), (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+
+    def busy_times(self, sched: Schedule) -> dict:
+        """Resource -> summed activity durations (s) of the nominal schedule (in activity order)."""
+        import numpy as np
+
+        names, codes = self.resource_codes()
+        d = np.asarray(sched.finish) - np.asarray(sched.start)
+        out: dict = {}
+        for c in dict.fromkeys(codes.tolist()):
+            if c >= 0:
+                out[names[c]] = float(np.cumsum(d[codes == c])[-1])
+        return out
+
+    def _gens(self):
+        """Generations of the structure (cached with it), None on a cycle."""
+        arr = self._arrays()
+        if getattr(self, "_gen_for", None) is not arr:
+            self._gen_for, self._gen_val = arr, self._generations(arr[0], arr[1], arr[2])
+        return self._gen_val
+
+    def _columns(self, num):
+        """Nominal durations and releases (floats, ``nan`` = no release) and the lag table."""
+        import numpy as np
+
+        cache: dict = {}
+
+        def f(e):
+            v = cache.get(e)
+            if v is None:
+                v = cache[e] = num(e)
+            return v
+
+        n = len(self.activities)
+        dur = np.empty(n)
+        rel = np.full(n, np.nan)
+        for seg in self.activities._segs:
+            if seg[0] == "one":
+                base = seg[2]
+                for j, key in enumerate(seg[1]):
+                    a = self.activities._single[key]
+                    dur[base + j] = f(a.duration)
+                    if a.release is not None:
+                        rel[base + j] = f(a.release)
+            else:
+                b, base = seg[1], seg[2]
+                dv = np.array([f(e) for e in b.durations], dtype=float)
+                dur[base:base + b.n] = dv[b.dcode]
+        lagv = np.array([f(e) for e in self._lagtab] + [0.0], dtype=float)   # code -1 -> 0
+        return dur, rel, lagv
+
+    @staticmethod
+    def _generations(n, dst, src, partial: bool = False):
+        """Kahn's algorithm by generations: a list of sorted index arrays (an activity's
+        predecessors are all in earlier generations), or None on a cycle (with ``partial``,
+        the generations of the activities that can run)."""
+        import numpy as np
+
+        indeg = np.bincount(dst, minlength=n)
+        so = np.argsort(src, kind="stable")
+        sdst = dst[so]
+        sptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=sptr[1:])
+        deg = indeg.copy()
+        F = np.flatnonzero(deg == 0)
+        gens = []
+        done = 0
+        while F.size:
+            gens.append(F)
+            done += F.size
+            st = sptr[F]
+            cnt = sptr[F + 1] - st
+            tot = int(cnt.sum())
+            if not tot:
+                break
+            cs = np.cumsum(cnt)
+            idx = np.repeat(st - cs + cnt, cnt) + np.arange(tot)
+            tg = sdst[idx]
+            np.subtract.at(deg, tg, 1)
+            F = tg[deg[tg] == 0]
+            if len(F) > 1:
+                F.sort()
+                F = F[np.concatenate(([True], F[1:] != F[:-1]))]
+        return gens if done == n or partial else None
+
+    def has_cycle(self) -> bool:
+        return bool(len(self.activities)) and self._gens() is None
+
+    def _hold_arrays(self):
+        """Every hold as columns (cached until the next hold or activity): pool code, anchor
+        positions (-1 = timeline start / end) and whether they are finishes, size code."""
+        if self._harr is not None:
+            return self._harr
+        import numpy as np
+
+        pools: dict = {}
+        sizes: dict = {}
+        parts = []
+        idx = self.activities.index_of
+        for seg in self.holds._segs:
+            if seg[0] == "one":
+                rows = []
+                for key in seg[1]:
+                    h = self.holds._single[key]
+                    rows.append((pools.setdefault(h.pool, len(pools)),
+                                 -1 if h.start is None else idx(h.start[0]), h.start is not None and h.start[1] == "finish",
+                                 -1 if h.end is None else idx(h.end[0]), h.end is not None and h.end[1] == "finish",
+                                 sizes.setdefault(h.bytes, len(sizes))))
+                a = np.array(rows, dtype=np.int64).reshape(-1, 6)
+                parts.append(tuple(a[:, c] for c in range(6)))
+            else:
+                b = seg[1]
+                pc = np.array([pools.setdefault(p, len(pools)) for p in b.pools], dtype=np.int64)
+                sc = np.array([sizes.setdefault(e, len(sizes)) for e in b.sizes], dtype=np.int64)
+                parts.append((pc[b.pcode], b.s_act, b.s_fin, b.e_act, b.e_fin, sc[b.scode]))
+        cols = [np.concatenate([p[c] for p in parts]).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+                for c in range(6)]
+        self._harr = (list(pools), list(sizes), *cols)
+        return self._harr
 
     # ------------------------------------------------------------ numeric engine
     def compute(self, num) -> Schedule:
@@ -386,69 +1133,121 @@ class Timeline:
             return self._compute(num)
 
     def _compute(self, num) -> Schedule:
-        ids, preds = self.edges()
-        order = self.topo(len(ids), preds)
-        if order is None:
+        import numpy as np
+
+        n, dst, src, lcode, on_start = self._arrays()
+        gens = self._gens() if n else []
+        if gens is None:
             raise ValueError("cycle")
-        acts = list(self.activities.values())
-        cache: dict = {}
-
-        def f(e):
-            if e is None:
-                return 0.0
-            v = cache.get(e)
-            if v is None:
-                v = cache[e] = num(e)
-            return v
-
-        dur = [f(a.duration) for a in acts]
-        start = [0.0] * len(ids)
-        finish = [0.0] * len(ids)
-        bind_of: list = [None] * len(ids)
-        for i in order:
-            s, b = 0.0, None
-            rel = acts[i].release
-            if rel is not None:
-                s, b = f(rel), "release"
-            for j, lag, on in preds[i]:
-                t = (finish[j] if on == "finish" else start[j]) + f(lag)
-                if b is None or t > s:
-                    s, b = t, (j, lag, on)
-            start[i], finish[i] = s, s + dur[i]
-            bind_of[i] = b
-        span = max(finish, default=0.0)
+        dur, rel, lagv = self._columns(num)
+        T = np.zeros(2 * n)                       # T[2i] start, T[2i+1] finish
+        bsrc = np.full(n, -1, dtype=np.int32)
+        bedge = np.full(n, -1, dtype=np.int32)
+        indeg = np.bincount(dst, minlength=n).astype(np.int32)
+        eptr = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(indeg, out=eptr[1:])
+        any_rel = not np.isnan(rel).all() if n else False
+        # generation 0: no predecessors
+        if n:
+            F = gens[0]
+            if any_rel:
+                r = rel[F]
+                has = ~np.isnan(r)
+                T[2 * F] = np.where(has, r, 0.0)
+                bsrc[F[has]] = -2
+            T[2 * F + 1] = T[2 * F] + dur[F]
+        # edges in generation order: a generation's edges are contiguous, grouped by activity
+        order = np.concatenate(gens) if gens else np.zeros(0, dtype=np.int64)
+        cnt_o = indeg[order]
+        e_of = np.repeat(eptr[order] - (np.cumsum(cnt_o, dtype=np.int32) - cnt_o), cnt_o)
+        e_of += np.arange(len(e_of), dtype=np.int32)
+        pe_g = src[e_of] * np.int32(2)
+        pe_g += ~on_start[e_of]
+        lag_g = lagv[lcode[e_of]]
+        gsz = np.array([len(g) for g in gens], dtype=np.int64)
+        gofs = np.zeros(len(gens) + 1, dtype=np.int64)
+        np.cumsum(gsz, out=gofs[1:])
+        ecs = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(cnt_o, out=ecs[1:])
+        for g in range(1, len(gens)):
+            F = gens[g]
+            a, b = ecs[gofs[g]], ecs[gofs[g + 1]]
+            vals = T[pe_g[a:b]] + lag_g[a:b]
+            loc = ecs[gofs[g]:gofs[g + 1]] - a
+            if b - a == len(F):                   # one predecessor each
+                s, first = vals, np.arange(len(F))
+            else:
+                s = np.maximum.reduceat(vals, loc)
+                hit = np.flatnonzero(vals == np.repeat(s, cnt_o[gofs[g]:gofs[g + 1]]))
+                first = hit[np.searchsorted(hit, loc)]
+            be = e_of[a + first]
+            if any_rel:
+                r = rel[F]
+                win = r >= s                      # a release binds on ties
+                if win.any():
+                    s = np.where(win, r, s)
+                    bsrc[F[win]] = -2
+                    be = np.where(win, -1, be)
+            bedge[F] = be
+            T[2 * F] = s
+            T[2 * F + 1] = s + dur[F]
+        has_e = bedge >= 0
+        bsrc[has_e] = src[bedge[has_e]]
+        start, finish = T[0::2], T[1::2]
+        span = float(finish.max()) if n else 0.0
         tol = 1e-9 * max(1.0, abs(span))
-        # latest finish (for slack): reverse pass
-        succ: list[list] = [[] for _ in ids]
-        for i, ps in enumerate(preds):
-            for j, lag, on in ps:
-                succ[j].append((i, f(lag), on))
-        lf = [span] * len(ids)
-        ls = [0.0] * len(ids)
-        for i in reversed(order):
-            m = span
-            for k, lag, on in succ[i]:
-                t = ls[k] - lag
-                if on == "start":      # start_k >= start_i + lag: bounds the latest start of i
-                    t = t + dur[i]
-                if t < m:
-                    m = t
-            lf[i] = m
-            ls[i] = m - dur[i]
-        slack = [max(0.0, ls[i] - start[i]) if ls[i] - start[i] > tol else 0.0 for i in range(len(ids))]
+        # latest starts (for slack): reverse pass over the generations, edges grouped by predecessor
+        del pe_g, lag_g, e_of
+        gen_of = np.empty(n, dtype=np.int64)
+        for g, F in enumerate(gens):
+            gen_of[F] = g
+        gstart = None
+        if len(src):
+            key = gen_of[src] * n + src
+            so = np.argsort(key)
+            key = key[so]
+            gstart = np.searchsorted(key, np.arange(len(gens) + 1, dtype=np.int64) * n)
+            del key
+            b_src, b_dst = src[so], dst[so]
+            b_lag = lagv[lcode[so]]
+            b_dur = np.where(on_start[so], dur[b_src], 0.0)
+            del so
+        LS = np.zeros(n)
+        for g in range(len(gens) - 1, -1, -1):
+            F = gens[g]
+            lf = np.full(len(F), span)
+            if gstart is not None and gstart[g + 1] > gstart[g]:
+                a, b = gstart[g], gstart[g + 1]
+                vals = (LS[b_dst[a:b]] - b_lag[a:b]) + b_dur[a:b]
+                sv = b_src[a:b]
+                heads = np.flatnonzero(np.concatenate(([True], sv[1:] != sv[:-1])))
+                m = np.minimum.reduceat(vals, heads)
+                pos = np.searchsorted(F, sv[heads])
+                lf[pos] = np.minimum(lf[pos], m)
+            LS[F] = lf - dur[F]
+        d = LS - start
+        slack = np.where(d > tol, d, 0.0)
         # critical path: from the last-finishing activity back through binding predecessors
         path = []
-        cur = max(range(len(ids)), key=lambda i: (finish[i], -i)) if ids else None
-        seen = set()
-        while cur is not None and cur not in seen:
-            seen.add(cur)
-            path.append(cur)
-            b = bind_of[cur]
-            cur = b[0] if isinstance(b, tuple) else None
-        path.reverse()
-        binding = {ids[i]: ("release" if b == "release" else (ids[b[0]], b[1], b[2]))
-                   for i, b in enumerate(bind_of) if b is not None}
-        return Schedule(ids, start, finish, span, [ids[i] for i in path], slack, binding)
+        if n:
+            cur = int(np.argmax(finish))
+            seen = set()
+            while cur >= 0 and cur not in seen:
+                seen.add(cur)
+                path.append(cur)
+                cur = int(bsrc[cur])
+            path.reverse()
+        ids = _Ids(self.activities)
+        be0 = np.maximum(bedge, 0)
+        blag = np.where(has_e, lcode[be0], -1) if len(lcode) else np.full(n, -1, dtype=np.int64)
+        bstart = np.where(has_e, on_start[be0], False) if len(lcode) else np.zeros(n, dtype=bool)
+        sch = Schedule(ids, _Floats(start.copy()), _Floats(finish.copy()), span, [ids[i] for i in path],
+                       _Floats(slack), None,
+                       _bsrc=bsrc, _blag=blag, _bstart=bstart)
+        sch.binding = _Binding(self, sch)
+        sch._T = T
+        sch._path_idx = path
+        return sch
 
     @staticmethod
     def path_to(sched: Schedule, activity: str) -> list[str]:
@@ -480,6 +1279,10 @@ class Timeline:
 
         if not sched.path:
             return sp.Integer(0)
+        if sched._bsrc is not None:
+            terms = self._chain_terms(sched, getattr(sched, "_path_idx", None)
+                                      or [self.activities.index_of(a) for a in sched.path])
+            return sp.Add(*[c * e for e, c in terms.items() if c])
         terms: Counter = Counter()
         first = self.activities[sched.path[0]]
         if sched.binding.get(first.id) == "release" and first.release is not None:
@@ -609,6 +1412,25 @@ class Timeline:
         chain stays binding.  O(length of the chain)."""
         import sympy as sp
 
+        if sched._bsrc is not None:
+            g = self.activities.index_of(activity)
+            chain = self._chain_idx(sched, g)
+            total = sp.Integer(0)
+            if sched._bsrc[chain[0]] == -2:
+                r = self._exprs_at(chain[0])[1]
+                if r is not None:
+                    total += r
+            for g in chain:
+                j = int(sched._bsrc[g])
+                if j >= 0:
+                    c = int(sched._blag[g])
+                    if c >= 0:
+                        total += self._lagtab[c]
+                    if sched._bstart[g]:
+                        total -= self._exprs_at(j)[0]
+                if g != chain[-1] or at == "finish":
+                    total += self._exprs_at(g)[0]
+            return total
         chain = []
         cur, seen = activity, set()
         while cur is not None and cur not in seen:
@@ -633,6 +1455,59 @@ class Timeline:
                 total += self.activities[a].duration
         return total
 
+    def _exprs_at(self, g: int):
+        """(duration, release) expressions of the activity at position ``g``."""
+        for seg in self.activities._segs:
+            base = seg[2]
+            if seg[0] == "one":
+                if base <= g < base + len(seg[1]):
+                    a = self.activities._single[seg[1][g - base]]
+                    return a.duration, a.release
+            elif base <= g < base + seg[1].n:
+                b = seg[1]
+                return b.durations[b.dcode[g - base]], None
+        raise IndexError(g)
+
+    def _chain_idx(self, sched: Schedule, g: int) -> list[int]:
+        chain, seen = [], set()
+        while g >= 0 and g not in seen:
+            seen.add(g)
+            chain.append(g)
+            g = int(sched._bsrc[g])
+        chain.reverse()
+        return chain
+
+    def _chain_terms(self, sched: Schedule, chain: list[int], last_at: str = "finish"):
+        """Counter of the expressions summed along ``chain`` (positions, first to last)."""
+        from collections import Counter
+
+        terms: Counter = Counter()
+        dur = {}
+
+        def d(g):
+            e = dur.get(g)
+            if e is None:
+                e = dur[g] = self._exprs_at(g)
+            return e
+
+        if not chain:
+            return terms
+        if sched._bsrc[chain[0]] == -2:
+            r = d(chain[0])[1]
+            if r is not None:
+                terms[r] += 1
+        for k, g in enumerate(chain):
+            j = int(sched._bsrc[g])
+            if j >= 0:
+                c = int(sched._blag[g])
+                if c >= 0:
+                    terms[self._lagtab[c]] += 1
+                if sched._bstart[g]:
+                    terms[d(j)[0]] -= 1
+            if k < len(chain) - 1 or last_at == "finish":
+                terms[d(g)[0]] += 1
+        return terms
+
     def area_expr(self, pool: str, start_of, finish_of, end):
         """Σ bytes · max(0, t_end − t_start) over the holds of ``pool``; ``start_of(id)`` and
         ``finish_of(id)`` give an activity's symbolic times, ``end`` the makespan."""
@@ -654,6 +1529,57 @@ class Timeline:
             return self._profile(pool, num, sched)
 
     def _profile(self, pool: str, num, sched: Schedule) -> Profile:
+        import numpy as np
+
+        T = getattr(sched, "_T", None)
+        if T is None:
+            return self._profile_py(pool, num, sched)
+        pools, sizes, pc, sa, sf, ea, ef, sc = self._hold_arrays()
+        if pool not in pools:
+            return Profile(pool, 0.0, 0.0, [], [])
+        sel = np.flatnonzero(pc == pools.index(pool))
+        codes = sc[sel]
+        used = np.flatnonzero(np.bincount(codes, minlength=len(sizes)))
+        val = np.zeros(len(sizes))
+        for c in used.tolist():
+            val[c] = num(sizes[c])
+        size = val[codes]
+        a_, af, b_, bf = sa[sel], sf[sel], ea[sel], ef[sel]
+        span = sched.makespan
+        t0 = np.where(a_ < 0, 0.0, T[2 * np.maximum(a_, 0) + af])
+        t1 = np.where(b_ < 0, span, T[2 * np.maximum(b_, 0) + bf])
+        if (t1 == t0).any():          # zero-length holds: ordered along the dependencies
+            return self._profile_py(pool, num, sched)
+        ok = np.flatnonzero(t1 > t0)
+        m = len(ok)
+        times = np.concatenate([t0[ok], t1[ok]])
+        typ = np.concatenate([np.ones(m, dtype=np.int8), np.zeros(m, dtype=np.int8)])
+        kk = np.concatenate([ok, ok])
+        delta = np.concatenate([size[ok], -size[ok]])
+        order = np.lexsort((kk, typ, times))
+        ts = times[order]
+        level = np.cumsum(delta[order])
+        peak, t_peak, j_peak = 0.0, 0.0, -1
+        if len(level):
+            prev = np.maximum.accumulate(np.r_[0.0, level[:-1]])
+            for j in np.flatnonzero(level > prev).tolist():      # the peak can only move at a new maximum
+                if level[j] > peak * (1 + 1e-12) + 1e-9:
+                    peak, t_peak, j_peak = float(level[j]), float(ts[j]), j
+        best: list = []
+        if j_peak >= 0:
+            inv = np.empty(2 * m, dtype=np.int64)
+            inv[order] = np.arange(2 * m)
+            live = ok[(inv[:m] <= j_peak) & (inv[m:] > j_peak)]
+            at = self.holds.at
+            best = sorted(((-float(size[k]), at(int(sel[k])).id) for k in live.tolist()))
+            best = [h for _, h in best]
+        keep = np.r_[ts[1:] != ts[:-1], True] if len(ts) else np.zeros(0, dtype=bool)
+        return Profile(pool, peak, t_peak, best, (ts[keep], level[keep]))
+
+    def _hold_name(self, g: int) -> str:
+        return self.holds.name_of(g)
+
+    def _profile_py(self, pool: str, num, sched: Schedule) -> Profile:
         idx = sched.index()
         holds = self.holds_in(pool)
         cache: dict = {}

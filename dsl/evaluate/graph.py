@@ -21,6 +21,44 @@ from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fai
                             Val, as_expr, rational, symbol)
 
 
+def lex_topo(nodes, succ) -> list | None:
+    """Topological order of the dependency graph, smallest id first among the ready ones
+    (networkx's ``lexicographical_topological_sort``), or None on a cycle."""
+    import heapq
+
+    indeg = dict.fromkeys(nodes, 0)
+    for u, vs in succ.items():
+        indeg.setdefault(u, 0)
+        for v in vs:
+            indeg[v] = indeg.get(v, 0) + 1
+    ready = [u for u, d in indeg.items() if d == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        u = heapq.heappop(ready)
+        out.append(u)
+        for v in succ.get(u, ()):
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(ready, v)
+    return out if len(out) == len(indeg) else None
+
+
+def replay_graph(ops, order_edges):
+    """The networkx DiGraph of the dependency graph, built by the same calls in the same order
+    as the adjacency of ``_finalize`` (so node and edge order match)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for nid, attrs, srcs in ops:
+        g.add_node(nid, **attrs)
+        for x in srcs:
+            g.add_edge(x, nid)
+    for u, v in order_edges:
+        g.add_edge(u, v, kind="order")
+    return g
+
+
 class GraphMixin:
     """Finalises the priced plans into a dependency graph with scheduled timelines."""
 
@@ -35,7 +73,7 @@ class GraphMixin:
 
         span = self.decls[tl.plan].ast.name_span
         try:
-            ids, preds = tl.edges()
+            tl.structure()
         except KeyError as e:
             other, who = e.args[0]
             slot = self.plugins.slot_of_timeline(tl.name)
@@ -49,30 +87,27 @@ class GraphMixin:
                            f"'{tl.activities[who].plugin}') must be ordered against activity '{other}', which "
                            "no block in use schedules", span, hint)
             return
-        for h in tl.holds.values():
-            for anchor in (h.start, h.end):
-                if anchor is not None and anchor[0] not in tl.activities:
-                    self.rep.error("missing-quantity", f"memory hold '{h.id}' of timeline '{tl.name}' (plugin "
-                                   f"'{h.plugin}') is anchored to activity '{anchor[0]}', which is not "
-                                   "scheduled", span, "schedule the activity or anchor the hold elsewhere")
-                    return
-        if tl.topo(len(ids), preds) is None:
+        bad = tl.unanchored()
+        if bad is not None:
+            h, anchor = bad
+            self.rep.error("missing-quantity", f"memory hold '{h.id}' of timeline '{tl.name}' (plugin "
+                           f"'{h.plugin}') is anchored to activity '{anchor[0]}', which is not "
+                           "scheduled", span, "schedule the activity or anchor the hold elsewhere")
+            return
+        if tl.has_cycle():
+            ids, preds = tl.edges()
             self.rep.error("cycle", f"timeline '{tl.name}' of '{tl.plan}' has a cycle: "
                            + " -> ".join(tl.find_cycle(ids, preds)), span,
                            "an activity waits, directly or through others, for itself; check the order of "
                            "work on each resource and the declared dependencies")
             return
-        full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(ids) <= FULL_LIMIT)
+        full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(tl.activities) <= FULL_LIMIT)
         if full:
             tl.makespan_expr = tl.full_expr(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
         if tl.makespan_expr is not None:
             total = tl.makespan_expr
         else:   # placeholder over every duration (a lower bound), replaced after range checks
-            from collections import Counter
-            by_res: dict = {}
-            for a in tl.activities.values():
-                by_res.setdefault(a.resource or a.id, Counter())[a.duration] += 1
-            sums = list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
+            sums = tl.resource_sums()
             total = (sp.Max(*sums, evaluate=False) if len(sums) > 1 else sums[0]) if sums else sp.Integer(0)
         for name, unit, doc, headline, plugin, rank in tl.makespans:
             ctx = PlanContext(self, tl.plan)
@@ -86,7 +121,7 @@ class GraphMixin:
             times = (tl.full_times(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
                      if tl.makespan_expr is not None else None)
             if times is not None:
-                _, st, fin = times
+                ids, st, fin = times
                 pos = {a: i for i, a in enumerate(ids)}
                 start_of, finish_of = (lambda a: st[pos[a]]), (lambda a: fin[pos[a]])
             else:   # placeholders over the same inputs, replaced in _schedule_timelines
@@ -106,29 +141,25 @@ class GraphMixin:
                 ctx._current_plugin = plugin
                 ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank,
                            references=tl.refs.get(name, ()))
-        if len(ids) <= MIRROR_LIMIT:
-            import networkx as nx
-
-            g = tl.graph = nx.DiGraph()
-            g.add_nodes_from(ids)
-            for i, ps in enumerate(preds):
-                for j, _, _ in ps:
-                    g.add_edge(ids[j], ids[i])
-            for a in tl.activities.values():
-                nid = f"{tl.plan}.{tl.name}.{a.id}"
-                self.nodes[nid] = Node(nid, "activity", tl.plan, a.id, expr=a.duration, dim=Dim.of(time=1),
-                                       unit="s", plugin=a.plugin, doc=a.doc, state=2)
-            self._activity_edges.extend((f"{tl.plan}.{tl.name}.{u}", f"{tl.plan}.{tl.name}.{v}")
-                                        for u, v in sorted(g.edges))
+        if len(tl.activities) <= MIRROR_LIMIT:
+            rows, edges = tl.mirror()
+            tl.graph = {r[0]: [] for r in rows}     # activity -> successors
+            for u, v in edges:
+                tl.graph[u].append(v)
+            dim, pre = Dim.of(time=1), f"{tl.plan}.{tl.name}."
+            for aid, dur, res, plugin, doc in rows:
+                nid = pre + aid
+                self.nodes[nid] = Node(nid, "activity", tl.plan, aid, expr=dur, dim=dim, unit="s", plugin=plugin,
+                                       doc=doc, state=2)
+                self._activity_resource[nid] = res
+            self._activity_edges.extend((pre + u, pre + v) for u, v in edges)
 
     def _schedule_timelines(self, g) -> None:
         """Nominal schedules and memory profiles of every timeline; makespans of large
         timelines become the symbolic length of their critical path, peaks the symbolic sum of
         the holds live at the peak instant.  Timelines are taken in the order of their
         quantities in the dependency graph, so one timeline may use another's makespan."""
-        import networkx as nx
-
-        pos = {nid: i for i, nid in enumerate(nx.lexicographical_topological_sort(g))}
+        pos = {nid: i for i, nid in enumerate(g[2])}
 
         def first_pos(tl):
             names = ([m[0] for m in tl.makespans] + [p[0] for p in tl.peaks] + [t[0] for t in tl.times]
@@ -188,11 +219,25 @@ class GraphMixin:
                 self._full.clear()
 
     # ------------------------------------------------------------ finalize
+    @property
+    def graph(self):
+        """The dependency graph (networkx DiGraph), built on first use."""
+        if self._graph is None and self._graph_ops is not None:
+            ops, order, acts = self._graph_ops
+            g = self._graph = replay_graph(ops, order)
+            for nid, dur, res in acts:
+                if nid in g:
+                    g.nodes[nid]["duration"] = dur
+                    g.nodes[nid]["resource"] = res
+        return self._graph
+
+    @graph.setter
+    def graph(self, g) -> None:
+        self._graph, self._graph_ops = g, None
+
     def _finalize(self, numeric: bool = True) -> None:
         """Build every field, check dimensions and references, build the dependency graph
         (reporting cycles) and, when ``numeric``, evaluate every node at nominal values."""
-        import networkx as nx
-
         for nid in sorted(self.nodes):
             n = self.nodes[nid]
             if n.kind == "field" and n.state == 0:
@@ -223,26 +268,28 @@ class GraphMixin:
                                f"add the `use` block that prices it, or set `{qs[0]} = …` in the plan")
         if self.rep.errors:
             return
-        g = nx.DiGraph()
+        # the dependency graph, first as plain adjacency (networkx is imported only when
+        # ``ws.graph`` is read or a cycle has to be named): the same nodes, edges and order
+        ops: list = []                      # replayed by replay_graph: (nid, attrs, sources)
+        succ: dict = {}
         for nid in sorted(self.nodes):
             n = self.nodes[nid]
-            g.add_node(nid, kind=n.kind, expr=n.expr, unit=n.unit, plugin=n.plugin, doc=n.doc)
+            srcs = ()
             if n.expr is not None:
-                for s in sorted(n.expr.free_symbols, key=lambda s: s.name):
-                    if s.name != nid:
-                        g.add_edge(s.name, nid)
-        for nid in sorted(set(g) - set(self.nodes)):
-            preds = sorted(g.successors(nid))
+                srcs = tuple(x for x in sorted((s.name for s in n.expr.free_symbols)) if x != nid)
+                for x in srcs:
+                    succ.setdefault(x, set()).add(nid)
+            ops.append((nid, dict(kind=n.kind, expr=n.expr, unit=n.unit, plugin=n.plugin, doc=n.doc), srcs))
+        for nid in sorted(set(succ) - set(self.nodes)):
+            preds = sorted(succ[nid])
             self.rep.error("missing-quantity", f"'{nid}' is used by {', '.join(preds)} but never defined",
                            self.nodes[preds[0]].span, "a plugin refers to a quantity no block defines")
         if self.rep.errors:
             return
-        try:
-            # find_cycle is quadratic on a long chain: look for a cycle only when there is one
-            cyc = None if nx.is_directed_acyclic_graph(g) else nx.find_cycle(g)
-        except nx.NetworkXNoCycle:
-            cyc = None
-        if cyc:
+        if lex_topo(self.nodes, succ) is None:
+            import networkx as nx
+
+            cyc = nx.find_cycle(replay_graph(ops, ()))
             names = [e[0] for e in cyc] + [cyc[0][0]]
             related = tuple((f"'{c}' ({self.nodes[c].plugin or 'field'})", self.nodes[c].span)
                             for c in names[:-1] if self.nodes[c].span)
@@ -253,18 +300,11 @@ class GraphMixin:
         # the step's activities live in the same graph: duration dependencies (above) plus
         # their order on the timeline (edges of kind "order", not formula dependencies)
         for u, v in self._activity_edges:
-            g.add_edge(u, v, kind="order")
-        for nid in g:
-            n = self.nodes[nid]
-            if n.kind == "activity":
-                tl_name = nid[len(n.owner) + 1:].rsplit(".", 1)[0]
-                g.nodes[nid]["duration"] = n.expr
-                tl = self.timelines.get((n.owner, tl_name))
-                if tl is None or n.name not in tl.activities:   # an activity id with a dot in it
-                    tl = next((t for (o, t_name), t in sorted(self.timelines.items())
-                               if o == n.owner and nid == f"{o}.{t_name}.{n.name}" and n.name in t.activities), None)
-                g.nodes[nid]["resource"] = tl.activities[n.name].resource if tl is not None else None
-        self.graph = g
+            succ.setdefault(u, set()).add(v)
+        act_attrs = [(nid, self.nodes[nid].expr, res) for nid, res in self._activity_resource.items()]
+        self._graph_ops = (ops, tuple(self._activity_edges), act_attrs)
+        self._graph = None
+        g = (self.nodes, succ, lex_topo(self.nodes, succ))     # with the order edges
         if not numeric:
             # `plan check`: literal parameters are still range-checked (no formula is evaluated)
             self.check_ranges(inputs_only=True)
@@ -277,6 +317,6 @@ class GraphMixin:
             if self.rep.errors:
                 return
             self._schedule_timelines(g)
-            for nid in nx.lexicographical_topological_sort(g):
+            for nid in g[2]:
                 self.value(nid)
         self._warn_unused()

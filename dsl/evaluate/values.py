@@ -20,6 +20,9 @@ from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fai
                             Val, as_expr, rational, symbol)
 
 
+from ..engine.piecewise import subs_numbers
+
+
 def about(v) -> str:
     """``v`` to 3 significant digits for a message, also when it is far beyond float range."""
     try:
@@ -46,6 +49,11 @@ class ValuesMixin:
         if n.expr is None:
             self._values[nid] = None
             return None
+        if n.kind == "activity":        # durations repeat: one evaluation per distinct expression
+            key = ("activity", n.expr)
+            if key in self._values:
+                v = self._values[nid] = self._values[key]
+                return v
         if n.input:
             v = n.nominal
         else:
@@ -60,7 +68,7 @@ class ValuesMixin:
                 self._values[nid] = None
                 return None
             try:
-                v = n.expr.xreplace(subs)
+                v = subs_numbers(n.expr, subs)
                 if not v.is_Rational:
                     v = sp.N(v, 40) if v.is_number else v
             except (ValueError, TypeError, ArithmeticError) as exc:   # min/max of a non-real, decimal overflow
@@ -101,6 +109,8 @@ class ValuesMixin:
                            "a square root, fractional power or log of a negative value")
             v = None
         self._values[nid] = v
+        if n.kind == "activity":
+            self._values[("activity", n.expr)] = v
         return v
 
     def _powers_in_range(self, n: Node, subs: dict) -> bool:
@@ -246,7 +256,7 @@ class ValuesMixin:
             if v is None:
                 return None
             subs[s] = v
-        return expr.xreplace(subs)
+        return subs_numbers(expr, subs)
 
     def critical_path(self, plan: str, timeline: str) -> dict | None:
         """Critical path of a timeline at nominal values: activities with start, finish, slack,

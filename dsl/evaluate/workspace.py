@@ -66,6 +66,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self.timelines: dict[tuple, Timeline] = {}
         self.expectations: list[tuple] = []
         self._activity_edges: list[tuple[str, str]] = []
+        self._activity_resource: dict[str, str | None] = {}
         self._validated: set[str] = set()
         self.param_specs: dict[str, Param] = {}   # node id -> the spec it must satisfy
         self.bounds: dict[str, tuple[str, str]] = {}
@@ -78,7 +79,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         from ..syntax import limits as L
         self._chain_limit = L.current().chain
         L.ensure_recursion(self._chain_limit)
-        self.graph = None
+        self._graph = self._graph_ops = None
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
         self.rep.raise_if_errors()

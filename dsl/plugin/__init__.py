@@ -21,6 +21,7 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
 from __future__ import annotations
 
 from ..engine.nodes import symbol
+from ..engine.piecewise import hinge, hinge_sum, max_of, shortfall_sum
 from ..engine.safeio import FileRefused, read_text
 from ..syntax.limits import LimitError
 from ..syntax.limits import current as current_limits
@@ -37,4 +38,4 @@ __all__ = ["BlockView", "CommandSpec", "Diagnostic", "FileRefused", "LimitError"
            "read_text", "PlanError", "DeclContext", "DeclView", "FigureSpec", "KindSpec", "Param",
            "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
            "convert", "display_path", "format_number", "format_quantity", "hookimpl", "hookspec", "no_gc",
-           "parse_unit", "symbol"]
+           "parse_unit", "symbol", "hinge", "hinge_sum", "max_of", "shortfall_sum"]

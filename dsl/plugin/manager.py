@@ -29,17 +29,41 @@ ENTRY_POINT_GROUP = "plan.plugins"
 
 # hooks whose implementations receive a context (attributed and isolated per plugin)
 _CONTEXT_HOOKS = ("plan_declaration_derive", "plan_quantities_price", "plan_activities_schedule")
-# registration hooks whose records get the registering plugin's name
-_REGISTRATION_HOOKS = ("plan_kinds_register", "plan_blocks_register", "plan_tables_register",
-                       "plan_figures_register", "plan_vocabulary_register", "plan_commands_register")
+# registration hooks whose records get the registering plugin's name, with the record types
+# each may return
+_REGISTRATION_HOOKS = {"plan_kinds_register": (KindSpec,), "plan_blocks_register": (UseSpec,),
+                       "plan_tables_register": (TableSpec,), "plan_figures_register": (FigureSpec,),
+                       "plan_vocabulary_register": (QuantitySpec, SlotSpec),
+                       "plan_commands_register": (CommandSpec,), "plan_units_register": (tuple,)}
 
 
-def _attributed(impl) -> None:
+def _bad_record(rec, types) -> str | None:
+    """Why a registration record cannot be used (None when it can)."""
+    from .records import Param
+    if not isinstance(rec, types):
+        return f"a {type(rec).__name__} where {' or '.join(t.__name__ for t in types)} was expected"
+    if isinstance(rec, UseSpec):
+        for group in (rec.params, rec.plan_params):
+            bad = next((p for p in group if not isinstance(p, Param)), None)
+            if bad is not None:
+                return f"`use {rec.name}` lists {bad!r} where a Param was expected"
+    if isinstance(rec, KindSpec):
+        bad = next((p for p in rec.fields if not isinstance(p, Param)), None)
+        if bad is not None:
+            return f"kind '{rec.name}' lists {bad!r} where a Param was expected"
+    if isinstance(rec, tuple) and not (len(rec) in (3, 4) and isinstance(rec[0], str)):
+        return f"unit {rec!r} is not (name, scale, dim_name) or (name, scale, None, of_unit)"
+    return None
+
+
+def _attributed(impl, warnings: list[str], hook: str) -> None:
     """Wrap one plain hook implementation for attribution and isolation (see the module
-    docstring).  Wrappers (``hookwrapper``/``wrapper``) are left exactly as written."""
+    docstring).  Wrappers (``hookwrapper``/``wrapper``) are left exactly as written.  A
+    registration hook that raises, or returns records of the wrong type, is a warning naming
+    the plugin (its records are skipped): a broken third-party plugin must not stop the tool."""
     if impl.hookwrapper or impl.wrapper:
         return
-    fn, name, hook = impl.function, impl.plugin_name, None
+    fn, name = impl.function, impl.plugin_name
     argnames = impl.argnames
 
     if "ctx" in argnames:
@@ -61,13 +85,24 @@ def _attributed(impl) -> None:
             finally:
                 ctx._current_plugin = prev
     else:
+        types = _REGISTRATION_HOOKS.get(hook, (object,))
+
         def run(*args):
-            res = fn(*args)
-            if not res:
-                return res
-            return [dataclasses.replace(r, plugin=name) if dataclasses.is_dataclass(r)
-                    and hasattr(r, "plugin") and not r.plugin else r for r in res]
-    del hook
+            try:
+                res = fn(*args)
+                res = list(res or ())
+            except Exception as e:
+                warnings.append(f"plugin '{name}': {hook} failed ({type(e).__name__}: {e}); its records are skipped")
+                return None
+            out = []
+            for r in res:
+                why = _bad_record(r, types)
+                if why:
+                    warnings.append(f"plugin '{name}': {hook} returned {why}; skipped")
+                    continue
+                out.append(dataclasses.replace(r, plugin=name) if dataclasses.is_dataclass(r)
+                           and hasattr(r, "plugin") and not r.plugin else r)
+            return out
     run.__wrapped__ = fn
     impl.function = run    # HookImpl keeps argnames; pluggy calls function(*args) in that order
 
@@ -92,7 +127,8 @@ def get_plugin_manager(blocked: tuple[str, ...] = (), extra: tuple = ()):
     for name in blocked:
         pm.set_blocked(name)
     loaded: dict[str, object] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    for ep in eps:
         if ep.name in loaded or pm.is_blocked(ep.name):
             continue
         try:
@@ -101,14 +137,36 @@ def get_plugin_manager(blocked: tuple[str, ...] = (), extra: tuple = ()):
             warnings.append(f"plugin '{ep.name}' ({ep.value}) failed to load: {e}")
     for obj in extra:
         name = getattr(obj, "__name__", None) or type(obj).__name__
+        if any(o is obj for o in loaded.values()):     # already installed through its entry point
+            continue
         if name not in loaded and not pm.is_blocked(name):
             loaded[name] = obj
+    known = {ep.name for ep in eps} | set(loaded)
+    for name in blocked:
+        if name not in known:
+            warnings.append(f"--disable-plugin {name}: no plugin of that name (plugins: "
+                            + ", ".join(sorted(known)) + ")")
     for name in sorted(loaded, reverse=True):    # pluggy calls the last registered first
-        pm.register(loaded[name], name=name)
-    pm.check_pending()
-    for hook_name in _CONTEXT_HOOKS + _REGISTRATION_HOOKS:
+        try:
+            pm.register(loaded[name], name=name)
+        except Exception as e:   # a hook implementation whose arguments the spec does not have
+            warnings.append(f"plugin '{name}' cannot be registered: {e}")
+            pm.set_blocked(name)
+    while True:
+        try:
+            pm.check_pending()
+            break
+        except pluggy.PluginValidationError as e:     # a misspelt hook name
+            bad = getattr(e, "plugin", None)
+            bad_name = pm.get_name(bad) if bad is not None else None
+            warnings.append(f"plugin '{bad_name}' is not loaded: {e}")
+            if bad_name is None:
+                break
+            pm.unregister(name=bad_name)
+            pm.set_blocked(bad_name)
+    for hook_name in _CONTEXT_HOOKS + tuple(_REGISTRATION_HOOKS):
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
-            _attributed(impl)
+            _attributed(impl, warnings, hook_name)
     return pm, warnings
 
 
@@ -149,7 +207,12 @@ class Plugins:
     def _results(self, hook_name: str) -> list:
         """The records of a registration hook, in pluggy's call order, flattened."""
         out = []
-        for res in getattr(self.pm.hook, hook_name)():
+        try:
+            results = getattr(self.pm.hook, hook_name)()
+        except Exception as e:    # a wrapper implementation that raised
+            self.warnings.append(f"a wrapper of {hook_name} failed ({type(e).__name__}: {e}); its records are skipped")
+            return out
+        for res in results:
             out.extend(res or ())
         return out
 
@@ -226,15 +289,25 @@ class Plugins:
 
     def derive(self, ctx) -> None:
         """``plan_declaration_derive`` for one declaration context."""
-        self.pm.hook.plan_declaration_derive(ctx=ctx)
+        self._call("plan_declaration_derive", ctx)
 
     def price(self, ctx) -> None:
         """``plan_quantities_price`` for one plan context."""
-        self.pm.hook.plan_quantities_price(ctx=ctx)
+        self._call("plan_quantities_price", ctx)
 
     def schedule(self, ctx) -> None:
         """``plan_activities_schedule`` for one plan context."""
-        self.pm.hook.plan_activities_schedule(ctx=ctx)
+        self._call("plan_activities_schedule", ctx)
+
+    def _call(self, hook_name: str, ctx) -> None:
+        """Call a context hook through pluggy; plain implementations are isolated by their
+        wrappers (see :func:`_attributed`), so what still raises here is a hook wrapper."""
+        try:
+            getattr(self.pm.hook, hook_name)(ctx=ctx)
+        except ctx.Abort:
+            pass
+        except Exception as e:
+            ctx.plugin_failed(ctx._current_plugin or f"a wrapper of {hook_name}", e)
 
 
 _cache: dict[tuple, Plugins] = {}

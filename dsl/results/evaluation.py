@@ -34,7 +34,7 @@ class Evaluation:
     """
 
     __slots__ = ("_ws", "path", "nodes", "decls", "timelines", "requirements", "queries", "diagnostics",
-                 "plugins", "param_specs", "bounds", "graph", "modules", "structural")
+                 "plugins", "param_specs", "bounds", "modules", "structural")
 
     def __init__(self, ws) -> None:
         ws.seal()
@@ -50,9 +50,13 @@ class Evaluation:
         set_(self, "plugins", ws.plugins)
         set_(self, "param_specs", MappingProxyType(ws.param_specs))
         set_(self, "bounds", MappingProxyType(ws.bounds))
-        set_(self, "graph", ws.graph)
         set_(self, "modules", tuple(ws.modules))
         set_(self, "structural", frozenset(ws.structural))
+
+    @property
+    def graph(self):
+        """The dependency graph (networkx DiGraph, built on first use)."""
+        return self._ws.graph
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"an Evaluation is read-only (cannot set '{name}')")

@@ -132,6 +132,29 @@ def _holds(op: str, lv: float, rv: float) -> bool:
             "==": abs(lv - rv) <= tol}[op]
 
 
+_SIDES: dict = {}      # (workspace id, requirement) -> (workspace, compiled sides): one report's scans
+
+
+def compile_sides(ws, req):
+    """Both sides of requirement ``req`` compiled once, as float functions of all the inputs
+    they depend on (``lambdify`` with common subexpressions): ``(sides, symbols, nominal
+    floats, f_lhs, f_rhs)``; cached per workspace and requirement."""
+    key = (id(ws), req.plan, req.name, req.lhs, req.rhs)
+    got = _SIDES.get(key)
+    hit = got[1] if got is not None and got[0] is ws else None
+    if hit is None:
+        sides = [full_expression(ws, e) for e in (req.lhs, req.rhs)]
+        syms = sorted(set().union(*(e.free_symbols for e in sides)), key=lambda s: s.name)
+        at = nominal_floats(ws)
+        x0 = [float(at[s]) if s in at else float("nan") for s in syms]
+        fs = [sp.lambdify(syms, e, modules="math", cse=True) for e in sides]
+        hit = (sides, syms, x0, fs[0], fs[1])
+        if len(_SIDES) > 256:
+            _SIDES.clear()
+        _SIDES[key] = (ws, hit)
+    return hit
+
+
 def break_even(ws, req, nid: str) -> dict:
     """The value of input ``nid`` at which requirement ``req`` flips, others nominal.
 
@@ -144,9 +167,19 @@ def break_even(ws, req, nid: str) -> dict:
     x = sp.Symbol(nid, real=True)
     at = nominal_floats(ws)
     x0 = float(at[x])
-    sides = [full_expression(ws, e) for e in (req.lhs, req.rhs)]
-    rest = {k: sp.Float(v, 20) for k, v in at.items() if k != x}
-    fs = [sp.lambdify(x, s.xreplace(rest), modules="math") for s in sides]
+    sides, syms, args0, f_l, f_r = compile_sides(ws, req)
+    pos = syms.index(x) if x in syms else None
+
+    class _F:
+        def __init__(self, f):
+            self.f = f
+
+        def __call__(self, v):
+            a = list(args0)
+            a[pos] = v
+            return self.f(*a)
+
+    fs = [_F(f_l), _F(f_r)] if pos is not None else []
 
     def holds(v: float):
         try:

@@ -24,11 +24,43 @@ def grammar_path() -> Path:
     return root
 
 
+def cache_dir() -> Path | None:
+    """Per-user cache directory of the analysed grammar (``$XDG_CACHE_HOME/plan-dsl`` or
+    ``~/.cache/plan-dsl``; ``PLAN_CACHE_DIR`` overrides it, an empty value disables the cache)."""
+    import os
+
+    d = os.environ.get("PLAN_CACHE_DIR")
+    if d is not None:
+        return Path(d) if d else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "plan-dsl"
+
+
 @lru_cache(maxsize=None)
 def _parser():
+    """The LALR parser.  Building its tables takes longer than loading them, so they are cached
+    on disk (lark's ``cache=``): the file name carries a hash of the grammar text, lark's
+    version and Python's, and lark checks the same hash inside the file, so an edited grammar
+    is re-analysed, never served stale.  Without a writable cache directory it is built in memory."""
+    import hashlib
+    import sys
+
+    import lark
     from lark import Lark
-    return Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                propagate_positions=True, start=["start", "query", "expr_only"], maybe_placeholders=True)
+
+    text = grammar_path().read_text(encoding="utf-8")
+    opts = dict(parser="lalr", lexer="contextual", propagate_positions=True,
+                start=["start", "query", "expr_only"], maybe_placeholders=True)
+    d = cache_dir()
+    if d is not None:
+        key = hashlib.sha256(f"{text}{sorted(opts.items())}{lark.__version__}{sys.version_info[:2]}"
+                             .encode()).hexdigest()[:20]
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            return Lark(text, cache=str(d / f"grammar-{key}.lark-cache"), **opts)
+        except OSError:
+            pass
+    return Lark(text, **opts)
 
 
 def _span(file: str, meta) -> Span:

@@ -1,0 +1,89 @@
+"""Piecewise-linear sums built without sympy's pairwise simplification.
+
+``sum(sp.Max(0, x - c) for x in xs)`` costs milliseconds per term: every evaluated ``Max``
+searches its arguments for provable orderings and every ``+`` re-sorts the growing sum.  The
+helpers here build the same exact expression in one pass: equal terms are collected first
+(``n · max(0, x − c)``), each ``Max`` is left unevaluated (``evaluate=False``) and the sum is
+one ``Add``.  The expression is exact for every input value, so ``plan explain`` and ``plan
+solve`` see the true piecewise-linear form; its nominal value, like any quantity's, comes from
+substituting numbers, which evaluates each ``Max`` on numbers at once.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+
+def hinge(x, c=0):
+    """``max(0, x − c)`` as an unevaluated sympy ``Max`` (a number when both are numbers)."""
+    import sympy as sp
+
+    d = sp.sympify(x) - c
+    if d.is_number:
+        return sp.Max(0, d)
+    return sp.Max(0, d, evaluate=False)
+
+
+def hinge_sum(xs, c=0, weights=None):
+    """``Σ_i w_i · max(0, x_i − c)`` with equal ``x_i`` collected: O(distinct terms)."""
+    import sympy as sp
+
+    n: Counter = Counter()
+    for i, x in enumerate(xs):
+        n[x] += 1 if weights is None else weights[i]
+    return sp.Add(*[k * hinge(x, c) for x, k in n.items()]) if n else sp.Integer(0)
+
+
+def shortfall_sum(xs, c):
+    """``Σ_i max(0, c − x_i)`` (unused capacity), equal ``x_i`` collected."""
+    import sympy as sp
+
+    n = Counter(xs)
+    return sp.Add(*[k * hinge(c, x) for x, k in n.items()]) if n else sp.Integer(0)
+
+
+def max_of(xs):
+    """``max(x_1, …)`` of distinct expressions, unevaluated (no pairwise simplification)."""
+    import sympy as sp
+
+    xs = list(dict.fromkeys(xs))
+    if not xs:
+        raise ValueError("max_of() of no terms")
+    if len(xs) == 1:
+        return xs[0]
+    if all(getattr(x, "is_number", False) for x in xs):
+        return sp.Max(*xs)
+    return sp.Max(*xs, evaluate=False)
+
+
+def subs_numbers(expr, subs: dict):
+    """``expr.xreplace(subs)``, except that a ``Max``/``Min`` of many arguments whose
+    arguments all become numbers is reduced by plain comparisons, in linear time (sympy's
+    constructor compares every pair of arguments).  Same result, exact."""
+    import sympy as sp
+
+    MaxMin = (sp.Max, sp.Min)
+
+    def sub(e):
+        v = subs.get(e)
+        if v is not None:
+            return v
+        args = e.args
+        if not args:
+            return e
+        new = [sub(a) for a in args]
+        if isinstance(e, MaxMin) and len(new) > 8 and all(x.is_number and x.is_comparable for x in new):
+            best = new[0]
+            if isinstance(e, sp.Max):
+                for x in new[1:]:
+                    if (x > best) == sp.true:
+                        best = x
+            else:
+                for x in new[1:]:
+                    if (x < best) == sp.true:
+                        best = x
+            return best
+        if all(x is a for x, a in zip(new, args)):
+            return e
+        return e.func(*new)
+
+    return sub(expr)
