@@ -140,7 +140,7 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                        description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%%:50%%:21; "
                                    "NAME alone uses its declared range) and evaluate the plan's headline quantities "
                                    "and requirements at every point, compiled once with lambdify and vectorised "
-                                   "with numpy (pip install \"plan-dsl[numeric]\").  Prints a feasibility "
+                                   "with numpy.  Prints a feasibility "
                                    "summary; --out writes every point as CSV.")
     w.add_argument("file", metavar="FILE")
     w.add_argument("--vary", action="append", metavar="NAME=START:STOP:N", required=True,

@@ -36,7 +36,7 @@ def _np():
     try:
         import numpy
     except ImportError as e:
-        raise SearchError('plan search needs numpy: pip install "plan-dsl[numeric]"') from e
+        raise SearchError('plan search needs numpy (a dependency of plan-dsl): pip install numpy') from e
     return numpy
 
 

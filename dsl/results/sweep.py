@@ -16,7 +16,7 @@ re-evaluates the plan once per combination of structural values (``overrides``) 
 the continuous inputs within each; a whole-number parameter (``kind="int"`` or ``whole``)
 swept to a fractional value is an error, and so is sampling one at random.
 
-numpy is an optional dependency (``pip install "plan-dsl[numeric]"``); :class:`SweepError`
+numpy is a dependency of plan-dsl; in an install without it :class:`SweepError`
 says so when it is missing.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _numpy():
     try:
         import numpy
     except ImportError as e:
-        raise SweepError('plan sweep needs numpy: pip install "plan-dsl[numeric]"') from e
+        raise SweepError('plan sweep needs numpy (a dependency of plan-dsl): pip install numpy') from e
     return numpy
 
 
