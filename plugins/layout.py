@@ -28,7 +28,7 @@ from __future__ import annotations
 import sympy as sp
 
 from dsl.plugin import hookimpl
-from dsl.plugin import CommandSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec
 
 from . import layout_model as lm
 

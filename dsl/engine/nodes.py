@@ -105,14 +105,12 @@ class Abort(Exception):
     """Raised inside a plugin context to stop pricing one plugin after an error."""
 
 
-def symbol(node_id: str) -> sp.Symbol:
-    return symbol(node_id)
-
-
-_SYMBOLS: dict[str, sp.Symbol] = {}
+_SYMBOLS: dict[str, sp.Symbol] = {}   # a pure memo: equal ids give equal (immutable) symbols
 
 
 def symbol(node_id: str) -> sp.Symbol:
+    """The sympy symbol (real) of node ``node_id`` (``plan.quantity``): the free symbols of every
+    local expression are these, so a plugin refers to another quantity by ``symbol(id)``."""
     s = _SYMBOLS.get(node_id)
     if s is None:
         s = _SYMBOLS[node_id] = sp.Symbol(node_id, real=True)

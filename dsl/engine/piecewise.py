@@ -14,10 +14,14 @@ from collections import Counter
 
 
 def hinge(x, c=0):
-    """``max(0, x − c)`` as an unevaluated sympy ``Max`` (a number when both are numbers)."""
+    """``max(0, x − c)`` as an unevaluated sympy ``Max`` (a number when both are numbers).
+
+    ``x`` is a sympy expression or a Python number (strings are refused, as everywhere)."""
     import sympy as sp
 
-    d = sp.sympify(x) - c
+    from .nodes import as_expr
+
+    d = as_expr(x) - c
     if d.is_number:
         return sp.Max(0, d)
     return sp.Max(0, d, evaluate=False)

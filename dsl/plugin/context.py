@@ -5,29 +5,21 @@ Contexts hold the workspace being built; plugins use only their public methods.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from fractions import Fraction
-from pathlib import Path
-from typing import Any
 
 import sympy as sp
 
-from ..syntax import ast as A
-from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
-from ..syntax.parser import parse, parse_expression
-from ..plugin.records import Param, UseSpec
-from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
-from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
-from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
-                            Val, as_expr, rational, symbol)
+from ..syntax.diagnostics import Span, did_you_mean, display_path
+from ..plugin.records import UseSpec
+from ..engine.timeline import Timeline
+from ..engine.units import DIMENSIONLESS, default_unit_for, parse_unit
+from ..engine.nodes import Abort, DeclRef, Node, Requirement, as_expr, symbol
 
 
 # ---------------------------------------------------------------- contexts for plugins
 class _ContextBase:
     Abort = Abort
 
-    def __init__(self, ws: "Workspace", owner: str):
+    def __init__(self, ws, owner: str):
         self.ws = ws
         self.name = owner
         self._current_plugin: str | None = None
@@ -187,7 +179,7 @@ class DeclView:
 class DeclContext(_ContextBase):
     """Context of ``plan_declaration_derive`` for one non-plan declaration."""
 
-    def __init__(self, ws: "Workspace", name: str):
+    def __init__(self, ws, name: str):
         super().__init__(ws, name)
         self.kind = ws.decls[name].kind
         self.view = DeclView(self, name, None)
@@ -275,7 +267,7 @@ class BlockView:
 class PlanContext(_ContextBase):
     """Context of ``plan_quantities_price`` / ``plan_activities_schedule`` for one plan."""
 
-    def __init__(self, ws: "Workspace", name: str):
+    def __init__(self, ws, name: str):
         super().__init__(ws, name)
         self.info = ws.decls[name]
 

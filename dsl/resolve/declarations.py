@@ -4,24 +4,18 @@ blocks' defaults and parameter specs; plugins price each plan here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
-import sympy as sp
 
 from ..syntax import ast as A
-from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
-from ..syntax.parser import parse, parse_expression
-from ..plugin.records import Param, UseSpec
-from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
-from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
+from ..syntax.diagnostics import Span, did_you_mean
+from ..syntax.parser import parse_expression
+from ..plugin.records import Param
+from ..engine.units import describe_dim
 from ..plugin.context import DeclContext, PlanContext
 from .expr import display_unit, is_number
 from ..syntax.format import require_text
-from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
-                            Val, as_expr, rational, symbol)
+from ..engine.nodes import Cycle, DeclInfo, Fail, Node, Requirement
 
 
 # the one declaration kind the core knows; plugins register the others (model, device …)

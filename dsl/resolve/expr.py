@@ -2,22 +2,14 @@
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
-from typing import Any
 
 import sympy as sp
 
 from ..syntax import ast as A
-from ..syntax.diagnostics import Diagnostic, PlanError, Reporter, Span, did_you_mean, display_path, remember_source
-from ..syntax.parser import parse, parse_expression
-from ..plugin.records import Param, UseSpec
-from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Activity, Timeline
-from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, format_dim, parse_unit
-from ..engine.nodes import (HUGE, Abort, BlockRef, Cycle, DeclInfo, DeclRef, Fail, ListVal, Node, Requirement,
-                            Val, as_expr, rational, symbol)
+from ..syntax.diagnostics import Diagnostic, Span, did_you_mean
+from ..engine.units import DIMENSIONLESS, Dim, UnitError, default_unit_for, describe_dim, parse_unit
+from ..engine.nodes import BlockRef, Cycle, DeclRef, Fail, ListVal, Node, Val, rational, symbol
 
 
 _NUMBER_RE = None
