@@ -15,7 +15,7 @@ from dsl.engine.units import format_quantity
 
 def show_value(ws, nid: str) -> str:
     """A string, boolean, declaration or list value as text: ``[1 s, 2 s]``, ``"bf16"``."""
-    from dsl.evaluate.workspace import ListVal, Val
+    from dsl.engine.nodes import ListVal, Val
     from dsl.engine.units import default_unit_for, format_quantity
 
     v = ws.nodes[nid].value
