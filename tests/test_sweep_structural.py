@@ -21,7 +21,7 @@ def test_zero_stage_is_structural_and_each_stage_is_re_evaluated():
     # Qwen3-8B state over d = 8 GPUs per ZeRO stage (Training systems chapter, ZeRO/FSDP table):
     # 122.1 / 42.0 / 28.6 / 15.3 GiB
     assert list(res.columns["stage0.zero.stage"]) == [0, 1, 2, 3]
-    assert list(res.columns["memory_per_gpu"]) == pytest.approx([122.1, 42.0, 28.6, 15.3], abs=0.05)
+    assert list(res.columns["persistent_memory"]) == pytest.approx([122.1, 42.0, 28.6, 15.3], abs=0.05)
 
 
 def test_whole_number_knob_swept_to_a_fraction_is_an_error():
@@ -44,7 +44,7 @@ def test_sweep_over_tp_rebuilds_the_layout():
     ev = dsl.load(LAYOUT)
     assert "gpus48.layout.tp" in ev.structural
     res = sweep.run(ev, "gpus48", [sweep.parse_vary(ev, "gpus48.layout.tp=1:2:2")])
-    assert list(res.columns["layout_dp"]) == [48, 24]
+    assert list(res.columns["dp"]) == [48, 24]
     code, out, err = run_cli("sweep", LAYOUT, "--vary", "gpus48.layout.tp=1:2:2")
     assert code == 0 and "2 points" in out, err
 
