@@ -350,6 +350,11 @@ def plan_quantities_price(ctx):
     r = lm.evaluate(K, X, o, mode, moe)
     m = r["m"]
     ctx.require("micro_batches_at_least_one", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
+    if link is None and kn.zero is not None:
+        kn.zero.error_at("link", f"`use zero` in '{ctx.name}' needs 'link' (the link each GPU's collective traffic "
+                         "crosses) when the plan prices a training step",
+                         "add `link = …` naming a link (e.g. pcie4_x16), or drop `use compute` to price memory only",
+                         code="missing-parameter")
     if link is None and ctx.nominal(d) > 1:
         ctx.warn(f"plan '{ctx.name}' trains on several GPUs but names no link: gradient synchronisation "
                  "costs nothing in this plan", "add `link = …` to `use layout` (e.g. link = pcie4_x16)")
@@ -371,7 +376,7 @@ def plan_quantities_price(ctx):
     if wl.has("tokens"):
         ctx.define("flops_total", step_flops * wl.q("tokens", "token") / (K["s"] * K["B"]), "FLOP",
                    "training FLOPs of all tokens", fallback=True)
-    ctx.define("dp", d, "", "data-parallel degree", headline=t * p * c > 1 or explicit_dp, rank=1.5)
+    ctx.define("dp", d, "", "data-parallel degree", headline=True, rank=1.5)
     m = ctx.define("micro_batches", m, "", "micro-batches per pipeline per step: B / (dp·b)", headline=True, rank=2)
     comp = ctx.define("compute_time", r["compute"], "s",
                       "per-GPU compute of one step at the stated MFU: F_step / (p·P·η)", headline=True, rank=6,

@@ -278,7 +278,9 @@ def _peaks_table(ws, plan):
 
 def _methods_table(ws, plan):
     rows = []
-    if _uses(ws, plan, "zero") and _uses(ws, plan, "memory"):
+    zero_stage = (int(ws.python_value(f"{plan}.layout.zero")) if _uses(ws, plan, "layout")
+                  else int(ws.python_value(f"{plan}.zero.stage")) if _uses(ws, plan, "zero") else 0)
+    if zero_stage > 0 and _uses(ws, plan, "memory"):
         removed = _v(ws, f"{plan}.state_memory") - _v(ws, f"{plan}.persistent_memory")
         vol = _v(ws, f"{plan}.transfer_volume")
         extra = ("AllGather of weights, ReduceScatter of gradients" if vol is None else
