@@ -403,6 +403,11 @@ def plan_quantities_price(ctx):
     ctx.define("activation_per_layer", per_layer, "GiB",
                "activation bytes of one layer and micro-batch (Korthikanti et al. 2022, per tensor)")
     pipe_peak = None
+    if p > 1 and ctx.block("pipeline") is not None:
+        kn.error_at("pp", f"plan '{ctx.name}' schedules its pipeline twice: `use layout {{ pp = {p} }}` and "
+                    "`use pipeline`", "the layout's pipeline uses the same event engine: set `schedule` and "
+                    "`stage_layers` in `use layout`, or price the schedule alone with `use pipeline` in another plan",
+                    code="conflict")
     if p > 1:
         pipe_peak = _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers)
         if pipe_peak is not None:
