@@ -130,12 +130,22 @@ def load(path, text: str | None = None, evaluate: bool = True, disable: tuple[st
     :param disable: plugin names not to load (as ``plan --disable-plugin NAME``; the
         ``PLAN_DISABLE_PLUGINS`` environment variable adds more, comma-separated).
     :param extra: plugin objects to register besides the installed ones (tests, notebooks).
-    :raises PlanError: with every diagnostic when the file has errors.
+    :raises PlanError: with every diagnostic when the file has errors.  When every error is
+        confined to one declaration (a model whose config cannot be read), the rest of the file
+        is still evaluated and ``PlanError.partial`` holds that evaluation (else it is absent).
     """
     from dsl.evaluate.workspace import Workspace
     from dsl.plugin.manager import get_plugins
+    from dsl.syntax.diagnostics import PlanError
     plugins = get_plugins(blocked=disabled_plugins(disable), extra=tuple(extra))
-    return Results(Workspace(path, text=text, plugins=plugins, evaluate=evaluate))
+    try:
+        return Results(Workspace(path, text=text, plugins=plugins, evaluate=evaluate))
+    except PlanError as e:
+        ws = getattr(e, "workspace", None)
+        if ws is not None:
+            # errors confined to one declaration (a bad config): the rest of the file evaluated
+            e.partial = Results(ws)
+        raise
 
 
 def disabled_plugins(names=()) -> tuple[str, ...]:

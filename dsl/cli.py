@@ -273,9 +273,17 @@ def main(argv: list[str] | None = None) -> int:
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
                 "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
                 "explain": cmd_explain, "graph": cmd_graph}.get(args.cmd)
+        _CONFINED.clear()
         if run is None:
-            return commands[args.cmd].run(args, CommandContext())
-        return run(args)
+            rc = commands[args.cmd].run(args, CommandContext())
+        else:
+            rc = run(args)
+        if _CONFINED:
+            n = len(_CONFINED)
+            print(f"{n} error{'s' if n != 1 else ''} (the plans that do not use "
+                  f"{'it' if n == 1 else 'them'} were evaluated)", file=sys.stderr)
+            return max(rc or EXIT_OK, EXIT_PLAN)
+        return rc
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
@@ -337,10 +345,27 @@ def _warn(ws) -> None:
 _DISABLED: tuple[str, ...] = ()   # set by main() from --disable-plugin
 
 
+_CONFINED: list = []   # errors confined to one declaration, already printed (see _load)
+
+
 def _load(path: str, evaluate: bool = True):
-    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``)."""
+    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``).
+
+    When every error is confined to one declaration (a model whose config cannot be read), the
+    errors are printed here and the rest of the file is returned; the command then exits 1."""
     from dsl.api import load
-    return load(path, evaluate=evaluate, disable=_DISABLED)
+    from dsl.syntax.diagnostics import PlanError, render
+    try:
+        return load(path, evaluate=evaluate, disable=_DISABLED)
+    except PlanError as e:
+        partial = getattr(e, "partial", None)
+        if partial is None:
+            raise
+        for d in e.diagnostics:
+            if d.severity == "error":
+                print(render(d), file=sys.stderr)
+                _CONFINED.append(d)
+        return partial
 
 
 def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
@@ -694,9 +719,9 @@ def cmd_check(args) -> int:
     if args.strict:
         return _check_strict(ws, args)
     if args.format == "json":
-        print(json.dumps({"file": args.file, "ok": True, "declarations": len(ws.decls),
+        print(json.dumps({"file": args.file, "ok": not _CONFINED, "declarations": len(ws.decls),
                           "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
-    else:
+    elif not _CONFINED:
         nd, nf = len(ws.decls), len(ws.modules)
         print(f"{args.file}: ok ({nd} declaration{'s' if nd != 1 else ''} in {nf} file{'s' if nf != 1 else ''})")
     return EXIT_OK

@@ -74,17 +74,45 @@ MODEL_FIELDS = (
     Param("hidden", doc="hidden size", kind="int", min=1),
     Param("ffn", doc="FFN inner width", kind="int", min=1),
     Param("heads", doc="query heads", kind="int", min=1),
-    Param("kv_heads", default="heads", doc="key/value heads (GQA)", kind="int", min=1),
+    Param("kv_heads", default="heads", doc="key/value heads (GQA; 1 for MQA)", kind="int", min=1),
     Param("head_dim", default="hidden / heads", doc="width of one head", min=0, min_open=True),
     Param("vocab", doc="vocabulary size", kind="int", min=1),
-    Param("ffn_matrices", default="3", doc="matrices in the FFN: 3 for SwiGLU, 2 for GELU MLP", kind="int", min=1),
+    Param("ffn_matrices", default="3", doc="matrices in the FFN: 3 for a gated MLP (SwiGLU, GeGLU), 2 for a "
+          "plain MLP (GELU, ReLU, xIELU)", kind="int", min=1),
     Param("tied_embeddings", default="false", kind="bool", doc="LM head shares the embedding"),
-    Param("qk_norm", default="false", kind="bool", doc="RMSNorm on q and k per head"),
+    Param("qk_norm", default="false", kind="bool", doc="norm on q and k per head (Qwen3, Gemma 3)"),
     Param("qkv_bias", default="false", kind="bool", doc="bias on q, k, v projections"),
+    Param("out_bias", default="false", kind="bool", doc="bias on the attention output projection"),
+    Param("mlp_bias", default="false", kind="bool", doc="biases on the FFN matrices"),
+    Param("lm_head_bias", default="false", kind="bool", doc="bias on the LM head (Phi-2)"),
+    Param("norm", default='"rmsnorm"', kind="choice", choices=("rmsnorm", "layernorm"),
+          doc="norm type: RMSNorm has a weight, LayerNorm a weight and a bias"),
+    Param("layer_norms", default="2", kind="int", min=0,
+          doc="norms per block (2 pre-norm; 1 with parallel attention; 4 in Gemma 2/3)"),
+    Param("final_norm", default="true", kind="bool", doc="a norm after the last block"),
+    Param("embedding_norm", default="false", kind="bool", doc="a norm after the embeddings (BERT)"),
+    Param("position_embeddings", default="0", kind="int", min=0,
+          doc="rows of a learned position table (GPT-2, OPT, BERT; 0 for rotary)"),
+    Param("token_types", default="0", kind="int", min=0, doc="rows of a token-type table (BERT)"),
+    Param("embedding_dim", doc="embedding width when it differs from hidden (OPT word_embed_proj_dim; "
+          "adds the in and out projections)", kind="int", min=1, optional=True),
+    Param("pooler", default="false", kind="bool", doc="an encoder's pooler h·h + h (BERT)"),
+    Param("attention", default='"causal"', kind="choice", choices=("causal", "bidirectional"),
+          doc="causal (decoder) or bidirectional (encoder) self-attention"),
+    Param("parallel_attention", default="false", kind="bool",
+          doc="attention and FFN read the same input (GPT-J, Falcon, Phi-2): no count changes but the norms"),
+    Param("sliding_window", doc="window of the local (sliding-window) layers, tokens", kind="int", min=1,
+          optional=True),
+    Param("local_layers", doc="layers with the sliding window (default: all, when a window is given)",
+          kind="int", min=0, optional=True),
     Param("experts", doc="routed experts per MoE layer", kind="int", min=1, optional=True),
     Param("experts_per_token", doc="routed experts chosen per token (top-k)", kind="int", min=1, optional=True),
     Param("shared_experts", doc="always-active shared experts per MoE layer", kind="int", min=0, optional=True),
     Param("expert_ffn", doc="inner width of one expert", kind="int", min=1, optional=True),
+    Param("shared_expert_ffn", doc="inner width of a shared expert (default expert_ffn; Qwen2-MoE)",
+          kind="int", min=1, optional=True),
+    Param("shared_expert_gate", default="false", kind="bool",
+          doc="a sigmoid gate h → 1 on the shared expert (Qwen2-MoE)"),
     Param("dense_layers", doc="first layers with a dense FFN (DeepSeek first_k_dense_replace)", kind="int",
           min=0, optional=True),
     Param("q_lora_rank", doc="MLA query compression rank", kind="int", min=1, optional=True),
@@ -95,107 +123,33 @@ MODEL_FIELDS = (
           optional=True),
 )
 
-_HF_QK_NORM = {"qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text"}
-_HF_QKV_BIAS = {"qwen2"}
-_MOE_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
-
 
 @hookimpl
 def plan_kinds_register():
-    return [KindSpec("model", "a decoder-only transformer architecture", MODEL_FIELDS)]
+    return [KindSpec("model", "a transformer architecture (decoder or encoder)", MODEL_FIELDS)]
 
 
 @hookimpl
 def plan_config_import(kind, config, path):
-    """Map a Hugging Face config of a decoder (dense GQA, MoE, DeepSeek MLA) to model fields.
+    """Map a Hugging Face ``config.json`` to model fields (families: :mod:`plugins.hf_config`).
 
     MoE keys: ``num_experts`` / ``n_routed_experts`` / ``num_local_experts`` (E),
     ``num_experts_per_tok`` (k), ``n_shared_experts``, ``moe_intermediate_size`` (f_e; Mixtral
-    uses ``intermediate_size``), ``first_k_dense_replace``.  MLA keys: ``q_lora_rank``,
-    ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``; MTP:
-    ``num_nextn_predict_layers``.
+    uses ``intermediate_size``), ``first_k_dense_replace``, ``shared_expert_intermediate_size``.
+    MLA keys: ``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
+    ``v_head_dim``; MTP: ``num_nextn_predict_layers``.  Keys not read come back as warnings
+    (the ``"__warnings__"`` entry).
 
-    :raises ValueError: for layouts the parameter formulas do not describe (dense layers
-        interleaved with MoE layers, a shared expert of its own width).
+    :raises ValueError: for a config the formulas do not describe (an unknown architecture lacking
+        the core keys, a non-numeric count, dense layers interleaved with MoE layers).
     """
-    if kind != "model" or not isinstance(config, dict) or "num_hidden_layers" not in config:
+    if kind != "model" or not isinstance(config, dict):
         return None
-    name = os.path.basename(str(path))
-    config = dict(config)
+    from . import hf_config
 
-    def whole(key, minimum=1, required=True):
-        """config[key] checked: a whole number in [minimum, 10^12] (bool and str refused)."""
-        if key not in config or config[key] is None:
-            if required:
-                raise KeyError(key)
-            return None
-        v = config[key]
-        if isinstance(v, float) and v.is_integer() and abs(v) <= 1e12:
-            v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int) or not (minimum <= v <= 10 ** 12):
-            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:39] + "…"
-            raise ValueError(f"'{name}': key '{key}' must be a whole number from {minimum} to 10^12, got {shown}")
-        return v
-
-    for key, minimum, required in (("num_hidden_layers", 1, True), ("hidden_size", 1, True),
-                                   ("intermediate_size", 1, True), ("num_attention_heads", 1, True),
-                                   ("num_key_value_heads", 1, False), ("head_dim", 1, False),
-                                   ("vocab_size", 1, True), ("n_shared_experts", 0, False),
-                                   ("moe_intermediate_size", 1, False), ("first_k_dense_replace", 0, False),
-                                   ("num_experts_per_tok", 1, False), ("kv_lora_rank", 0, False),
-                                   ("q_lora_rank", 0, False), ("qk_rope_head_dim", 0, False),
-                                   ("qk_nope_head_dim", 0, False), ("v_head_dim", 0, False),
-                                   ("num_nextn_predict_layers", 0, False),
-                                   *((k, 0, False) for k in _MOE_KEYS)):
-        v = whole(key, minimum, required)
-        if v is not None:
-            config[key] = v
-    if config.get("kv_lora_rank"):
-        whole("qk_rope_head_dim", 0)
-        whole("qk_nope_head_dim", 0)
-    heads = config["num_attention_heads"]
-    out = {
-        "layers": (str(config["num_hidden_layers"]), None),
-        "hidden": (str(config["hidden_size"]), None),
-        "ffn": (str(config["intermediate_size"]), None),
-        "heads": (str(heads), None),
-        "kv_heads": (str(config.get("num_key_value_heads", heads)), None),
-        "head_dim": (str(config.get("head_dim") or config["hidden_size"] // heads), None),
-        "vocab": (str(config["vocab_size"]), None),
-        "tied_embeddings": (bool(config.get("tie_word_embeddings", False)), None),
-        "qk_norm": (config.get("model_type") in _HF_QK_NORM, None),
-        "qkv_bias": (bool(config.get("attention_bias", config.get("model_type") in _HF_QKV_BIAS)), None),
-    }
-    moe = [k for k in _MOE_KEYS if config.get(k)]
-    if moe:
-        for key, ok in (("decoder_sparse_step", 1), ("moe_layer_freq", 1)):
-            if config.get(key, ok) != ok:
-                raise ValueError(f"'{path}' interleaves dense and MoE layers ({key} = {config[key]}); "
-                                 "only dense-first layouts (first_k_dense_replace) are supported")
-        if config.get("mlp_only_layers"):
-            raise ValueError(f"'{path}' lists dense layers among MoE layers (mlp_only_layers); "
-                             "only dense-first layouts are supported")
-        if config.get("shared_expert_intermediate_size"):
-            raise ValueError(f"'{path}' has a shared expert of its own width (shared_expert_intermediate_size); "
-                             "describe the model by fields instead")
-        if "num_experts_per_tok" not in config:
-            raise ValueError(f"'{path}' is a mixture-of-experts config without num_experts_per_tok")
-        out["experts"] = (str(config[moe[0]]), None)
-        out["experts_per_token"] = (str(config["num_experts_per_tok"]), None)
-        out["shared_experts"] = (str(config.get("n_shared_experts") or 0), None)
-        out["expert_ffn"] = (str(config.get("moe_intermediate_size") or config["intermediate_size"]), None)
-        out["dense_layers"] = (str(config.get("first_k_dense_replace") or 0), None)
-    if config.get("kv_lora_rank"):
-        rope, nope = config["qk_rope_head_dim"], config["qk_nope_head_dim"]
-        out["head_dim"] = (str(nope + rope), None)
-        out["kv_heads"] = (str(heads), None)
-        out["kv_lora_rank"] = (str(config["kv_lora_rank"]), None)
-        out["qk_rope_dim"] = (str(rope), None)
-        out["v_head_dim"] = (str(config.get("v_head_dim") or nope), None)
-        if config.get("q_lora_rank"):
-            out["q_lora_rank"] = (str(config["q_lora_rank"]), None)
-    if config.get("num_nextn_predict_layers"):
-        out["mtp_layers"] = (str(config["num_nextn_predict_layers"]), None)
+    out, warnings = hf_config.import_config(config, path)
+    if warnings:
+        out["__warnings__"] = (tuple(warnings), None)
     return out
 
 

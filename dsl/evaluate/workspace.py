@@ -7,7 +7,7 @@ from typing import Any
 
 
 from ..syntax import ast as A
-from ..syntax.diagnostics import Reporter
+from ..syntax.diagnostics import PlanError, Reporter
 from ..plugin.records import Param
 from ..engine.timeline import Timeline
 from ..engine.nodes import DeclInfo, Node, Requirement
@@ -73,14 +73,33 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self._chain_limit = L.current().chain
         L.ensure_recursion(self._chain_limit)
         self._graph = self._graph_ops = None
+        self.contained: list = []     # errors confined to one declaration (a bad config)
+        self.broken: set[str] = set()  # the declarations they are about
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
-        self.rep.raise_if_errors()
+        self._raise_if_errors()
         self._declarations()
-        self.rep.raise_if_errors()
+        self._raise_if_errors()
         self._plans()
         if not self.rep.errors:
             self._finalize(numeric=evaluate)
+        self._raise_if_errors()
+        if self.contained:
+            # the rest of the file evaluated: the error is raised with this evaluation attached
+            # (``PlanError.workspace``), so a caller can still show the plans it did not affect
+            self.rep.items.extend(self.contained)
+            self.contained = []
+            try:
+                self.rep.raise_if_errors()
+            except PlanError as e:
+                e.workspace = self
+                raise
+
+    def _raise_if_errors(self) -> None:
+        """Raise every error found so far, the confined ones (a bad config) included."""
+        if self.rep.errors and self.contained:
+            self.rep.items.extend(self.contained)
+            self.contained = []
         self.rep.raise_if_errors()
 
 

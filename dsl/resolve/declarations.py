@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from ..syntax import ast as A
-from ..syntax.diagnostics import Span, did_you_mean
+from ..syntax.diagnostics import Diagnostic, Span, did_you_mean
 from ..syntax.parser import parse_expression
 from ..plugin.records import Param
 from ..engine.units import describe_dim
@@ -177,6 +177,12 @@ class DeclarationsMixin:
         from ..engine import safeio
         from .expr import json_depth
 
+        def bad(code, summary, span, hint=""):
+            """An error about this declaration's config: reported, and confined to it (other
+            declarations and the plans that do not use it still evaluate)."""
+            self.contained.append(Diagnostic("error", code, summary, span, hint))
+            self.broken.add(d.name)
+
         path = self._import_path(Path(d.span.file).resolve().parent, d.source)
         try:
             raw = safeio.read_text(path, what="config file", display=d.source, remember=False)
@@ -185,36 +191,42 @@ class DeclarationsMixin:
             cfg = json.loads(raw)
         except safeio.FileRefused as e:
             if e.kind == "missing":
-                self.rep.error("missing-import", f"config file '{d.source}' does not exist", d.source_span,
+                bad("missing-import", f"config file '{d.source}' does not exist", d.source_span,
                                f"paths are relative to the .plan file (looked for {path})")
             else:
-                self.rep.error(e.code if e.kind != "encoding" else "bad-config", e.summary, d.source_span, e.hint)
+                bad(e.code if e.kind != "encoding" else "bad-config", e.summary, d.source_span, e.hint)
             return {}
         except json.JSONDecodeError as e:
-            self.rep.error("bad-config", f"config file '{d.source}' is not valid JSON: {e.msg} "
+            bad("bad-config", f"config file '{d.source}' is not valid JSON: {e.msg} "
                            f"(line {e.lineno}, column {e.colno})", d.source_span, "fix the JSON file")
             return {}
         except (RecursionError, ValueError) as e:   # nesting too deep, numbers too long
-            self.rep.error("bad-config", f"config file '{d.source}' cannot be read as JSON: "
+            bad("bad-config", f"config file '{d.source}' cannot be read as JSON: "
                            f"{'nested too deeply' if isinstance(e, RecursionError) else e}", d.source_span,
                            "a Hugging Face config.json is a flat object of numbers and strings")
             return {}
         if not isinstance(cfg, dict):
-            self.rep.error("bad-config", f"config file '{d.source}' holds a JSON "
+            bad("bad-config", f"config file '{d.source}' holds a JSON "
                            f"{type(cfg).__name__ if cfg is not None else 'null'}, not an object", d.source_span,
                            "a Hugging Face config.json is an object {\"key\": value, …}")
             return {}
         try:
             mapped = self.plugins.config_import(d.kind, cfg, str(path))
+            if mapped is not None:
+                mapped = dict(mapped)
+                notes = mapped.pop("__warnings__", ((), None))[0]
         except (ValueError, KeyError, TypeError, ArithmeticError) as e:
             msg = str(e) if isinstance(e, ValueError) else f"missing key {e} in '{d.source}'" \
                 if isinstance(e, KeyError) else f"config file '{d.source}' has a value of the wrong type or size: {e}"
-            self.rep.error("bad-config", msg, d.source_span, "describe the model by its fields instead")
+            bad("bad-config", msg, d.source_span, "describe the model by its fields instead")
             return {}
         if mapped is None:
-            self.rep.error("bad-config", f"no plugin understands '{d.source}' as a {d.kind}", d.source_span,
-                           "supported: Hugging Face config.json of dense decoders")
+            bad("bad-config", f"no plugin understands '{d.source}' as a {d.kind}", d.source_span,
+                           "supported: Hugging Face config.json of the families in docs/models.md")
             return {}
+        for w in notes:
+            self.rep.warning("config", str(w), d.source_span,
+                             "check the count against the model card; set the field by hand to override")
         out = {}
         sp_ = d.source_span
         for k, (val, unit) in mapped.items():
@@ -228,7 +240,44 @@ class DeclarationsMixin:
         return out
 
     # ------------------------------------------------------------ plans
+    def _drop_users_of_broken(self) -> None:
+        """Plans that name a declaration whose config could not be read are not evaluated (an
+        error at the plan, confined like the config's); the other plans still are."""
+        def refs(x, seen=0):
+            if isinstance(x, A.Ref):
+                yield x.parts[0]
+            elif seen < 60 and hasattr(x, "__dataclass_fields__"):
+                for k in x.__dataclass_fields__:
+                    yield from refs(getattr(x, k), seen + 1)
+            elif seen < 60 and isinstance(x, (tuple, list)):
+                for y in x:
+                    yield from refs(y, seen + 1)
+
+        changed = True
+        while changed and self.broken:
+            changed = False
+            for name, info in list(self.decls.items()):
+                if info.kind != "plan" or name in self.broken:
+                    continue
+                assigns = list(info.fields.values()) + [a for ps in info.uses.values() for a in ps.values()]
+                bad = sorted({r for a in assigns for r in refs(a.value) if r in self.broken}
+                             | ({info.parents[0]} & self.broken if info.parents else set()))
+                if not bad:
+                    continue
+                what = self.decls[bad[0]]
+                self.contained.append(Diagnostic(
+                    "error", "bad-config", f"plan '{name}' is not evaluated: it uses {what.kind} '{bad[0]}', "
+                    "whose config could not be read", info.ast.name_span,
+                    f"fix the config of '{bad[0]}' (the error at its `from`), or describe it by its fields",
+                    ((f"'{bad[0]}' is declared here", what.ast.name_span),)))
+                self.broken.add(name)
+                changed = True
+                del self.decls[name]
+                for nid in [n for n, node in self.nodes.items() if node.owner == name]:
+                    del self.nodes[nid]
+
     def _plans(self) -> None:
+        self._drop_users_of_broken()
         blocks = self.plugins.blocks
         for info in self.decls.values():
             if info.kind != "plan":
