@@ -170,9 +170,43 @@ def architecture(view):
     a["nkv"] = q("kv_heads", a["nq"])
     a["dh"] = q("head_dim", a["h"] / a["nq"] if a["h"] is not None and a["nq"] is not None else None)
     a["mats"] = q("ffn_matrices", sp.Integer(3))
-    for k in ("tied_embeddings", "qk_norm", "qkv_bias"):
+    for k in ("tied_embeddings", "qk_norm", "qkv_bias", "out_bias", "mlp_bias", "lm_head_bias",
+              "embedding_norm", "pooler", "parallel_attention", "shared_expert_gate"):
         a[k] = bool(view.value(k, False))
+    a["final_norm"] = bool(view.value("final_norm", True))
+    a["nf"] = sp.Integer(2) if view.value("norm", "rmsnorm") == "layernorm" else sp.Integer(1)
+    a["norms"] = q("layer_norms", sp.Integer(2))
+    a["P"] = q("position_embeddings", sp.Integer(0))
+    a["T"] = q("token_types", sp.Integer(0))
+    a["de"] = q("embedding_dim")
+    a["bidirectional"] = view.value("attention", "causal") == "bidirectional"
+    a["window"] = q("sliding_window")
+    if a["window"] is None:
+        a["local"] = sp.Integer(0)
+    else:
+        a["local"] = q("local_layers", a["L"])
     return a
+
+
+def attention_pairs(a, s):
+    """(query, key) pairs one sequence of ``s`` tokens scores, summed over the layers.
+
+    Causal full layer s(s+1)/2, bidirectional s²; a sliding-window layer of window w (a query
+    sees itself and the w − 1 tokens before it) min(s, w)·(2s − min(s, w) + 1)/2 causal, and
+    s·min(s, w) bidirectional (as an approximation at the edges).  Sinks and logit soft-capping
+    change no pair.
+
+    :param a: :func:`architecture`; :param s: sequence length (a number or sympy expression).
+    """
+    import sympy as sp
+
+    L, local, w = a["L"], a["local"], a["window"]
+    full = s * s if a["bidirectional"] else s * (s + 1) / 2
+    if w is None:
+        return L * full
+    m = sp.Min(s, w)
+    win = s * m if a["bidirectional"] else m * (2 * s - m + 1) / 2
+    return (L - local) * full + local * win
 
 
 def moe_architecture(view):
@@ -213,9 +247,20 @@ def attention_params(a, m, matrices_only=False):
     if matrices_only:
         return p
     if a["qk_norm"]:
-        p += 2 * dh
+        p += 2 * dh * a.get("nf", 1)
     if a["qkv_bias"]:
         p += (nq + 2 * nkv) * dh
+    if a.get("out_bias"):
+        p += h
+    return p
+
+
+def ffn_params(a, width):
+    """One FFN of inner width ``width``: ffn_matrices·h·width, plus its biases when present
+    (width on each input matrix, h on the output)."""
+    p = a["mats"] * a["h"] * width
+    if a.get("mlp_bias"):
+        p += (a["mats"] - 1) * width + a["h"]
     return p
 
 
@@ -232,48 +277,69 @@ def plan_declaration_derive(ctx):
                   f"add `{missing} = …` (top-k and the inner width of one expert)",
                   code="missing-parameter")
     attn = attention_params(a, m)
-    dense = attn + mats * h * f + 2 * h
-    emb = V * h
-    head = 0 if a["tied_embeddings"] else V * h
+    norms = a["norms"] * a["nf"] * h              # norm vectors of one block
+    dense = attn + ffn_params(a, f) + norms
+    de = a["de"] if a["de"] is not None else h
+    emb = V * de + (a["P"] + a["T"]) * h
+    if a["de"] is not None:
+        emb += 2 * h * de                          # OPT's project_in / project_out
+    if a["embedding_norm"]:
+        emb += a["nf"] * h
+    head = 0 if a["tied_embeddings"] else V * de
+    if a["lm_head_bias"]:
+        head += V
+    final = (a["nf"] * h if a["final_norm"] else 0) + ((h * h + h) if a["pooler"] else 0)
     ctx.define("attention_params", attn, "param", "parameters of one block's attention")
     ctx.define("embedding_params", emb, "param", "word embedding V·h")
     ctx.define("lm_head_params", head, "param", "LM head V·h (0 when tied)")
     if m["moe"]:
         E, k, ks, fe, Ld = m["E"], m["k"], m["ks"], m["fe"], m["Ld"]
         Lm = L - Ld
-        expert = mats * h * fe
-        router = h * E
-        moe = attn + 2 * h + router + (E + ks) * expert
-        moe_active = attn + 2 * h + router + (k + ks) * expert
+        expert = ffn_params(a, fe)
+        shared = ffn_params(a, ctx.view.q("shared_expert_ffn")) if ctx.has("shared_expert_ffn") else expert
+        router = h * E + (h if a["shared_expert_gate"] else 0)
+        moe = attn + norms + router + E * expert + ks * shared
+        moe_active = attn + norms + router + k * expert + ks * shared
         ctx.define("layer_params", moe, "param", "parameters of one MoE block with all its experts")
         ctx.define("dense_layer_params", dense, "param", "parameters of one dense-FFN block")
         ctx.define("moe_layer_params", moe, "param", "parameters of one MoE block: attention, router, experts")
         ctx.define("moe_layer_active_params", moe_active, "param",
                    "parameters of one MoE block a token uses: attention, router, k routed + shared experts")
         ctx.define("expert_params", Lm * E * expert, "param", "routed expert weights of all MoE layers")
-        total = Ld * dense + Lm * moe + emb + head + h
-        active = Ld * dense + Lm * moe_active + emb + head + h
+        total = Ld * dense + Lm * moe + emb + head + final
+        active = Ld * dense + Lm * moe_active + emb + head + final
         # matrices a token multiplies by: all but norm vectors and the embedding lookup
         mat_attn = attention_params(a, m, matrices_only=True)
         mat_layer_d = mat_attn + mats * h * f
-        mat_layer_m = mat_attn + router + (k + ks) * expert
-        matrices = Ld * mat_layer_d + Lm * mat_layer_m + V * h
+        mat_shared = mats * h * (ctx.view.q("shared_expert_ffn") if ctx.has("shared_expert_ffn") else fe)
+        mat_layer_m = mat_attn + router + k * mats * h * fe + ks * mat_shared
+        matrices = Ld * mat_layer_d + Lm * mat_layer_m + V * de + (2 * h * de if a["de"] is not None else 0)
         ctx.define("expert_flops_per_token", 2 * mats * 3 * Lm * h * fe * (k + ks), "GFLOP/token",
                    "training FLOPs of the expert matmuls per token: 18·n_L·h·f·(k + k_s)",
                    references=("Book ch. 3 §3.6.2 (FLOPs of a mixture-of-experts model)",))
         # DeepSeek-V3 MTP module: one MoE block, two norms, the 2h→h projection, a final norm
-        ctx.define("mtp_params", m["mtp"] * (moe + 2 * h + 2 * h * h + h), "param",
+        ctx.define("mtp_params", m["mtp"] * (moe + 2 * a["nf"] * h + 2 * h * h + a["nf"] * h), "param",
                    "multi-token-prediction modules (embedding and head shared; not in params)")
     else:
         layer = dense
         ctx.define("layer_params", layer, "param", "parameters of one transformer block")
-        total = active = L * layer + emb + head + h
-        matrices = L * (attention_params(a, m, matrices_only=True) + mats * h * f) + V * h
+        total = active = L * layer + emb + head + final
+        matrices = (L * (attention_params(a, m, matrices_only=True) + mats * h * f) + V * de
+                    + (2 * h * de if a["de"] is not None else 0))
     if m["mla"]:
         kvw = m["rkv"] + m["dr"]
     else:
         kvw = 2 * nkv * dh
     ctx.define("kv_cache_width", kvw, "", "cached K/V elements per token per layer")
+    local = a["local"]
+    ctx.define("global_layers", L - local, "", "layers attending to the whole context (not sliding-window)")
+    ctx.define("kv_cache_width_global", (L - local) * kvw, "",
+               "cached K/V elements per context token, summed over the full-attention layers")
+    ctx.define("kv_cache_width_local", local * kvw, "",
+               "cached K/V elements per windowed token, summed over the sliding-window layers "
+               "(each caches at most attention_window tokens)")
+    if a["window"] is not None:
+        ctx.define("attention_window", a["window"], "", "tokens a sliding-window layer attends to and caches")
     ctx.define("params", total, "param",
                "all trainable parameters: blocks, embedding, LM head, final norm")
     ctx.define("active_params", active, "param", "parameters one token uses (all of them for a dense model)")
