@@ -37,6 +37,13 @@ mtp_layers          multi-token-prediction modules (not counted in params)   0
 
 With MLA, ``head_dim`` is the query/key width per head d_nope + d_r and ``kv_heads`` = ``heads``.
 
+Norms, biases, learned positions, encoders and sliding windows (defaults: a pre-norm RMSNorm
+decoder without biases): ``norm`` ("rmsnorm" | "layernorm"), ``layer_norms`` (2), ``final_norm``,
+``embedding_norm``, ``out_bias``, ``mlp_bias``, ``lm_head_bias``, ``position_embeddings``,
+``token_types``, ``embedding_dim`` (OPT), ``pooler``, ``attention`` ("causal" | "bidirectional"),
+``parallel_attention``, ``sliding_window``, ``local_layers``, ``shared_expert_ffn``,
+``shared_expert_gate`` — see docs/models.md.  Families read from a config: plugins/hf_config.py.
+
 Derived fields (unit ``param``): ``params`` (all trainable parameters of the main model),
 ``embedding_params`` (V·h), ``lm_head_params`` (V·h, 0 when tied), ``layer_params`` (one block;
 for an MoE model one MoE block with all its experts), ``attention_params`` (one block's
@@ -44,7 +51,8 @@ attention), ``active_params`` (parameters one token uses: ``params`` for a dense
 ``dense_layer_params``, ``moe_layer_params``, ``moe_layer_active_params``, ``expert_params``
 (all routed experts of all layers), ``mtp_params`` (the MTP modules, sharing embedding and
 head), ``kv_cache_width`` (cached elements per token per layer: 2·n_kv·d_h, or r_kv + d_r with
-MLA); FLOPs: ``flops_per_token_forward`` (2 × the active matrix parameters, LM head included,
+MLA), ``global_layers``, ``kv_cache_width_global`` / ``kv_cache_width_local`` (summed over the
+full-attention / sliding-window layers) and ``attention_window``; FLOPs: ``flops_per_token_forward`` (2 × the active matrix parameters, LM head included,
 embedding lookup excluded; attention QKᵀ/AV over the context is extra) and
 ``expert_flops_per_token`` (training FLOPs of the routed and shared expert matmuls,
 18·n_L·h·f_e·(k + k_s) for SwiGLU — book ch. 3 §3.6.2).

@@ -1,4 +1,4 @@
-"""The documentation is executable: every ```plan block in docs/language.md and README.md
+"""The documentation is executable: every ```plan block in docs/language.md, docs/models.md and README.md
 evaluates, every ```plan-error block fails, and the plugin reference covers every parameter."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dsl.plugin.manager import get_plugins
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = ROOT / "docs" / "language.md"
 PLUGIN_DOCS = sorted((ROOT / "docs" / "plugins").glob("*.md"))
-DOCS = [LANGUAGE, ROOT / "README.md"] + PLUGIN_DOCS
+DOCS = [LANGUAGE, ROOT / "README.md", ROOT / "docs" / "models.md"] + PLUGIN_DOCS
 HF = ROOT / "specs" / "catalog" / "hf"
 
 _FENCE = re.compile(r"^```([\w-]*)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)

@@ -99,7 +99,7 @@ CASES = [
     # (config file, family, total, active)
     ("llama-7b-key-fields.json", "Llama 1", llama(32, 4096, 11008, 32, 32, 32000), None),
     ("Llama-2-7b-hf.json", "Llama 2", 6_738_415_616, None),
-    ("Llama-2-70b-hf.json", "Llama 2 (GQA)", llama(80, 8192, 28672, 64, 8, 32000), None),
+    ("Llama-2-70b-hf.json", "Llama 2", llama(80, 8192, 28672, 64, 8, 32000), None),
     ("Llama-3.1-8B.json", "Llama 3.1", 8_030_261_248, None),
     ("Llama-3.1-405B.json", "Llama 3.1", llama(126, 16384, 53248, 128, 8, 128256), None),
     ("OpenHermes-2.5-Mistral-7B.json", "Mistral", llama(32, 4096, 14336, 32, 8, 32002), None),
@@ -283,3 +283,10 @@ def test_unread_keys_are_a_warning(tmp_path):
     ev = dsl.load(tmp_path / "m.plan")
     assert any("frobnicate_layers" in w.summary for w in ev.warnings)
     assert int(ev.value("a.params")) == 8_190_735_360
+
+
+def test_every_model_field_is_documented():
+    from plugins.decoder import MODEL_FIELDS
+    docs = "".join((REPO_ROOT / p).read_text(encoding="utf-8")
+                   for p in ("docs/language.md", "docs/models.md", "docs/plugins/moe.md"))
+    assert [p.name for p in MODEL_FIELDS if f"`{p.name}`" not in docs] == []

@@ -84,7 +84,10 @@ def plan_config_import(kind: str, config: dict, path: str):
     :param path: the file it was read from (for messages).
     :return: ``dict[field, (value, unit)]`` with values as exact strings or bools, or
         ``None`` when this plugin does not understand the config.  ``firstresult``: the
-        first plugin returning non-``None`` wins.
+        first plugin returning non-``None`` wins.  An entry ``"__warnings__": (messages, None)``
+        is no field: each message becomes a ``warning[config]`` at the ``from`` line.  Raise
+        ``ValueError`` (message naming the file) for a config that cannot be described: it
+        becomes an ``error[bad-config]`` confined to that declaration.
     """
 
 
