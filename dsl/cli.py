@@ -362,7 +362,7 @@ def _load(path: str, evaluate: bool = True):
         if partial is None:
             raise
         for d in e.diagnostics:
-            if d.severity == "error":
+            if d.severity == "error" and d not in _CONFINED:   # a command may load twice
                 print(render(d), file=sys.stderr)
                 _CONFINED.append(d)
         return partial

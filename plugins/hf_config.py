@@ -102,7 +102,8 @@ def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
         text = dict(config["text_config"])
         tmt = text.get("model_type") or _TEXT_TOWER.get(mt, mt)
         shown = f"model_type '{mt}'" if isinstance(mt, str) else "a multimodal config"
-        rest = sorted(k for k in config if k != "text_config" and not _ignorable(k))
+        rest = sorted(k for k in config if k != "text_config" and k.endswith("_config")
+                      and k != "quantization_config")
         warnings.append(f"'{name}' is {shown}: the language model (text_config) is read; the other towers "
                         f"({', '.join(rest) if rest else 'none listed'}) are not counted")
         if "tie_word_embeddings" in config and "tie_word_embeddings" not in text:

@@ -95,6 +95,14 @@ def gemma(L, h, f, nq, nkv, dh, V, qk_norm):
     return L * (attn + 3 * h * f + 4 * h) + V * h + h
 
 
+def qwen2_moe(L, h, nq, V, E, k, fe, fs):
+    """Qwen2-MoE: q/k/v biases, router h·E, one shared expert of width fs behind a gate h → 1;
+    returns (total, active)."""
+    attn = 4 * h * h + 3 * h
+    base = attn + 2 * h + h * E + h + 3 * h * fs
+    return (L * (base + E * 3 * h * fe) + 2 * V * h + h, L * (base + k * 3 * h * fe) + 2 * V * h + h)
+
+
 CASES = [
     # (config file, family, total, active)
     ("llama-7b-key-fields.json", "Llama 1", llama(32, 4096, 11008, 32, 32, 32000), None),
@@ -108,6 +116,7 @@ CASES = [
     ("qwen25-7b-key-fields.json", "Qwen2.5", llama(28, 3584, 18944, 28, 4, 152064, qkv_bias=True), None),
     ("Qwen3-8B.json", "Qwen3", 8_190_735_360, None),
     ("Qwen3-30B-A3B.json", "Qwen3 MoE", *moe(48, 2048, 32, 4, 128, 151936, 128, 8, 768, qk_norm=True)),
+    ("Qwen1.5-MoE-A2.7B-key-fields.json", "Qwen2 MoE", *qwen2_moe(24, 2048, 16, 151936, 60, 4, 1408, 5632)),
     ("Qwen3-VL-4B-key-fields.json", "multimodal text tower",
      llama(36, 2560, 9728, 32, 8, 151936, dh=128, tied=True, qk_norm=True), None),
     ("DeepSeek-V2-key-fields.json", "DeepSeek-V2",
@@ -164,6 +173,9 @@ def test_published_rounded_sizes():
     t, a = moe(32, 4096, 32, 8, 128, 32000, 8, 2, 14336)
     assert round(t / 1e8) == 467 and round(a / 1e8) == 129
     assert round(gemma(42, 3584, 14336, 16, 8, 256, 256000, False) / 1e7) == 924
+    # Qwen1.5-MoE-A2.7B: 14.3 B total, 2.7 B activated
+    t, a = qwen2_moe(24, 2048, 16, 151936, 60, 4, 1408, 5632)
+    assert round(t / 1e8) == 143 and round(a / 1e8) == 27
 
 
 def test_activation_sets_the_mlp_matrices(catalog):
@@ -290,3 +302,22 @@ def test_every_model_field_is_documented():
     docs = "".join((REPO_ROOT / p).read_text(encoding="utf-8")
                    for p in ("docs/language.md", "docs/models.md", "docs/plugins/moe.md"))
     assert [p.name for p in MODEL_FIELDS if f"`{p.name}`" not in docs] == []
+
+
+def test_all_moe_config_needs_no_dense_width(tmp_path):
+    cfg = json.loads((HF / "Qwen3-30B-A3B.json").read_text())
+    del cfg["intermediate_size"]
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    (tmp_path / "m.plan").write_text('model a from "c.json"\n')
+    ev = dsl.load(tmp_path / "m.plan")
+    assert int(ev.value("a.params")) == moe(48, 2048, 32, 4, 128, 151936, 128, 8, 768, qk_norm=True)[0]
+
+
+def test_multimodal_config_reads_the_text_tower(tmp_path):
+    cfg = json.loads((HF / "Qwen3-VL-4B-key-fields.json").read_text())
+    cfg["vision_config"] = {"depth": 1}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    (tmp_path / "m.plan").write_text('model a from "c.json"\n')
+    ev = dsl.load(tmp_path / "m.plan")
+    assert any("text_config" in w.summary and "vision_config" in w.summary for w in ev.warnings)
+    assert int(ev.value("a.params")) == llama(36, 2560, 9728, 32, 8, 151936, dh=128, tied=True, qk_norm=True)

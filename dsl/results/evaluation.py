@@ -72,7 +72,8 @@ class Evaluation:
 
     @property
     def errors(self) -> tuple:
-        """Errors (an evaluation exists only for a file without errors: always empty)."""
+        """Errors: empty, except in ``PlanError.partial`` — the evaluation of a file whose only
+        errors are confined to one declaration (a model whose config cannot be read)."""
         return tuple(d for d in self.diagnostics if d.severity == "error")
 
     # ------------------------------------------------------------ nodes
