@@ -321,3 +321,14 @@ def test_multimodal_config_reads_the_text_tower(tmp_path):
     ev = dsl.load(tmp_path / "m.plan")
     assert any("text_config" in w.summary and "vision_config" in w.summary for w in ev.warnings)
     assert int(ev.value("a.params")) == llama(36, 2560, 9728, 32, 8, 151936, dh=128, tied=True, qk_norm=True)
+
+
+def test_a_model_extending_a_bad_config_is_confined_too(tmp_path):
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "m.plan").write_text('model bad from "bad.json"\nmodel child extends bad { layers = 3 }\n'
+                                     + OTHER + "plan p { x = ok.params }\nplan q { y = child.params }\n")
+    with pytest.raises(PlanError) as ei:
+        dsl.load(tmp_path / "m.plan")
+    e = ei.value
+    assert any("plan 'q' is not evaluated: it uses model 'child'" in d.summary for d in e.diagnostics)
+    assert e.partial.has("p.x")

@@ -257,7 +257,12 @@ class DeclarationsMixin:
         while changed and self.broken:
             changed = False
             for name, info in list(self.decls.items()):
-                if info.kind != "plan" or name in self.broken:
+                if name in self.broken:
+                    continue
+                if info.kind != "plan":
+                    if set(info.parents) & self.broken:     # `model b extends a` of a broken a
+                        self.broken.add(name)
+                        changed = True
                     continue
                 assigns = list(info.fields.values()) + [a for ps in info.uses.values() for a in ps.values()]
                 bad = sorted({r for a in assigns for r in refs(a.value) if r in self.broken}
