@@ -43,6 +43,9 @@ decoder without biases): ``norm`` ("rmsnorm" | "layernorm"), ``layer_norms`` (2)
 ``token_types``, ``embedding_dim`` (OPT), ``pooler``, ``attention`` ("causal" | "bidirectional"),
 ``parallel_attention``, ``sliding_window``, ``local_layers``, ``shared_expert_ffn``,
 ``shared_expert_gate`` — see docs/models.md.  Families read from a config: plugins/hf_config.py.
+Attention and KV: ``global_layers``, ``kv_cache_width_global`` / ``kv_cache_width_local`` (the
+per-layer width summed over the full-attention / sliding-window layers), ``attention_window``;
+:func:`attention_pairs` counts the (query, key) pairs of one sequence.
 
 Derived fields (unit ``param``): ``params`` (all trainable parameters of the main model),
 ``embedding_params`` (V·h), ``lm_head_params`` (V·h, 0 when tied), ``layer_params`` (one block;
@@ -51,8 +54,7 @@ attention), ``active_params`` (parameters one token uses: ``params`` for a dense
 ``dense_layer_params``, ``moe_layer_params``, ``moe_layer_active_params``, ``expert_params``
 (all routed experts of all layers), ``mtp_params`` (the MTP modules, sharing embedding and
 head), ``kv_cache_width`` (cached elements per token per layer: 2·n_kv·d_h, or r_kv + d_r with
-MLA), ``global_layers``, ``kv_cache_width_global`` / ``kv_cache_width_local`` (summed over the
-full-attention / sliding-window layers) and ``attention_window``; FLOPs: ``flops_per_token_forward`` (2 × the active matrix parameters, LM head included,
+MLA); FLOPs: ``flops_per_token_forward`` (2 × the active matrix parameters, LM head included,
 embedding lookup excluded; attention QKᵀ/AV over the context is extra) and
 ``expert_flops_per_token`` (training FLOPs of the routed and shared expert matmuls,
 18·n_L·h·f_e·(k + k_s) for SwiGLU — book ch. 3 §3.6.2).
