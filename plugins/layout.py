@@ -134,6 +134,8 @@ SEARCH = UseSpec(
               doc="recomputation modes (none, selective, full)"),
         Param("sequence_parallel", default='["off", "on"]', kind="list", item="string",
               doc="sequence parallelism settings (off, on)"),
+        Param("batch_tolerance", "", "0 %", "a layout whose dp·micro-batch does not divide the global batch "
+              "trains the nearest batch that does, within ± this share (0: the batch is exact)", min=0, max=1),
     ),
     order=36,
 )
