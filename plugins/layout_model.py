@@ -13,7 +13,7 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 from __future__ import annotations
 
 # Terms of the step time, in the order the explanation lists them.
-TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "input")
+TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "offload", "input")
 TERM_NAMES = {
     "compute": "compute (forward + backward at the stated MFU)",
     "imbalance": "MoE routing imbalance (the most loaded expert-parallel rank's extra expert work)",
@@ -24,6 +24,7 @@ TERM_NAMES = {
     "ep": "exposed EP all-to-all",
     "pp": "pipeline boundary sends on the critical path",
     "dp": "exposed DP/ZeRO collectives",
+    "offload": "optimizer offload (gradients down, CPU Adam, weights up)",
     "input": "input wait",
 }
 RECOMPUTE = ("none", "selective", "full")
@@ -258,14 +259,16 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     exposed_3 = head + tail + o.max(0, dp_time - head - tail - chain)
     exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
     dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
+    off = offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o)
     terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
-             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "input": K["input"] + 0 * ideal}
+             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "offload": off["time"],
+             "input": K["input"] + 0 * ideal}
     step = sum(terms.values())
     # ---- memory per GPU
     states = {"W": K["bytes_W"], "G": K["bytes_G"], "M": K["bytes_M"], "O": K["bytes_O"]}
     sharded = {"W": z >= 3, "G": z >= 2, "M": z >= 1, "O": z >= 1}
     persistent = sum((P_dense * o.where(sharded[k], 1 / d, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
-                     * states[k] for k in states)
+                     * states[k] for k in states) - off["host_bytes"]
     per_layer = activation_per_layer(K, X, o)
     logits = logits_bytes(K, X)
     if activations == "transient":
@@ -279,8 +282,39 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
                dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
                activation_per_layer=per_layer, logits=logits, pp_message=pp_bytes / pp_bw + K["latency"],
-               pp_bw=pp_bw)
+               pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"])
     return out
+
+
+def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):
+    """ZeRO-Offload (Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model
+    Training"): with ``X["off"]`` = 1 the FP32 master weights and the optimizer states of
+    this GPU's optimizer partition (its 1/d share under ZeRO ≥ 1, all of its model-parallel
+    shard under ZeRO-0) live in host memory and the optimizer step runs on the CPU.  Per
+    step the partition's gradients go to the host and the updated 16-bit weights come back
+    over ``host_link`` — the paper's 2M + 2M bytes for M parameters in fp16, here
+    (bytes_G + bytes_W)·M — and CPU Adam reads the gradient, reads and writes master and
+    optimizer states and writes the weights, (bytes_G + 2·bytes_M + 2·bytes_O + bytes_W)·M
+    bytes at ``host_bw`` (memory-bound).  Exposure: the gradient download overlaps the
+    backward of the last micro-batch (``window``, as the paper's overlapped offload); the
+    CPU step and the weight upload follow (no one-step delayed update).
+
+    :returns: ``time`` (s, exposed), ``volume`` (B over the host link), ``cpu`` (s), and
+        ``host_bytes`` (B of master + optimizer state moved off the GPU).
+    """
+    on = X.get("off", 0)
+    zsh = X["z"] >= 1
+    M = P_dense * o.where(zsh, 1 / d, 1) + P_exp * o.where(zsh, 1 / d_exp, 1)
+    if isinstance(on, (int, float)) and not on:
+        zero = 0 * M
+        return {"time": zero, "volume": zero, "cpu": zero, "host_bytes": zero}
+    bw = K.get("host_link", 1)
+    down = K["bytes_G"] * M / bw
+    up = K["bytes_W"] * M / bw
+    cpu = (K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * M / K.get("host_bw", 1)
+    t = o.max(0, down - window) + cpu + up
+    return {"time": on * t, "volume": on * (K["bytes_G"] + K["bytes_W"]) * M, "cpu": on * cpu,
+            "host_bytes": on * (K["bytes_M"] + K["bytes_O"]) * M}
 
 
 def _floor(x):

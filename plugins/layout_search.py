@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 
 from dsl.plugin import Diagnostic, PlanError
 
-KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp")
+KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp", "off")
 KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
-              "z": "zero", "r": "recompute", "sp": "sequence_parallel"}
+              "z": "zero", "r": "recompute", "sp": "sequence_parallel", "off": "offload"}
+OFFLOAD = ("none", "optimizer")
+GRID_ORDER = ("t", "p", "c", "e", "v", "b", "z", "r", "sp", "off")
 
 
 class SearchError(Exception):
@@ -77,6 +79,7 @@ class SearchResult:
         out = {KNOB_NAMES[k]: int(c[k][i]) for k in KNOBS}
         out["recompute"] = RECOMPUTE[out["recompute"]]
         out["sequence_parallel"] = bool(out["sequence_parallel"])
+        out["offload"] = OFFLOAD[out["offload"]]
         out["global_batch"] = int(round(float(c["B"][i]))) if "B" in c else int(self.meta["global_batch"])
         out["batch_adjusted"] = out["global_batch"] != int(self.meta["global_batch"])
         return out
@@ -171,6 +174,10 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
              act_bytes=float(PRECISION_BYTES[ws.python_value(pre + "activation_precision")]),
              flash=float(ws.python_value(pre + "attention") == "flash"),
              dropout=float(bool(ws.python_value(pre + "dropout"))), logits=float(bool(ws.python_value(pre + "lm_head"))))
+    host_ref = ws.python_value(pre + "host_link") if pre + "host_link" in ws.nodes else None
+    K["host_link"] = val(f"{host_ref.name}.bandwidth") if host_ref is not None else K["link"]
+    if pre + "host_bandwidth" in ws.nodes and ws.value(pre + "host_bandwidth") is not None:
+        K["host_bw"] = val(pre + "host_bandwidth")
     if K["link"] is None:
         raise PlanError([Diagnostic("error", "search", f"plan '{plan}' names no link in `use layout`", None,
                                     "add `link = …` (the GPU's own link inside a host) to `use layout`")])
@@ -232,15 +239,26 @@ def knob_lists(ws, plan: str) -> dict:
                                         ws.nodes[pre + "sequence_parallel"].span, "valid: off, on")])
     out["r"] = sorted({RECOMPUTE.index(x) for x in rc})
     out["sp"] = sorted({1 if x == "on" else 0 for x in sq})
+    off = ws.python_value(pre + "offload") if searching else (ws.python_value(base + "offload"),)
+    for x in off:
+        if x not in OFFLOAD:
+            raise PlanError([Diagnostic("error", "search", f"unknown offload setting '{x}' in `use layout_search`",
+                                        ws.nodes[pre + "offload"].span, "valid: none, optimizer")])
+    if "optimizer" in off and (f"{base}host_bandwidth" not in ws.nodes or ws.value(f"{base}host_bandwidth") is None):
+        node = ws.nodes.get(pre + "offload") if searching else ws.nodes.get(base + "offload")
+        raise PlanError([Diagnostic("error", "search", "offload = \"optimizer\" needs the host memory bandwidth "
+                                    "of the CPU optimizer step", node.span if node is not None else None,
+                                    "add `host_bandwidth = …` (e.g. 50 GB/s per GPU) to `use layout`")])
+    out["off"] = sorted({OFFLOAD.index(x) for x in off})
     return out
 
 
 def grid(lists: dict, gpus: int) -> dict:
     """Candidate arrays (int64): the product of the knob lists in the order
-    tp, pp, cp, ep, virtual, micro_batch, zero, recompute, sequence_parallel, and
+    tp, pp, cp, ep, virtual, micro_batch, zero, recompute, sequence_parallel, offload, and
     dp = gpus // (tp·pp·cp) (at least 1; the ``gpus_product`` rule rejects a remainder)."""
     np = _np()
-    order = ("t", "p", "c", "e", "v", "b", "z", "r", "sp")
+    order = GRID_ORDER
     mesh = np.meshgrid(*[np.asarray(lists[k], dtype=np.int64) for k in order], indexing="ij")
     X = {k: m.ravel() for k, m in zip(order, mesh)}
     X["d"] = np.maximum(1, gpus // (X["t"] * X["p"] * X["c"]))
@@ -393,6 +411,7 @@ def _display(X: dict, i: int) -> dict:
     out = {KNOB_NAMES[k]: int(X[k][i]) for k in KNOBS}
     out["recompute"] = RECOMPUTE[out["recompute"]]
     out["sequence_parallel"] = bool(out["sequence_parallel"])
+    out["offload"] = OFFLOAD[out["offload"]]
     return out
 
 
@@ -508,6 +527,7 @@ def _short(lay: dict) -> str:
     return (f"tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']} ep={lay['ep']} "
             f"mb={lay['micro_batch']} v={lay['virtual']} zero={lay['zero']} rc={lay['recompute']} "
             f"sp={'on' if lay['sequence_parallel'] else 'off'}"
+            + (f" offload={lay['offload']}" if lay.get("offload", "none") != "none" else "")
             + (f" batch={lay['global_batch']}" if lay.get("batch_adjusted") else ""))
 
 
@@ -620,7 +640,7 @@ def _diagnosis_lines(res: SearchResult) -> list:
 
 def iter_candidates(lists: dict):
     """Candidates one by one, in :func:`grid` order (for tests of the vectorised path)."""
-    order = ("t", "p", "c", "e", "v", "b", "z", "r", "sp")
+    order = GRID_ORDER
     for vals in itertools.product(*[lists[k] for k in order]):
         yield dict(zip(order, vals))
 
@@ -655,7 +675,7 @@ def emit_plan(results: list, source, target) -> str:
         lay = [f"tp = {r['tp']}; pp = {r['pp']}; dp = {r['dp']}; cp = {r['cp']}; ep = {r['ep']}",
                f"virtual = {r['virtual']}; schedule = \"{'interleaved' if r['virtual'] > 1 else '1f1b'}\"",
                f"zero = {r['zero']}; recompute = \"{r['recompute']}\"; "
-               f"sequence_parallel = {'true' if r['sequence_parallel'] else 'false'}"]
+               f"sequence_parallel = {'true' if r['sequence_parallel'] else 'false'}; offload = \"{r['offload']}\""]
         if res.meta.get("stage_layers"):      # the base splits its layers by hand: write the even split
             L, n = int(res.meta["constants"]["L"]), r["pp"] * r["virtual"]
             lay.append("stage_layers = [" + ", ".join([str(L // n)] * n) + "]")

@@ -334,3 +334,42 @@ def test_no_layout_says_why_and_what_is_nearest():
     assert "no valid layout" in out and "why: most candidates" in out
     assert "nearest feasible global batch at 5128 GPUs: 1923 seq" in out
     assert "nearest feasible GPU count with batch 1920: 5120 GPUs" in out
+
+
+def test_optimizer_offload_in_the_plan_and_the_search(tmp_path):
+    """ZeRO-Offload (Ren et al. 2021) of Qwen3-8B on 8 RTX 4090, ZeRO-2, full recomputation:
+    the optimizer partition is N/8 = 1,023,841,920 parameters; master (4 B) and Adam (8 B)
+    states leave the GPU: 12·1,023,841,920 B = 11.44 GiB; per step 2 B of gradients go down
+    (hidden behind the last micro-batch's backward, ≈ 5.7 s) and 2 B of weights come back over
+    PCIe 4.0 (32 GB/s): 0.0640 s; CPU Adam streams (2 + 2·4 + 2·8 + 2) = 28 B per parameter at
+    20 GB/s: 1.4334 s.  The search (offload = ["none", "optimizer"]) prices the same."""
+    M = N / 8
+    src = tmp_path / "o.plan"
+    src.write_text(f'import "{CASE}"\nplan off extends gpus48_formula {{ gpus = 8\n'
+                   '  use layout { zero = 2; recompute = "full"; offload = "optimizer"; host_bandwidth = 20 GB/s }\n'
+                   '  use layout_search { tp = [1, 2]; zero = [2, 3]; pp = [1]; micro_batch = [1 seq]\n'
+                   '                      recompute = ["full"]; offload = ["none", "optimizer"] } }\n'
+                   'plan on_gpu extends off { use layout { offload = "none" } }\n', encoding="utf-8")
+    ws = dsl.load(src)
+    assert qval(ws, "on_gpu.persistent_memory", "B") - qval(ws, "off.persistent_memory", "B") == pytest.approx(
+        12 * M, rel=1e-12)
+    assert qval(ws, "off.host_memory_per_gpu", "B") == pytest.approx(12 * M, rel=1e-12)
+    assert qval(ws, "off.offload_cpu_time", "s") == pytest.approx(28 * M / 20e9, rel=1e-12)
+    assert qval(ws, "off.offload_time", "s") == pytest.approx(28 * M / 20e9 + 2 * M / PCIE, rel=1e-12)
+    assert qval(ws, "off.step_time", "s") - qval(ws, "on_gpu.step_time", "s") == pytest.approx(
+        28 * M / 20e9 + 2 * M / PCIE, rel=1e-9)
+    res = search.run(ws, "off")
+    c = res.columns
+    i = int(np.nonzero((c["t"] == 1) & (c["z"] == 2) & (c["off"] == 1))[0][0])
+    assert c["step"][i] == pytest.approx(qval(ws, "off.step_time", "s"), rel=1e-9)
+    assert c["memory"][i] == pytest.approx(qval(ws, "off.memory_per_gpu", "B"), rel=1e-9)
+    assert c["offload"][i] == pytest.approx(qval(ws, "off.offload_time", "s"), rel=1e-9)
+    (res,), ev = _emit_and_eval(tmp_path, src, ["off"])
+    assert res.row(res.best)["offload"] == "optimizer"
+    _compare(res, ev, 1e-9)
+
+
+def test_offload_needs_the_host_bandwidth(write_plan):
+    path = write_plan(f'import "{CASE}"\nplan p extends gpus48 {{ use layout {{ offload = "optimizer" }} }}\n')
+    code, _, err = run_cli("eval", path)
+    assert code == 1 and "error[missing-parameter]" in err and "host_bandwidth" in err
