@@ -104,7 +104,7 @@ PLAN_PARAMS = (
     Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
 )
 
-STEP_PROVIDES = ("offload_time", "offload_volume", "offload_cpu_time", "host_memory_per_gpu", "hosts", "tokens_per_step", "flops_per_token", "flops_per_step", "flops_total", "imbalance_time", "dp", "micro_batches", "compute_time", "compute_per_microbatch",
+STEP_PROVIDES = ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu", "hosts", "tokens_per_step", "flops_per_token", "flops_per_step", "flops_total", "imbalance_time", "dp", "micro_batches", "compute_time", "compute_per_microbatch",
                  "recompute_time", "bubble_time", "pipeline_time", "tp_comm", "cp_comm", "ep_comm", "dp_comm",
                  "comm_wait", "input_wait", "step_time", "transfer_volume", "transfer_time",
                  "transfer_per_microbatch", "link_bandwidth", "tp_bandwidth", "comm_head", "comm_tail",
@@ -472,7 +472,7 @@ def plan_quantities_price(ctx):
         ctx.define("gather_time", r["dp_gather"], "s",
                    "link time of the per-step AllGather of updated weights (stages 1–2)")
         ctx.define("dp_comm", ctx.q("step_time", "s") - chain - ctx.param("input_wait")
-                   - (ctx.q("offload_time", "s") if X["off"] else 0)
+                   - (ctx.q("optimizer_offload_time", "s") if X["off"] else 0)
                    - (ctx.q("straggler_delay", "s") if ctx.provided("straggler_delay") else 0), "s",
                    "exposed DP/ZeRO collectives per step", headline=X["t"] * p * c > 1, rank=7)
     ctx.define("comm_wait", ctx.q("step_time", "s") - comp - (imb_t if imb_t is not None else 0) - rec - bubble
@@ -482,10 +482,10 @@ def plan_quantities_price(ctx):
     ctx.define("input_wait", ctx.param("input_wait"), "s", "exposed wait for input data per step",
                headline=True, rank=9)
     if X["off"]:
-        ctx.define("offload_time", r["offload"], "s", lm.TERM_NAMES["offload"] + ", exposed", headline=True,
+        ctx.define("optimizer_offload_time", r["offload"], "s", lm.TERM_NAMES["offload"] + ", exposed", headline=True,
                    rank=7.5, references=("Ren et al. 2021, 'ZeRO-Offload: Democratizing Billion-Scale Model Training'",))
-        ctx.define("offload_volume", r["offload_volume"], "GB", "gradients to the host and weights back per step")
-        ctx.define("offload_cpu_time", r["offload_cpu"], "s", "CPU optimizer step (memory-bound)")
+        ctx.define("optimizer_host_traffic", r["offload_volume"], "GB", "gradients to the host and weights back per step")
+        ctx.define("optimizer_cpu_time", r["offload_cpu"], "s", "CPU optimizer step (memory-bound)")
         ctx.define("host_memory_per_gpu", r["offload_host_bytes"], "GiB",
                    "master weights and optimizer states held in host memory for one GPU")
     # ---- memory per GPU
@@ -619,8 +619,8 @@ def plan_activities_schedule(ctx):
         prev = k
         chain.append(dur)
     if not priced:
-        if ctx.defined("offload_time"):
-            tl.add("optimizer_offload", ctx.q("offload_time"), "host", after=[prev],
+        if ctx.defined("optimizer_offload_time"):
+            tl.add("optimizer_offload", ctx.q("optimizer_offload_time"), "host", after=[prev],
                    doc="offloaded optimizer: gradients down (beyond the last backward), CPU Adam, weights up",
                    kind="comm")
         tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)
@@ -651,8 +651,8 @@ def plan_activities_schedule(ctx):
                doc="gradient reduction overlapped with the backward passes", kind="comm")
         tl.add(last, tail, "link", after=[prev, "grad_reduce"], doc="last collective (word embedding gradient)",
                kind="comm")
-    if ctx.defined("offload_time"):
-        tl.add("optimizer_offload", ctx.q("offload_time"), "host", after=[prev, last],
+    if ctx.defined("optimizer_offload_time"):
+        tl.add("optimizer_offload", ctx.q("optimizer_offload_time"), "host", after=[prev, last],
                doc="offloaded optimizer: gradients down (beyond the last backward), CPU Adam, weights up",
                kind="comm")
     tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)

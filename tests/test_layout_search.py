@@ -354,8 +354,8 @@ def test_optimizer_offload_in_the_plan_and_the_search(tmp_path):
     assert qval(ws, "on_gpu.persistent_memory", "B") - qval(ws, "off.persistent_memory", "B") == pytest.approx(
         12 * M, rel=1e-12)
     assert qval(ws, "off.host_memory_per_gpu", "B") == pytest.approx(12 * M, rel=1e-12)
-    assert qval(ws, "off.offload_cpu_time", "s") == pytest.approx(28 * M / 20e9, rel=1e-12)
-    assert qval(ws, "off.offload_time", "s") == pytest.approx(28 * M / 20e9 + 2 * M / PCIE, rel=1e-12)
+    assert qval(ws, "off.optimizer_cpu_time", "s") == pytest.approx(28 * M / 20e9, rel=1e-12)
+    assert qval(ws, "off.optimizer_offload_time", "s") == pytest.approx(28 * M / 20e9 + 2 * M / PCIE, rel=1e-12)
     assert qval(ws, "off.step_time", "s") - qval(ws, "on_gpu.step_time", "s") == pytest.approx(
         28 * M / 20e9 + 2 * M / PCIE, rel=1e-9)
     res = search.run(ws, "off")
@@ -363,7 +363,7 @@ def test_optimizer_offload_in_the_plan_and_the_search(tmp_path):
     i = int(np.nonzero((c["t"] == 1) & (c["z"] == 2) & (c["off"] == 1))[0][0])
     assert c["step"][i] == pytest.approx(qval(ws, "off.step_time", "s"), rel=1e-9)
     assert c["memory"][i] == pytest.approx(qval(ws, "off.memory_per_gpu", "B"), rel=1e-9)
-    assert c["offload"][i] == pytest.approx(qval(ws, "off.offload_time", "s"), rel=1e-9)
+    assert c["offload"][i] == pytest.approx(qval(ws, "off.optimizer_offload_time", "s"), rel=1e-9)
     (res,), ev = _emit_and_eval(tmp_path, src, ["off"])
     assert res.row(res.best)["offload"] == "optimizer"
     _compare(res, ev, 1e-9)
