@@ -104,13 +104,15 @@ PLAN_PARAMS = (
     Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
 )
 
-STEP_PROVIDES = ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu", "hosts", "tokens_per_step", "flops_per_token", "flops_per_step", "flops_total", "imbalance_time", "dp", "micro_batches", "compute_time", "compute_per_microbatch",
+STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step", "flops_total", "imbalance_time", "dp", "micro_batches", "compute_time", "compute_per_microbatch",
                  "recompute_time", "bubble_time", "pipeline_time", "tp_comm", "cp_comm", "ep_comm", "dp_comm",
                  "comm_wait", "input_wait", "step_time", "transfer_volume", "transfer_time",
                  "transfer_per_microbatch", "link_bandwidth", "tp_bandwidth", "comm_head", "comm_tail",
                  "gather_time", "persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu",
                  "optimizer_per_gpu", "activation_per_layer", "activation_memory", "memory_per_gpu",
                  "memory_margin", "steps", "train_time", "finish_time")
+# with `offload = "optimizer"` (ZeRO-Offload)
+STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
 
 LAYOUT = UseSpec(
     "layout",
@@ -483,8 +485,10 @@ def plan_quantities_price(ctx):
                headline=True, rank=9)
     if X["off"]:
         ctx.define("optimizer_offload_time", r["offload"], "s", lm.TERM_NAMES["offload"] + ", exposed", headline=True,
-                   rank=7.5, references=("Ren et al. 2021, 'ZeRO-Offload: Democratizing Billion-Scale Model Training'",))
-        ctx.define("optimizer_host_traffic", r["offload_volume"], "GB", "gradients to the host and weights back per step")
+                   rank=7.5,
+                   references=("Ren et al. 2021, 'ZeRO-Offload: Democratizing Billion-Scale Model Training'",))
+        ctx.define("optimizer_host_traffic", r["offload_volume"], "GB",
+                   "gradients to the host and weights back per step")
         ctx.define("optimizer_cpu_time", r["offload_cpu"], "s", "CPU optimizer step (memory-bound)")
         ctx.define("host_memory_per_gpu", r["offload_host_bytes"], "GiB",
                    "master weights and optimizer states held in host memory for one GPU")

@@ -379,7 +379,12 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
     c["reason"] = reasons[np.where(fail < 0, len(reasons) - 1, fail)]
     steps = meta["steps"] or 0.0
     if "B" in X and meta["tokens"]:          # an adjusted batch trains the same tokens in other steps
-        steps = np.ceil(meta["tokens"] / (K["s"] * X["B"]) * (1 - 1e-15))
+        tok, per = meta["tokens"], K["s"] * X["B"]
+        if tok == int(tok) and K["s"] == int(K["s"]):     # whole tokens: exact integer ceiling
+            per = (X["B"] * int(K["s"])).astype(np.int64)
+            steps = ((int(tok) + per - 1) // per).astype(float)
+        else:
+            steps = np.ceil(tok / per)
     c["finish"] = meta["reserved"] + steps * c["step"] * (1 + meta["overhead"])
     dl = meta["deadline"]
     c["meets_deadline"] = c["finish"] <= dl if dl else np.ones(len(fail), dtype=bool)
