@@ -193,3 +193,20 @@ def test_moe_imbalance_comes_from_the_routing_block():
     bal = evaluate_snippet(MOE % "")
     assert qval(ws, "p.imbalance_time", "s") == pytest.approx((imb - 1) * 0.45007, rel=1e-4)
     assert qval(ws, "p.ep_comm", "s") == pytest.approx(imb * qval(bal, "p.ep_comm", "s"), rel=1e-12)
+
+
+def test_activation_precision_and_classifier_head():
+    """Per-tensor bytes scale with the activation format; a classifier head keeps no logits.
+    Llama-3.1-70B, T = 8,192: BF16 2,250,244,096 B per layer (hand, case file) of which the
+    log-sum-exp 2,097,152 B is FP32 whatever the format; FP8 halves the rest."""
+    ws = evaluate_snippet(L70 % f'use layout {{ zero = 3; activation_precision = "fp8"; {L70_LINKS} }}')
+    assert qval(ws, "p.activation_per_layer", "B") == pytest.approx(2_248_146_944 / 2 + 2_097_152, abs=1)
+    ws = evaluate_snippet(L70 % f'use layout {{ zero = 3; recompute = "full"; lm_head = false; {L70_LINKS} }}')
+    assert qval(ws, "p.activation_memory", "B") == pytest.approx(10_737_418_240, abs=1)
+
+
+def test_layout_pipeline_and_use_pipeline_together_is_a_conflict():
+    with pytest.raises(Exception) as e:
+        evaluate_snippet(PIPE.replace("  use layout", "  use pipeline { stages = 4; microbatches = 8; forward = 1 ms }\n"
+                                      "  use layout") % 'schedule = "1f1b"')
+    assert "schedules its pipeline twice" in str(e.value)
