@@ -296,7 +296,8 @@ def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):
     (bytes_G + bytes_W)·M — and CPU Adam reads the gradient, reads and writes master and
     optimizer states and writes the weights, (bytes_G + 2·bytes_M + 2·bytes_O + bytes_W)·M
     bytes at ``host_bw`` (memory-bound).  Exposure: the gradient download overlaps the
-    backward of the last micro-batch (``window``, as the paper's overlapped offload); the
+    backward passes that produce the reduced gradients (``window`` of the DP block: the last
+    micro-batch's, every micro-batch's under ZeRO-2), as the paper's overlapped offload; the
     CPU step and the weight upload follow (no one-step delayed update).
 
     :returns: ``time`` (s, exposed), ``volume`` (B over the host link), ``cpu`` (s), and
