@@ -191,6 +191,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
         mode = "transient" if declared else "formula"
     meta = {"activations": mode, "moe": moe,
             "stage_layers": pre + "stage_layers" in ws.nodes and ws.python_value(pre + "stage_layers") is not None,
+            "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
             "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,
@@ -569,6 +570,10 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
     lines = [f"layout search: plan {res.plan} — {int(m['constants']['gpus'])} GPUs, "
              f"{int(m['constants']['gph'])} per host, link {m['link']}" + (f", NIC {m['nic']}" if m["nic"] else ""),
              f"activations: {act}",
+             *([f"pipelines: priced by the 1F1B closed form (interleaved when virtual > 1), not the plan's "
+                f"{'uneven stage_layers' if m.get('stage_layers') else m['schedule'] + ' schedule'}; --emit writes "
+                "the schedule priced"] if m.get("stage_layers") or m.get("schedule") not in ("1f1b", "interleaved")
+               else []),
              f"candidates {len(res)}, valid {n_valid}, rejected {len(res) - n_valid}"]
     for k, n in m["rejections"].items():
         lines.append(f"  rejected by {k}: {n}")
