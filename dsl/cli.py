@@ -552,17 +552,68 @@ def cmd_eval(args) -> int:
         print(f"{args.file}: no plans to evaluate (declare one with `plan NAME {{ … }}`)", file=sys.stderr)
     rep = _report(ws, plans, args.units, sources=args.sources,
                   tables=args.tables or ("all" if args.format == "json" else "default"))
-    violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
+    solves, freqs = _file_results(ws, plans if args.plan else None, args.units)
+    violated = any(not r["ok"] for p in rep.values() for r in p["requirements"]) or \
+        any(not r["ok"] for r in freqs)
     if args.format == "json":
         if args.tables is not None:         # JSON lists every table unless asked otherwise
             for r in rep.values():
                 r["tables"] = {n: t for n, t in r["tables"].items() if _shown(t, args.tables)}
-        print(json.dumps({"file": args.file, "plans": rep,
+        print(json.dumps({"file": args.file, "plans": rep, "solves": solves, "requirements": freqs,
                           "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
         return EXIT_PLAN if (violated and args.strict) else EXIT_OK
     print(_render_eval(args.file, rep, plans, args.units, tables=args.tables or "default",
-                       sources=args.sources))
+                       sources=args.sources, solves=solves, file_requirements=freqs))
     return EXIT_PLAN if (violated and args.strict) else EXIT_OK
+
+
+def _file_scope(ws, plans) -> tuple[set, set]:
+    """The named solves and file-level requirements that concern only ``plans`` (all of them
+    when ``plans`` is None): a solve whose target is in one of them, a requirement whose
+    solves are among those and whose other names belong to them or to non-plan declarations."""
+    def owner_ok(nid: str) -> bool:
+        n = ws.nodes.get(nid)
+        return n is None or ws.decls[n.owner].kind != "plan" or n.owner in plans
+    if plans is None:
+        return set(ws.solve_names), {r.name for r in ws.file_requirements}
+    sv = {n for n, q in ws.solve_names.items() if q.target.parts[0] in plans}
+    rq = set()
+    for r in ws.file_requirements:
+        syms = {x.name for e in (r.lhs, r.rhs) for x in e.free_symbols if not x.name.startswith("solve:")}
+        if set(r.answers) <= sv and all(owner_ok(x) for x in syms):
+            rq.add(r.name)
+    return sv, rq
+
+
+def _file_results(ws, plans=None, units=()) -> tuple[dict, list]:
+    """Named solves (name -> the solution's JSON, ``answer`` in ``unit``) and the file-level
+    requirements (``lhs``/``rhs`` in ``unit``) of the root file, limited to ``plans``."""
+    from dsl.engine.units import convert, parse_unit
+    from dsl.results.solver import file_requirement_results, named_solutions
+
+    sv, rq = _file_scope(ws, plans)
+    if not sv and not rq:
+        return {}, []
+    by_dim = {}
+    for u in units:
+        by_dim.setdefault(parse_unit(u).dim, u)
+    sols = named_solutions(ws, sv)
+    out = {}
+    for name, sol in sols.items():
+        u = by_dim.get(ws.nodes[sol.target].dim)
+        if u:
+            sol.unit = u
+        out[name] = sol.to_json()
+    reqs = []
+    for r in file_requirement_results(ws):
+        if r["name"] not in rq:
+            continue
+        u = by_dim.get(parse_unit(r["unit"]).dim if r["unit"] else None) or r["unit"]
+        r["unit"] = u
+        r["lhs"] = None if r["lhs_si"] is None else convert(r["lhs_si"], u)
+        r["rhs"] = None if r["rhs_si"] is None else convert(r["rhs_si"], u)
+        reqs.append(r)
+    return out, reqs
 
 
 def _shown(t: dict, mode: str) -> bool:
@@ -608,7 +659,7 @@ def _render_tables(rep: dict, plans: list[str], mode: str) -> list[str]:
 
 
 def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], tables: str = "default",
-                 sources: bool = False) -> str:
+                 sources: bool = False, solves: dict | None = None, file_requirements=()) -> str:
     """The text of `plan eval`: a quantity × plan table, requirements, plugin tables (see
     :func:`_render_tables`), critical paths and, with ``sources``, the references."""
     from dsl.engine.units import convert, format_number, parse_unit
@@ -639,6 +690,21 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
             mark = "ok  " if r["ok"] else "FAIL"
             lines.append(f"  {mark} {p}.{r['name']}: {format_number(r['lhs'])} {r['op']} "
                          f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
+    for r in file_requirements:
+        mark = "ok  " if r["ok"] else "FAIL"
+        if r["lhs"] is None:
+            lines.append(f"  FAIL {r['name']}: {r['text']}  <- {r['note']}")
+            continue
+        lines.append(f"  {mark} {r['name']}: {format_number(r['lhs'])} {r['op']} "
+                     f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
+    if solves:
+        lines.append("")
+        lines.append("solves")
+        w = max(len(n) for n in solves)
+        for name, s in solves.items():
+            u = "" if s["unit"] == "1" else s["unit"]
+            shown = (f"{format_number(s['answer'])} {u}".rstrip() if s["answer"] is not None else "no answer")
+            lines.append(f"  {name.ljust(w)}  {shown}   ({s['query']})")
     lines.extend(_render_tables(rep, plans, tables))
     cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
     if cps:
@@ -659,6 +725,13 @@ def cmd_get(args) -> int:
     from dsl.engine.units import UnitError
 
     ws = _load(args.file)
+    if args.name in ws.solve_names:
+        return _get_answer(ws, args)
+    if "." not in args.name and any(r.name == args.name for r in ws.file_requirements):
+        from dsl.results.solver import file_requirement_results
+        r = next(r for r in file_requirement_results(ws) if r["name"] == args.name)
+        print("true" if r["ok"] else "false")
+        return EXIT_OK
     plan, _, rest = args.name.partition(".")
     if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and f"{plan}.{rest}" not in ws.nodes:
         req = ws.requirement(plan, rest)
@@ -684,6 +757,35 @@ def cmd_get(args) -> int:
         print(sp.sstr(ws.full_expr(nid)))
         return EXIT_OK
     v = float(val)
+    print(int(v) if v.is_integer() and abs(v) < 1e15 else repr(v))
+    return EXIT_OK
+
+
+def _get_answer(ws, args) -> int:
+    """`plan get FILE NAME` for a named solve: its answer (the whole number for a whole-number
+    target), in the target's unit or ``--in``; ``--expr`` prints its symbolic form."""
+    from dsl.engine.units import UnitError, check_unit_for, convert
+    from dsl.results.solver import named_solutions
+
+    sol = named_solutions(ws, {args.name})[args.name]
+    if args.expr:
+        if sol.symbolic is None:
+            print(f"plan: error[solve]: '{args.name}' has no symbolic form ({sol.method} answer)\n"
+                  "  hint: drop --expr to print the number", file=sys.stderr)
+            return EXIT_PLAN
+        print(sol.symbolic)
+        return EXIT_OK
+    if sol.answer is None:
+        print(f"plan: error[solve]: '{args.name}' has no answer: {sol.note}\n"
+              f"  hint: `plan solve {args.file}` shows the query and what was scanned", file=sys.stderr)
+        return EXIT_PLAN
+    unit = args.unit or sol.unit
+    try:
+        check_unit_for(ws.nodes[sol.target].dim, unit)
+    except UnitError as e:
+        print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
+        return EXIT_USAGE
+    v = float(convert(sol.answer, unit))
     print(int(v) if v.is_integer() and abs(v) < 1e15 else repr(v))
     return EXIT_OK
 
@@ -740,6 +842,37 @@ def _check_strict(ws, args) -> int:
             span = req.span or ws.decls[p].ast.name_span
             diag = Diagnostic("error", "requirement", summary, span, hint)
             failed.append((diag, rr))
+    _, rq = _file_scope(ws, plans if args.plan else None)
+    if rq:
+        from dsl.results.solver import file_requirement_results, named_solutions
+        for res in file_requirement_results(ws):
+            if res["name"] not in rq:
+                continue
+            checked += 1
+            if res["ok"]:
+                continue
+            req = next(r for r in ws.file_requirements if r.name == res["name"])
+            sols = named_solutions(ws, set(req.answers))
+            where = "; ".join(f"{n} is the answer of `solve {n}: {s.query}`"
+                              + (f" ({s.note})" if s.note else "") for n, s in sols.items())
+            u = req.unit
+            if res["lhs_si"] is None:
+                summary = f"requirement '{req.name}' fails: {res['note']}"
+                rr = {"name": req.name, "text": req.text, "unit": u, "lhs": None, "rhs": None, "margin": None,
+                      "relative": None, "drivers": [], "note": res["note"]}
+            else:
+                margin = (res["rhs_si"] - res["lhs_si"]) if req.op in ("<=", "<") else res["lhs_si"] - res["rhs_si"]
+                if req.op == "==":
+                    margin = -abs(res["lhs_si"] - res["rhs_si"])
+                rel = margin / abs(res["rhs_si"]) if res["rhs_si"] else 0.0
+                summary = (f"requirement '{req.name}' fails: {format_quantity(res['lhs_si'], u)} {req.op} "
+                           f"{format_quantity(res['rhs_si'], u)} does not hold (margin {format_quantity(margin, u)}, "
+                           f"{rel * 100:+.1f} %)")
+                rr = {"name": req.name, "text": req.text, "unit": u, "lhs": res["lhs_si"], "rhs": res["rhs_si"],
+                      "margin": margin, "relative": rel, "drivers": []}
+            rr["answers"] = {n: s.to_json() for n, s in sols.items()}
+            failed.append((Diagnostic("error", "requirement", summary, req.span,
+                                      f"{req.text}; {where}" if where else req.text), rr))
     if args.format == "json":
         print(json.dumps({"file": args.file, "ok": not failed, "requirements_checked": checked,
                           "failed": [dict(_in_units(ws, rr), where=str(d.span)) for d, rr in failed]},
@@ -761,7 +894,7 @@ def _in_units(ws, rr: dict) -> dict:
     from dsl.engine.units import convert
 
     u = rr["unit"]
-    out = dict(rr, **{k: convert(rr[k], u) for k in ("lhs", "rhs", "margin")},
+    out = dict(rr, **{k: None if rr[k] is None else convert(rr[k], u) for k in ("lhs", "rhs", "margin")},
                **{f"{k}_si": rr[k] for k in ("lhs", "rhs", "margin")})
     drivers = []
     for d in rr["drivers"]:
@@ -776,6 +909,7 @@ def _in_units(ws, rr: dict) -> dict:
 
 
 def cmd_solve(args) -> int:
+    from dsl.syntax.format import query_text
     from dsl.syntax.parser import parse_query
     from dsl.results.solver import solve_query
     from dsl.engine.units import convert, format_number
@@ -797,7 +931,7 @@ def cmd_solve(args) -> int:
                 sols.append(solve_query(ws, q))
         except TimeoutError as e:
             from dsl.syntax.diagnostics import Diagnostic
-            failed.append((q, PlanError([Diagnostic("error", "limit", f"solving '{q.text()}' {e}", q.span,
+            failed.append((q, PlanError([Diagnostic("error", "limit", f"solving '{query_text(q)}' {e}", q.span,
                                                     L.raise_hint("seconds"))])))
             for d in failed[-1][1].diagnostics:
                 print(render(d), file=sys.stderr)
@@ -822,7 +956,7 @@ def cmd_solve(args) -> int:
         return rc
     lines = []
     for s in sols:
-        lines.append(f"solve {s.query}")
+        lines.append(f"solve {s.name + ': ' if s.name else ''}{s.query}")
         if s.value is None:
             lines.append(f"  {s.note}")
         else:

@@ -56,6 +56,8 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self.decls: dict[str, DeclInfo] = {}
         self.nodes: dict[str, Node] = {}
         self.requirements: list[Requirement] = []
+        self.file_requirements: list[Requirement] = []   # file-level `require` (may read solve answers)
+        self.solve_names: dict = {}                      # name -> the root file's `solve NAME: …`
         self.timelines: dict[tuple, Timeline] = {}
         self.expectations: list[tuple] = []
         self._activity_edges: list[tuple[str, str]] = []
@@ -79,6 +81,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self._declarations()
         self.rep.raise_if_errors()
         self._plans()
+        self._named_solves()
         if not self.rep.errors:
             self._finalize(numeric=evaluate)
         self.rep.raise_if_errors()

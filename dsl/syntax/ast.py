@@ -130,13 +130,15 @@ class Import:
 
 @dataclass(frozen=True)
 class Query:
-    """`solve TARGET for LHS op RHS`."""
+    """`solve [NAME:] TARGET for LHS op RHS` (``name`` makes the answer a result)."""
 
     target: Ref
     lhs: Expr
     op: str
     rhs: Expr
     span: Span
+    name: str | None = None
+    name_span: Span | None = None
 
 
 @dataclass(frozen=True)
@@ -145,3 +147,4 @@ class Module:
     imports: tuple[Import, ...]
     decls: tuple[Decl, ...]
     queries: tuple[Query, ...]
+    requires: tuple[Require, ...] = ()   # file-level `require` (gates on named solves)

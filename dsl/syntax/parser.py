@@ -176,7 +176,10 @@ def _make_transformer(file: str):
             lhs, op, rhs = ch[1]
             return A.Query(ch[0], lhs, op, rhs, _span(file, meta))
 
-        solve_stmt = query
+        def solve_stmt(self, meta, ch):
+            name, target, (lhs, op, rhs) = ch
+            return A.Query(target, lhs, op, rhs, _span(file, meta), str(name) if name is not None else None,
+                           _tok_span(file, name) if name is not None else None)
 
         def expr_only(self, meta, ch):
             return ch[0]
@@ -185,7 +188,8 @@ def _make_transformer(file: str):
             return A.Module(file,
                             tuple(c for c in ch if isinstance(c, A.Import)),
                             tuple(c for c in ch if isinstance(c, A.Decl)),
-                            tuple(c for c in ch if isinstance(c, A.Query)))
+                            tuple(c for c in ch if isinstance(c, A.Query)),
+                            tuple(c for c in ch if isinstance(c, A.Require)))
 
     return ToAST()
 
