@@ -46,8 +46,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="evaluate every plan: headline quantities, requirements, critical path",
                        description="Evaluate the plans declared in FILE (imported plans only when named with "
                                    "--plan, or when FILE declares none) and print their headline quantities "
-                                   "with units, requirements (memory fits, deadline met) and the step's "
-                                   "critical path.")
+                                   "with units, requirements (memory fits, deadline met), the answers of "
+                                   "named solves (`solve NAME: …`) and the step's critical path.")
     e.add_argument("file", metavar="FILE")
     e.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     e.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
@@ -67,10 +67,12 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                        description="Print the nominal value of NAME (plan.quantity, plan.block.param or "
                                    "declaration.field) as a bare number, in the unit `plan eval` shows for it "
                                    "(GiB, day, % …) unless --in UNIT is given; scripts should pass --in. "
-                                   "A requirement (plan.meets_deadline, plan.fits_memory) prints true or false.")
+                                   "A named solve (`solve min_mfu: …`) prints its answer; a requirement "
+                                   "(plan.meets_deadline, or a file-level `require` by its name) prints true or false.")
     g.add_argument("file", metavar="FILE")
-    g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, qwen3_8b.params, or a requirement "
-                                                "such as gpus48.meets_deadline (prints true/false)")
+    g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, qwen3_8b.params, a named solve such as "
+                                                "min_mfu, or a requirement such as gpus48.meets_deadline "
+                                                "(prints true/false)")
     g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
     g.add_argument("--expr", action="store_true",
                    help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
@@ -81,8 +83,9 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     c.add_argument("file", metavar="FILE")
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.add_argument("--strict", action="store_true",
-                   help="also evaluate, and exit 1 when a requirement fails, naming it, its margin and the "
-                        "inputs that drive it (a CI gate)")
+                   help="also evaluate, and exit 1 when a requirement fails (a plan's, or a file-level "
+                        "`require` on a named solve's answer), naming it, its margin and the inputs that "
+                        "drive it (a CI gate)")
     c.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable; with --strict)")
 
     s = sub.add_parser("solve", help="answer break-even queries (`solve X for LHS == RHS`)",

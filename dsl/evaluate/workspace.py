@@ -77,6 +77,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self._graph = self._graph_ops = None
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
+        self.solve_name_set = frozenset(q.name for q in self.queries if q.name)
         self.rep.raise_if_errors()
         self._declarations()
         self.rep.raise_if_errors()

@@ -36,6 +36,9 @@ class NamesMixin:
             guess = did_you_mean(first, cands)
             where = f" in '{owner}'" + (f" (use {block})" if block else "") if owner else ""
             hint = self._provider_hint(first, owner) if owner and self.decls[owner].kind == "plan" else None
+            if first in getattr(self, "solve_name_set", ()):
+                hint = (f"'{first}' is the answer of a named solve: read it in a file-level `require` "
+                        "(outside any plan), e.g. `require " + first + " <= …`")
             self._fail("unknown-name", f"unknown name '{first}'{where}", span,
                        hint or (f"did you mean '{guess}'?" if guess else "declare it or import the file that does"))
         for part in parts[1:]:
