@@ -1,8 +1,11 @@
 """The ``plan`` command line.
 
-Exit codes (every command): 0 ok; 1 a problem in the plan (syntax, names, units, cycles,
-missing imports, out-of-range values …; with ``eval --strict`` also a violated requirement
-such as a missed deadline or a plan that does not fit in memory); 2 usage error.
+Exit codes (every command, one per kind of failure): 0 ok; 1 a problem in the plan or its
+files (syntax, names, units, cycles, missing imports, out-of-range values …; with ``--strict``
+also a violated requirement such as a missed deadline or a plan that does not fit in memory);
+2 a bad command line (an unknown option, a malformed value such as ``--vary`` or ``--query``,
+an unknown unit, a name the file does not have, an output that cannot be written); 3 a missing
+optional package (matplotlib, scipy, dask).
 Diagnostics go to stderr as ``file:line:col: error[code]: summary`` with the quoted line,
 a caret and a hint; no traceback reaches the user.
 """
@@ -14,7 +17,24 @@ import sys
 
 from dsl.present.tables import render_table
 
-EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_PLAN, EXIT_USAGE, EXIT_MISSING = 0, 1, 2, 3
+
+from dsl.syntax.diagnostics import PlanError as _PlanError  # noqa: E402  (a light module)
+
+
+class CommandLineError(_PlanError):
+    """Diagnostics about what was given on the command line (a name the file does not have, a
+    malformed ``--query`` or ``--vary``): exit 2, not 1."""
+
+
+def _cmdline(fn, *args):
+    """``fn(*args)``, its PlanError re-raised as :class:`CommandLineError` (exit 2)."""
+    try:
+        return fn(*args)
+    except CommandLineError:
+        raise
+    except _PlanError as e:
+        raise CommandLineError(e.diagnostics) from None
 
 
 def _count(least: int):
@@ -36,7 +56,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="plan",
         description="Evaluate .plan files: will this training design fit, and will it finish in time?",
-        epilog="Exit codes: 0 ok, 1 a problem in the plan, 2 usage error.  See docs/language.md.")
+        epilog="Exit codes: 0 ok, 1 a problem in the plan (or, with --strict, a failed requirement), 2 a bad "
+               "command line, 3 a missing optional package.  See docs/language.md.")
     p.add_argument("--version", action="version", version="plan 0.1.0")
     p.add_argument("--disable-plugin", dest="disable_plugin", action="append", default=[], metavar="NAME",
                    help="do not load plugin NAME (repeatable; also PLAN_DISABLE_PLUGINS=a,b); "
@@ -140,7 +161,7 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     d.add_argument("--format", choices=("text", "md", "json"), default="text")
 
     w = sub.add_parser("sweep", help="evaluate a plan over a grid or random samples of inputs (numpy)",
-                       description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%%:50%%:21; "
+                       description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%:50%:21; "
                                    "NAME alone uses its declared range) and evaluate the plan's headline quantities "
                                    "and requirements at every point, compiled once with lambdify and vectorised "
                                    "with numpy.  Prints a feasibility "
@@ -213,10 +234,11 @@ class CommandContext:
     * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
       root file's plans when ``names`` is empty); an unknown one raises PlanError;
     * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
-    * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE`` — the exit codes.
+    * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE``, ``EXIT_MISSING`` — the exit codes (3: a
+      missing optional package).
     """
 
-    EXIT_OK, EXIT_PLAN, EXIT_USAGE = EXIT_OK, EXIT_PLAN, EXIT_USAGE
+    EXIT_OK, EXIT_PLAN, EXIT_USAGE, EXIT_MISSING = EXIT_OK, EXIT_PLAN, EXIT_USAGE, EXIT_MISSING
 
     def __init__(self) -> None:
         self.UsageError = UsageError
@@ -287,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
             print(render(d), file=sys.stderr)
         n = sum(d.severity == "error" for d in e.diagnostics)
         print(f"{n} error{'s' if n != 1 else ''}", file=sys.stderr)
+        if isinstance(e, CommandLineError):
+            return EXIT_USAGE
+        errs = [d for d in e.diagnostics if d.severity == "error"]
+        if errs and all(d.code == "missing-dependency" for d in errs):
+            return EXIT_MISSING
         return EXIT_PLAN
     except UsageError as e:
         print(f"plan: error[{e.code}]: {e}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
@@ -438,8 +465,8 @@ def _select_plans(ws, file: str, wanted):
         unknown = [p for p in wanted if p not in plans]
         if unknown:
             g = did_you_mean(unknown[0], plans)
-            raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {file}",
-                                        None, f"did you mean '{g}'?" if g else "plans: " + ", ".join(plans))])
+            raise CommandLineError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {file}",
+                                               None, f"did you mean '{g}'?" if g else "plans: " + ", ".join(plans))])
         plans = [p for p in plans if p in wanted]
     return plans
 
@@ -478,8 +505,10 @@ def cmd_figure(args) -> int:
                     print(out / f"{p}-{name}.{args.format}")
                     written += 1
     except FigureError as e:
-        print(f"plan: error[figure]: {e}", file=sys.stderr)
-        return EXIT_PLAN
+        from dsl.present.figures import MissingPackage
+        missing = isinstance(e, MissingPackage)
+        print(f"plan: error[{'missing-dependency' if missing else 'figure'}]: {e}", file=sys.stderr)
+        return EXIT_MISSING if missing else EXIT_PLAN
     if not written:
         print(f"{args.file}: no figure applies to these plans", file=sys.stderr)
     return EXIT_OK
@@ -533,17 +562,7 @@ def cmd_eval(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    plans = ws.plans(own=not args.plan)
-    if args.plan:
-        plans = ws.plans()
-        unknown = [p for p in args.plan if p not in plans]
-        if unknown:
-            from dsl.syntax.diagnostics import did_you_mean
-            g = did_you_mean(unknown[0], plans)
-            raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {args.file}",
-                                        None, f"did you mean '{g}'?" if g else
-                                        "plans: " + ", ".join(plans))])
-        plans = [p for p in plans if p in args.plan]
+    plans = _select_plans(ws, args.file, args.plan)
     from dsl.engine.units import UnitError, parse_unit
     for u in args.units:
         try:
@@ -741,7 +760,7 @@ def cmd_get(args) -> int:
         if req is not None:
             print("true" if req["ok"] else "false")
             return EXIT_OK
-    nid = ws.lookup(args.name)
+    nid = _cmdline(ws.lookup, args.name)
     n = ws.nodes[nid]
     if not n.numeric:
         from dsl.present.explain import show_value
@@ -921,7 +940,7 @@ def cmd_solve(args) -> int:
         raise UsageError("usage", "--query is empty", "write --query \"TARGET for LHS == RHS\"")
     ws = _load(args.file)
     _warn(ws)
-    queries = [parse_query(args.query)] if args.query else list(ws.queries)
+    queries = [_cmdline(parse_query, args.query)] if args.query else list(ws.queries)
     if not queries:
         print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
         return EXIT_OK
@@ -942,7 +961,7 @@ def cmd_solve(args) -> int:
             failed.append((q, e))
             for d in e.diagnostics:
                 print(render(d), file=sys.stderr)
-    rc = EXIT_PLAN if failed else EXIT_OK
+    rc = (EXIT_USAGE if args.query else EXIT_PLAN) if failed else EXIT_OK   # --query is the command line
     if args.unit:
         from dsl.engine.units import UnitError, check_unit_for
         for s in sols:
@@ -1032,7 +1051,12 @@ def cmd_diff(args) -> int:
     with tempfile.TemporaryDirectory(prefix="plan-diff-") as tmp:
         old = diff.load_side(args.old, Path(tmp))
         new = diff.load_side(args.new, Path(tmp))
-        res = diff.compare(old, new)
+        try:
+            res = diff.compare(old, new)
+        except _PlanError as e:   # `#PLAN` naming no plan of the file is a bad command line
+            if all(d.code == "unknown-name" and d.span is None for d in e.diagnostics):
+                raise CommandLineError(e.diagnostics) from None
+            raise
     if args.format == "json":
         print(json.dumps(res, indent=2, sort_keys=True, default=str))
     elif args.format == "md":
@@ -1050,10 +1074,10 @@ def cmd_sweep(args) -> int:
         sweep._numpy()
     except sweep.SweepError as e:
         print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_MISSING
     ws = _load(args.file)
     _warn(ws)
-    varies = [sweep.parse_vary(ws, v) for v in args.vary]
+    varies = [_cmdline(sweep.parse_vary, ws, v) for v in args.vary]
     if args.plan:
         plans = _select_plans(ws, args.file, args.plan)
     else:
@@ -1153,7 +1177,7 @@ def cmd_explain(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    nid = ws.lookup(args.name)
+    nid = _cmdline(ws.lookup, args.name)
     t = explain.tree(ws, nid, args.depth)
     if args.format == "json":
         print(json.dumps(t, indent=2, sort_keys=True))
@@ -1169,7 +1193,7 @@ def cmd_graph(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    q = ws.lookup(args.quantity) if args.quantity else None
+    q = _cmdline(ws.lookup, args.quantity) if args.quantity else None
     if args.plan:
         plan = _select_plans(ws, args.file, [args.plan])[0]
     else:
