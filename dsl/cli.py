@@ -126,7 +126,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     f.add_argument("--name", action="append", metavar="FIGURE", help="only this figure (repeatable); see --list")
     f.add_argument("-o", "--out", metavar="DIR", default=".", help="output directory (default: current)")
     f.add_argument("--format", choices=("svg", "png", "pdf"), default="svg")
-    f.add_argument("--list", action="store_true", help="list the available figures and exit")
+    f.add_argument("--list", action="store_true", help="list the figures that apply to FILE's plans (with the "
+                                                         "plans) and exit")
 
     t = sub.add_parser("timeline", help="print a plan's timeline as a compact text Gantt chart",
                        description="Print each timeline of the plans in FILE (a training step, a pipeline "
@@ -190,7 +191,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                                    "plugin or declaration that defines it, its formula over the nodes below, its "
                                    "documentation and references and, for inputs, range and source.")
     x.add_argument("file", metavar="FILE")
-    x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time")
+    x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, or a requirement such as "
+                                                "gpus48.meets_deadline (both of its sides explained)")
     x.add_argument("--depth", type=_count(0), metavar="N", help="stop N levels below NAME")
     x.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -480,9 +482,7 @@ def cmd_figure(args) -> int:
     _warn(ws)
     specs = ws.plugins.figures
     if args.list:
-        for name, spec in sorted(specs.items()):
-            print(f"{name:24s} {spec.title}  [plugin {spec.plugin}]")
-        return EXIT_OK
+        return _list_figures(ws, args, specs)
     unknown = [n for n in (args.name or []) if n not in specs]
     if unknown:
         from dsl.syntax.diagnostics import did_you_mean
@@ -511,6 +511,40 @@ def cmd_figure(args) -> int:
         return EXIT_MISSING if missing else EXIT_PLAN
     if not written:
         print(f"{args.file}: no figure applies to these plans", file=sys.stderr)
+    return EXIT_OK
+
+
+def _list_figures(ws, args, specs) -> int:
+    """`plan figure FILE --list`: the figures that apply to FILE's plans (each drawn once, off
+    screen, to find out), with the plans they apply to; the others are counted."""
+    from dsl.present.figures import FigureError, MissingPackage, new_figure
+
+    plans = _select_plans(ws, args.file, args.plan)
+    rows, others = [], 0
+    for name, spec in sorted(specs.items()):
+        if args.name and name not in args.name:
+            continue
+        hit = []
+        for p in plans:
+            try:
+                if spec.draw(ws, p, new_figure()):
+                    hit.append(p)
+            except MissingPackage as e:
+                print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
+                return EXIT_MISSING
+            except FigureError:
+                continue
+        if hit:
+            rows.append((name, spec, hit))
+        else:
+            others += 1
+    if not rows:
+        print(f"{args.file}: no figure applies to its plans ({', '.join(plans) or 'none'})", file=sys.stderr)
+    for name, spec, hit in rows:
+        print(f"{name:24s} {spec.title}  [plugin {spec.plugin}]  plans: {', '.join(hit)}")
+    if others:
+        print(f"({others} other figure{'s' if others != 1 else ''} apply to none of these plans; "
+              "`plan plugins` lists every figure)")
     return EXIT_OK
 
 
@@ -570,6 +604,14 @@ def cmd_eval(args) -> int:
         except UnitError as err:
             print(f"plan: error[unknown-unit]: {err}\n  hint: {err.hint}", file=sys.stderr)
             return EXIT_USAGE
+    if not plans and not ws.solve_names and not ws.file_requirements and args.format == "text":
+        n = len([d for d in ws.decls.values() if d.ast.span.file == ws.modules[0].file]) if ws.modules else 0
+        what = ("is empty" if not ws.modules or not (ws.modules[0].decls or ws.modules[0].imports)
+                else f"declares no plan ({n} other declaration{'s' if n != 1 else ''})" if n
+                else "declares nothing of its own (only imports)")
+        print(f"{args.file} {what}: nothing to evaluate; declare a plan with `plan NAME {{ … }}` "
+              "(`plan plugins` lists the blocks it can use)")
+        return EXIT_OK
     if not plans:
         print(f"{args.file}: no plans to evaluate (declare one with `plan NAME {{ … }}`)", file=sys.stderr)
     rep = _report(ws, plans, args.units, sources=args.sources,
@@ -705,8 +747,9 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
         lines.append("  ".join(c.ljust(widths[j]) if j < 2 else c.rjust(widths[j]) for j, c in enumerate(r)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
-    lines.append("")
-    lines.append("requirements")
+    if any(rep[p]["requirements"] for p in plans) or file_requirements:
+        lines.append("")
+        lines.append("requirements")
     for p in plans:
         for r in rep[p]["requirements"]:
             mark = "ok  " if r["ok"] else "FAIL"
@@ -1177,6 +1220,15 @@ def cmd_explain(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
+    plan, _, rest = args.name.partition(".")
+    if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and f"{plan}.{rest}" not in ws.nodes:
+        rt = explain.requirement_tree(ws, plan, rest, args.depth)
+        if rt is not None:
+            if args.format == "json":
+                print(json.dumps(rt, indent=2, sort_keys=True))
+            else:
+                print(explain.render_requirement(rt, plan))
+            return EXIT_OK
     nid = _cmdline(ws.lookup, args.name)
     t = explain.tree(ws, nid, args.depth)
     if args.format == "json":

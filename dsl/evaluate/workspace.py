@@ -111,5 +111,22 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         return mine or every
 
     def headline(self, plan: str) -> list[Node]:
-        qs = [n for n in self.nodes.values() if n.owner == plan and n.headline]
-        return sorted(qs, key=lambda n: n.order)
+        """The plan's headline quantities in the plugins' order, then its derived fields (see
+        :meth:`derived_fields`) in the order they are written."""
+        qs = sorted((n for n in self.nodes.values() if n.owner == plan and n.headline), key=lambda n: n.order)
+        names = {n.name for n in qs}
+        return qs + [n for n in self.derived_fields(plan) if n.name not in names]
+
+    def derived_fields(self, plan: str) -> list[Node]:
+        """Numeric fields of ``plan`` itself computed from other values (``gap = gpus32.finish_time
+        - gpus48.finish_time``): results the user defined, shown like the plugins' quantities and
+        never warned unused; not the plan parameters blocks read (``mfu``, ``gpus``)."""
+        out = []
+        for n in self.nodes.values():
+            if n.owner != plan or n.kind != "field" or n.assign is None or n.input or n.scope is None:
+                continue
+            if n.scope[1] is not None or n.id in self.param_specs or n.id != f"{plan}.{n.name}":
+                continue
+            if n.state == 2 and n.numeric:
+                out.append(n)
+        return sorted(out, key=lambda n: (n.span.file, n.span.line, n.span.column) if n.span else ("", 0, 0))

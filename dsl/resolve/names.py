@@ -36,6 +36,13 @@ class NamesMixin:
             guess = did_you_mean(first, cands)
             where = f" in '{owner}'" + (f" (use {block})" if block else "") if owner else ""
             hint = self._provider_hint(first, owner) if owner and self.decls[owner].kind == "plan" else None
+            if owner is None and len(parts) == 1 and not guess:
+                holders = [n.owner for n in self.nodes.values() if n.name == first and n.id == f"{n.owner}.{first}"
+                           and self.decls[n.owner].kind == "plan"]
+                if holders:
+                    hint = (f"did you mean '{holders[0]}.{first}'? ('{first}' is a quantity of plan"
+                            f"{'s' if len(holders) > 1 else ''} {', '.join(holders[:6])}"
+                            f"{', …' if len(holders) > 6 else ''}: name it with its plan)")
             if first in getattr(self, "solve_name_set", ()):
                 hint = (f"'{first}' is the answer of a named solve: read it in a file-level `require` "
                         "(outside any plan), e.g. `require " + first + " <= …`")
