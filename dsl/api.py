@@ -124,18 +124,20 @@ class Results(Evaluation):
 
 
 def load(path, text: str | None = None, evaluate: bool = True, disable: tuple[str, ...] = (),
-         extra: tuple = ()) -> Results:
+         extra: tuple = (), plans=None) -> Results:
     """Load and evaluate a `.plan` file (the notebook API and the CLI's loader).
 
     :param disable: plugin names not to load (as ``plan --disable-plugin NAME``; the
         ``PLAN_DISABLE_PLUGINS`` environment variable adds more, comma-separated).
     :param extra: plugin objects to register besides the installed ones (tests, notebooks).
+    :param plans: price only these plans and the plans they depend on (``extends``, names
+        they read), as ``plan eval --plan``; the others are left out of the result.
     :raises PlanError: with every diagnostic when the file has errors.
     """
     from dsl.evaluate.workspace import Workspace
     from dsl.plugin.manager import get_plugins
     plugins = get_plugins(blocked=disabled_plugins(disable), extra=tuple(extra))
-    return Results(Workspace(path, text=text, plugins=plugins, evaluate=evaluate))
+    return Results(Workspace(path, text=text, plugins=plugins, evaluate=evaluate, only=plans))
 
 
 def disabled_plugins(names=()) -> tuple[str, ...]:

@@ -369,10 +369,11 @@ def _warn(ws) -> None:
 _DISABLED: tuple[str, ...] = ()   # set by main() from --disable-plugin
 
 
-def _load(path: str, evaluate: bool = True):
-    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``)."""
+def _load(path: str, evaluate: bool = True, plans=None):
+    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``); with
+    ``plans``, only those plans and the plans they depend on are priced."""
     from dsl.api import load
-    return load(path, evaluate=evaluate, disable=_DISABLED)
+    return load(path, evaluate=evaluate, disable=_DISABLED, plans=plans)
 
 
 def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
@@ -592,9 +593,7 @@ def cmd_timeline(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from dsl.syntax.diagnostics import Diagnostic, PlanError
-
-    ws = _load(args.file)
+    ws = _load(args.file, plans=args.plan)
     _warn(ws)
     plans = _select_plans(ws, args.file, args.plan)
     from dsl.engine.units import UnitError, parse_unit

@@ -31,6 +31,8 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         graph) without evaluating the nodes numerically (``plan check``).
     :param overrides: ``{input node id: exact value in base units}`` replacing the nominal
         value of inputs (a sweep re-evaluating a structural parameter per value).
+    :param only: plan names: price only these and the plans they depend on (see
+        :meth:`_keep_plans`); an unknown name keeps every plan (the caller reports it).
     :raises PlanError: when any error was found; ``diagnostics`` lists all of them.
 
     ``structural`` collects the inputs plugins read as numbers while building (a ZeRO stage, a
@@ -39,7 +41,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
     """
 
     def __init__(self, path: str | Path, text: str | None = None, plugins: Plugins | None = None,
-                 evaluate: bool = True, overrides: dict | None = None):
+                 evaluate: bool = True, overrides: dict | None = None, only=None):
         self.path = str(path)
         self.overrides = dict(overrides or {})   # input node id -> exact nominal (base units)
         self.structural: set[str] = set()         # inputs plugins read as numbers while building
@@ -78,6 +80,9 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
         self.solve_name_set = frozenset(q.name for q in self.queries if q.name)
+        self.skipped_plans: frozenset = frozenset()
+        if only:
+            self._keep_plans(set(only))
         self.rep.raise_if_errors()
         self._declarations()
         self.rep.raise_if_errors()
@@ -87,6 +92,28 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
             self._finalize(numeric=evaluate)
         self.rep.raise_if_errors()
 
+
+    def _keep_plans(self, only: set) -> None:
+        """Drop the plans that ``only`` neither names nor depends on — through ``extends`` or a
+        name its fields, blocks and requirements read (``a.finish_time``, ``plans = [a, b]``),
+        transitively — so that they are not priced."""
+        plans = {n for n, d in self.decls.items() if d.kind == "plan"}
+        if not only <= plans:
+            return
+        keep, todo = set(), list(only)
+        while todo:
+            p = todo.pop()
+            if p in keep:
+                continue
+            keep.add(p)
+            d = self.decls[p].ast
+            refs = set(A.ref_heads(d))
+            if d.extends:
+                refs.add(d.extends)
+            todo.extend(r for r in refs if r in plans and r not in keep)
+        self.skipped_plans = frozenset(plans - keep)
+        for p in self.skipped_plans:
+            del self.decls[p]
 
     def seal(self) -> None:
         """Make the evaluated nodes, declarations and timelines read-only (an
@@ -130,3 +157,4 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
             if n.state == 2 and n.numeric:
                 out.append(n)
         return sorted(out, key=lambda n: (n.span.file, n.span.line, n.span.column) if n.span else ("", 0, 0))
+

@@ -271,7 +271,13 @@ class DeclarationsMixin:
         self._answer_vals: dict = {}
         if mod is None:
             return
+        skipped = getattr(self, "skipped_plans", frozenset())
+
+        def reads_skipped(x) -> bool:
+            return bool(skipped) and any(h in skipped for h in A.ref_heads(x))
         for q in mod.queries:
+            if reads_skipped(q):
+                continue   # about a plan left out (`plan eval --plan`)
             start = len(self.rep.items)
             try:   # the names a query reads are used (no "unused" warning); a named one must be sound
                 lhs = self._num(self._eval(q.lhs, None, None), q.lhs)
@@ -305,6 +311,9 @@ class DeclarationsMixin:
                 self._answer_vals[q.name] = Val(answer_symbol(q.name), n.dim)
         seen: dict[str, A.Require] = {}
         for r in mod.requires:
+            if reads_skipped(r) or any(h in self.solve_name_set and h not in self.solve_names
+                                       for h in A.ref_heads(r)):
+                continue   # reads a plan left out, or a solve about one
             name = r.name or requirement_slug(r)
             if name in seen or name in self.solve_names or name in self.decls:
                 what = ("another file-level requirement" if name in seen else

@@ -148,3 +148,18 @@ class Module:
     decls: tuple[Decl, ...]
     queries: tuple[Query, ...]
     requires: tuple[Require, ...] = ()   # file-level `require` (gates on named solves)
+
+
+def ref_heads(node):
+    """The first name of every reference inside an AST node (a declaration, a statement, an
+    expression, a list of them), in no particular order: the declarations it reads."""
+    from dataclasses import fields, is_dataclass
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Ref):
+            yield x.parts[0]
+        elif isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif is_dataclass(x) and not isinstance(x, type):
+            stack.extend(getattr(x, f.name) for f in fields(x) if f.name not in ("span", "name_span"))
