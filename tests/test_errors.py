@@ -417,7 +417,7 @@ def test_solve_query_unknown_name(tmp_path):
 def test_solve_query_with_a_string(tmp_path):
     p = write(tmp_path, PLAN)
     r = run("solve", str(p), "--query", 'p.mfu for p.finish_time == "soon"')
-    assert_diag(r, "type", file="<query>", quoted='"soon"')
+    assert_diag(r, "type", file="<query>", quoted='"soon"', exit_code=2)
 
 
 def test_solve_statement_unknown_target_in_file(tmp_path):
