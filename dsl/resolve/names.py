@@ -17,6 +17,14 @@ class NamesMixin:
         raise Fail()
 
     def _resolve(self, parts: tuple[str, ...], scope, span: Span):
+        if len(parts) >= 2 and parts[0] in getattr(self, "aliases", {}) and parts[0] not in self.decls:
+            parts = (f"{parts[0]}.{parts[1]}",) + tuple(parts[2:])   # `hw.b200` names an imported entry
+            if parts[0] not in self.decls:
+                ns = parts[0].split(".")[0]
+                cands = [n[len(ns) + 1:] for n in self.decls if n.startswith(ns + ".")]
+                guess = did_you_mean(parts[0][len(ns) + 1:], cands)
+                self._fail("unknown-name", f"'{ns}' (an imported file) declares no '{parts[0][len(ns) + 1:]}'", span,
+                           f"did you mean '{ns}.{guess}'?" if guess else "declarations: " + ", ".join(sorted(cands)[:12]))
         first = parts[0]
         target: Any = None
         owner, block = scope if scope else (None, None)
@@ -65,7 +73,7 @@ class NamesMixin:
                 elif self.decls[d].kind == "plan" and part in self.decls[d].uses:
                     target = BlockRef(d, part)
                 else:
-                    cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and n.count(".") == 1]
+                    cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and "." not in n[len(d) + 1:]]
                     cands += list(self.decls[d].uses)
                     guess = did_you_mean(part, cands)
                     hint = self._provider_hint(part, d) if target.kind == "plan" else None

@@ -225,7 +225,8 @@ class _Fmt:
             if self.out and (multi or prev_multi) and len(self.out) == n_before and self.out[-1].strip():
                 self.out.append("")
             if isinstance(it, A.Import):
-                self.out.append(f"import {_quote(it.path)}" + self._trailing(it.span.end_line, it.span.end_column))
+                self.out.append(f"import {_quote(it.path)}" + (f" as {it.alias}" if it.alias else "")
+                                + self._trailing(it.span.end_line, it.span.end_column))
             elif isinstance(it, A.Query):
                 self.out.append("solve " + (f"{it.name}: " if it.name else "") + query_text(it)
                                 + self._trailing(it.span.end_line, it.span.end_column))

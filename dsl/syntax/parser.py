@@ -167,7 +167,9 @@ def _make_transformer(file: str):
                           _tok_span(file, name), ext[2] if ext else None, frm[2] if frm else None, reqs)
 
         def import_stmt(self, meta, ch):
-            return A.Import(_unescape(str(ch[0])), _span(file, meta))
+            alias = ch[1] if len(ch) > 1 else None
+            return A.Import(_unescape(str(ch[0])), _span(file, meta), str(alias) if alias is not None else None,
+                            _tok_span(file, alias) if alias is not None else None)
 
         def query_rel(self, meta, ch):
             return (ch[0], str(ch[1]), ch[2])
@@ -201,7 +203,7 @@ _TOKEN_NAMES = {
     "LPAR": "'('", "RPAR": "')'", "EQUAL": "'='", "PLUS": "'+'", "MINUS": "'-'",
     "STAR": "'*'", "SLASH": "'/'", "CIRCUMFLEX": "'^'", "COMMA": "','", "DOT": "'.'",
     "CMP": "a comparison (== <= >= < >)", "$END": "end of file", "FOR": "'for'",
-    "IMPORT": "'import'", "SOLVE": "'solve'", "USE": "'use'", "EXTENDS": "'extends'",
+    "IMPORT": "'import'", "AS": "'as'", "SOLVE": "'solve'", "USE": "'use'", "EXTENDS": "'extends'",
     "FROM": "'from'", "TRUE": "'true'", "FALSE": "'false'", "IN": "'in'", "SOURCE": "'source'",
     "REQUIRE": "'require'", "COLON": "':'", "LSQB": "'['", "RSQB": "']'",
 }
