@@ -97,6 +97,10 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
     g.add_argument("--expr", action="store_true",
                    help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
+    g.add_argument("--with-unit", action="store_true",
+                   help="print the unit after the number (24.64 day); scripts that read the number alone omit it")
+    g.add_argument("--format", choices=("text", "json"), default="text",
+                   help="json prints {\"name\", \"value\", \"unit\"} (a requirement: value true/false, unit null)")
 
     c = sub.add_parser("check", help="parse, resolve names, build the graph and check units; compute no value",
                        description="Parse FILE and its imports, resolve names, extends and imports, build "
@@ -785,6 +789,22 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
     return "\n".join(lines)
 
 
+def _emit(args, value, unit: str | None = None) -> int:
+    """Print one result of `plan get`: bare, with its unit (``--with-unit``) or as JSON."""
+    if isinstance(value, float):
+        shown = str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    elif isinstance(value, bool):
+        shown = "true" if value else "false"
+    else:
+        shown = str(value)
+    u = None if unit in (None, "", "1") else unit
+    if getattr(args, "format", "text") == "json":
+        print(json.dumps({"name": args.name, "value": value, "unit": u}, sort_keys=True))
+    else:
+        print(shown + (f" {u}" if u and getattr(args, "with_unit", False) else ""))
+    return EXIT_OK
+
+
 def cmd_get(args) -> int:
     from dsl.engine.units import UnitError
 
@@ -794,22 +814,19 @@ def cmd_get(args) -> int:
     if "." not in args.name and any(r.name == args.name for r in ws.file_requirements):
         from dsl.results.solver import file_requirement_results
         r = next(r for r in file_requirement_results(ws) if r["name"] == args.name)
-        print("true" if r["ok"] else "false")
-        return EXIT_OK
+        return _emit(args, bool(r["ok"]))
     plan, _, rest = args.name.partition(".")
     if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and f"{plan}.{rest}" not in ws.nodes:
         req = ws.requirement(plan, rest)
         if req is not None:
-            print("true" if req["ok"] else "false")
-            return EXIT_OK
+            return _emit(args, bool(req["ok"]))
     nid = _cmdline(ws.lookup, args.name)
     n = ws.nodes[nid]
     if not n.numeric:
         from dsl.present.explain import show_value
-        print(n.value if isinstance(n.value, str) else show_value(ws, nid))
-        return EXIT_OK
+        return _emit(args, n.value if isinstance(n.value, (str, bool)) else show_value(ws, nid))
     try:
-        val, _ = _display(ws, nid, args.unit)
+        val, shown_unit = _display(ws, nid, args.unit)
     except UnitError as e:
         print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_USAGE
@@ -820,9 +837,7 @@ def cmd_get(args) -> int:
         import sympy as sp
         print(sp.sstr(ws.full_expr(nid)))
         return EXIT_OK
-    v = float(val)
-    print(int(v) if v.is_integer() and abs(v) < 1e15 else repr(v))
-    return EXIT_OK
+    return _emit(args, float(val), shown_unit)
 
 
 def _get_answer(ws, args) -> int:
@@ -849,9 +864,7 @@ def _get_answer(ws, args) -> int:
     except UnitError as e:
         print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_USAGE
-    v = float(convert(sol.answer, unit))
-    print(int(v) if v.is_integer() and abs(v) < 1e15 else repr(v))
-    return EXIT_OK
+    return _emit(args, float(convert(sol.answer, unit)), unit)
 
 
 def cmd_check(args) -> int:

@@ -166,3 +166,16 @@ def test_report_units_never_say_per_one():
     rc, out, _ = run_main("report", CASE, "--plan", "gpus48", "--format", "text")
     assert rc == 0 and "/1 " not in out and "day/1" not in out and "()" not in out
     assert "day/%" in out and "day/(TFLOP/s)" in out
+
+
+# ---------------------------------------------------------------- units on the command line
+def test_get_prints_the_unit_on_request_and_counts_in_1():
+    rc, out, _ = run_main("get", CASE, "cpt.deadline", "--with-unit")
+    assert (rc, out) == (0, "30 day\n")                          # the case's deadline: 30 days
+    doc = json.loads(run_main("get", CASE, "cpt.deadline", "--in", "h", "--format", "json")[1])
+    assert doc == {"name": "cpt.deadline", "value": 720.0, "unit": "h"}   # 30 × 24 h
+    # a count that carries a noun prints as a plain number with --in 1 (384 sequences per step)
+    assert run_main("get", CASE, "cpt.global_batch", "--in", "1")[:2] == (0, "384\n")
+    assert run_main("get", CASE, "cpt.tokens", "--in", "1")[1] == "100000000000\n"
+    rc, _, err = run_main("get", CASE, "cpt.deadline", "--in", "1")   # a time is not a count
+    assert rc == 2 and "plain number" in err
