@@ -114,9 +114,9 @@ def test_figure_list_lists_the_files_figures():
     rc, out, _ = run_main("figure", CASE, "--list")
     assert rc == 0
     names = [ln.split()[0] for ln in out.splitlines() if "plans:" in ln]
-    # the design case checkpoints and shards (ZeRO) but has no pipeline: those figures only
-    assert "checkpoint-cost" in names and "memory-shards" in names
-    assert "pipeline-gantt" not in names
+    # the design case checkpoints and has a step timeline but no pipeline: those figures only
+    assert "checkpoint-cost" in names and "timeline" in names
+    assert "pipeline-gantt" not in names and "pipeline-memory" not in names
     assert "other figure" in out
 
 
