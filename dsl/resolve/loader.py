@@ -117,15 +117,16 @@ class LoaderMixin:
             for d in mod.decls:
                 if d.name in self.decls:
                     first = self.decls[d.name].ast
-                    mine, other = d, first
+                    mine, other, note = d, first, "first declared"
                     if _is_catalog(d.name_span.file) and not _is_catalog(first.name_span.file):
-                        mine, other = first, d          # point at the user's line, not into the catalog
+                        # point at the user's line, not into the catalog
+                        mine, other, note = first, d, "also declared in the catalog"
                     hint = "names of declarations are global across imported files; rename one"
                     if _is_catalog(other.name_span.file):
-                        hint = (f"the catalog declares '{d.name}' too: rename yours, or import the catalog with "
-                                f"a name (import \"{CATALOG_PREFIX}…\" as hw) and write hw.{d.name} for its entry")
+                        hint += (f", or import the catalog with a name (import \"{CATALOG_PREFIX}…\" as hw) and "
+                                 f"write hw.{d.name} for its entry")
                     self.rep.error("duplicate", f"'{d.name}' is declared twice", mine.name_span, hint,
-                                   related=(("also declared here", other.name_span),))
+                                   related=((note, other.name_span),))
                     continue
                 self.decls[d.name] = DeclInfo(d.name, d.kind, d)
 

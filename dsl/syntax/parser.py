@@ -151,7 +151,11 @@ def _make_transformer(file: str):
             return A.UseBlock(str(name), tuple(members), _span(file, meta), _tok_span(file, name))
 
         def extends_clause(self, meta, ch):
-            return ("extends", str(ch[0]), _tok_span(file, ch[0]))
+            sp_ = _tok_span(file, ch[0])
+            if len(ch) > 1:
+                last = _tok_span(file, ch[-1])
+                sp_ = Span(sp_.file, sp_.line, sp_.column, last.end_line, last.end_column)
+            return ("extends", ".".join(str(t) for t in ch), sp_)
 
         def from_clause(self, meta, ch):
             return ("from", _unescape(str(ch[0])), _tok_span(file, ch[0]))
