@@ -24,7 +24,6 @@ with every token through the LM head.
 """
 from __future__ import annotations
 
-import sympy as sp
 
 from dsl.plugin import hookimpl
 from dsl.plugin import KindSpec, Param, UseSpec

@@ -51,6 +51,10 @@ KNOB_PARAMS = (
     Param("dp", "", None, "data-parallel degree (default gpus / (tp·pp·cp))", kind="int", min=1, optional=True),
     Param("cp", "", "1", "context-parallel degree (sequence split)", kind="int", min=1),
     Param("ep", "", "1", "expert-parallel degree (inside the data-parallel group)", kind="int", min=1),
+    Param("etp", "", None, "expert tensor-parallel degree of the MoE layers' experts (Megatron's ETP; default tp)",
+          kind="int", min=1, optional=True),
+    Param("routing_imbalance", "", "1", "dispatches of the most loaded expert-parallel rank over the mean (default: "
+          "from `use moe_routing` when the plan has it, else balanced)", min=1),
     Param("virtual", "", "1", "interleaved virtual stages per pipeline rank", kind="int", min=1),
     Param("schedule", default='"1f1b"', kind="choice", choices=SCHEDULES,
           doc="pipeline schedule when pp > 1 (interleaved needs virtual ≥ 2)"),
@@ -93,7 +97,7 @@ PLAN_PARAMS = (
     Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
 )
 
-STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step", "flops_total", "dp", "micro_batches", "compute_time", "compute_per_microbatch",
+STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step", "flops_total", "imbalance_time", "dp", "micro_batches", "compute_time", "compute_per_microbatch",
                  "recompute_time", "bubble_time", "pipeline_time", "tp_comm", "cp_comm", "ep_comm", "dp_comm",
                  "comm_wait", "input_wait", "step_time", "transfer_volume", "transfer_time",
                  "transfer_per_microbatch", "link_bandwidth", "tp_bandwidth", "comm_head", "comm_tail",
@@ -137,7 +141,7 @@ SEARCH = UseSpec(
 # `use zero` parameter -> layout knob (the alias)
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
               "prefetch": "prefetch"}
-DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
+DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "lm_head": True, "link": None,
             "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False}
@@ -246,6 +250,12 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
          "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),
          "logits": int(bool(kn.value("lm_head"))),
+         # routed experts' training FLOPs per token (the shared experts run on every rank)
+         "exp_tok": (model.q("expert_flops_per_token", "FLOP/token") * mo["k"] / (mo["k"] + mo["ks"])
+                     if mo["moe"] else sp.Integer(0)),
+         "imb": (ctx.q("max_device_rows", "token") / ctx.q("mean_device_rows", "token")
+                 if mo["moe"] and ctx.provided("max_device_rows") and not kn.given("routing_imbalance")
+                 else kn.q("routing_imbalance")),
          "transient": ctx.q("transient_memory", "B") if mem is not None else sp.Integer(0)}
     if mem is not None:
         for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"),
@@ -303,7 +313,7 @@ def _memory_total(ctx, persistent, activation, how):
     ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
 
 
-def _trivial(name, X, explicit_dp, moe):
+def _trivial(name, X, explicit_dp):
     t, p, c, e, v, spn = X["t"], X["p"], X["c"], X["e"], X["v"], X["sp"]
     return {"tp_divides_heads": t == 1, "tp_divides_kv_heads": t == 1, "tp_within_host": t == 1,
             "pp_divides_layers": p * v == 1, "cp_divides_sequence": c == 1,
@@ -332,7 +342,8 @@ def plan_quantities_price(ctx):
     d = kn.q("dp") if explicit_dp else gpus / (t * p * c)
     if explicit_dp and kn.value("dp") != int(kn.value("dp")):
         kn.error_at("dp", "the data-parallel degree must be a whole number", "e.g. dp = 8", code="out-of-range")
-    X = {"t": t, "p": p, "d": d, "c": c, "e": e, "v": v, "b": ctx.param("micro_batch"),
+    et = int(kn.value("etp")) if kn.value("etp") is not None else t
+    X = {"t": t, "p": p, "d": d, "c": c, "e": e, "et": et, "v": v, "b": ctx.param("micro_batch"),
          "z": int(kn.value("zero")), "r": lm.RECOMPUTE.index(kn.value("recompute")),
          "sp": int(bool(kn.value("sequence_parallel")))}
     stage_layers = kn.value("stage_layers")
@@ -344,7 +355,7 @@ def plan_quantities_price(ctx):
     o = lm.ops("sympy")
     for name, reason, lhs, op, rhs in lm.rules(moe, bool(kn.value("cross_host_tp")), explicit_dp,
                                                stage_layers is not None):
-        if _trivial(name, X, explicit_dp, moe):
+        if _trivial(name, X, explicit_dp):
             continue
         ctx.require(name, lhs(K, X), op, rhs(K, X), "", f"rejected when: {reason}")
     r = lm.evaluate(K, X, o, mode, moe)
@@ -392,6 +403,11 @@ def plan_quantities_price(ctx):
     ctx.define("activation_per_layer", per_layer, "GiB",
                "activation bytes of one layer and micro-batch (Korthikanti et al. 2022, per tensor)")
     pipe_peak = None
+    if p > 1 and ctx.block("pipeline") is not None:
+        kn.error_at("pp", f"plan '{ctx.name}' schedules its pipeline twice: `use layout {{ pp = {p} }}` and "
+                    "`use pipeline`", "the layout's pipeline uses the same event engine: set `schedule` and "
+                    "`stage_layers` in `use layout`, or price the schedule alone with `use pipeline` in another plan",
+                    code="conflict")
     if p > 1:
         pipe_peak = _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers)
         if pipe_peak is not None:
@@ -405,12 +421,19 @@ def plan_quantities_price(ctx):
     else:
         bubble = sp.Integer(0)
     exposed = 1 - K["overlap"]
-    for k, qn, deg in (("tp", "tp_comm", t), ("cp", "cp_comm", c), ("ep", "ep_comm", e)):
+    for k, qn, deg in (("tp", "tp_comm", max(t, et if moe else 1)), ("cp", "cp_comm", c), ("ep", "ep_comm", e)):
         if deg > 1:
             ctx.define(qn, r[k], "s", f"exposed step-time term: {lm.TERM_NAMES[k]}", headline=True, rank=7)
+    if moe and (e > 1 or kn.given("routing_imbalance") or ctx.provided("max_device_rows")):
+        imb_t = ctx.define("imbalance_time", r["imbalance"], "s", lm.TERM_NAMES["imbalance"], headline=True,
+                           rank=6.2, references=("Fedus et al. 2021, 'Switch Transformers'",
+                                                 "Book ch. 10 §10.3.4 (expert capacity and imbalance)"))
+    else:
+        imb_t = None
     if t > 1:
         ctx.define("tp_bandwidth", r["tp_bw"], "GB/s", "bandwidth of the link the TP ring crosses")
-    chain = comp + rec + bubble + exposed * sum(r[k] for k, deg in (("tp", t), ("cp", c), ("ep", e)) if deg > 1)
+    chain = comp + (imb_t if imb_t is not None else 0) + rec + bubble + exposed * sum(
+        r[k] for k, deg in (("tp", max(t, et if moe else 1)), ("cp", c), ("ep", e)) if deg > 1)
     # ---- DP / ZeRO collectives (priced when a link is named)
     if link is not None:
         vol = ctx.define("transfer_volume", r["dp_volume"], "GB", "bytes each GPU sends (and receives) per step "
@@ -427,7 +450,8 @@ def plan_quantities_price(ctx):
         ctx.define("dp_comm", ctx.q("step_time", "s") - chain - ctx.param("input_wait")
                    - (ctx.q("straggler_delay", "s") if ctx.provided("straggler_delay") else 0), "s",
                    "exposed DP/ZeRO collectives per step", headline=X["t"] * p * c > 1, rank=7)
-    ctx.define("comm_wait", ctx.q("step_time", "s") - comp - rec - bubble - ctx.param("input_wait"), "s",
+    ctx.define("comm_wait", ctx.q("step_time", "s") - comp - (imb_t if imb_t is not None else 0) - rec - bubble
+               - ctx.param("input_wait"), "s",
                "exposed communication and waits per step: step time − compute − recomputation − bubble − input wait",
                headline=True, rank=8)
     ctx.define("input_wait", ctx.param("input_wait"), "s", "exposed wait for input data per step",
@@ -437,10 +461,10 @@ def plan_quantities_price(ctx):
         states = {"weights": "bytes_W", "grads": "bytes_G", "master": "bytes_M", "optimizer": "bytes_O"}
         z = X["z"]
         sharded = {"weights": z >= 3, "grads": z >= 2, "master": z >= 1, "optimizer": z >= 1}
-        P_mp = (K["N"] - K["N_exp"]) / (t * p) + K["N_exp"] / (e * t * p)
         tot = 0
         for k, kb in states.items():
-            x = P_mp * K[kb] * (1 / d if sharded[k] else 1)
+            # dense shard over dp, routed experts' shard over the expert-data-parallel group
+            x = K[kb] * (r["P_dense"] * (1 / d if sharded[k] else 1) + r["P_exp"] * (1 / r["d_exp"] if sharded[k] else 1))
             tot += ctx.define(f"{k}_per_gpu", x, "GiB", f"{k} state held by one GPU under ZeRO-{z}, "
                               f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp)")
         persistent = ctx.define("persistent_memory", tot, "GiB", "persistent state per GPU under the layout",
@@ -506,19 +530,18 @@ def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
     layers_int = int(per_stage) if per_stage == int(per_stage) else 1
     if layers_int != per_stage:               # uneven: durations per layer, stage = 1 layer unit
         f, bwd = f / per_stage, bwd / per_stage
-    if True:
-        _, peak, _ = pipe.schedule_step(
-            ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=layers_int,
-            chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
-            activation=r["activation_per_layer"], head_activation=r["logits"],
-            error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
-                {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
-                summary, hint, code))
+    _, peak, _ = pipe.schedule_step(
+        ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=layers_int,
+        chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
+        activation=r["activation_per_layer"], head_activation=r["logits"],
+        error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
+            {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
+            summary, hint, code))
     return peak
 
 
 # kind of each term's activity on the `step` timeline (Gantt colours)
-TERM_KIND = {"recompute": "forward", "bubble": "wait", "tp": "comm", "cp": "comm", "ep": "comm"}
+TERM_KIND = {"imbalance": "wait", "recompute": "forward", "bubble": "wait", "tp": "comm", "cp": "comm", "ep": "comm"}
 
 
 @hookimpl
@@ -545,13 +568,15 @@ def plan_activities_schedule(ctx):
     prev, chain = "compute", [ctx.q("compute_time")]
     t, p, c, e = (int(kn.value(k)) for k in ("tp", "pp", "cp", "ep"))
     extra = []
+    if ctx.defined("imbalance_time"):
+        extra.append(("imbalance", ctx.q("imbalance_time"), lm.TERM_NAMES["imbalance"]))
     if kn.value("recompute") != "none" or ctx.block("recompute") is not None:
         extra.append(("recompute", ctx.q("recompute_time"), "forward values rebuilt during backward"))
     if p > 1:
         extra.append(("bubble", ctx.q("bubble_time"), "pipeline idle and boundary sends (event model)"))
     exposed = 1 - kn.q("overlap")
-    for k, qn, deg in (("tp", "tp_comm", t), ("cp", "cp_comm", c), ("ep", "ep_comm", e)):
-        if deg > 1:
+    for k, qn in (("tp", "tp_comm"), ("cp", "cp_comm"), ("ep", "ep_comm")):
+        if ctx.defined(qn):
             extra.append((k, exposed * ctx.q(qn), lm.TERM_NAMES[k]))
     for k, dur, doc in extra:
         tl.add(k, dur, "gpu", after=[prev], doc=doc, kind=TERM_KIND[k], label=k,
@@ -578,7 +603,7 @@ def plan_activities_schedule(ctx):
         if z in (1, 2):
             tl.add("param_gather", gather - head, "link", after=[start],
                    doc="AllGather of the updated weights, overlapped with forward", kind="comm")
-        comp_rec = ctx.q("compute_time") + (ctx.q("recompute_time") if len(chain) > 1 and extra[0][0] == "recompute"
+        comp_rec = ctx.q("compute_time") + (ctx.q("recompute_time") if any(k == "recompute" for k, _, _ in extra)
                                             else 0)
         window = 2 * comp_rec / 3 if z == 2 else 2 * comp_rec / (3 * ctx.q("micro_batches"))
         tl.add("backward_lag", sp.Add(*chain) - window, None, after=[start],

@@ -13,9 +13,10 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 from __future__ import annotations
 
 # Terms of the step time, in the order the explanation lists them.
-TERMS = ("compute", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "input")
+TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "input")
 TERM_NAMES = {
     "compute": "compute (forward + backward at the stated MFU)",
+    "imbalance": "MoE routing imbalance (the most loaded expert-parallel rank's extra expert work)",
     "recompute": "recomputation (extra forward)",
     "bubble": "pipeline bubble (p−1)/(v·m)",
     "tp": "exposed TP all-reduces",
@@ -85,7 +86,7 @@ def activation_per_layer(K, X, o):
     experts' width for MoE layers) mats act_bytes flash dropout s; ``X`` knobs: b t c sp r.
     Works on numbers, sympy expressions or numpy arrays (``o`` = :func:`ops`).
     """
-    h, a, kv, dh, f, e = K["h"], K["a"], K["kv"], K["dh"], K["f"], K["act_bytes"]
+    h, a, kv, dh, e = K["h"], K["a"], K["kv"], K["dh"], K["act_bytes"]
     t, sp_on, r = X["t"], X["sp"], X["r"]
     s_loc = K["s"] / X["c"]
     T = s_loc * X["b"]
@@ -179,25 +180,50 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     cp_bw, _ = group_bandwidth(c, t, K, o)
     kv_bytes = 2 * b * s_loc * kv * dh * ACT_BYTES
     cp = 3 * (L / p) * m * o.where(c > 1, (c - 1) * (kv_bytes / cp_bw + K["latency"]), 0 * act)
-    # ---- EP: dispatch and combine all-to-all forward and backward per MoE layer
+    # ---- MoE: routing imbalance, expert TP, and the dispatch/combine all-to-all
+    et = X.get("et", t)                                    # expert-TP degree (Megatron's ETP; default tp)
+    imb = K.get("imb", 1)                                  # most loaded EP rank's dispatches / the mean
     if moe:
+        # the most loaded rank's routed-expert work beyond the mean (Switch/GShard imbalance)
+        imbalance = (imb - 1) * K.get("exp_tok", 0) * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
         ep_bw, _ = group_bandwidth(e, t * c, K, o)
-        a2a = (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
+        # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks
+        a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
         ep = 4 * (K["L_moe"] / p) * m * o.where(e > 1, a2a, 0 * act)
+        # expert TP other than tp: the MoE layers' MLP all-reduces run in the expert-TP group
+        # on the dispatched tokens instead of the TP group
+        etp_bw, _ = group_bandwidth(et, 1, K, o)
+        n_mlp = o.where(r == 2, 3, 2) * (K["L_moe"] / p) * m
+        et_ring = o.where(et > 1, ring_time(et, act * K["topk"], etp_bw, K["latency"], 2), 0 * act)
+        tp_ring = o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
+        etp_extra = o.where(et == t, 0 * act, n_mlp * (et_ring - tp_ring))
     else:
+        imbalance = 0 * act
         ep = 0 * act
+        etp_extra = 0 * act
+    tp = tp + etp_extra
     exposed = 1 - K["overlap"]
     # ---- PP: the fill and drain cross p·v − 1 stage boundaries each way (point-to-point)
     pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
     pp_bytes = act / o.where(sp_on == 1, t, 1)
     pp = o.where(p > 1, 2 * (p * v - 1) * (pp_bytes / pp_bw + K["latency"]), 0 * act)
     # ---- DP / ZeRO over d (book §10.3.3, plugins/zero.py); model-parallel shard first
-    P_mp = (K["N"] - K["N_exp"]) / (t * p) + K["N_exp"] / (e * t * p)
+    # dense parameters are split by tp·pp and data-parallel over d; routed experts by
+    # ep·etp·pp and data-parallel over the expert-data-parallel group d·tp·cp/(ep·etp)
+    P_dense = (K["N"] - K["N_exp"]) / (t * p)
+    P_exp = K["N_exp"] / (e * et * p)
+    P_mp = P_dense + P_exp
+    d_exp = d * t * c / (e * et)
     W, G = K["bytes_W"] * P_mp, K["bytes_G"] * P_mp
     frac = (d - 1) / d
-    vol = o.where(z == 3, m * frac * (2 * W + G),
-                  o.where(z == 2, m * frac * G + frac * W,
-                          o.where(z == 1, frac * (G + W), 2 * frac * G)))
+
+    def _vol(Wx, Gx, fr):
+        return o.where(z == 3, m * fr * (2 * Wx + Gx),
+                       o.where(z == 2, m * fr * Gx + fr * Wx,
+                               o.where(z == 1, fr * (Gx + Wx), 2 * fr * Gx)))
+    vol = _vol(K["bytes_W"] * P_dense, K["bytes_G"] * P_dense, frac)
+    if moe:
+        vol = vol + _vol(K["bytes_W"] * P_exp, K["bytes_G"] * P_exp, (d_exp - 1) / d_exp)
     dp_bw, dp_spans = group_bandwidth(d, t * c, K, o)
     dp_time = vol / dp_bw
     emb = K["N_emb"] / t / P_mp                             # embedding share of the shard
@@ -206,7 +232,7 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     # exposure (MegaScale; the `step` timeline of plugins/layout.py schedules exactly this):
     # the GPU runs the chain C of compute, recomputation, bubble and exposed TP/CP/EP/PP;
     # the link carries the DP/ZeRO collectives beside it
-    chain = ideal + recompute + bubble + (tp + cp + ep) * exposed + pp
+    chain = ideal + imbalance + recompute + bubble + (tp + cp + ep) * exposed + pp
     gather = o.where((z == 1) | (z == 2), frac * W / dp_bw, 0 * W)   # AllGather of updated weights
     # gradients appear only while the backward passes that produce them run: the last
     # micro-batch's (stages 0-1, 2/3 of its compute) or every micro-batch's (stage 2)
@@ -214,13 +240,14 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     exposed_3 = head + tail + o.max(0, dp_time - head - tail - chain)
     exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
     dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
-    terms = {"compute": ideal, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
+    terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
              "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "input": K["input"] + 0 * ideal}
     step = sum(terms.values())
     # ---- memory per GPU
     states = {"W": K["bytes_W"], "G": K["bytes_G"], "M": K["bytes_M"], "O": K["bytes_O"]}
     sharded = {"W": z >= 3, "G": z >= 2, "M": z >= 1, "O": z >= 1}
-    persistent = sum(P_mp * states[k] * o.where(sharded[k], 1 / d, 1) for k in states)
+    persistent = sum((P_dense * o.where(sharded[k], 1 / d, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
+                     * states[k] for k in states)
     per_layer = activation_per_layer(K, X, o)
     logits = logits_bytes(K, X)
     if activations == "transient":
@@ -232,7 +259,7 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     out.update(m=m, step=step, persistent=persistent, activation=activation,
                memory=persistent + activation, tp_bw=tp_bw, tp_spans=tp_spans, dp_bw=dp_bw,
                dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
-               dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
+               P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
                activation_per_layer=per_layer, logits=logits, pp_message=pp_bytes / pp_bw + K["latency"],
                pp_bw=pp_bw)
     return out
@@ -284,8 +311,9 @@ def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False, stage_layer
         R.append(("ep_needs_experts", "ep > 1 on a dense model (no experts)",
                   lambda K, X: X["e"], "==", lambda K, X: 1))
     R += [
-        ("ep_divides_dp", "ep does not divide dp (experts are sharded inside the data-parallel group)",
-         lambda K, X: _mod(X["d"], X["e"]), "==", lambda K, X: 0),
+        ("ep_divides_dp", "ep·etp does not divide dp·tp·cp (the expert-parallel × expert-TP groups tile the "
+         "data-, tensor- and context-parallel ranks)",
+         lambda K, X: _mod(X["d"] * X["t"] * X["c"], X["e"] * X.get("et", X["t"])), "==", lambda K, X: 0),
         ("micro_batches_whole", "global batch not divisible by dp·micro-batch",
          lambda K, X: _mod(K["B"], X["d"] * X["b"]), "==", lambda K, X: 0),
         ("interleave_microbatches", "interleaving needs the micro-batches to be a multiple of pp",

@@ -149,3 +149,64 @@ def test_every_schedule_prices_the_step(schedule):
     # zero-bubble H1 removes part of the 1F1B bubble; fill-drain keeps it (same makespan)
     T = qval(ws, "p.pipeline_time", "s")
     assert comp < T <= comp * 35 / 32 * (1 + 1e-12)
+
+
+MOE = CATALOG + """
+workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq }
+plan p {
+  model = qwen3_30b_a3b; workload = w; device = h100_sxm; gpus = 16; gpus_per_host = 8; mfu = 40 %%
+  use memory { usable = 80 GB }
+  use layout { ep = 8; zero = 1; link = nvlink4; nic = nic_400g; nics_per_host = 8; %s }
+}
+"""
+
+
+def test_moe_expert_parallel_step_hand_computed():
+    """Qwen3-30B-A3B (config.json: 48 layers, hidden 2,048, 128 experts of 768, top-8, no shared
+    expert) on 16 H100, ep = 8, ZeRO-1, BF16/Adam.  Hand computations:
+
+    * routed experts 48·128·3·2048·768 = 28,991,029,248 params, dense rest 1,541,093,376;
+      experts split over ep = 8 and data-parallel over d·tp·cp/ep = 2, dense over d = 16:
+      1,541,093,376·(4 + 12/16) + 28,991,029,248/8·(4 + 12/2) = 43,558,980,096 B;
+    * all-to-all: 4 per MoE layer and micro-batch (dispatch, combine; forward, backward),
+      m = 64/16 = 4, each sending 7/8 of 8 copies of b·s·h·2 = 16,777,216 B inside a host on
+      NVLink 4 (450 GB/s): 768 · 1.5 · 7·16,777,216/450e9 = 0.30065 s with a 1.5 imbalance;
+    * imbalance: 0.5 × routed expert FLOPs 18·48·2048·768·8 per token × 262,144 tokens
+      / (16 · 989.4e12 · 0.4) = 0.22504 s.
+    """
+    ws = evaluate_snippet(MOE % "routing_imbalance = 1.5")
+    assert qval(ws, "qwen3_30b_a3b.expert_params", "param") == 28_991_029_248
+    assert qval(ws, "p.persistent_memory", "B") == pytest.approx(43_558_980_096, abs=1)
+    assert qval(ws, "p.ep_comm", "s") == pytest.approx(0.30065, abs=5e-6)
+    assert qval(ws, "p.imbalance_time", "s") == pytest.approx(0.22504, abs=5e-6)
+    balanced = evaluate_snippet(MOE % "routing_imbalance = 1")
+    assert qval(ws, "p.step_time", "s") - qval(balanced, "p.step_time", "s") == pytest.approx(
+        0.22504 + 0.30065 / 3, abs=1e-5)       # imbalance + the all-to-all's extra half
+
+
+def test_moe_imbalance_comes_from_the_routing_block():
+    """With `use moe_routing` the step's imbalance is its most loaded device over the mean."""
+    ws = evaluate_snippet(MOE.replace("%s }\n}", "%s }\n  use moe_routing { tokens = 8192 token; routing = \"hot_cold\"; devices = 8 }\n}")
+                          % "")
+    imb = qval(ws, "p.max_device_rows", "token") / qval(ws, "p.mean_device_rows", "token")
+    assert imb > 1
+    bal = evaluate_snippet(MOE % "")
+    assert qval(ws, "p.imbalance_time", "s") == pytest.approx((imb - 1) * 0.45007, rel=1e-4)
+    assert qval(ws, "p.ep_comm", "s") == pytest.approx(imb * qval(bal, "p.ep_comm", "s"), rel=1e-12)
+
+
+def test_activation_precision_and_classifier_head():
+    """Per-tensor bytes scale with the activation format; a classifier head keeps no logits.
+    Llama-3.1-70B, T = 8,192: BF16 2,250,244,096 B per layer (hand, case file) of which the
+    log-sum-exp 2,097,152 B is FP32 whatever the format; FP8 halves the rest."""
+    ws = evaluate_snippet(L70 % f'use layout {{ zero = 3; activation_precision = "fp8"; {L70_LINKS} }}')
+    assert qval(ws, "p.activation_per_layer", "B") == pytest.approx(2_248_146_944 / 2 + 2_097_152, abs=1)
+    ws = evaluate_snippet(L70 % f'use layout {{ zero = 3; recompute = "full"; lm_head = false; {L70_LINKS} }}')
+    assert qval(ws, "p.activation_memory", "B") == pytest.approx(10_737_418_240, abs=1)
+
+
+def test_layout_pipeline_and_use_pipeline_together_is_a_conflict():
+    with pytest.raises(Exception) as e:
+        evaluate_snippet(PIPE.replace("  use layout", "  use pipeline { stages = 4; microbatches = 8; forward = 1 ms }\n"
+                                      "  use layout") % 'schedule = "1f1b"')
+    assert "schedules its pipeline twice" in str(e.value)
