@@ -34,11 +34,15 @@ class SearchError(Exception):
     """The search cannot run (numpy or dask missing, no cluster)."""
 
 
+class MissingDependency(SearchError):
+    """numpy or dask is not installed (``plan search`` exits 3)."""
+
+
 def _np():
     try:
         import numpy
     except ImportError as e:
-        raise SearchError('plan search needs numpy (a dependency of plan-dsl): pip install numpy') from e
+        raise MissingDependency('plan search needs numpy (a dependency of plan-dsl): pip install numpy') from e
     return numpy
 
 
@@ -309,7 +313,7 @@ def _engine_dask(K, X, meta, chunks, progress, scheduler=None, client=None):
     try:
         from distributed import Client, as_completed
     except ImportError as e:
-        raise SearchError('plan search --engine dask needs dask: pip install "plan-dsl[dist]"') from e
+        raise MissingDependency('plan search --engine dask needs dask: pip install "plan-dsl[dist]"') from e
     own = None
     if client is None:
         if scheduler:
@@ -731,15 +735,20 @@ def run_command(args, cli) -> int:
         _np()
     except SearchError as e:
         print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return getattr(cli, "EXIT_MISSING", 3)
     ws = cli.load(args.file)
     if args.plan:
         plans = cli.select_plans(ws, args.file, args.plan)
     else:
         plans = [p for p in ws.plans(own=True) if "layout_search" in ws.uses(p)]
     if not plans:
-        print(f"plan: error[search]: no plan in {args.file} has `use layout_search` (or name one with --plan)",
-              file=sys.stderr)
+        with_layout = [p for p in ws.plans(own=True) if "layout" in ws.uses(p)]
+        where = (f"add `use layout_search {{ tp = [1, 2, 4, 8]; zero = [1, 3] }}` (the knob values to try) to "
+                 + (f"plan '{with_layout[0]}', which has `use layout`" if with_layout else
+                    "a plan with `use layout { … }` (the layout the candidates vary)")
+                 + ", or name a plan with --plan; docs/plugins/layout.md lists the knobs")
+        print(f"plan: error[search]: no plan in {args.file} has `use layout_search`, so there is nothing to search\n"
+              f"  hint: {where}", file=sys.stderr)
         return cli.EXIT_USAGE
 
     def progress(done, total):
@@ -751,8 +760,9 @@ def run_command(args, cli) -> int:
             out[p] = run(ws, p, engine=args.engine, scheduler=args.scheduler, chunks=args.chunks,
                          progress=progress if args.engine == "dask" else None)
     except SearchError as e:
-        print(f"plan: error[search]: {e}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        missing = isinstance(e, MissingDependency)
+        print(f"plan: error[{'missing-dependency' if missing else 'search'}]: {e}", file=sys.stderr)
+        return getattr(cli, "EXIT_MISSING", 3) if missing else cli.EXIT_USAGE
     if args.emit:
         from pathlib import Path
         target = Path(args.emit)
