@@ -72,7 +72,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         from ..syntax import limits as L
         self._chain_limit = L.current().chain
         L.ensure_recursion(self._chain_limit)
-        self._graph = self._graph_ops = None
+        self._graph = self._graph_ops = self._adjacency = None
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
         self.rep.raise_if_errors()

@@ -140,7 +140,7 @@ def solve_query(ws, q: A.Query) -> Solution:
     sym_roots: list[float] = []
     try:
         gb = active_branch(g, {x: sp.Float(x0 if x0 is not None else 1.0)})
-        for r in sp.solve(gb, x):
+        for r in _roots(gb, x):
             c = complex(r)
             if abs(c.imag) < 1e-12 and abs(resid(c.real)) <= 1e-9 * scale:
                 sym_roots.append(c.real)
@@ -177,7 +177,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
             at[x] = sp.Float(value)
             if sp.count_ops(fk) <= 120:
-                sols = sp.solve(active_branch(fk, at), x)
+                sols = sp.solve(active_branch(fk, at), x)   # its form is what is printed
                 text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
                 if sols and len(text_sol) <= 600:
                     symbolic = text_sol
@@ -248,14 +248,37 @@ def solve_query(ws, q: A.Query) -> Solution:
                     roots, intervals)
 
 
+def _roots(e, x) -> list:
+    """The roots of ``e = 0`` in ``x`` (exact; their values are what ``sympy.solve`` gives,
+    not necessarily its printed form).  When the numerator of
+    ``e`` (over a common denominator) is linear in ``x`` — a break-even query usually is — the
+    root is its exact −c₀/c₁, found without sympy's general solver (which costs tens of
+    milliseconds per call); anything else (higher degree, ``x`` under a function, floats, a
+    root where the denominator vanishes) goes to ``sympy.solve``."""
+    if not e.has(sp.Float):
+        try:
+            n, d = sp.fraction(sp.together(e))
+            p = sp.Poly(n, x)
+        except sp.PolynomialError:
+            p = None
+        if p is not None and p.degree() == 1:
+            c1, c0 = p.all_coeffs()
+            r = -c0 / c1
+            if d.xreplace({x: r}).is_zero is not True:
+                return [r]
+    return sp.solve(e, x)
+
+
 def _tidy(e):
     """Present a rational expression readably: numerator and denominator factored, and each
     sum collected on its most frequent symbol (``steps*(1 + L)*(a + b + c)`` rather than the
     expanded six-term sum)."""
     def t(x):
-        x = sp.factor(x)
-        if isinstance(x, sp.Mul):
-            return sp.Mul(*[t(a) for a in x.args])
+        y = sp.factor(x)
+        if isinstance(y, sp.Mul):
+            # with float coefficients factor() can return 1.0·x: x itself is not factored again
+            return sp.Mul(*[a if a.is_number or a == x else t(a) for a in y.args])
+        x = y
         if isinstance(x, sp.Add):
             syms = sorted(x.free_symbols, key=lambda s: (-sum(s in a.free_symbols for a in x.args), s.name))
             if syms:
@@ -275,14 +298,11 @@ def _tidy(e):
 
 def _between(ws, target: str, f) -> frozenset:
     """Nodes on dependency paths from ``target`` to the symbols of ``f`` (to expand)."""
-    import networkx as nx
-
-    g = ws.graph
-    desc = nx.descendants(g, target) | {target}
+    desc = ws.reachable(target) | {target}
     anc = set()
     for s in f.free_symbols:
-        if s.name in g:
-            anc |= nx.ancestors(g, s.name) | {s.name}
+        if s.name in ws.nodes:
+            anc |= ws.reachable(s.name, up=True) | {s.name}
     return frozenset(desc & anc)
 
 
