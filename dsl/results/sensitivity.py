@@ -25,6 +25,8 @@ import math
 
 import sympy as sp
 
+from dsl.engine.piecewise import lambdify
+
 
 def full_expression(ws, expr):
     """``expr`` (over node symbols) expanded to the declared inputs."""
@@ -147,7 +149,7 @@ def compile_sides(ws, req):
         syms = sorted(set().union(*(e.free_symbols for e in sides)), key=lambda s: s.name)
         at = nominal_floats(ws)
         x0 = [float(at[s]) if s in at else float("nan") for s in syms]
-        fs = [sp.lambdify(syms, e, modules="math", cse=True) for e in sides]
+        fs = [lambdify(syms, e, modules="math", cse=True) for e in sides]
         hit = (sides, syms, x0, fs[0], fs[1])
         if len(_SIDES) > 256:
             _SIDES.clear()

@@ -23,6 +23,7 @@ import sympy as sp
 
 from dsl.syntax import ast as A
 from dsl.syntax.diagnostics import Diagnostic, PlanError
+from dsl.engine.piecewise import lambdify
 from dsl.engine.units import format_dim
 
 
@@ -106,7 +107,7 @@ def solve_query(ws, q: A.Query) -> Solution:
                                     span, "pick a target that the two sides depend on")])
     nominal = ws.nominal_map(exclude={target})
     g = full.xreplace(nominal)
-    gf = sp.lambdify(x, g, modules=["mpmath"])
+    gf = lambdify(x, g, modules=["mpmath"])
 
     def resid(v: float) -> float:
         try:
@@ -176,10 +177,15 @@ def solve_query(ws, q: A.Query) -> Solution:
             fk = f.xreplace({s: ws.full_expr(s.name, free, keep) for s in f.free_symbols})
             at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
             at[x] = sp.Float(value)
-            if sp.count_ops(fk) <= 120:
-                sols = sp.solve(active_branch(fk, at), x)   # its form is what is printed
-                text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
-                if sols and len(text_sol) <= 600:
+            eq = active_branch(fk, at) if sp.count_ops(fk) <= 120 else None
+            if eq is not None and not _long_closed_form(eq, x, _TEXT_MAX):
+                sols = sp.solve(eq, x, check=False)   # its form is what is printed (roots are checked above)
+                text_sol = f"{target} ="
+                for i, sol in enumerate(sols):    # stop tidying once the text is too long to show
+                    text_sol += (" " if i == 0 else "; ") + sp.sstr(_tidy(sol))
+                    if len(text_sol) > _TEXT_MAX:
+                        break
+                if sols and len(text_sol) <= _TEXT_MAX:
                     symbolic = text_sol
         except TimeoutError:  # a time budget ran out: not this step's failure
             raise
@@ -246,6 +252,25 @@ def solve_query(ws, q: A.Query) -> Solution:
     note = "; ".join(notes)
     return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible,
                     roots, intervals)
+
+
+_TEXT_MAX = 600      # a readable answer longer than this is not shown
+
+
+def _long_closed_form(e, x, limit: int) -> bool:
+    """True when the closed-form roots of ``e = 0`` in ``x`` would be too long to show, judged
+    before sympy builds them: the numerator is a polynomial of degree n ≥ 2 in ``x`` and n times
+    the length of the names its coefficients use exceeds ``limit`` (each of the n roots names
+    them; the two roots of the GPU-count quadratic over 16 inputs run to 18,000 characters
+    each, and building them takes sympy seconds)."""
+    try:
+        p = sp.Poly(sp.fraction(sp.together(e))[0], x)
+    except sp.PolynomialError:
+        return False
+    if p.degree() < 2:
+        return False
+    names = {s.name for c in p.all_coeffs() for s in c.free_symbols}
+    return p.degree() * sum(map(len, names)) > limit
 
 
 def _roots(e, x) -> list:
