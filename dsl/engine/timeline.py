@@ -987,7 +987,9 @@ class Timeline:
                                  "" if doc is None else doc(i)))
         n, dst, src, _, _ = self._arrays()
         ids = [r[0] for r in rows]
-        pairs = np.unique(src.astype(np.int64) * max(n, 1) + dst)
+        pairs = np.sort(src.astype(np.int64) * max(n, 1) + dst)     # np.unique without importing numpy.ma
+        if len(pairs) > 1:
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
         edges = sorted((ids[u], ids[v]) for u, v in zip((pairs // max(n, 1)).tolist(), (pairs % max(n, 1)).tolist()))
         return rows, edges
 
