@@ -60,6 +60,8 @@ class GraphMixin:
         """
         import sympy as sp
 
+        if tl.truncated and self.rep.errors:
+            return      # the activity limit stopped a plugin (reported): checking a partial timeline is moot
         span = self.decls[tl.plan].ast.name_span
         try:
             tl.structure()
