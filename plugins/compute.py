@@ -1,12 +1,13 @@
-"""Training compute: matrix-by-matrix FLOPs of a dense decoder, per-GPU compute time, and the
-training step timeline.
+"""Training FLOPs: matrix-by-matrix FLOPs of a decoder (``use compute``), which also prices
+the training step with the plan's layout — ``use compute {}`` alone is plain data
+parallelism over all GPUs, the same model as ``use layout {}`` (plugins/layout.py).
 
 ``use compute { label_tokens = … }`` — plan-level parameters ``model``, ``workload``,
 ``device``, ``gpus``, ``mfu``, ``micro_batch``, ``input_wait``.
 
-Formulas (book ch. 3 §3.4.1, §3.4.3; ch. 10 §10.1.3).  One multiply-add is 2 FLOPs; a
-matrix product [m,k]·[k,n] costs 2mkn forward and the same again for each of dX and dW,
-so backward = 2 × forward.  For one sequence of s tokens, label (LM-head) tokens s_l:
+Formulas (book ch. 3 §3.4.1, §3.4.3).  One multiply-add is 2 FLOPs; a matrix product
+[m,k]·[k,n] costs 2mkn forward and the same again for each of dX and dW, so backward =
+2 × forward.  For one sequence of s tokens, label (LM-head) tokens s_l:
 
 * projections: 2·s·h·(2·n_q·d_h + 2·n_kv·d_h) per layer (q, o, k, v);
 * FFN: 2·s·h·f·ffn_matrices per layer;
@@ -16,27 +17,23 @@ so backward = 2 × forward.  For one sequence of s tokens, label (LM-head) token
 Qwen3-8B at s = 8,192: forward 143.789, backward 287.579, total 431.368 TFLOPs, of which
 attention 59.381; 6·N·s = 402.591; LM head on 4,096 label tokens only: 416.074.
 
-Per-GPU compute time per step (§10.1.3): t = F_step / (p · P · η) with F_step the step's
-FLOPs, p GPUs, P peak FLOP/s and η the single-GPU efficiency (``mfu``).
-
-Requirements: ``micro_batches_at_least_one`` (m ≥ 1) and ``micro_batches_whole`` (m is a whole
-number: the global batch divides evenly over GPUs × micro-batch).
-
-Timeline ``step``: ``input_wait`` then ``compute``; ``step_time`` is its makespan (other
-plugins insert communication).  ``comm_wait`` = step_time − compute_time − input_wait.
+For mixture-of-experts and MLA models the per-matrix split is not listed; ``flops_per_token``
+and ``flops_per_step`` come from the model's ``flops_per_token_forward`` (active experts)
+plus causal attention.  ``label_tokens`` changes these FLOP counts; the step time is priced
+with every token through the LM head.
 """
 from __future__ import annotations
 
-import sympy as sp
 
 from dsl.plugin import hookimpl
 from dsl.plugin import KindSpec, Param, UseSpec
 
 from .decoder import architecture
+from .layout import STEP_PROVIDES
 
 SPEC = UseSpec(
     "compute",
-    "training FLOPs of a dense decoder and per-GPU compute time of a step",
+    "training FLOPs of a decoder, and the training step under the plan's layout (plain DP by default)",
     references=("Book ch. 3 §3.4.1, §3.4.3 (matrix-by-matrix FLOPs)", "Book ch. 10 §10.1.3 (per-GPU compute time)"),
     params=(
         Param("label_tokens", "token", "workload.seq_len",
@@ -53,9 +50,8 @@ SPEC = UseSpec(
         Param("gpus_per_host", "", "8", "GPUs in one host", min=1, whole=True),
     ),
     order=20,
-    provides=("hosts", "tokens_per_step", "steps", "flops_forward", "flops_backward", "flops_per_seq",
-              "flops_attention", "flops_6nd", "flops_per_token", "flops_per_step", "flops_total", "micro_batches",
-              "compute_time", "compute_per_microbatch", "comm_wait", "step_time"),
+    provides=("flops_forward", "flops_backward", "flops_per_seq", "flops_attention", "flops_6nd",
+              "flops_per_token", "flops_per_step", "flops_total") + STEP_PROVIDES,
 )
 
 
@@ -91,31 +87,25 @@ def plan_quantities_price(ctx):
     b = ctx.block("compute")
     if b is None:
         return
-    model, wl, dev = ctx.ref("model"), ctx.ref("workload"), ctx.ref("device")
+    model, wl = ctx.ref("model"), ctx.ref("workload")
     a = architecture(model)
-    if any(a[k] is None for k in ("L", "h", "f", "nq", "V")):
+    moe = model.has("experts") or model.has("kv_lora_rank")
+    if any(a[k] is None for k in ("L", "h", "nq", "V") + (() if moe else ("f",))):
         ctx.error(f"model '{model.name}' lacks layers/hidden/ffn/heads/vocab needed by `use compute`",
                   "describe the architecture or use `model NAME from \"config.json\"`")
-    if model.has("experts") or model.has("kv_lora_rank"):
-        ctx.error(f"`use compute` counts the FLOPs of dense GQA decoders; model '{model.name}' has "
-                  "mixture-of-experts or MLA layers",
-                  "its per-token FLOPs are the model fields flops_per_token_forward and expert_flops_per_token",
-                  code="unsupported")
     s = wl.q("seq_len", "token", positive=True)
     batch = wl.q("global_batch", "seq", positive=True)
     tokens = wl.q("tokens", "token", positive=True)
-    gpus, mfu = ctx.param("gpus"), ctx.param("mfu")
-    peak = dev.q("peak_flops", "FLOP/s", positive=True)
-    fwd, attn = training_flops(a, s, b.q("label_tokens"))
     N = model.q("params", "param")
+    if moe:
+        attn = 2 * 2 * a["nq"] * a["dh"] * (s + 1) / 2 * a["L"]       # per token, forward
+        per_tok = ctx.define("flops_per_token", 3 * (model.q("flops_per_token_forward", "FLOP/token") + attn),
+                             "GFLOP/token", "training FLOPs per token: 3 × (active matrix FLOPs + causal attention)")
+        step_flops = ctx.define("flops_per_step", per_tok * s * batch, "FLOP", "training FLOPs of one step")
+        ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
+        return
+    fwd, attn = training_flops(a, s, b.q("label_tokens"))
 
-    # Rows of the book's summary table (§10.6.1) come first in reports, in its order.
-    ctx.define("hosts", sp.ceiling(gpus / ctx.param("gpus_per_host")), "", "hosts of gpus_per_host GPUs",
-               headline=True, rank=1)
-    ctx.define("tokens_per_step", s * batch, "token", "useful tokens per optimizer step")
-    ctx.define("steps", sp.ceiling(tokens / (s * batch)), "",
-                       "optimizer steps: ceil(tokens / tokens per step)", headline=True,
-               references=("Book ch. 10 §10.1.1 (steps of a run)",))
     ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence",
                references=("Book ch. 3 §3.4.3 (forward FLOPs of a decoder)",))
     ctx.define("flops_backward", 2 * fwd, "TFLOP", "backward matrix FLOPs of one sequence: dX and dW")
@@ -125,35 +115,3 @@ def plan_quantities_price(ctx):
     ctx.define("flops_per_token", per_seq / s, "GFLOP/token", "training FLOPs per useful token")
     step_flops = ctx.define("flops_per_step", per_seq * batch, "FLOP", "training FLOPs of one step")
     ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
-    m = ctx.define("micro_batches", batch / (gpus * ctx.param("micro_batch")), "",
-                   "micro-batches accumulated per GPU per step (data parallel over all GPUs)", headline=True, rank=2)
-    if ctx.value("gpus") > 1 and not ctx.provided("transfer_time"):
-        ctx.warn(f"plan '{ctx.name}' trains on several GPUs but no block prices their communication: "
-                 "gradient synchronisation costs nothing in this plan",
-                 "add a communication block such as `use zero { link = … }`")
-    if wl.has("deadline") and not ctx.provided("finish_time"):
-        ctx.warn(f"workload '{wl.name}' has a deadline but plan '{ctx.name}' does not check it",
-                 "add `use finish {}`")
-    ctx.require("micro_batches_at_least_one", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
-    ctx.require("micro_batches_whole", m, "==", sp.floor(m), "",
-                "the global batch splits into whole micro-batches on every GPU")
-    t = ctx.define("compute_time", step_flops / (gpus * peak * mfu), "s",
-                   "per-GPU compute time of one step: F_step / (p·P·η)", headline=True, rank=6,
-                   references=("Book ch. 10 §10.1.3 (per-GPU compute time)",))
-    ctx.define("compute_per_microbatch", t / m, "s", "per-GPU compute time of one micro-batch")
-    ctx.define("comm_wait", ctx.q("step_time", "s") - t - ctx.param("input_wait"), "s",
-               "exposed communication per step: step time − compute − input wait", headline=True, rank=8)
-    ctx.define("input_wait", ctx.param("input_wait"), "s", "exposed wait for input data per step",
-               headline=True, rank=9)
-
-
-@hookimpl
-def plan_activities_schedule(ctx):
-    if ctx.block("compute") is None:
-        return
-    tl = ctx.timeline("step")
-    tl.add("input_wait", ctx.param("input_wait"), "input", doc="waiting for the next batch",
-           kind="wait")
-    tl.add("compute", ctx.q("compute_time"), "gpu", after=["input_wait"],
-           doc="forward and backward of all micro-batches, optimizer update", kind="compute")
-    tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)

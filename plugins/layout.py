@@ -1,27 +1,38 @@
-"""Parallel layouts: ``use layout`` prices one TP × PP × DP/ZeRO × EP × CP layout on a host
-topology; ``use layout_search`` lists the knob values ``plan search`` tries.
+"""The training step: one model of a plan's step time and memory per GPU under its parallel
+layout (TP × PP × DP/ZeRO × EP × CP) on a host topology.  ``use layout_search`` lists the
+knob values ``plan search`` tries.
 
-``use layout { tp = 2; pp = 1; cp = 1; ep = 1; zero = 3; recompute = "full";
-sequence_parallel = true; virtual = 1; activations = "formula"; link = pcie4_x16;
-nic = nic_200g; nics_per_host = 8; latency = 10 us; overlap = 0 % }`` on a plan with
-``model``, ``workload``, ``device``, ``gpus``, ``gpus_per_host``, ``mfu``, ``micro_batch``
-and ``use memory`` (bytes per parameter, usable memory and — for
-``activations = "transient"`` — the declared transient budget).
+``use layout { tp = 2; pp = 4; cp = 1; ep = 1; zero = 3; schedule = "1f1b";
+stage_layers = [10, 10, 10, 6]; recompute = "full"; sequence_parallel = true;
+attention = "flash"; activation_precision = "bf16"; link = nvlink4; nic = nic_400g;
+nics_per_host = 8; latency = 10 us; overlap = 0 %; prefetch = true }`` on a plan with
+``model``, ``workload``, ``device``, ``gpus``, ``gpus_per_host``, ``mfu``, ``micro_batch``,
+``input_wait`` and ``use memory`` (bytes per parameter and usable memory).  Every knob has a
+default: ``use layout {}`` is plain data parallelism over all GPUs (tp = pp = cp = ep = 1,
+ZeRO-0).  The older spellings are thin aliases of the same model: ``use compute {}`` prices
+the step with the default layout, and ``use zero { stage; group; link; nic; nics_per_host;
+prefetch }`` sets ``zero``, ``dp``, ``link``, ``nic``, ``nics_per_host`` and ``prefetch``.
 
 The closed forms live in :mod:`plugins.layout_model` (one text for this block's sympy
-quantities and the search's numpy grid): Korthikanti et al. 2022 activation bytes, ring
+quantities and the search's numpy grid): Korthikanti et al. 2022 activation bytes
+generalised per tensor (FlashAttention keeps no s×s scores; activation precision), ring
 collectives with per-call latency on the link each group crosses (groups placed innermost
-first: TP, CP, DP with EP inside it, PP), ZeRO volumes of ``plugins/zero.py`` (book
-§10.3.3), the pipeline bubble (p−1)/(v·m) of the ideal time and p micro-batches in flight on
-the first stage under 1F1B (book §10.3; Narayanan et al. 2021).
+first: TP, CP, DP with EP inside it, PP), ZeRO volumes and their exposure (book §10.3.3;
+MegaScale).  With pp > 1 the pipeline is scheduled by the event engine of ``use pipeline``
+(any of its schedules, uneven ``stage_layers``): its makespan replaces the closed-form
+bubble (p−1)/(v·m), which the search keeps for speed, and the per-stage activation peaks
+of the schedule set the activation memory.
 
-Quantities (all prefixed ``layout_``): ``dp``, ``micro_batches``, one per step-time term
-(``compute``, ``recompute``, ``bubble``, ``tp_comm``, ``cp_comm``, ``ep_comm``, ``pp_comm``,
-``dp_comm``), ``step_time``, ``persistent``, ``activation_per_layer``, ``activations``,
-``memory_per_gpu``, ``tp_bandwidth``, ``dp_bandwidth``, ``dp_volume``, ``steps``,
-``train_time``, ``finish_time``.  Requirements ``layout_<rule>`` for each validity rule
-(:func:`plugins.layout_model.rules`), ``layout_fits_memory`` and, with a workload deadline,
-``layout_meets_deadline``.
+Standard quantities (plugins/vocabulary.py): ``step_time`` (makespan of the ``step``
+timeline), ``compute_time``, ``memory_per_gpu`` (persistent state + activations, always),
+``memory_margin``, ``steps``, ``train_time``, ``finish_time`` (fallbacks ``use finish``
+refines), requirement ``fits_memory``; and ``dp``, ``micro_batches``, ``recompute_time``,
+``bubble_time``, ``tp_comm``, ``cp_comm``, ``ep_comm``, ``dp_comm``, ``comm_wait``,
+``transfer_volume``, ``transfer_time``, ``link_bandwidth``, ``tp_bandwidth``,
+``persistent_memory``, ``weights_per_gpu`` … ``optimizer_per_gpu``,
+``activation_per_layer``, ``activation_memory``.  Validity rules are requirements named
+after the rule (:func:`plugins.layout_model.rules`), emitted when the knob they test is
+not trivially 1.
 """
 from __future__ import annotations
 
@@ -32,49 +43,80 @@ from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec
 
 from . import layout_model as lm
 
+SCHEDULES = ("1f1b", "interleaved", "fill_drain", "zb_h1", "zb_h2", "dualpipe")
+
+KNOB_PARAMS = (
+    Param("tp", "", "1", "tensor-parallel degree", kind="int", min=1),
+    Param("pp", "", "1", "pipeline-parallel degree (stages)", kind="int", min=1),
+    Param("dp", "", None, "data-parallel degree (default gpus / (tp·pp·cp))", kind="int", min=1, optional=True),
+    Param("cp", "", "1", "context-parallel degree (sequence split)", kind="int", min=1),
+    Param("ep", "", "1", "expert-parallel degree (inside the data-parallel group)", kind="int", min=1),
+    Param("etp", "", None, "expert tensor-parallel degree of the MoE layers' experts (Megatron's ETP; default tp)",
+          kind="int", min=1, optional=True),
+    Param("routing_imbalance", "", "1", "dispatches of the most loaded expert-parallel rank over the mean (default: "
+          "from `use moe_routing` when the plan has it, else balanced)", min=1),
+    Param("virtual", "", "1", "interleaved virtual stages per pipeline rank", kind="int", min=1),
+    Param("schedule", default='"1f1b"', kind="choice", choices=SCHEDULES,
+          doc="pipeline schedule when pp > 1 (interleaved needs virtual ≥ 2)"),
+    Param("stage_layers", "", None, "layers of each of the pp·virtual pipeline chunks in order (default: an "
+          "even split)", kind="list", optional=True, min_items=1),
+    Param("zero", "", "0", "ZeRO stage of the data-parallel group (0 plain DP … 3 weights sharded)",
+          kind="int", min=0, max=3),
+    Param("prefetch", default="true", kind="bool",
+          doc="DP/ZeRO collectives overlap compute (parameters prefetched, gradients reduced in backward)"),
+    Param("recompute", default='"none"', kind="choice", choices=lm.RECOMPUTE,
+          doc="activation recomputation: none, selective (attention core) or full (extra forward)"),
+    Param("sequence_parallel", default="false", kind="bool",
+          doc="Megatron sequence parallelism (reduce-scatter + all-gather instead of all-reduce)"),
+    Param("activations", default='"auto"', kind="choice", choices=("auto", "formula", "transient"),
+          doc="activation memory: auto (the `use memory` transient budget when one is declared, else the "
+              "formulas), formula, or transient"),
+    Param("attention", default='"flash"', kind="choice", choices=lm.ATTENTION,
+          doc="flash: fused attention keeps no s×s scores (modern stacks); eager: scores and softmax kept"),
+    Param("dropout", default="false", kind="bool", doc="dropout layers keep one-byte masks"),
+    Param("activation_precision", default='"bf16"', kind="choice", choices=tuple(lm.PRECISION_BYTES),
+          doc="format of the saved activations"),
+    Param("lm_head", default="true", kind="bool",
+          doc="the last stage keeps the LM-head logits (FP32) for the loss; false for a classifier head"),
+    Param("link", kind="ref", ref_kind="link", optional=True, doc="each GPU's own link inside a host"),
+    Param("nic", kind="ref", ref_kind="link", optional=True, doc="the NIC between hosts"),
+    Param("nics_per_host", "", "gpus_per_host", "NICs per host sharing the host cut", min=1, whole=True),
+    Param("latency", "s", "0 s", "per-call latency of one ring step", min=0),
+    Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute", min=0, max=1),
+    Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
+)
+
+PLAN_PARAMS = (
+    Param("model", kind="ref", ref_kind="model", doc="the model trained"),
+    Param("workload", kind="ref", ref_kind="workload", doc="the training workload"),
+    Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
+    Param("gpus", "", doc="number of GPUs", min=1, whole=True),
+    Param("gpus_per_host", "", "8", "GPUs in one host", min=1, whole=True),
+    Param("mfu", "", doc="single-GPU compute efficiency (fraction of peak)", min=0, min_open=True, max=1),
+    Param("micro_batch", "seq", "1 seq", "sequences per micro-batch", min=0, min_open=True, whole=True),
+    Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
+)
+
+STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step", "flops_total", "imbalance_time", "dp", "micro_batches", "compute_time", "compute_per_microbatch",
+                 "recompute_time", "bubble_time", "pipeline_time", "tp_comm", "cp_comm", "ep_comm", "dp_comm",
+                 "comm_wait", "input_wait", "step_time", "transfer_volume", "transfer_time",
+                 "transfer_per_microbatch", "link_bandwidth", "tp_bandwidth", "comm_head", "comm_tail",
+                 "gather_time", "persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu",
+                 "optimizer_per_gpu", "activation_per_layer", "activation_memory", "memory_per_gpu",
+                 "memory_margin", "steps", "train_time", "finish_time")
+
 LAYOUT = UseSpec(
     "layout",
-    "one parallel layout (TP × PP × DP/ZeRO × EP × CP) on hosts of GPUs: step time and memory per GPU",
+    "the training step under a parallel layout (TP × PP × DP/ZeRO × EP × CP): step time and memory per GPU",
     references=("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'",
                 "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",
-                "Book ch. 10 §10.2.4 (combined parallelism)", "Book ch. 10 §10.3 (overlap, pipeline bubbles)"),
-    params=(
-        Param("tp", "", "1", "tensor-parallel degree", kind="int", min=1),
-        Param("pp", "", "1", "pipeline-parallel degree (stages)", kind="int", min=1),
-        Param("dp", "", None, "data-parallel degree (default gpus / (tp·pp·cp))", kind="int", min=1, optional=True),
-        Param("cp", "", "1", "context-parallel degree (sequence split)", kind="int", min=1),
-        Param("ep", "", "1", "expert-parallel degree (inside the data-parallel group)", kind="int", min=1),
-        Param("virtual", "", "1", "interleaved virtual stages per pipeline rank", kind="int", min=1),
-        Param("zero", "", "0", "ZeRO stage of the data-parallel group (0 plain DP … 3 weights sharded)",
-              kind="int", min=0, max=3),
-        Param("recompute", default='"none"', kind="choice", choices=lm.RECOMPUTE,
-              doc="activation recomputation: none, selective (attention core) or full (extra forward)"),
-        Param("sequence_parallel", default="false", kind="bool",
-              doc="Megatron sequence parallelism (reduce-scatter + all-gather instead of all-reduce)"),
-        Param("activations", default='"formula"', kind="choice", choices=("formula", "transient"),
-              doc="activation memory: Korthikanti formulas, or the `use memory` transient budget"),
-        Param("link", kind="ref", ref_kind="link", doc="each GPU's own link inside a host"),
-        Param("nic", kind="ref", ref_kind="link", optional=True, doc="the NIC between hosts"),
-        Param("nics_per_host", "", "gpus_per_host", "NICs per host sharing the host cut", min=1, whole=True),
-        Param("latency", "s", "0 s", "per-call latency of one ring step", min=0),
-        Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute", min=0, max=1),
-        Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
-    ),
-    plan_params=(
-        Param("model", kind="ref", ref_kind="model", doc="the model trained"),
-        Param("workload", kind="ref", ref_kind="workload", doc="the training workload"),
-        Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
-        Param("gpus", "", doc="number of GPUs", min=1, whole=True),
-        Param("gpus_per_host", "", "8", "GPUs in one host", min=1, whole=True),
-        Param("mfu", "", doc="single-GPU compute efficiency (fraction of peak)", min=0, min_open=True, max=1),
-        Param("micro_batch", "seq", "1 seq", "sequences per micro-batch", min=0, min_open=True, whole=True),
-        Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
-    ),
+                "Dao et al. 2022, 'FlashAttention'",
+                "Book ch. 10 §10.2.4 (combined parallelism)", "Book ch. 10 §10.3 (overlap, pipeline bubbles)",
+                "Book ch. 10 §10.3.3 (ZeRO communication volume)", "Jiang et al. 2024, 'MegaScale' (exposed communication)"),
+    params=KNOB_PARAMS,
+    plan_params=PLAN_PARAMS,
     order=35,
-    provides=tuple("layout_" + k for k in (
-        "dp", "micro_batches", "compute", "recompute", "bubble", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
-        "dp_comm", "step_time", "persistent", "activation_per_layer", "activations", "memory_per_gpu",
-        "tp_bandwidth", "dp_bandwidth", "dp_volume", "steps", "train_time", "finish_time")) + ("persistent_memory",),
+    provides=STEP_PROVIDES,
 )
 
 SEARCH = UseSpec(
@@ -96,9 +138,13 @@ SEARCH = UseSpec(
     order=36,
 )
 
-# step-time terms -> quantity names
-TERM_Q = {"compute": "compute", "recompute": "recompute", "bubble": "bubble", "tp": "tp_comm", "cp": "cp_comm",
-          "ep": "ep_comm", "pp": "pp_comm", "dp": "dp_comm", "input": None}
+# `use zero` parameter -> layout knob (the alias)
+ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
+              "prefetch": "prefetch"}
+DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
+            "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
+            "attention": "flash", "dropout": False, "activation_precision": "bf16", "lm_head": True, "link": None,
+            "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False}
 
 
 @hookimpl
@@ -106,7 +152,75 @@ def plan_blocks_register():
     return [LAYOUT, SEARCH]
 
 
-def symbolic_constants(ctx, b):
+def has_step(ctx) -> bool:
+    """True when the plan prices a training step (``use layout`` or its alias ``use compute``)."""
+    return ctx.block("layout") is not None or ctx.block("compute") is not None
+
+
+class Knobs:
+    """The layout's knobs, read from ``use layout`` or from its aliases (``use zero``, and the
+    defaults of plain data parallelism for ``use compute``)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.lay, self.zero = ctx.block("layout"), ctx.block("zero")
+        if self.lay is not None and self.zero is not None:
+            ctx.error(f"plan '{ctx.name}' states its ZeRO sharding twice: `use layout` and `use zero`",
+                      "write it once: `use layout { zero = 3; link = … }` (`use zero` is the same knob)",
+                      code="conflict")
+
+    def _src(self, name):
+        if self.lay is not None:
+            return self.lay, name
+        alias = ZERO_ALIAS.get(name)
+        if self.zero is not None and alias is not None:
+            return self.zero, alias
+        return None, name
+
+    def value(self, name):
+        b, key = self._src(name)
+        if name == "dp" and b is self.zero and b is not None and not b.given(key):
+            return None        # `use zero { group }` defaults to all the plan's GPUs
+        if b is None:
+            v = DEFAULTS[name]
+            return int(self.ctx.value("gpus_per_host")) if name == "nics_per_host" else v
+        return b.value(key)
+
+    def q(self, name):
+        b, key = self._src(name)
+        if b is None:
+            if name == "nics_per_host":
+                return self.ctx.param("gpus_per_host")
+            return sp.Integer(DEFAULTS[name])
+        return b.q(key)
+
+    def ref(self, name):
+        b, key = self._src(name)
+        return None if b is None else b.ref(key)
+
+    def given(self, name):
+        b, key = self._src(name)
+        return b is not None and b.given(key)
+
+    def error_at(self, name, summary, hint="", code="out-of-range"):
+        b, key = self._src(name)
+        if b is None:
+            self.ctx.error(summary, hint, code=code)
+        b.error_at(key, summary, hint, code)
+
+
+def _mlp_width(a, mo):
+    """MLP width per token averaged over layers: the dense FFN, or the active experts' width
+    (routed top-k plus shared) on MoE layers."""
+    if not mo["moe"]:
+        return a["f"]
+    moe_w = mo["fe"] * (mo["k"] + mo["ks"])
+    Ld = mo["Ld"]
+    dense = a["f"] if a["f"] is not None else moe_w
+    return (Ld * dense + (a["L"] - Ld) * moe_w) / a["L"]
+
+
+def symbolic_constants(ctx, kn: Knobs, link, nic):
     """The constants ``K`` of :func:`plugins.layout_model.evaluate` as sympy symbols of the
     plan (model fields, workload, device, links, memory bytes per parameter)."""
     from .decoder import architecture, moe_architecture
@@ -115,123 +229,390 @@ def symbolic_constants(ctx, b):
     a = architecture(model)
     mo = moe_architecture(model)
     if any(a[k] is None for k in ("L", "h", "nq", "V")):
-        ctx.error(f"model '{model.name}' lacks layers/hidden/heads/vocab needed by `use layout`",
+        ctx.error(f"model '{model.name}' lacks layers/hidden/heads/vocab needed by the training step",
                   "describe the architecture or use `model NAME from \"config.json\"`", code="unsupported")
-    if ctx.block("memory") is None:
-        ctx.error(f"`use layout` in '{ctx.name}' needs `use memory` (bytes per parameter and usable memory)",
-                  'add `use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }`',
-                  code="missing-parameter")
     N = model.q("params", "param")
-    nic = b.ref("nic")
-    link = b.ref("link").q("bandwidth", "B/s", positive=True)
+    mem = ctx.block("memory")
     K = {"L": a["L"], "h": a["h"], "a": a["nq"], "kv": a["nkv"], "dh": a["dh"], "V": a["V"], "N": N,
+         "f": _mlp_width(a, mo), "mats": a["mats"],
          "N_emb": model.q("embedding_params", "param"),
          "N_exp": model.q("expert_params", "param") if mo["moe"] else sp.Integer(0),
          "E": mo["E"] if mo["moe"] else sp.Integer(0), "topk": mo["k"] if mo["moe"] else sp.Integer(0),
          "L_moe": (a["L"] - mo["Ld"]) if mo["moe"] else sp.Integer(0),
-         "fwd_tok": model.q("flops_per_token_forward", "FLOP/token"),
+         "fwd_tok": model.q("flops_per_token_forward", "FLOP/token"), "head_tok": 2 * a["h"] * a["V"],
          "s": wl.q("seq_len", "token", positive=True), "B": wl.q("global_batch", "seq", positive=True),
          "peak": dev.q("peak_flops", "FLOP/s", positive=True), "mfu": ctx.param("mfu"),
          "gpus": ctx.param("gpus"), "gph": int(ctx.value("gpus_per_host")),
-         "link": link, "nic": nic.q("bandwidth", "B/s", positive=True) if nic is not None else link,
-         "nics": b.q("nics_per_host"), "latency": b.q("latency"), "overlap": b.q("overlap"),
-         "input": ctx.param("input_wait"),
-         # the declared `use memory { transient = … }` budget (memory_per_gpu − persistent_memory)
-         "transient": ctx.q("memory_per_gpu", "B") - ctx.q("persistent_memory", "B")}
-    for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"), ("bytes_O", "optimizer")):
-        K[k] = ctx.q(f"{state}_memory", "B") / N
+         "link": link if link is not None else sp.oo, "nic": nic if nic is not None else (link if link is not None
+                                                                                          else sp.oo),
+         "nics": kn.q("nics_per_host"), "latency": kn.q("latency"), "overlap": kn.q("overlap"),
+         "input": ctx.param("input_wait"), "prefetch": int(bool(kn.value("prefetch"))),
+         "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
+         "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),
+         "logits": int(bool(kn.value("lm_head"))),
+         # routed experts' training FLOPs per token (the shared experts run on every rank)
+         "exp_tok": (model.q("expert_flops_per_token", "FLOP/token") * mo["k"] / (mo["k"] + mo["ks"])
+                     if mo["moe"] else sp.Integer(0)),
+         "imb": (ctx.q("max_device_rows", "token") / ctx.q("mean_device_rows", "token")
+                 if mo["moe"] and ctx.provided("max_device_rows") and not kn.given("routing_imbalance")
+                 else kn.q("routing_imbalance")),
+         "transient": ctx.q("transient_memory", "B") if mem is not None else sp.Integer(0)}
+    if mem is not None:
+        for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"),
+                         ("bytes_O", "optimizer")):
+            K[k] = ctx.q(f"{state}_memory", "B") / N
+    else:
+        for k in ("bytes_W", "bytes_G", "bytes_M", "bytes_O"):
+            K[k] = sp.Integer(0)
     return K, mo["moe"]
+
+
+def _activation_mode(ctx, kn):
+    mode = kn.value("activations")
+    if mode != "auto":
+        return mode
+    mem = ctx.block("memory")
+    declared = mem is not None and mem.given("transient") or ctx.block("buffers") is not None
+    return "transient" if declared else "formula"
+
+
+def _memory_only(ctx):
+    """`use zero` without a training step: the persistent state per GPU and activations."""
+    kn = Knobs(ctx)
+    if ctx.block("memory") is None:
+        return
+    z = int(kn.value("zero"))
+    d = kn.q("dp") if kn.value("dp") is not None else sp.Integer(1)
+    W, G, M, O = (ctx.q(f"{k}_memory", "B") for k in ("weights", "grads", "master", "optimizer"))
+    sharded = {"weights": z >= 3, "grads": z >= 2, "master": z >= 1, "optimizer": z >= 1}
+    per = {}
+    for k, x in zip(("weights", "grads", "master", "optimizer"), (W, G, M, O)):
+        per[k] = ctx.define(f"{k}_per_gpu", x / d if sharded[k] else x, "GiB",
+                            f"{k} state held by one GPU under ZeRO-{z} ({'sharded' if sharded[k] else 'replicated'})")
+    persistent = ctx.define("persistent_memory", sum(per.values()), "GiB", f"persistent state per GPU under ZeRO-{z}",
+                            headline=True, references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)",))
+    mem = ctx.block("memory")
+    if not mem.given("transient") and ctx.block("buffers") is None:
+        ctx.warn(f"memory_per_gpu of plan '{ctx.name}' counts the persistent training state only: no activation "
+                 "memory is declared or derived",
+                 "declare `transient = …` in `use memory`, or price a training step (`use layout { … }` with a "
+                 "workload) to derive activations from the model")
+    _memory_total(ctx, persistent, ctx.q("transient_memory", "B"), "declared transient budget")
+
+
+def _memory_total(ctx, persistent, activation, how):
+    act = ctx.define("activation_memory", activation, "GiB", f"activation memory per GPU ({how})", headline=True,
+                     rank=4.5, references=("Korthikanti et al. 2022, §4 (activation memory)",))
+    if ctx.block("memory") is None:
+        return
+    usable = ctx.q("usable_memory", "B")
+    per_gpu = ctx.define("memory_per_gpu", persistent + act, "GiB", "peak per GPU: persistent state + activations",
+                         headline=True, rank=3, references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",
+                                                            "Book ch. 10 §10.2.4 (transient memory)"))
+    ctx.define("memory_margin", usable - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
+    ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
+
+
+def _trivial(name, X, explicit_dp):
+    t, p, c, e, v, spn = X["t"], X["p"], X["c"], X["e"], X["v"], X["sp"]
+    return {"tp_divides_heads": t == 1, "tp_divides_kv_heads": t == 1, "tp_within_host": t == 1,
+            "pp_divides_layers": p * v == 1, "cp_divides_sequence": c == 1,
+            "gpus_product": not explicit_dp and t * p * c == 1, "ep_divides_experts": e == 1,
+            "ep_needs_experts": e == 1, "ep_divides_dp": e == 1, "interleave_microbatches": v == 1,
+            "sp_needs_tp": not spn, "virtual_needs_pp": v == 1}.get(name, False)
 
 
 @hookimpl
 def plan_quantities_price(ctx):
-    b = ctx.block("layout")
-    if b is None:
+    if not has_step(ctx):
+        if ctx.block("zero") is not None:
+            _memory_only(ctx)
         return
-    if ctx.block("zero") is not None or ctx.block("compute") is not None:
-        ctx.error(f"plan '{ctx.name}' uses `use layout` together with `use compute`/`use zero`",
-                  "`use layout` prices compute and the DP/ZeRO collectives itself (zero = …): drop the other blocks",
-                  code="conflict")
-    K, moe = symbolic_constants(ctx, b)
-    t, p, c, e, v = (int(b.value(k)) for k in ("tp", "pp", "cp", "ep", "virtual"))
-    gpus = int(ctx.value("gpus"))
-    dp = b.value("dp")
-    d = int(dp) if dp is not None else max(1, gpus // (t * p * c))
-    X = {"t": t, "p": p, "d": d, "c": c, "e": e, "v": v, "b": ctx.param("micro_batch"),
-         "z": int(b.value("zero")), "r": lm.RECOMPUTE.index(b.value("recompute")),
-         "sp": int(bool(b.value("sequence_parallel")))}
-    mode = b.value("activations")
+    kn = Knobs(ctx)
+    if ctx.block("recompute") is not None and kn.value("recompute") != "none":
+        kn.error_at("recompute", f"plan '{ctx.name}' prices recomputation twice: `use recompute` and "
+                    f"recompute = \"{kn.value('recompute')}\"", "keep one of the two", code="conflict")
+    link_ref, nic_ref = kn.ref("link"), kn.ref("nic")
+    link = link_ref.q("bandwidth", "B/s", positive=True) if link_ref is not None else None
+    nic = nic_ref.q("bandwidth", "B/s", positive=True) if nic_ref is not None else None
+    K, moe = symbolic_constants(ctx, kn, link, nic)
+    t, p, c, e, v = (int(kn.value(k)) for k in ("tp", "pp", "cp", "ep", "virtual"))
+    gpus = ctx.param("gpus")
+    explicit_dp = kn.value("dp") is not None
+    d = kn.q("dp") if explicit_dp else gpus / (t * p * c)
+    if explicit_dp and kn.value("dp") != int(kn.value("dp")):
+        kn.error_at("dp", "the data-parallel degree must be a whole number", "e.g. dp = 8", code="out-of-range")
+    et = int(kn.value("etp")) if kn.value("etp") is not None else t
+    X = {"t": t, "p": p, "d": d, "c": c, "e": e, "et": et, "v": v, "b": ctx.param("micro_batch"),
+         "z": int(kn.value("zero")), "r": lm.RECOMPUTE.index(kn.value("recompute")),
+         "sp": int(bool(kn.value("sequence_parallel")))}
+    stage_layers = kn.value("stage_layers")
+    nominal_d = ctx.nominal(d)
+    if not explicit_dp and t * p * c > 1 and nominal_d != int(nominal_d):
+        kn.error_at("tp", f"tp·pp·cp = {t * p * c} does not divide the {ctx.value('gpus'):g} GPUs",
+                    "choose degrees whose product divides gpus, or give dp", code="out-of-range")
+    mode = _activation_mode(ctx, kn)
     o = lm.ops("sympy")
-    for name, reason, lhs, op, rhs in lm.rules(moe, bool(b.value("cross_host_tp")), dp is not None):
-        ctx.require(f"layout_{name}", lhs(K, X), op, rhs(K, X), "", f"rejected when: {reason}")
+    for name, reason, lhs, op, rhs in lm.rules(moe, bool(kn.value("cross_host_tp")), explicit_dp,
+                                               stage_layers is not None):
+        if _trivial(name, X, explicit_dp):
+            continue
+        ctx.require(name, lhs(K, X), op, rhs(K, X), "", f"rejected when: {reason}")
     r = lm.evaluate(K, X, o, mode, moe)
-    ctx.define("layout_dp", sp.Integer(d), "", "data-parallel degree", headline=True, rank=1)
-    ctx.define("layout_micro_batches", r["m"], "", "micro-batches per pipeline per step: B / (dp·b)", headline=True,
-               rank=2)
-    docs = {k: lm.TERM_NAMES[k] for k in lm.TERMS}
-    for k, qn in TERM_Q.items():
-        if qn:
-            ctx.define(f"layout_{qn}", r[k], "s", f"step-time term: {docs[k]}", headline=k in ("compute", "tp", "dp"),
-                       rank=3)
-    step = ctx.define("layout_step_time", r["step"], "s", "step time: sum of the layout's critical-path terms",
-                      headline=True, rank=4)
-    # the standard names of the training step (plugins/vocabulary.py), for blocks that read them
-    ctx.define("step_time", step, "s", "one training step under the layout (= layout_step_time)", fallback=True)
-    ctx.define("layout_persistent", r["persistent"], "GiB", "persistent state per GPU (shards ÷ tp·pp, ZeRO ÷ dp)")
-    ctx.define("persistent_memory", r["persistent"], "GiB", "persistent state per GPU under the layout")
-    ctx.define("layout_activation_per_layer",
-               lm.activation_per_layer(K["s"] / c, X["b"], K["h"], K["a"], t, X["sp"], X["r"], o), "GiB",
-               "activation bytes of one layer and micro-batch (Korthikanti et al. 2022)")
-    ctx.define("layout_activations", r["activation"], "GiB",
-               "activation memory per GPU" + (" (declared transient budget)" if mode == "transient"
-                                              else ": stage layers × in-flight micro-batches, or + logits on the last stage"))
-    mem = ctx.define("layout_memory_per_gpu", r["memory"], "GiB", "persistent + activations per GPU",
-                     headline=True, rank=5)
-    ctx.define("layout_tp_bandwidth", r["tp_bw"], "GB/s", "bandwidth of the link the TP ring crosses")
-    ctx.define("layout_dp_bandwidth", r["dp_bw"], "GB/s", "bandwidth of the narrowest cut the DP ring crosses")
-    ctx.define("layout_dp_volume", r["dp_volume"], "GB", "bytes each GPU sends per step in its DP group")
-    usable = ctx.q("usable_memory", "B")
-    ctx.require("layout_fits_memory", mem, "<=", usable, "GiB", "memory per GPU within the usable memory")
+    m = r["m"]
+    ctx.require("micro_batches_at_least_one", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
+    if link is None and kn.zero is not None:
+        kn.zero.error_at("link", f"`use zero` in '{ctx.name}' needs 'link' (the link each GPU's collective traffic "
+                         "crosses) when the plan prices a training step",
+                         "add `link = …` naming a link (e.g. pcie4_x16), or drop `use compute` to price memory only",
+                         code="missing-parameter")
+    if link is None and ctx.nominal(d) > 1:
+        ctx.warn(f"plan '{ctx.name}' trains on several GPUs but names no link: gradient synchronisation "
+                 "costs nothing in this plan", "add `link = …` to `use layout` (e.g. link = pcie4_x16)")
+    if link is not None and ctx.block("memory") is None:
+        ctx.error(f"the training step of '{ctx.name}' needs `use memory` (bytes per parameter the collectives move)",
+                  'add `use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }`',
+                  code="missing-parameter")
+
     wl = ctx.ref("workload")
+    ctx.define("hosts", sp.ceiling(gpus / ctx.param("gpus_per_host")), "", "hosts of gpus_per_host GPUs",
+               headline=True, rank=1)
+    ctx.define("tokens_per_step", K["s"] * K["B"], "token", "useful tokens per optimizer step")
+    # the step's FLOPs (fallbacks: `use compute` lists them matrix by matrix)
+    attn_tok = 2 * 2 * K["a"] * K["dh"] * (K["s"] + 1) / 2 * K["L"]
+    per_tok = ctx.define("flops_per_token", 3 * (K["fwd_tok"] + attn_tok), "GFLOP/token",
+                         "training FLOPs per token: 3 × (forward matrix FLOPs + causal attention)", fallback=True)
+    step_flops = ctx.define("flops_per_step", per_tok * K["s"] * K["B"], "FLOP", "training FLOPs of one step",
+                            fallback=True)
     if wl.has("tokens"):
-        steps = ctx.define("layout_steps", sp.ceiling(wl.q("tokens", "token") / (K["s"] * K["B"])), "",
-                           "optimizer steps")
-        L_ck = ctx.q("overhead", "") if ctx.block("checkpoint") is not None else 0
-        train = ctx.define("layout_train_time", steps * step, "day", "steps × step time")
-        ctx.define("steps", steps, "", "optimizer steps (= layout_steps)", fallback=True)
-        ctx.define("train_time", train, "day", "steps × step time (= layout_train_time)", fallback=True)
-        if wl.has("deadline"):
+        ctx.define("flops_total", step_flops * wl.q("tokens", "token") / (K["s"] * K["B"]), "FLOP",
+                   "training FLOPs of all tokens", fallback=True)
+    ctx.define("dp", d, "", "data-parallel degree", headline=True, rank=1.5)
+    m = ctx.define("micro_batches", m, "", "micro-batches per pipeline per step: B / (dp·b)", headline=True, rank=2)
+    comp = ctx.define("compute_time", r["compute"], "s",
+                      "per-GPU compute of one step at the stated MFU: F_step / (p·P·η)", headline=True, rank=6,
+                      references=("Book ch. 10 §10.1.3 (per-GPU compute time)",))
+    ctx.define("compute_per_microbatch", comp / m, "s", "per-GPU compute time of one micro-batch")
+    if ctx.block("recompute") is not None:
+        rec = ctx.q("recompute_time", "s")
+    else:
+        rec = ctx.define("recompute_time", r["recompute"], "s", "recomputation: the extra forward work per step",
+                         headline=X["r"] > 0)
+    # pipeline: the event engine for this plan (the closed form stays in the search)
+    per_layer = r["activation_per_layer"]
+    ctx.define("activation_per_layer", per_layer, "GiB",
+               "activation bytes of one layer and micro-batch (Korthikanti et al. 2022, per tensor)")
+    pipe_peak = None
+    if p > 1 and ctx.block("pipeline") is not None:
+        kn.error_at("pp", f"plan '{ctx.name}' schedules its pipeline twice: `use layout {{ pp = {p} }}` and "
+                    "`use pipeline`", "the layout's pipeline uses the same event engine: set `schedule` and "
+                    "`stage_layers` in `use layout`, or price the schedule alone with `use pipeline` in another plan",
+                    code="conflict")
+    if p > 1:
+        pipe_peak = _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers)
+        if pipe_peak is not None:
+            bubble = ctx.define("bubble_time", ctx.q("pipeline_time", "s") - comp - rec, "s",
+                                "pipeline idle, stage imbalance and boundary sends on the critical path "
+                                "(event model)", headline=True, rank=6.5)
+        else:                 # a structure the rules reject: the closed form, for the report
+            bubble = ctx.define("bubble_time", r["bubble"] + r["pp"], "s",
+                                "pipeline bubble (p−1)/(v·m) and boundary sends (closed form)", headline=True,
+                                rank=6.5)
+    else:
+        bubble = sp.Integer(0)
+    exposed = 1 - K["overlap"]
+    for k, qn, deg in (("tp", "tp_comm", max(t, et if moe else 1)), ("cp", "cp_comm", c), ("ep", "ep_comm", e)):
+        if deg > 1:
+            ctx.define(qn, r[k], "s", f"exposed step-time term: {lm.TERM_NAMES[k]}", headline=True, rank=7)
+    if moe and (e > 1 or kn.given("routing_imbalance") or ctx.provided("max_device_rows")):
+        imb_t = ctx.define("imbalance_time", r["imbalance"], "s", lm.TERM_NAMES["imbalance"], headline=True,
+                           rank=6.2, references=("Fedus et al. 2021, 'Switch Transformers'",
+                                                 "Book ch. 10 §10.3.4 (expert capacity and imbalance)"))
+    else:
+        imb_t = None
+    if t > 1:
+        ctx.define("tp_bandwidth", r["tp_bw"], "GB/s", "bandwidth of the link the TP ring crosses")
+    chain = comp + (imb_t if imb_t is not None else 0) + rec + bubble + exposed * sum(
+        r[k] for k, deg in (("tp", max(t, et if moe else 1)), ("cp", c), ("ep", e)) if deg > 1)
+    # ---- DP / ZeRO collectives (priced when a link is named)
+    if link is not None:
+        vol = ctx.define("transfer_volume", r["dp_volume"], "GB", "bytes each GPU sends (and receives) per step "
+                         "in its data-parallel group", headline=True,
+                         references=("Book ch. 10 §10.3.3 (ZeRO communication volume)",))
+        bw = ctx.define("link_bandwidth", r["dp_bw"], "GB/s", "bandwidth of the narrowest cut the DP ring crosses")
+        tt = ctx.define("transfer_time", vol / bw, "s", "link time of the step's DP/ZeRO collectives",
+                        headline=True, rank=7)
+        ctx.define("transfer_per_microbatch", tt / m, "s", "link time of one micro-batch's collectives")
+        ctx.define("comm_head", r["dp_head"], "s", "unhidden collective before the first compute")
+        ctx.define("comm_tail", r["dp_tail"], "s", "unhidden collective after the last compute")
+        ctx.define("gather_time", r["dp_gather"], "s",
+                   "link time of the per-step AllGather of updated weights (stages 1–2)")
+        ctx.define("dp_comm", ctx.q("step_time", "s") - chain - ctx.param("input_wait")
+                   - (ctx.q("straggler_delay", "s") if ctx.provided("straggler_delay") else 0), "s",
+                   "exposed DP/ZeRO collectives per step", headline=X["t"] * p * c > 1, rank=7)
+    ctx.define("comm_wait", ctx.q("step_time", "s") - comp - (imb_t if imb_t is not None else 0) - rec - bubble
+               - ctx.param("input_wait"), "s",
+               "exposed communication and waits per step: step time − compute − recomputation − bubble − input wait",
+               headline=True, rank=8)
+    ctx.define("input_wait", ctx.param("input_wait"), "s", "exposed wait for input data per step",
+               headline=True, rank=9)
+    # ---- memory per GPU
+    if ctx.block("memory") is not None:
+        states = {"weights": "bytes_W", "grads": "bytes_G", "master": "bytes_M", "optimizer": "bytes_O"}
+        z = X["z"]
+        sharded = {"weights": z >= 3, "grads": z >= 2, "master": z >= 1, "optimizer": z >= 1}
+        tot = 0
+        for k, kb in states.items():
+            # dense shard over dp, routed experts' shard over the expert-data-parallel group
+            x = K[kb] * (r["P_dense"] * (1 / d if sharded[k] else 1) + r["P_exp"] * (1 / r["d_exp"] if sharded[k] else 1))
+            tot += ctx.define(f"{k}_per_gpu", x, "GiB", f"{k} state held by one GPU under ZeRO-{z}, "
+                              f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp)")
+        persistent = ctx.define("persistent_memory", tot, "GiB", "persistent state per GPU under the layout",
+                                headline=True, references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)",))
+        if mode == "transient":
+            act, how = K["transient"], "the declared transient budget"
+        elif pipe_peak is not None:
+            act, how = pipe_peak, "the pipeline schedule's largest stage peak"
+        else:
+            act, how = r["activation"], ("one micro-batch in flight"
+                                         + (", plus the LM-head logits" if K["logits"] else ""))
+        _memory_total(ctx, persistent, act, how)
+    # ---- steps and finish time (fallbacks `use finish` refines)
+    if wl.has("tokens"):
+        steps = ctx.define("steps", sp.ceiling(wl.q("tokens", "token") / (K["s"] * K["B"])), "",
+                           "optimizer steps: ceil(tokens / tokens per step)", headline=True,
+                           references=("Book ch. 10 §10.1.1 (steps of a run)",))
+        if wl.has("deadline") and not ctx.provided("step_budget"):
+            L_ck = ctx.q("overhead", "") if ctx.block("checkpoint") is not None else 0
+            train = ctx.define("train_time", steps * ctx.q("step_time", "s"), "day", "steps × step time",
+                               fallback=True)
             reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
-            fin = ctx.define("layout_finish_time", reserved + train * (1 + L_ck), "day",
-                             "T_0 + steps · t_s · (1 + L)", headline=True, rank=6,
+            fin = ctx.define("finish_time", reserved + train * (1 + L_ck), "day", "T_0 + steps · t_s · (1 + L)",
+                             headline=True, rank=13, fallback=True,
                              references=("Book ch. 10 §10.6.1 (first-order finish time)",))
-            ctx.require("layout_meets_deadline", fin, "<=", wl.q("deadline", "s"), "day",
-                        "the job finishes by the deadline")
-            ctx.define("finish_time", fin, "day", "calendar time to finish (= layout_finish_time)", fallback=True)
+            ctx.require("meets_deadline", fin, "<=", wl.q("deadline", "s"), "day", "the job finishes by the deadline")
 
 
-# kind of each term's activity on the `layout` timeline (Gantt colours)
-TERM_KIND = {"input": "wait", "compute": "compute", "recompute": "forward", "bubble": "wait", "tp": "comm",
-             "cp": "comm", "ep": "comm", "pp": "transfer", "dp": "comm"}
+def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
+    """Schedule the step's pipeline with the event engine; return the largest stage peak (B)."""
+    from . import pipeline as pipe
+
+    p, v = X["p"], X["v"]
+    L = int(ctx.nominal(K["L"]))
+    m = ctx.nominal(r["m"])
+    sched = kn.value("schedule")
+    if v > 1 and not kn.given("schedule"):
+        sched = "interleaved"          # virtual stages mean Megatron's interleaved 1F1B
+    if sched == "interleaved" and v < 2:
+        kn.error_at("schedule", "the interleaved schedule needs virtual ≥ 2 chunks per stage",
+                    "set virtual = 2 (Megatron-LM's virtual pipeline)")
+    if sched != "interleaved" and v > 1:
+        kn.error_at("virtual", f"virtual = {v} chunks per stage need schedule = \"interleaved\"",
+                    "set schedule = \"interleaved\"")
+    if m != int(m) or m < 1:
+        return None           # the micro_batches_whole requirement reports it
+    if stage_layers is not None:
+        if len(stage_layers) != p * v or any(x != int(x) or x < 1 for x in stage_layers):
+            kn.error_at("stage_layers", f"stage_layers must list {p * v} whole layer counts ≥ 1 (pp·virtual chunks)",
+                        f"e.g. {[L // (p * v)] * (p * v)}")
+        if sum(stage_layers) != L:
+            kn.error_at("stage_layers", f"stage_layers sum to {int(sum(stage_layers))} but the model has {L} layers",
+                        "give the layers of every chunk so that they add up to the model's layers")
+        chunks = [int(x) for x in stage_layers]
+    elif L % (p * v):
+        return None           # the pp_divides_layers requirement reports it
+    else:
+        chunks = None
+    per_stage = sp.Rational(L, p)             # layers of an average stage: the work of `forward`/`backward`
+    fwd_mb = comp / (3 * r["m"])              # one micro-batch's forward on an average stage
+    f = fwd_mb
+    bwd = 2 * fwd_mb + rec / r["m"]           # backward (+ recomputed forward)
+    layers_int = int(per_stage) if per_stage == int(per_stage) else 1
+    if layers_int != per_stage:               # uneven: durations per layer, stage = 1 layer unit
+        f, bwd = f / per_stage, bwd / per_stage
+    _, peak, _ = pipe.schedule_step(
+        ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=layers_int,
+        chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
+        activation=r["activation_per_layer"], head_activation=r["logits"],
+        error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
+            {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
+            summary, hint, code))
+    return peak
+
+
+# kind of each term's activity on the `step` timeline (Gantt colours)
+TERM_KIND = {"imbalance": "wait", "recompute": "forward", "bubble": "wait", "tp": "comm", "cp": "comm", "ep": "comm"}
 
 
 @hookimpl
 def plan_activities_schedule(ctx):
-    """Timeline ``layout_step``: the step's critical path as a chain of its non-zero terms on the
-    GPU (input wait, compute, recomputation, bubble, exposed TP/CP/EP, pipeline fill/drain
-    sends, exposed DP/ZeRO); its makespan equals ``layout_step_time``."""
-    b = ctx.block("layout")
-    if b is None:
+    """Timeline ``step``: input wait; on the GPU the chain compute → recomputation → pipeline
+    bubble → exposed TP/CP/EP; on the link the DP/ZeRO collectives beside it (MegaScale
+    exposure: stage 3 prefetches all but the embedding's first AllGather and last
+    ReduceScatter; stages 1–2 gather the updated weights during forward and reduce gradients
+    while the backward passes that produce them run; stage 0 all-reduces during the last
+    micro-batch's backward; without prefetch every collective follows compute).  Its makespan
+    is ``step_time``; ``use stragglers`` splices its delay after ``compute``."""
+    if not has_step(ctx):
         return
-    tl = ctx.timeline("layout_step")
-    prev = None
-    for k in ("input",) + tuple(t for t in lm.TERMS if t != "input"):
-        q = ctx.param("input_wait") if k == "input" else ctx.q(f"layout_{TERM_Q[k]}")
-        if k != "input" and ctx.nominal(q) == 0:
-            continue
-        tl.add(k, q, "gpu", after=[prev] if prev else [], doc=lm.TERM_NAMES[k], kind=TERM_KIND[k],
-               label=k, style="hatched" if k in ("bubble", "input") else "")
+    kn = Knobs(ctx)
+    tl = ctx.timeline("step")
+    tl.add("input_wait", ctx.param("input_wait"), "input", doc="waiting for the next batch", kind="wait")
+    z, prefetch = int(kn.value("zero")), bool(kn.value("prefetch"))
+    priced = kn.ref("link") is not None
+    if priced and z > 0:
+        tl.add("allgather_first", ctx.q("comm_head"), "link", after=["input_wait"], before=["compute"],
+               doc="first AllGather (word embedding), nothing to hide it behind", kind="comm")
+    tl.add("compute", ctx.q("compute_time"), "gpu", after=["input_wait"],
+           doc="forward and backward of all micro-batches at the stated MFU", kind="compute")
+    prev, chain = "compute", [ctx.q("compute_time")]
+    t, p, c, e = (int(kn.value(k)) for k in ("tp", "pp", "cp", "ep"))
+    extra = []
+    if ctx.defined("imbalance_time"):
+        extra.append(("imbalance", ctx.q("imbalance_time"), lm.TERM_NAMES["imbalance"]))
+    if kn.value("recompute") != "none" or ctx.block("recompute") is not None:
+        extra.append(("recompute", ctx.q("recompute_time"), "forward values rebuilt during backward"))
+    if p > 1:
+        extra.append(("bubble", ctx.q("bubble_time"), "pipeline idle and boundary sends (event model)"))
+    exposed = 1 - kn.q("overlap")
+    for k, qn in (("tp", "tp_comm"), ("cp", "cp_comm"), ("ep", "ep_comm")):
+        if ctx.defined(qn):
+            extra.append((k, exposed * ctx.q(qn), lm.TERM_NAMES[k]))
+    for k, dur, doc in extra:
+        tl.add(k, dur, "gpu", after=[prev], doc=doc, kind=TERM_KIND[k], label=k,
+               style="hatched" if k == "bubble" else "")
         prev = k
+        chain.append(dur)
+    if not priced:
+        tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)
+        return
+    head, tail, tt = ctx.q("comm_head"), ctx.q("comm_tail"), ctx.q("transfer_time")
+    last = "allreduce_last" if z == 0 else "reducescatter_last"
+    start = "allgather_first" if z > 0 else "input_wait"
+    if not prefetch:
+        tl.add("transfer", tt - head - tail, "link", after=[prev], doc="collectives after compute (no prefetch)",
+               kind="comm")
+        tl.add(last, tail, "link", after=["transfer"], doc="last collective (word embedding gradient)", kind="comm")
+    elif z == 3:
+        tl.add("transfer", tt - head - tail, "link", after=[start], doc="collectives overlapped with compute",
+               kind="comm")
+        tl.add(last, tail, "link", after=[prev, "transfer"], doc="last ReduceScatter (word embedding gradient)",
+               kind="comm")
+    else:
+        gather = ctx.q("gather_time")
+        if z in (1, 2):
+            tl.add("param_gather", gather - head, "link", after=[start],
+                   doc="AllGather of the updated weights, overlapped with forward", kind="comm")
+        comp_rec = ctx.q("compute_time") + (ctx.q("recompute_time") if any(k == "recompute" for k, _, _ in extra)
+                                            else 0)
+        window = 2 * comp_rec / 3 if z == 2 else 2 * comp_rec / (3 * ctx.q("micro_batches"))
+        tl.add("backward_lag", sp.Add(*chain) - window, None, after=[start],
+               doc="compute before the gradients being reduced start to appear", kind="wait")
+        tl.add("grad_reduce", tt - gather - tail, "link", after=["backward_lag"],
+               doc="gradient reduction overlapped with the backward passes", kind="comm")
+        tl.add(last, tail, "link", after=[prev, "grad_reduce"], doc="last collective (word embedding gradient)",
+               kind="comm")
+    tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)
 
 
 def _search_table(ws, plan):

@@ -13,9 +13,10 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 from __future__ import annotations
 
 # Terms of the step time, in the order the explanation lists them.
-TERMS = ("compute", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "input")
+TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "input")
 TERM_NAMES = {
     "compute": "compute (forward + backward at the stated MFU)",
+    "imbalance": "MoE routing imbalance (the most loaded expert-parallel rank's extra expert work)",
     "recompute": "recomputation (extra forward)",
     "bubble": "pipeline bubble (p−1)/(v·m)",
     "tp": "exposed TP all-reduces",
@@ -26,7 +27,9 @@ TERM_NAMES = {
     "input": "input wait",
 }
 RECOMPUTE = ("none", "selective", "full")
-ACT_BYTES = 2            # 16-bit activations (Korthikanti et al. 2022)
+ACT_BYTES = 2            # 16-bit boundary messages and TP/CP collectives (Korthikanti et al. 2022)
+PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+ATTENTION = ("flash", "eager")
 
 
 class _NumpyOps:
@@ -42,7 +45,12 @@ class _SympyOps:
 
     @staticmethod
     def where(cond, a, b):
-        return a if cond else b
+        import sympy as sp
+        if cond is True or cond is False or isinstance(cond, bool):
+            return a if cond else b
+        if cond in (sp.true, sp.false):
+            return a if cond == sp.true else b
+        return sp.Piecewise((a, cond), (b, True))
 
 
 def ops(kind: str):
@@ -50,27 +58,53 @@ def ops(kind: str):
     return _NumpyOps() if kind == "numpy" else _SympyOps()
 
 
-def activation_per_layer(s, b, h, a, t, sp_on, recompute, o):
-    """Activation bytes one transformer layer keeps for one micro-batch (16-bit activations).
+def activation_per_layer(K, X, o):
+    """Activation bytes one transformer layer keeps from forward to backward for one
+    micro-batch on one GPU.
 
-    Korthikanti et al. 2022 §4 (s tokens, b sequences, h hidden, a heads, t TP degree):
+    Korthikanti et al. 2022 §4.1 count, for a GPT layer at 16-bit with dropout and eager
+    attention, 34·s·b·h + 5·a·s²·b bytes: attention 11sbh + 5as²b (QKV input 2, Q and K 4,
+    V 2, scores/softmax/dropout 5as²b, o-projection input 2, dropout mask 1), MLP 19sbh
+    (input 2, GeLU input 8, GeLU output 8, dropout mask 1; f = 4h), two layer-norm inputs
+    4sbh.  The same terms, kept per tensor, for any decoder (T = s·b tokens, e bytes per
+    element of ``activation_precision``, one byte per dropout-mask element):
 
-    * no recomputation, TP without sequence parallelism: s·b·h·(10 + 24/t + 5·a·s/(h·t))
-      (t = 1 gives the unparallelised s·b·h·(34 + 5·a·s/h));
-    * no recomputation, TP + sequence parallelism: s·b·h·(34/t + 5·a·s/(h·t));
-    * selective recomputation (attention core recomputed): s·b·h·34/t with SP,
-      s·b·h·(10 + 24/t) without;
-    * full recomputation (only each layer's input kept): 2·s·b·h, ÷ t with SP.
+    * replicated across TP ranks (÷ t only with sequence parallelism): two norm inputs,
+      QKV-projection input and MLP input, 4·T·h·e, and the two dropout masks 2·T·h (dropout);
+    * split by TP: Q, K, V T·(n_q + 2·n_kv)·d_h·e, o-projection input T·n_q·d_h·e, the MLP's
+      intermediate tensors (gate, up and their product for a 3-matrix SwiGLU/GeGLU MLP,
+      input and output of the activation for a 2-matrix GeLU MLP) mats·T·f·e, and — eager
+      attention only — the scores and softmax output 2·n_q·s·T·e plus the dropout mask
+      n_q·s·T (with dropout); FlashAttention-style fused attention keeps none of the s×s
+      tensors, only the per-head log-sum-exp T·n_q·4 bytes.
 
-    ``recompute`` is 0/1/2 (none/selective/full); ``sp_on`` 0/1.  Works on numbers,
-    sympy expressions or numpy arrays (``o`` = :func:`ops`).
+    For GPT-3 (n_q·d_h = h, n_kv = n_q, f = 4h, 2 matrices, e = 2, dropout, eager) this is
+    exactly 34·s·b·h + 5·a·s²·b.  Selective recomputation drops the s×s tensors; full
+    recomputation keeps only the layer input T·h·e (÷ t with SP).  CP splits the tokens.
+
+    ``K`` constants: h a (heads) kv dh f (MLP width per token: the dense FFN, or the active
+    experts' width for MoE layers) mats act_bytes flash dropout s; ``X`` knobs: b t c sp r.
+    Works on numbers, sympy expressions or numpy arrays (``o`` = :func:`ops`).
     """
-    sbh = s * b * h
-    score = 5 * a * s / (h * t)
-    none = o.where(sp_on == 1, sbh * (34 / t + score), sbh * (10 + 24 / t + score))
-    sel = o.where(sp_on == 1, sbh * 34 / t, sbh * (10 + 24 / t))
-    full = o.where(sp_on == 1, 2 * sbh / t, 2 * sbh)
-    return o.where(recompute == 2, full, o.where(recompute == 1, sel, none))
+    h, a, kv, dh, e = K["h"], K["a"], K["kv"], K["dh"], K["act_bytes"]
+    t, sp_on, r = X["t"], X["sp"], X["r"]
+    s_loc = K["s"] / X["c"]
+    T = s_loc * X["b"]
+    drop = K["dropout"]
+    rep = T * (4 * h * e + 2 * h * drop)
+    split = T * ((a + 2 * kv) * dh * e + a * dh * e + K["mats"] * K["f"] * e)
+    scores = o.where(K["flash"] == 1, T * a * 4, T * a * K["s"] * (2 * e + drop))
+    rep_t = o.where(sp_on == 1, rep / t, rep)
+    none = rep_t + (split + scores) / t
+    sel = rep_t + (split + o.where(K["flash"] == 1, T * a * 4, 0 * T)) / t
+    full = o.where(sp_on == 1, T * h * e / t, T * h * e)
+    return o.where(r == 2, full, o.where(r == 1, sel, none))
+
+
+def logits_bytes(K, X):
+    """LM-head logits kept for the cross-entropy backward on the last stage: T·V FP32
+    (4 bytes) split over TP (vocabulary-parallel), 0 for a classifier head."""
+    return 4 * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
 
 
 def inflight(p, v, o):
@@ -129,8 +163,12 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     attn_tok = 2 * 2 * a * dh * (s + 1) / 2 * L            # attention FLOP per token (QKᵀ, AV)
     fwd_tok = K["fwd_tok"] + attn_tok
     ideal = 3 * fwd_tok * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
-    extra = o.where(r == 2, fwd_tok / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal))
-    recompute = ideal * extra                              # full: 8ND instead of 6ND
+    # full recomputation repeats the layers' forward (not the LM head): ≈ 8ND instead of 6ND;
+    # selective recomputes the attention core (QKᵀ, softmax, AV) — the work a fused
+    # FlashAttention backward redoes as well
+    layers_fwd = fwd_tok - K["head_tok"]
+    extra = o.where(r == 2, layers_fwd / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal))
+    recompute = ideal * extra
     bubble = (ideal + recompute) * (p - 1) / (v * m)       # (p−1)/(v·m) of the ideal time
     # ---- TP: 2 all-reduces forward, 2 backward per layer and micro-batch (+2 with full
     # recomputation); reduce-scatter + all-gather with SP move the same bytes
@@ -142,51 +180,88 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     cp_bw, _ = group_bandwidth(c, t, K, o)
     kv_bytes = 2 * b * s_loc * kv * dh * ACT_BYTES
     cp = 3 * (L / p) * m * o.where(c > 1, (c - 1) * (kv_bytes / cp_bw + K["latency"]), 0 * act)
-    # ---- EP: dispatch and combine all-to-all forward and backward per MoE layer
+    # ---- MoE: routing imbalance, expert TP, and the dispatch/combine all-to-all
+    et = X.get("et", t)                                    # expert-TP degree (Megatron's ETP; default tp)
+    imb = K.get("imb", 1)                                  # most loaded EP rank's dispatches / the mean
     if moe:
+        # the most loaded rank's routed-expert work beyond the mean (Switch/GShard imbalance)
+        imbalance = (imb - 1) * K.get("exp_tok", 0) * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
         ep_bw, _ = group_bandwidth(e, t * c, K, o)
-        a2a = (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
+        # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks
+        a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
         ep = 4 * (K["L_moe"] / p) * m * o.where(e > 1, a2a, 0 * act)
+        # expert TP other than tp: the MoE layers' MLP all-reduces run in the expert-TP group
+        # on the dispatched tokens instead of the TP group
+        etp_bw, _ = group_bandwidth(et, 1, K, o)
+        n_mlp = o.where(r == 2, 3, 2) * (K["L_moe"] / p) * m
+        et_ring = o.where(et > 1, ring_time(et, act * K["topk"], etp_bw, K["latency"], 2), 0 * act)
+        tp_ring = o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
+        etp_extra = o.where(et == t, 0 * act, n_mlp * (et_ring - tp_ring))
     else:
+        imbalance = 0 * act
         ep = 0 * act
+        etp_extra = 0 * act
+    tp = tp + etp_extra
     exposed = 1 - K["overlap"]
     # ---- PP: the fill and drain cross p·v − 1 stage boundaries each way (point-to-point)
     pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
     pp_bytes = act / o.where(sp_on == 1, t, 1)
     pp = o.where(p > 1, 2 * (p * v - 1) * (pp_bytes / pp_bw + K["latency"]), 0 * act)
     # ---- DP / ZeRO over d (book §10.3.3, plugins/zero.py); model-parallel shard first
-    P_mp = (K["N"] - K["N_exp"]) / (t * p) + K["N_exp"] / (e * t * p)
+    # dense parameters are split by tp·pp and data-parallel over d; routed experts by
+    # ep·etp·pp and data-parallel over the expert-data-parallel group d·tp·cp/(ep·etp)
+    P_dense = (K["N"] - K["N_exp"]) / (t * p)
+    P_exp = K["N_exp"] / (e * et * p)
+    P_mp = P_dense + P_exp
+    d_exp = d * t * c / (e * et)
     W, G = K["bytes_W"] * P_mp, K["bytes_G"] * P_mp
     frac = (d - 1) / d
-    vol = o.where(z == 3, m * frac * (2 * W + G),
-                  o.where(z == 2, m * frac * G + frac * W,
-                          o.where(z == 1, frac * (G + W), 2 * frac * G)))
+
+    def _vol(Wx, Gx, fr):
+        return o.where(z == 3, m * fr * (2 * Wx + Gx),
+                       o.where(z == 2, m * fr * Gx + fr * Wx,
+                               o.where(z == 1, fr * (Gx + Wx), 2 * fr * Gx)))
+    vol = _vol(K["bytes_W"] * P_dense, K["bytes_G"] * P_dense, frac)
+    if moe:
+        vol = vol + _vol(K["bytes_W"] * P_exp, K["bytes_G"] * P_exp, (d_exp - 1) / d_exp)
     dp_bw, dp_spans = group_bandwidth(d, t * c, K, o)
     dp_time = vol / dp_bw
     emb = K["N_emb"] / t / P_mp                             # embedding share of the shard
     head = o.where(z >= 1, frac * W * emb / dp_bw, 0 * W)   # first AllGather (embedding)
     tail = o.where(z == 0, 2, 1) * frac * G * emb / dp_bw   # last reduction (embedding grad)
-    comp = ideal + recompute
-    window = o.where(z >= 2, comp, o.where(z == 1, comp / 3 + 2 * comp / (3 * m), 2 * comp / (3 * m)))
-    dp = head + tail + o.max(0, dp_time - head - tail - window)
-    terms = {"compute": ideal, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
+    # exposure (MegaScale; the `step` timeline of plugins/layout.py schedules exactly this):
+    # the GPU runs the chain C of compute, recomputation, bubble and exposed TP/CP/EP/PP;
+    # the link carries the DP/ZeRO collectives beside it
+    chain = ideal + imbalance + recompute + bubble + (tp + cp + ep) * exposed + pp
+    gather = o.where((z == 1) | (z == 2), frac * W / dp_bw, 0 * W)   # AllGather of updated weights
+    # gradients appear only while the backward passes that produce them run: the last
+    # micro-batch's (stages 0-1, 2/3 of its compute) or every micro-batch's (stage 2)
+    window = o.where(z == 2, 2 * (ideal + recompute) / 3, 2 * (ideal + recompute) / (3 * m))
+    exposed_3 = head + tail + o.max(0, dp_time - head - tail - chain)
+    exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
+    dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
+    terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
              "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "input": K["input"] + 0 * ideal}
     step = sum(terms.values())
     # ---- memory per GPU
     states = {"W": K["bytes_W"], "G": K["bytes_G"], "M": K["bytes_M"], "O": K["bytes_O"]}
     sharded = {"W": z >= 3, "G": z >= 2, "M": z >= 1, "O": z >= 1}
-    persistent = sum(P_mp * states[k] * o.where(sharded[k], 1 / d, 1) for k in states)
+    persistent = sum((P_dense * o.where(sharded[k], 1 / d, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
+                     * states[k] for k in states)
+    per_layer = activation_per_layer(K, X, o)
+    logits = logits_bytes(K, X)
     if activations == "transient":
         activation = K["transient"] + 0 * persistent
     else:
-        per_layer = activation_per_layer(s_loc, b, h, a, t, sp_on, r, o)
         stage = per_layer * L / p
-        logits = 4 * s_loc * b * K["V"] / t                  # LM-head logits on the last stage
         activation = o.max(stage * inflight(p, v, o), stage + logits)
     out = dict(terms)
     out.update(m=m, step=step, persistent=persistent, activation=activation,
                memory=persistent + activation, tp_bw=tp_bw, tp_spans=tp_spans, dp_bw=dp_bw,
-               dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time)
+               dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
+               P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
+               activation_per_layer=per_layer, logits=logits, pp_message=pp_bytes / pp_bw + K["latency"],
+               pp_bw=pp_bw)
     return out
 
 
@@ -203,7 +278,7 @@ def _mod(x, k):
 
 # Validity rules: (name, reason shown for a rejected layout, lhs(K, X), op, rhs(K, X)).
 # ``moe``-only and cross-host rules are filtered by :func:`rules`.
-def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False):
+def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False, stage_layers: bool = False):
     """The validity rules of a layout, in the order a rejected layout's reason is chosen.
 
     Each is ``(name, reason, lhs, op, rhs)`` with ``lhs``/``rhs`` functions of the constants
@@ -219,9 +294,10 @@ def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False):
     if not cross_host_tp:
         R.append(("tp_within_host", "tp exceeds the GPUs of one host",
                   lambda K, X: X["t"], "<=", lambda K, X: K["gph"]))
+    R += [] if stage_layers else [
+        ("pp_divides_layers", "pp·virtual does not divide the layers (or give stage_layers)",
+         lambda K, X: _mod(K["L"], X["p"] * X["v"]), "==", lambda K, X: 0)]
     R += [
-        ("pp_divides_layers", "pp·virtual does not divide the layers",
-         lambda K, X: _mod(K["L"], X["p"] * X["v"]), "==", lambda K, X: 0),
         ("cp_divides_sequence", "cp does not divide the sequence length",
          lambda K, X: _mod(K["s"], X["c"]), "==", lambda K, X: 0),
         ("gpus_product", "dp·tp·pp·cp differs from the GPU count" if explicit_dp
@@ -235,9 +311,10 @@ def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False):
         R.append(("ep_needs_experts", "ep > 1 on a dense model (no experts)",
                   lambda K, X: X["e"], "==", lambda K, X: 1))
     R += [
-        ("ep_divides_dp", "ep does not divide dp (experts are sharded inside the data-parallel group)",
-         lambda K, X: _mod(X["d"], X["e"]), "==", lambda K, X: 0),
-        ("batch_divisible", "global batch not divisible by dp·micro-batch",
+        ("ep_divides_dp", "ep·etp does not divide dp·tp·cp (the expert-parallel × expert-TP groups tile the "
+         "data-, tensor- and context-parallel ranks)",
+         lambda K, X: _mod(X["d"] * X["t"] * X["c"], X["e"] * X.get("et", X["t"])), "==", lambda K, X: 0),
+        ("micro_batches_whole", "global batch not divisible by dp·micro-batch",
          lambda K, X: _mod(K["B"], X["d"] * X["b"]), "==", lambda K, X: 0),
         ("interleave_microbatches", "interleaving needs the micro-batches to be a multiple of pp",
          lambda K, X: _mod(K["B"] / (X["d"] * X["b"]), X["p"]) * (X["v"] - 1), "==", lambda K, X: 0),

@@ -113,7 +113,8 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     wl = ws.python_value(f"{plan}.workload").name
     dev = ws.python_value(f"{plan}.device").name
     pre = f"{plan}.layout."
-    link = ws.python_value(pre + "link").name
+    link_ref = ws.python_value(pre + "link") if pre + "link" in ws.nodes else None
+    link = link_ref.name if link_ref is not None else None
     nic_ref = ws.python_value(pre + "nic") if pre + "nic" in ws.nodes else None
     has = lambda nid: nid in ws.nodes and ws.value(nid) is not None   # noqa: E731
     N = val(f"{model}.params")
@@ -130,15 +131,37 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "fwd_tok": val(f"{model}.flops_per_token_forward"),
          "s": val(f"{wl}.seq_len"), "B": val(f"{wl}.global_batch"),
          "peak": val(f"{dev}.peak_flops"), "mfu": val(f"{plan}.mfu"), "gpus": val(f"{plan}.gpus"),
-         "gph": val(f"{plan}.gpus_per_host"), "link": val(f"{link}.bandwidth"),
-         "nic": val(f"{nic_ref.name}.bandwidth") if nic_ref is not None else val(f"{link}.bandwidth"),
+         "gph": val(f"{plan}.gpus_per_host"), "link": val(f"{link}.bandwidth") if link else None,
+         "nic": (val(f"{nic_ref.name}.bandwidth") if nic_ref is not None else val(f"{link}.bandwidth") if link
+                 else None),
          "nics": val(pre + "nics_per_host"), "latency": val(pre + "latency"), "overlap": val(pre + "overlap"),
          "input": val(f"{plan}.input_wait"),
-         "transient": val(f"{plan}.memory_per_gpu") - val(f"{plan}.persistent_memory")}
+         "transient": val(f"{plan}.transient_memory") if has(f"{plan}.transient_memory") else 0.0}
+    f = val(f"{model}.ffn") if has(f"{model}.ffn") else None
+    if moe:
+        k_act = val(f"{model}.experts_per_token") + (val(f"{model}.shared_experts")
+                                                     if has(f"{model}.shared_experts") else 0.0)
+        moe_w = val(f"{model}.expert_ffn") * k_act
+        Ld = val(f"{model}.dense_layers") if has(f"{model}.dense_layers") else 0.0
+        f = (Ld * (f if f is not None else moe_w) + (L - Ld) * moe_w) / L
+    from plugins.layout_model import PRECISION_BYTES
+    K.update(f=f, mats=val(f"{model}.ffn_matrices") if has(f"{model}.ffn_matrices") else 3.0,
+             head_tok=2 * h * K["V"], prefetch=float(bool(ws.python_value(pre + "prefetch"))),
+             act_bytes=float(PRECISION_BYTES[ws.python_value(pre + "activation_precision")]),
+             flash=float(ws.python_value(pre + "attention") == "flash"),
+             dropout=float(bool(ws.python_value(pre + "dropout"))), logits=float(bool(ws.python_value(pre + "lm_head"))))
+    if K["link"] is None:
+        raise PlanError([Diagnostic("error", "search", f"plan '{plan}' names no link in `use layout`", None,
+                                    "add `link = …` (the GPU's own link inside a host) to `use layout`")])
     for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"), ("bytes_O", "optimizer")):
         K[k] = val(f"{plan}.{state}_memory") / N
     deadline = val(f"{wl}.deadline") if has(f"{wl}.deadline") else None
-    meta = {"activations": ws.python_value(pre + "activations"), "moe": moe,
+    mode = ws.python_value(pre + "activations")
+    if mode == "auto":
+        declared = ("memory" in ws.decls[plan].uses and "transient" in ws.decls[plan].uses["memory"]) or \
+            "buffers" in ws.decls[plan].uses
+        mode = "transient" if declared else "formula"
+    meta = {"activations": mode, "moe": moe,
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
             "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,

@@ -88,7 +88,7 @@ SPEC = UseSpec(
     order=10,
     provides=("weights_memory", "grads_memory", "master_memory", "optimizer_memory", "bytes_per_param",
               "operand_bytes_per_param", "matmul_weights_memory", "state_memory", "persistent_memory",
-              "weights_per_gpu", "grads_per_gpu", "master_per_gpu", "optimizer_per_gpu",
+              "weights_per_gpu", "grads_per_gpu", "master_per_gpu", "optimizer_per_gpu", "transient_memory",
               "memory_per_gpu", "usable_memory", "memory_margin"),
 )
 
@@ -151,18 +151,29 @@ def plan_quantities_price(ctx):
     for k in STATES:
         ctx.define(f"{k}_per_gpu", parts[k], "GiB", f"{k} state held by one GPU (no sharding)", fallback=True)
     if b.given("transient"):
-        transient = b.q("transient")
+        transient, how = b.q("transient"), "declared"
     elif ctx.block("buffers") is not None:
-        transient = ctx.q("transient_peak", "B")
+        transient, how = ctx.q("transient_peak", "B"), "the buffers' transient peak"
     else:
-        transient = sp.Integer(0)
+        transient, how = sp.Integer(0), None
+    ctx.define("transient_memory", transient, "GiB",
+               "activations, gathered parameters and workspace live together at the peak"
+               + (f" ({how})" if how else " (none declared)"))
+    usable = ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True,
+                        rank=4)
+    if ctx.provided("activation_memory"):
+        return        # the training step (or the ZeRO alias) prices memory_per_gpu with its activations
+    if how is None:
+        ctx.warn(f"memory_per_gpu of plan '{ctx.name}' counts the persistent training state only: no activation "
+                 "memory is declared or derived",
+                 "declare `transient = …` in `use memory`, or price a training step (`use layout { … }` with a "
+                 "workload) to derive activations from the model")
     per_gpu = ctx.define("memory_per_gpu", ctx.q("persistent_memory", "B") + transient, "GiB",
                          "peak per GPU: persistent state + transient memory", headline=True,
                          rank=3, references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",
                                              "Book ch. 10 §10.2.4 (transient memory)"))
-    ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True, rank=4)
-    ctx.define("memory_margin", b.q("usable") - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
-    ctx.require("fits_memory", per_gpu, "<=", b.q("usable"), "GiB", "the peak fits in usable memory")
+    ctx.define("memory_margin", usable - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
+    ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
 
 
 # ---------------------------------------------------------------- tables
@@ -212,9 +223,14 @@ def _formats_table(ws, plan):
 def _states_table(ws, plan):
     if not _uses(ws, plan, "memory"):
         return None
-    stage = int(ws.python_value(f"{plan}.zero.stage")) if _uses(ws, plan, "zero") else 0
+    if _uses(ws, plan, "layout"):
+        stage = int(ws.python_value(f"{plan}.layout.zero"))
+    elif _uses(ws, plan, "zero"):
+        stage = int(ws.python_value(f"{plan}.zero.stage"))
+    else:
+        stage = 0
     sharded = {0: (), 1: ("master", "optimizer"), 2: ("grads", "master", "optimizer"), 3: STATES}[stage]
-    d = _v(ws, f"{plan}.zero.group") if _uses(ws, plan, "zero") else 1.0
+    d = _v(ws, f"{plan}.dp") or (_v(ws, f"{plan}.zero.group") if _uses(ws, plan, "zero") else 1.0)
     rows = []
     for k in STATES:
         fmt = (ws.python_value(f"{plan}.memory.optimizer") + " × " + ws.python_value(f"{plan}.memory.moments")
@@ -262,7 +278,9 @@ def _peaks_table(ws, plan):
 
 def _methods_table(ws, plan):
     rows = []
-    if _uses(ws, plan, "zero") and _uses(ws, plan, "memory"):
+    zero_stage = (int(ws.python_value(f"{plan}.layout.zero")) if _uses(ws, plan, "layout")
+                  else int(ws.python_value(f"{plan}.zero.stage")) if _uses(ws, plan, "zero") else 0)
+    if zero_stage > 0 and _uses(ws, plan, "memory"):
         removed = _v(ws, f"{plan}.state_memory") - _v(ws, f"{plan}.persistent_memory")
         vol = _v(ws, f"{plan}.transfer_volume")
         extra = ("AllGather of weights, ReduceScatter of gradients" if vol is None else

@@ -496,6 +496,67 @@ def plan_activities_schedule(ctx):
                    references=("Book ch. 10 §10.3.2 (pipeline schedules and bubbles)",))
 
 
+# ---------------------------------------------------------------- the training step's pipeline
+class _Given:
+    """A block-like view of values a caller computed (the training step's layout), so the
+    schedule code reads them as it reads a `use pipeline` block.  Errors go to ``error_at``
+    (the caller's block and parameter)."""
+
+    def __init__(self, values: dict, exprs: dict, error_at):
+        self._values, self._exprs, self._error_at = values, exprs, error_at
+
+    def value(self, name):
+        return self._values.get(name)
+
+    def q(self, name):
+        return self._exprs[name]
+
+    def error_at(self, param, summary, hint="", code="out-of-range"):
+        self._error_at(param, summary, hint, code)
+
+
+def schedule_step(ctx, timeline: str, *, schedule: str, stages: int, microbatches: int, virtual: int,
+                  layers: int, chunk_layers, forward, backward, weight_grad, transfer, activation,
+                  head_activation, error_at) -> tuple[str, object, list]:
+    """Schedule one training step's pipeline on timeline ``timeline`` with the event engine
+    of `use pipeline` (any schedule of :data:`plugins.pipeline_schedules.SCHEDULES` except
+    custom), and define its makespan and per-stage activation peaks.
+
+    :param stages, microbatches, virtual, layers: p, m, v and the layers of one stage (ints);
+        ``chunk_layers`` the layers of each of the p·v chunks in pipeline order, or None for
+        an even split.
+    :param forward, backward, weight_grad: sympy durations (s) of one micro-batch through one
+        stage of ``layers`` layers (a chunk scales them by its share); ``transfer`` one
+        boundary message (s) each way; ``activation`` bytes saved per layer and micro-batch,
+        ``head_activation`` the extra bytes at the last position (logits).
+    :param error_at: ``error_at(param, summary, hint, code)`` reporting at the caller's block.
+    :returns: (name of the makespan quantity, the largest stage peak expression (B), the
+        per-stage busy time expressions).
+    """
+    values = {"stages": stages, "microbatches": microbatches, "virtual": virtual, "layers": layers,
+              "schedule": schedule, "chunk_layers": chunk_layers, "buffer": 0}
+    exprs = {"forward": forward, "backward": backward, "weight_grad": weight_grad, "transfer": transfer,
+             "transfer_back": transfer, "update": sp.Integer(0), "activation": activation,
+             "head_activation": head_activation, "buffer": sp.Integer(0)}
+    g = _Given(values, exprs, error_at)
+    st = _Setup(g)
+    _check(st, schedule, g)
+    tl = ctx.timeline(timeline)
+    try:
+        with no_gc():
+            busy, _ = _build(ctx, st, schedule, tl, _orders(st, schedule, g))
+    except _Deadlock as e:   # pragma: no cover - the built-in schedules always run
+        error_at("schedule", str(e), "", "bad-order")
+    name = "pipeline_time"
+    tl.makespan_quantity(name, "s", f"makespan of the step's pipeline under {schedule} (event model)")
+    peaks = []
+    for r in range(st.p):
+        q = f"stage{r}_peak"
+        tl.peak_quantity(q, f"stage {r}", "GiB", f"activations live at the peak on pipeline stage {r}")
+        peaks.append(ctx.q(q, "B"))
+    return name, (sp.Max(*peaks, evaluate=False) if len(peaks) > 1 else peaks[0]), busy
+
+
 # ---------------------------------------------------------------- tables and figures
 def _pipeline_timelines(ws, plan):
     out = []

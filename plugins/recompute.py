@@ -29,9 +29,9 @@ backward — the order of operations).  Saved inputs are held from a micro-batch
 backward of their layer; with ``selective`` the workspace lives only during one layer's
 backward, so consecutive layers reuse it.  ``activation_peak`` is the pool's peak.
 
-With ``use compute`` the extra FLOPs go back into the step: ``recompute_time`` =
-micro_batches · recompute_flops / (peak_flops · mfu), an activity ``recompute`` on the ``gpu``
-resource of the ``step`` timeline after ``compute``.
+In a plan that prices a training step the extra FLOPs go back into the step:
+``recompute_time`` = micro_batches · recompute_flops / (peak_flops · mfu), which the step
+(plugins/layout.py) schedules as the activity ``recompute`` after ``compute``.
 """
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def plan_quantities_price(ctx):
                       "multiplies to rebuild one layer's recomputed tensors for one micro-batch")
     ctx.define("recompute_flops", L * mult, "MFLOP", "extra FLOPs per micro-batch on this GPU (1 per multiply)",
                headline=True)
-    if ctx.block("compute") is not None:
+    if ctx.provided("step_time"):
         peak = ctx.ref("device").q("peak_flops", "FLOP/s", positive=True)
         ctx.define("recompute_time", ctx.q("micro_batches", "") * ctx.q("recompute_flops", "FLOP")
                    / (peak * ctx.param("mfu")), "s", "extra compute of the recomputation per step")
@@ -139,6 +139,3 @@ def plan_activities_schedule(ctx):
                         kind="workspace")
     tl.peak_quantity("activation_peak", POOL, "MiB", "peak of saved activations and recompute workspace",
                      headline=True)
-    if ctx.block("compute") is not None:
-        ctx.timeline("step").add("recompute", ctx.q("recompute_time"), "gpu", after=["compute"], kind="compute",
-                                 doc="forward values rebuilt during backward (selective recomputation)")

@@ -38,7 +38,7 @@ def test_variants_markdown(run_cli):
     rc, out, err = run_cli("diff", f"{VARIANTS}#gpus48_noprefetch", f"{VARIANTS}#gpus48_onenic_noprefetch",
                            "--format", "md")
     assert rc == 0, err
-    assert "| `zero.nics_per_host` | 8 | 1 |" in out
+    assert "| `layout.nics_per_host` | 8 | 1 |" in out
     m = re.search(r"\| `step_time` \| s \| ([\d.]+) \| ([\d.]+) \|", out)
     assert float(m.group(2)) == pytest.approx(68.1, abs=0.05)
     assert "❌ requirement `meets_deadline` flipped: ok → FAIL" in out

@@ -15,15 +15,17 @@ def test_quantity_nodes_carry_expr_unit_plugin_doc(case_ws):
         attrs = g.nodes[nid]
         assert isinstance(attrs["expr"], sp.Basic)
         assert attrs["unit"] and attrs["plugin"] and attrs["doc"]
-    assert g.nodes["gpus48.compute_time"]["plugin"] == "compute"
-    assert g.nodes["gpus48.transfer_time"]["plugin"] == "zero"
+    # one training-step model prices both (plugins/layout.py)
+    assert g.nodes["gpus48.compute_time"]["plugin"] == "layout"
+    assert g.nodes["gpus48.transfer_time"]["plugin"] == "layout"
 
 
 def test_formula_edges_follow_dependencies(case_ws):
     g = case_ws.graph
-    # compute_time = flops_per_step / (gpus · peak · mfu)
+    # compute_time = 3·(forward matrix FLOPs + causal attention)·s·B / (gpus · peak · mfu)
     preds = set(g.predecessors("gpus48.compute_time"))
-    assert {"gpus48.flops_per_step", "gpus48.gpus", "rtx4090.peak_flops", "gpus48.mfu"} <= preds
+    assert {"qwen3_8b.flops_per_token_forward", "qwen3_8b.layers", "cpt.seq_len", "cpt.global_batch",
+            "gpus48.gpus", "rtx4090.peak_flops", "gpus48.mfu"} <= preds
     formula = nx.subgraph_view(g, filter_edge=lambda u, v: g.edges[u, v].get("kind") != "order")
     assert nx.is_directed_acyclic_graph(formula)
     assert nx.has_path(g, "qwen3_8b.layers", "gpus48.finish_time")

@@ -35,7 +35,7 @@ def test_hand_values():
     ("tp8_sp_full", 2 * SBH / T),                                # 6.3 MB
 ])
 def test_activation_per_layer(ws, plan, expected):
-    assert qval(ws, f"{plan}.layout_activation_per_layer", "B") == pytest.approx(expected, abs=0.5)
+    assert qval(ws, f"{plan}.activation_per_layer", "B") == pytest.approx(expected, abs=0.5)
 
 
 def test_first_stage_holds_p_microbatches(ws):
@@ -44,34 +44,37 @@ def test_first_stage_holds_p_microbatches(ws):
     stage0 = per_layer * (L // 8) * 8
     logits_last = per_layer * (L // 8) + 4 * S * B * 50257 / T      # last stage: 1 in flight + logits
     assert stage0 > logits_last
-    assert qval(ws, "tp8_pp8.layout_activations", "B") == pytest.approx(stage0, abs=1)
+    assert qval(ws, "tp8_pp8.activation_memory", "B") == pytest.approx(stage0, abs=1)
     # interleaving with v = 2 multiplies it by 1 + (p−1)/(p·v) (Korthikanti et al. §4.2.3)
-    assert qval(ws, "tp8_pp8_v2.layout_activations", "B") == pytest.approx(stage0 * (1 + 7 / 16), abs=1)
+    assert qval(ws, "tp8_pp8_v2.activation_memory", "B") == pytest.approx(stage0 * (1 + 7 / 16), abs=1)
 
 
 def test_single_stage_adds_logits(ws):
     # p = 1: all 96 layers of one micro-batch plus the LM-head logits 4·s·b·V/t
-    assert qval(ws, "tp8_sp.layout_activations", "B") == pytest.approx(
+    assert qval(ws, "tp8_sp.activation_memory", "B") == pytest.approx(
         SBH * (34 / T + 80 / T) * L + 4 * S * B * 50257 / T, abs=1)
 
 
 def test_full_recompute_adds_a_forward(ws):
-    # 8ND instead of 6ND: the recomputation term is a third of the compute term
-    assert qval(ws, "tp8_full.layout_recompute", "s") == pytest.approx(qval(ws, "tp8_full.layout_compute", "s") / 3,
-                                                                     rel=1e-12)
-    assert qval(ws, "tp8.layout_recompute", "s") == 0
+    # ≈ 8ND instead of 6ND: the layers' forward again — a third of the compute term less the
+    # LM head's share (2·h·V FLOPs per token of the forward; Megatron recomputes layers only)
+    fwd_per_token = qval(ws, "tp8_full.flops_per_token", "FLOP/token") / 3
+    head_share = 2 * 12288 * 50257 / fwd_per_token
+    assert qval(ws, "tp8_full.recompute_time", "s") == pytest.approx(
+        qval(ws, "tp8_full.compute_time", "s") / 3 * (1 - head_share), rel=1e-12)
+    assert qval(ws, "tp8.recompute_time", "s") == 0
 
 
 def test_tp_all_reduces_on_nvlink(ws):
     # 4 ring all-reduces of b·s·h·2 bytes per layer and micro-batch, 2·(t−1)/t of the buffer each,
     # on NVLink 3 (300 GB/s per direction); m = 1536 / 192 = 8 micro-batches, no latency stated
     per_call = 2 * (T - 1) / T * (SBH * 2) / 300e9
-    assert qval(ws, "tp8.layout_tp_comm", "s") == pytest.approx(4 * L * 8 * per_call, rel=1e-12)
+    assert qval(ws, "tp8.tp_comm", "s") == pytest.approx(4 * L * 8 * per_call, rel=1e-12)
     # full recomputation repeats the forward's two all-reduces
-    assert qval(ws, "tp8_full.layout_tp_comm", "s") == pytest.approx(6 * L * 8 * per_call, rel=1e-12)
+    assert qval(ws, "tp8_full.tp_comm", "s") == pytest.approx(6 * L * 8 * per_call, rel=1e-12)
 
 
 def test_memory_rejects_the_unparallelised_layout(ws):
-    r = ws.requirement("none", "layout_fits_memory")
+    r = ws.requirement("none", "fits_memory")
     assert r is not None and not r["ok"]
-    assert ws.requirement("tp8_pp8", "layout_fits_memory")["ok"]
+    assert ws.requirement("tp8_pp8", "fits_memory")["ok"]

@@ -45,8 +45,8 @@ def test_unknown_recompute_choice_in_layout(write_plan):
     assert any("selective" in (d.hint or "") + d.summary for d in e.value.diagnostics)
 
 
-def test_layout_with_compute_is_a_conflict(write_plan):
-    f = _plan(write_plan, "", "use compute {}")
+def test_layout_with_zero_is_a_conflict(write_plan):
+    f = _plan(write_plan, "", "use zero { stage = 1 }")
     with pytest.raises(PlanError) as e:
         dsl.load(f)
     assert "conflict" in {d.code for d in e.value.diagnostics}
@@ -76,7 +76,7 @@ def test_invalid_single_layout_names_the_rule(write_plan):
     f = write_plan(BASE.replace("zero = 3 }", "zero = 3; tp = 3; dp = 5 }").replace("LAYOUT_SEARCH", ""))
     ws = dsl.load(f)
     failed = {r["name"] for r in ws.requirement_results("p") if not r["ok"]}
-    assert {"layout_tp_divides_heads", "layout_tp_divides_kv_heads", "layout_gpus_product"} <= failed
+    assert {"tp_divides_heads", "tp_divides_kv_heads", "gpus_product"} <= failed
 
 
 def test_moe_expert_rules(write_plan):

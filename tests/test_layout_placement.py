@@ -16,14 +16,14 @@ def ws():
 
 
 def test_tp_inside_a_host_uses_nvlink(ws):
-    assert qval(ws, "tp8.layout_tp_bandwidth", "B/s") == NVLINK
+    assert qval(ws, "tp8.tp_bandwidth", "B/s") == NVLINK
 
 
 def test_dp_across_hosts_shares_the_nics(ws):
     # TP = 1: one DP ring per host crosses the cut: min(NVLink, 8 NICs) = 200 GB/s
-    assert qval(ws, "none.layout_dp_bandwidth", "B/s") == min(NVLINK, 8 * NIC)
+    assert qval(ws, "none.link_bandwidth", "B/s") == min(NVLINK, 8 * NIC)
     # TP = 8: each of the 8 GPUs of a host is in a different DP ring; the 8 rings share 8 NICs
-    assert qval(ws, "tp8.layout_dp_bandwidth", "B/s") == min(NVLINK, 8 * NIC / 8)
+    assert qval(ws, "tp8.link_bandwidth", "B/s") == min(NVLINK, 8 * NIC / 8)
 
 
 def test_cp_exchange_hand_computed(ws):
@@ -31,8 +31,9 @@ def test_cp_exchange_hand_computed(ws):
     # Per layer and micro-batch: K and V of the local 1,024 tokens, 2·b·(s/2)·kv·d_h·2 B, pass
     # once forward and twice backward; m = 1536 / 96 = 16 micro-batches, 96 layers, no latency.
     kv_bytes = 2 * 1 * 1024 * 96 * 128 * 2
-    assert qval(ws, "tp8_cp2.layout_cp_comm", "s") == pytest.approx(3 * 96 * 16 * kv_bytes / NIC, rel=1e-12)
-    # CP halves the tokens in each layer's activations (TP + SP, s = 1024 per rank)
+    assert qval(ws, "tp8_cp2.cp_comm", "s") == pytest.approx(3 * 96 * 16 * kv_bytes / NIC, rel=1e-12)
+    # CP halves the tokens in each layer's activations (TP + SP, s = 1024 per rank); the local
+    # queries' scores still span all 2,048 keys: 5·a·s·(s/2)·b / t
     sbh = 1024 * 12288
-    assert qval(ws, "tp8_cp2.layout_activation_per_layer", "B") == pytest.approx(
-        sbh * (34 / 8 + 5 * 96 * 1024 / (12288 * 8)), abs=0.5)
+    assert qval(ws, "tp8_cp2.activation_per_layer", "B") == pytest.approx(
+        sbh * 34 / 8 + 5 * 96 * 2048 * 1024 / 8, abs=0.5)

@@ -133,13 +133,21 @@ def test_moe_model_by_fields_matches_config(tmp_path):
     assert w.value("a.params") == w.value("b.params") and w.value("a.active_params") == w.value("b.active_params")
 
 
-def test_compute_refuses_moe_models(tmp_path):
+def test_compute_prices_moe_models(tmp_path):
+    """MoE models are priced, never refused: per token 3 × (active matrix FLOPs + causal
+    attention).  Qwen3-30B-A3B (config.json): 48 layers, 32 query heads of 128; attention
+    forward per token 2·2·32·128·(s+1)/2 per layer at s = 4,096 (hand computation)."""
     (tmp_path / "t.plan").write_text(
         'import "@catalog/models.plan"\nimport "@catalog/hardware.plan"\n'
         "workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
         "plan p { model = qwen3_30b_a3b; workload = w; device = rtx4090; gpus = 1; mfu = 40 %\n"
         "  use compute {} }\n")
-    with pytest.raises(PlanError) as ei:
-        dsl.load(tmp_path / "t.plan")
-    d = ei.value.diagnostics[0]
-    assert d.code == "unsupported" and "flops_per_token_forward" in d.hint
+    ev = dsl.load(tmp_path / "t.plan")
+    fwd = float(ev.value("qwen3_30b_a3b.flops_per_token_forward"))
+    attn = 2 * 2 * 32 * 128 * 4097 / 2 * 48
+    assert float(ev.value("p.flops_per_token")) == pytest.approx(3 * (fwd + attn), rel=1e-12)
+    # the step is priced: compute = FLOPs of the step / (peak · mfu) on one GPU
+    assert float(ev.value("p.compute_time")) == pytest.approx(3 * (fwd + attn) * 4096 * 8 / (165.2e12 * 0.4),
+                                                                rel=1e-12)
+
+

@@ -192,7 +192,7 @@ def test_external_plugin_prices_a_layout_plan(demo_site, tmp_path):
     r = run("eval", str(p), pythonpath=[demo_site])
     assert r.returncode == 0, r.stderr
     finish_h = get(p, "p.finish_time", "--in", "h", site=demo_site)
-    assert finish_h == pytest.approx(get(p, "p.layout_finish_time", "--in", "h", site=demo_site), rel=1e-12)
+    assert finish_h == pytest.approx(get(p, "p.finish_time", "--in", "h", site=demo_site), rel=1e-12)
     assert get(p, "p.gpu_cost", site=demo_site) == pytest.approx(48 * finish_h * 2.5, rel=1e-12)
 
 

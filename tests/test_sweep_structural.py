@@ -16,12 +16,12 @@ LAYOUT = CASES / "layout-qwen3-8b-4090.plan"
 
 def test_zero_stage_is_structural_and_each_stage_is_re_evaluated():
     ev = dsl.load(ZERO)
-    assert "stage0.zero.stage" in ev.structural
-    res = sweep.run(ev, "stage0", [sweep.parse_vary(ev, "stage0.zero.stage=0:3:4")])
+    assert "stage0.layout.zero" in ev.structural
+    res = sweep.run(ev, "stage0", [sweep.parse_vary(ev, "stage0.layout.zero=0:3:4")])
     # Qwen3-8B state over d = 8 GPUs per ZeRO stage (Training systems chapter, ZeRO/FSDP table):
     # 122.1 / 42.0 / 28.6 / 15.3 GiB
-    assert list(res.columns["stage0.zero.stage"]) == [0, 1, 2, 3]
-    assert list(res.columns["memory_per_gpu"]) == pytest.approx([122.1, 42.0, 28.6, 15.3], abs=0.05)
+    assert list(res.columns["stage0.layout.zero"]) == [0, 1, 2, 3]
+    assert list(res.columns["persistent_memory"]) == pytest.approx([122.1, 42.0, 28.6, 15.3], abs=0.05)
 
 
 def test_whole_number_knob_swept_to_a_fraction_is_an_error():
@@ -35,7 +35,7 @@ def test_whole_number_knob_swept_to_a_fraction_is_an_error():
 def test_structural_input_cannot_be_sampled_at_random():
     ev = dsl.load(ZERO)
     with pytest.raises(PlanError) as e:
-        sweep.run(ev, "stage0", [sweep.parse_vary(ev, "stage0.zero.stage=0:3:4")], random=10)
+        sweep.run(ev, "stage0", [sweep.parse_vary(ev, "stage0.layout.zero=0:3:4")], random=10)
     assert "cannot be sampled at random" in e.value.diagnostics[0].summary
 
 
@@ -44,7 +44,7 @@ def test_sweep_over_tp_rebuilds_the_layout():
     ev = dsl.load(LAYOUT)
     assert "gpus48.layout.tp" in ev.structural
     res = sweep.run(ev, "gpus48", [sweep.parse_vary(ev, "gpus48.layout.tp=1:2:2")])
-    assert list(res.columns["layout_dp"]) == [48, 24]
+    assert list(res.columns["dp"]) == [48, 24]
     code, out, err = run_cli("sweep", LAYOUT, "--vary", "gpus48.layout.tp=1:2:2")
     assert code == 0 and "2 points" in out, err
 

@@ -1,0 +1,212 @@
+"""One training step: every route a user can take to the same design gives one answer.
+
+Routes: ``use layout { zero = 3; link … }`` (the training step), ``use compute {}`` +
+``use zero { … }`` (the older spelling, a thin alias of the same knobs), and either with
+``use finish {}``.  Expected figures are independent hand computations written in the case
+files' comments (specs/cases/cpt-qwen3-8b-4090.plan, specs/cases/training-llama70b-h100.plan).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsl.testing import evaluate_snippet
+from tests.conftest import qval
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = f'import "{ROOT}/specs/catalog/hardware.plan"\nimport "{ROOT}/specs/catalog/models.plan"\n'
+
+DESIGN_BASE = CATALOG + """
+workload cpt { tokens = 100e9 token; seq_len = 8192 token; global_batch = 384 seq; deadline = 30 day; reserved = 5 day }
+plan p {
+  model = qwen3_8b; workload = cpt; device = rtx4090
+  gpus = 48; gpus_per_host = 8; mfu = 40 %%; micro_batch = 1 seq; input_wait = 0.5 s
+  use memory { transient = 10 GiB; usable = 22 GiB }
+  use checkpoint { interval = 1800 s; write_bw = storage_7.bandwidth; restart = 120 s; device_mtbf = 1024 * 7.9 h }
+  %s
+}
+"""
+LINKS = "link = pcie4_x16; nic = nic_200g; nics_per_host = 8"
+DESIGN_ROUTES = {
+    "layout": f"use layout {{ zero = 3; {LINKS} }}",
+    "layout+finish": f"use layout {{ zero = 3; {LINKS} }}\n use finish {{}}",
+    "layout+compute+finish": f"use compute {{}}\n use layout {{ zero = 3; {LINKS} }}\n use finish {{}}",
+    "compute+zero+finish": f"use compute {{}}\n use zero {{ stage = 3; {LINKS} }}\n use finish {{}}",
+    "compute+zero": f"use compute {{}}\n use zero {{ stage = 3; {LINKS} }}",
+}
+
+
+@pytest.mark.parametrize("route", sorted(DESIGN_ROUTES))
+def test_design_case_has_one_answer_on_every_route(route):
+    ws = evaluate_snippet(DESIGN_BASE % DESIGN_ROUTES[route])
+    # the design case's figures: step 52.8 s, finish 24.64 days, memory 2.54 + 10 GiB
+    assert qval(ws, "p.step_time", "s") == pytest.approx(52.8, abs=0.05)
+    assert qval(ws, "p.finish_time", "day") == pytest.approx(24.64, abs=0.005)
+    assert qval(ws, "p.memory_per_gpu", "GiB") == pytest.approx(12.54, abs=0.005)
+    assert [r["name"] for r in ws.requirement_results("p")].count("fits_memory") == 1
+
+
+def test_zero_twice_is_one_clear_error():
+    with pytest.raises(Exception) as e:
+        evaluate_snippet(DESIGN_BASE % (f"use layout {{ zero = 3; {LINKS} }}\n use zero {{ stage = 3 }}"))
+    assert "states its ZeRO sharding twice" in str(e.value)
+
+
+L70 = CATALOG + """
+workload w { tokens = 100e9 token; seq_len = 8192 token; global_batch = 512 seq; deadline = 30 day }
+plan p {
+  model = llama31_70b; workload = w; device = h100_sxm; gpus = 64; gpus_per_host = 8; mfu = 40 %%
+  use memory { usable = 80 GB }
+  %s
+}
+"""
+L70_LINKS = "link = nvlink4; nic = nic_400g; nics_per_host = 8"
+
+
+@pytest.mark.parametrize("route", ["layout", "compute+zero", "compute+zero+finish"])
+def test_llama70b_zero3_has_one_answer_on_every_route(route):
+    body = {"layout": f"use layout {{ zero = 3; {L70_LINKS} }}",
+            "compute+zero": f"use compute {{}}\n use zero {{ stage = 3; {L70_LINKS} }}",
+            "compute+zero+finish": f"use compute {{}}\n use zero {{ stage = 3; {L70_LINKS} }}\n use finish {{}}"}[route]
+    ws = evaluate_snippet(L70 % body)
+    # hand computations in specs/cases/training-llama70b-h100.plan
+    assert qval(ws, "llama31_70b.params", "param") == 70_553_706_496
+    assert qval(ws, "p.persistent_memory", "B") == pytest.approx(17_638_426_624, abs=1)
+    assert qval(ws, "p.compute_time", "s") == pytest.approx(74.39, abs=0.005)
+    assert qval(ws, "p.activation_per_layer", "B") == pytest.approx(2_250_244_096, abs=1)
+    assert qval(ws, "p.activation_memory", "GiB") == pytest.approx(171.6, abs=0.05)
+    assert qval(ws, "p.transfer_volume", "B") == pytest.approx(3_333_662_631_936, rel=1e-12)
+    assert qval(ws, "p.step_time", "s") == pytest.approx(74.40, abs=0.005)
+    assert qval(ws, "p.finish_time", "day") == pytest.approx(20.53, abs=0.005)
+    assert ws.requirement("p", "fits_memory")["ok"] is False      # 188 GiB > 74.51 GiB
+
+
+def test_llama70b_full_recompute_fits():
+    ws = evaluate_snippet(L70 % f"use layout {{ zero = 3; recompute = \"full\"; {L70_LINKS} }}")
+    assert qval(ws, "p.activation_memory", "B") == pytest.approx(10_737_418_240 + 4_202_692_608, abs=1)
+    assert qval(ws, "p.memory_per_gpu", "GiB") == pytest.approx(30.34, abs=0.005)
+    assert qval(ws, "p.step_time", "s") == pytest.approx(98.85, abs=0.005)
+
+
+def test_activation_memory_is_never_silently_zero():
+    """Without a declared budget the step derives activations; a plan that prices no step and
+    declares none is warned that memory_per_gpu holds the state only."""
+    ws = evaluate_snippet(L70 % f"use layout {{ zero = 3; {L70_LINKS} }}")
+    assert qval(ws, "p.activation_memory", "GiB") > 100
+    ws = evaluate_snippet(CATALOG + "plan q { model = qwen3_8b; device = rtx4090\n use memory {}\n use zero { stage = 3; group = 8 } }")
+    assert any("counts the persistent training state only" in d.summary for d in ws.warnings)
+
+
+PIPE = CATALOG + """
+workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 32 seq }
+plan p {
+  model = qwen3_8b; workload = w; device = h100_sxm; gpus = 4; gpus_per_host = 8; mfu = 40 %%
+  use memory { usable = 80 GB }
+  use layout { pp = 4; %s }
+}
+"""
+
+
+def test_pipeline_term_comes_from_the_schedule_engine_and_agrees_with_the_closed_form():
+    """1F1B, even split, no boundary cost: T = (m + p − 1)(t_f + t_b), so the bubble is
+    (p − 1)/m of the compute (Narayanan et al. 2021) — here 3/32."""
+    ws = evaluate_snippet(PIPE % 'schedule = "1f1b"')
+    comp = qval(ws, "p.compute_time", "s")
+    assert qval(ws, "p.pipeline_time", "s") == pytest.approx(comp * 35 / 32, rel=1e-12)
+    assert qval(ws, "p.bubble_time", "s") == pytest.approx(comp * 3 / 32, rel=1e-12)
+    assert qval(ws, "p.step_time", "s") == pytest.approx(comp * 35 / 32, rel=1e-12)
+    # the first stage holds p = 4 micro-batches of its 9 layers; the last one 1 and the logits
+    per_layer = qval(ws, "p.activation_per_layer", "B")
+    logits = 4096 * 151936 * 4
+    assert qval(ws, "p.activation_memory", "B") == pytest.approx(max(4 * 9 * per_layer, 9 * per_layer + logits),
+                                                                 abs=1)
+
+
+def test_uneven_stages_are_scheduled():
+    """stage_layers = [10, 10, 10, 6]: the busiest stage (10 layers, u per layer and
+    micro-batch, 36u/9 = 4u… per average stage 9u) bounds the makespan from below by its own
+    work m·10u and from above by the even-split formula at the busiest stage, (m+p−1)·10u."""
+    ws = evaluate_snippet(PIPE % "stage_layers = [10, 10, 10, 6]")
+    comp = qval(ws, "p.compute_time", "s")
+    u = comp / (32 * 9)
+    T = qval(ws, "p.pipeline_time", "s")
+    assert 32 * 10 * u < T <= 35 * 10 * u * (1 + 1e-12)
+    even = evaluate_snippet(PIPE % 'schedule = "1f1b"')
+    assert T > qval(even, "p.pipeline_time", "s")
+
+
+def test_stage_layers_must_add_up():
+    with pytest.raises(Exception) as e:
+        evaluate_snippet(PIPE % "stage_layers = [10, 10, 10, 10]")
+    assert "sum to 40 but the model has 36 layers" in str(e.value)
+
+
+@pytest.mark.parametrize("schedule", ["zb_h1", "fill_drain"])
+def test_every_schedule_prices_the_step(schedule):
+    ws = evaluate_snippet(PIPE % f'schedule = "{schedule}"')
+    comp = qval(ws, "p.compute_time", "s")
+    # zero-bubble H1 removes part of the 1F1B bubble; fill-drain keeps it (same makespan)
+    T = qval(ws, "p.pipeline_time", "s")
+    assert comp < T <= comp * 35 / 32 * (1 + 1e-12)
+
+
+MOE = CATALOG + """
+workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq }
+plan p {
+  model = qwen3_30b_a3b; workload = w; device = h100_sxm; gpus = 16; gpus_per_host = 8; mfu = 40 %%
+  use memory { usable = 80 GB }
+  use layout { ep = 8; zero = 1; link = nvlink4; nic = nic_400g; nics_per_host = 8; %s }
+}
+"""
+
+
+def test_moe_expert_parallel_step_hand_computed():
+    """Qwen3-30B-A3B (config.json: 48 layers, hidden 2,048, 128 experts of 768, top-8, no shared
+    expert) on 16 H100, ep = 8, ZeRO-1, BF16/Adam.  Hand computations:
+
+    * routed experts 48·128·3·2048·768 = 28,991,029,248 params, dense rest 1,541,093,376;
+      experts split over ep = 8 and data-parallel over d·tp·cp/ep = 2, dense over d = 16:
+      1,541,093,376·(4 + 12/16) + 28,991,029,248/8·(4 + 12/2) = 43,558,980,096 B;
+    * all-to-all: 4 per MoE layer and micro-batch (dispatch, combine; forward, backward),
+      m = 64/16 = 4, each sending 7/8 of 8 copies of b·s·h·2 = 16,777,216 B inside a host on
+      NVLink 4 (450 GB/s): 768 · 1.5 · 7·16,777,216/450e9 = 0.30065 s with a 1.5 imbalance;
+    * imbalance: 0.5 × routed expert FLOPs 18·48·2048·768·8 per token × 262,144 tokens
+      / (16 · 989.4e12 · 0.4) = 0.22504 s.
+    """
+    ws = evaluate_snippet(MOE % "routing_imbalance = 1.5")
+    assert qval(ws, "qwen3_30b_a3b.expert_params", "param") == 28_991_029_248
+    assert qval(ws, "p.persistent_memory", "B") == pytest.approx(43_558_980_096, abs=1)
+    assert qval(ws, "p.ep_comm", "s") == pytest.approx(0.30065, abs=5e-6)
+    assert qval(ws, "p.imbalance_time", "s") == pytest.approx(0.22504, abs=5e-6)
+    balanced = evaluate_snippet(MOE % "routing_imbalance = 1")
+    assert qval(ws, "p.step_time", "s") - qval(balanced, "p.step_time", "s") == pytest.approx(
+        0.22504 + 0.30065 / 3, abs=1e-5)       # imbalance + the all-to-all's extra half
+
+
+def test_moe_imbalance_comes_from_the_routing_block():
+    """With `use moe_routing` the step's imbalance is its most loaded device over the mean."""
+    ws = evaluate_snippet(MOE.replace("%s }\n}", "%s }\n  use moe_routing { tokens = 8192 token; routing = \"hot_cold\"; devices = 8 }\n}")
+                          % "")
+    imb = qval(ws, "p.max_device_rows", "token") / qval(ws, "p.mean_device_rows", "token")
+    assert imb > 1
+    bal = evaluate_snippet(MOE % "")
+    assert qval(ws, "p.imbalance_time", "s") == pytest.approx((imb - 1) * 0.45007, rel=1e-4)
+    assert qval(ws, "p.ep_comm", "s") == pytest.approx(imb * qval(bal, "p.ep_comm", "s"), rel=1e-12)
+
+
+def test_activation_precision_and_classifier_head():
+    """Per-tensor bytes scale with the activation format; a classifier head keeps no logits.
+    Llama-3.1-70B, T = 8,192: BF16 2,250,244,096 B per layer (hand, case file) of which the
+    log-sum-exp 2,097,152 B is FP32 whatever the format; FP8 halves the rest."""
+    ws = evaluate_snippet(L70 % f'use layout {{ zero = 3; activation_precision = "fp8"; {L70_LINKS} }}')
+    assert qval(ws, "p.activation_per_layer", "B") == pytest.approx(2_248_146_944 / 2 + 2_097_152, abs=1)
+    ws = evaluate_snippet(L70 % f'use layout {{ zero = 3; recompute = "full"; lm_head = false; {L70_LINKS} }}')
+    assert qval(ws, "p.activation_memory", "B") == pytest.approx(10_737_418_240, abs=1)
+
+
+def test_layout_pipeline_and_use_pipeline_together_is_a_conflict():
+    with pytest.raises(Exception) as e:
+        evaluate_snippet(PIPE.replace("  use layout", "  use pipeline { stages = 4; microbatches = 8; forward = 1 ms }\n"
+                                      "  use layout") % 'schedule = "1f1b"')
+    assert "schedules its pipeline twice" in str(e.value)
