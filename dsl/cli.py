@@ -1008,6 +1008,7 @@ def cmd_solve(args) -> int:
                 sols.append(solve_query(ws, q))
         except TimeoutError as e:
             from dsl.syntax.diagnostics import Diagnostic
+            from dsl.syntax.format import query_text
             failed.append((q, PlanError([Diagnostic("error", "limit", f"solving '{query_text(q)}' {e}", q.span,
                                                     L.raise_hint("seconds"))])))
             for d in failed[-1][1].diagnostics:

@@ -76,7 +76,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         from ..syntax import limits as L
         self._chain_limit = L.current().chain
         L.ensure_recursion(self._chain_limit)
-        self._graph = self._graph_ops = None
+        self._graph = self._graph_ops = self._adjacency = None
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
         self.solve_name_set = frozenset(q.name for q in self.queries if q.name)

@@ -66,6 +66,11 @@ class Evaluation:
         """The dependency graph (networkx DiGraph, built on first use)."""
         return self._ws.graph
 
+    def reachable(self, nid: str, up: bool = False) -> set:
+        """Descendants of node ``nid`` in :attr:`graph` (with ``up``, its ancestors), ``nid``
+        excluded; empty for a node not in the graph."""
+        return self._ws.reachable(nid, up)
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"an Evaluation is read-only (cannot set '{name}')")
 

@@ -23,6 +23,7 @@ import sympy as sp
 
 from dsl.syntax import ast as A
 from dsl.syntax.diagnostics import Diagnostic, PlanError
+from dsl.engine.piecewise import lambdify
 from dsl.engine.units import format_dim
 
 
@@ -117,7 +118,7 @@ def solve_query(ws, q: A.Query) -> Solution:
                                     span, "pick a target that the two sides depend on")])
     nominal = ws.nominal_map(exclude={target})
     g = full.xreplace(nominal)
-    gf = sp.lambdify(x, g, modules=["mpmath"])
+    gf = lambdify(x, g, modules=["mpmath"])
 
     def resid(v: float) -> float:
         try:
@@ -151,7 +152,7 @@ def solve_query(ws, q: A.Query) -> Solution:
     sym_roots: list[float] = []
     try:
         gb = active_branch(g, {x: sp.Float(x0 if x0 is not None else 1.0)})
-        for r in sp.solve(gb, x):
+        for r in _roots(gb, x):
             c = complex(r)
             if abs(c.imag) < 1e-12 and abs(resid(c.real)) <= 1e-9 * scale:
                 sym_roots.append(c.real)
@@ -187,10 +188,15 @@ def solve_query(ws, q: A.Query) -> Solution:
             fk = f.xreplace({s: ws.full_expr(s.name, free, keep) for s in f.free_symbols})
             at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
             at[x] = sp.Float(value)
-            if sp.count_ops(fk) <= 120:
-                sols = sp.solve(active_branch(fk, at), x)
-                text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
-                if sols and len(text_sol) <= 600:
+            eq = active_branch(fk, at) if sp.count_ops(fk) <= 120 else None
+            if eq is not None and not _long_closed_form(eq, x, _TEXT_MAX):
+                sols = sp.solve(eq, x, check=False)   # its form is what is printed (roots are checked above)
+                text_sol = f"{target} ="
+                for i, sol in enumerate(sols):    # stop tidying once the text is too long to show
+                    text_sol += (" " if i == 0 else "; ") + sp.sstr(_tidy(sol))
+                    if len(text_sol) > _TEXT_MAX:
+                        break
+                if sols and len(text_sol) <= _TEXT_MAX:
                     symbolic = text_sol
         except TimeoutError:  # a time budget ran out: not this step's failure
             raise
@@ -381,14 +387,56 @@ def file_requirement_results(ev) -> list[dict]:
     return out
 
 
+_TEXT_MAX = 600      # a readable answer longer than this is not shown
+
+
+def _long_closed_form(e, x, limit: int) -> bool:
+    """True when the closed-form roots of ``e = 0`` in ``x`` would be too long to show, judged
+    before sympy builds them: the numerator is a polynomial of degree n ≥ 2 in ``x`` and n times
+    the length of the names its coefficients use exceeds ``limit`` (each of the n roots names
+    them; the two roots of the GPU-count quadratic over 16 inputs run to 18,000 characters
+    each, and building them takes sympy seconds)."""
+    try:
+        p = sp.Poly(sp.fraction(sp.together(e))[0], x)
+    except sp.PolynomialError:
+        return False
+    if p.degree() < 2:
+        return False
+    names = {s.name for c in p.all_coeffs() for s in c.free_symbols}
+    return p.degree() * sum(map(len, names)) > limit
+
+
+def _roots(e, x) -> list:
+    """The roots of ``e = 0`` in ``x`` (exact; their values are what ``sympy.solve`` gives,
+    not necessarily its printed form).  When the numerator of
+    ``e`` (over a common denominator) is linear in ``x`` — a break-even query usually is — the
+    root is its exact −c₀/c₁, found without sympy's general solver (which costs tens of
+    milliseconds per call); anything else (higher degree, ``x`` under a function, floats, a
+    root where the denominator vanishes) goes to ``sympy.solve``."""
+    if not e.has(sp.Float):
+        try:
+            n, d = sp.fraction(sp.together(e))
+            p = sp.Poly(n, x)
+        except sp.PolynomialError:
+            p = None
+        if p is not None and p.degree() == 1:
+            c1, c0 = p.all_coeffs()
+            r = -c0 / c1
+            if d.xreplace({x: r}).is_zero is not True:
+                return [r]
+    return sp.solve(e, x)
+
+
 def _tidy(e):
     """Present a rational expression readably: numerator and denominator factored, and each
     sum collected on its most frequent symbol (``steps*(1 + L)*(a + b + c)`` rather than the
     expanded six-term sum)."""
     def t(x):
-        x = sp.factor(x)
-        if isinstance(x, sp.Mul):
-            return sp.Mul(*[t(a) for a in x.args])
+        y = sp.factor(x)
+        if isinstance(y, sp.Mul):
+            # with float coefficients factor() can return 1.0·x: x itself is not factored again
+            return sp.Mul(*[a if a.is_number or a == x else t(a) for a in y.args])
+        x = y
         if isinstance(x, sp.Add):
             syms = sorted(x.free_symbols, key=lambda s: (-sum(s in a.free_symbols for a in x.args), s.name))
             if syms:
@@ -408,14 +456,11 @@ def _tidy(e):
 
 def _between(ws, target: str, f) -> frozenset:
     """Nodes on dependency paths from ``target`` to the symbols of ``f`` (to expand)."""
-    import networkx as nx
-
-    g = ws.graph
-    desc = nx.descendants(g, target) | {target}
+    desc = ws.reachable(target) | {target}
     anc = set()
     for s in f.free_symbols:
-        if s.name in g:
-            anc |= nx.ancestors(g, s.name) | {s.name}
+        if s.name in ws.nodes:
+            anc |= ws.reachable(s.name, up=True) | {s.name}
     return frozenset(desc & anc)
 
 
