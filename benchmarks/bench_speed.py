@@ -7,8 +7,15 @@ Method: every figure is a new Python process (``python -m dsl.cli …`` with the
 working directory, so its own ``dsl`` and ``plugins`` are imported), timed by ``os.wait4`` as
 the child's CPU time (user + system) and peak resident memory; the median of ``--repeat`` runs,
 the baseline and this checkout alternating run by run so that both see the same machine load.
-The load average is printed; CPU time is the figure that stays stable on a shared machine.
-``--cases`` also evaluates every file of ``specs/cases/`` once per checkout.
+The load average is printed; CPU time is the figure that stays stable on a shared machine,
+wall time is printed beside it.  ``--cases`` also evaluates every file of ``specs/cases/``
+once per checkout.
+
+Bytecode: an installed program runs from compiled ``.pyc`` files.  The children run with
+``PYTHONDONTWRITEBYTECODE`` removed and ``PYTHONPYCACHEPREFIX`` pointing at a cache directory
+of each checkout (one untimed warm-up run fills it), so an environment that forbids writing
+bytecode does not add the compilation of every module (≈0.1 s) to each figure;
+``--no-bytecode`` keeps the environment as it is.
 """
 from __future__ import annotations
 
@@ -33,10 +40,21 @@ plan azure_conv {
 """
 
 
+BYTECODE = True
+
+
+def child_env(tree: Path) -> dict:
+    env = dict(os.environ)
+    if BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "plan-bench-pyc" / tree.name)
+    return env
+
+
 def run(tree: Path, args: list[str]) -> tuple[float, float, float]:
     t = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "dsl.cli", *args], cwd=tree, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+                         stderr=subprocess.DEVNULL, env=child_env(tree))
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status) not in (0, 1):
@@ -51,7 +69,11 @@ def main() -> None:
     ap.add_argument("--cases", action="store_true", help="also every file of specs/cases/ (once each)")
     ap.add_argument("--imports", action="store_true",
                     help="only the import tree of `plan eval` of the design case (python -X importtime)")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="run the children in this environment as it is (see the module docstring)")
     a = ap.parse_args()
+    global BYTECODE
+    BYTECODE = not a.no_bytecode
     if a.imports:
         return imports(([a.baseline.resolve()] if a.baseline else []) + [ROOT], a.repeat)
     trees = ([("before", a.baseline.resolve())] if a.baseline else []) + [("after", ROOT)]
@@ -67,9 +89,11 @@ def main() -> None:
         f = tmp / f"trace-{w}.plan"
         f.write_text(TRACE % (conv, w), encoding="utf-8")
         jobs.append((f"trace, {w} s windows ({int(3540 / float(w))}-ish)", ["eval", str(f)]))
+    for _, tree in trees:       # warm-up: compile the checkout's modules once (untimed)
+        run(tree, ["eval", "specs/cases/cpt-qwen3-8b-4090.plan"])
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; cold processes, median of {a.repeat}; "
           "CPU = user + system of the child")
-    print(f"{'command':<36} " + "  ".join(f"{t:>8} CPU s {t:>6} MiB" for t, _ in trees))
+    print(f"{'command':<36} " + "  ".join(f"{t:>8} CPU s {t:>6} MiB {t:>7} wall" for t, _ in trees))
     for label, args in jobs:
         res: dict = {t: [] for t, _ in trees}
         for _ in range(a.repeat):
@@ -79,7 +103,8 @@ def main() -> None:
         for t, _ in trees:
             cpu = statistics.median(r[0] for r in res[t])
             rss = statistics.median(r[1] for r in res[t])
-            cells.append(f"{cpu:>14.2f} {rss:>10.0f}")
+            wall = statistics.median(r[2] for r in res[t])
+            cells.append(f"{cpu:>14.2f} {rss:>10.0f} {wall:>12.2f}")
         print(f"{label:<36} " + "  ".join(cells), flush=True)
     if a.cases:
         for t, tree in trees:
@@ -98,10 +123,13 @@ def imports(trees: list[Path], repeat: int) -> None:
     top-level packages `plan eval` of the design case imports, per checkout."""
     keys = ("sympy", "networkx", "numpy", "lark", "pluggy", "matplotlib", "scipy")
     rows: dict = {t: {k: [] for k in keys + ("plugins.*", "total")} for t in trees}
+    for t in trees:
+        run(t, ["eval", "specs/cases/cpt-qwen3-8b-4090.plan"])     # warm-up (bytecode)
     for _ in range(repeat):
         for t in trees:
             p = subprocess.run([sys.executable, "-X", "importtime", "-m", "dsl.cli", "eval",
-                                "specs/cases/cpt-qwen3-8b-4090.plan"], cwd=t, capture_output=True, text=True)
+                                "specs/cases/cpt-qwen3-8b-4090.plan"], cwd=t, capture_output=True, text=True,
+                               env=child_env(t))
             seen = {k: 0 for k in keys + ("plugins.*", "total")}
             for line in p.stderr.splitlines():
                 if not line.startswith("import time:") or "|" not in line:

@@ -2,8 +2,9 @@
 
 * ``REPO_ROOT`` / ``repo_root``: the checkout (``dsl/``, ``plugins/``, ``specs/``).
 * ``CASE`` / ``case_path``: the design case of book chapter 10.
+* evaluations of the case files are cached per test process (see ``_install_eval_cache``).
 * ``case_ws`` (session): ``dsl.load(CASE)`` — treat as read-only.  Failed queries leave
-  diagnostics behind, so tests that expect errors should use ``fresh_case_ws``.
+  diagnostics behind, so tests that expect errors should use ``fresh_case_ws`` (never cached).
 * ``run_cli(*args, cwd=REPO_ROOT, stdin=None) -> (exit_code, stdout, stderr)``: runs
   ``python -m dsl.cli ARGS`` in a subprocess (also importable: ``from conftest import run_cli``).
 * ``run_main(*args, cwd=REPO_ROOT) -> (exit_code, stdout, stderr)``: the same through
@@ -48,6 +49,49 @@ def pytest_addoption(parser):
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASES = REPO_ROOT / "specs" / "cases"
 CASE = CASES / "cpt-qwen3-8b-4090.plan"
+
+
+# One evaluation per case file and test process: the goldens (text and JSON), the module
+# fixtures and the in-process CLI runs evaluate the same files of specs/cases/ again and again,
+# and an evaluation is read-only (dsl.results.evaluation), so the first one is shared.  Only
+# `dsl.load(path)` of a checked-in case file without text or extra plugins is cached, keyed by
+# everything the result depends on: the path as given and the working directory (the output
+# shows the path), the file's mtime and size, evaluate, the disabled plugins and the limits
+# in force.  Errors are not cached.  PLAN_TEST_NO_EVAL_CACHE=1 turns the cache off.
+_EVALS: dict = {}
+
+
+def _install_eval_cache() -> None:
+    import dsl.api
+    from dsl.syntax import limits as L
+
+    uncached = dsl.api.load
+
+    def load(path, text=None, evaluate=True, disable=(), extra=()):
+        key = None
+        if text is None and not extra:
+            try:
+                full = Path(os.path.abspath(path))
+                if full.parent == CASES and full.suffix == ".plan":
+                    st = full.stat()
+                    key = (str(path), os.getcwd(), st.st_mtime_ns, st.st_size, bool(evaluate),
+                           dsl.api.disabled_plugins(disable), L.current(), os.environ.get("PLAN_LIMITS"))
+            except (OSError, TypeError, ValueError):
+                key = None
+        if key is None:
+            return uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra)
+        got = _EVALS.get(key)
+        if got is None:
+            got = _EVALS[key] = uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra)
+        return got
+
+    load.__doc__ = uncached.__doc__
+    load.__wrapped__ = uncached
+    dsl.api.load = load
+
+
+if not os.environ.get("PLAN_TEST_NO_EVAL_CACHE"):
+    _install_eval_cache()
 
 
 def run_cli(*args, cwd: str | Path = REPO_ROOT, stdin: str | None = None, timeout: float = 120):
@@ -101,7 +145,8 @@ def case_ws():
 
 @pytest.fixture
 def fresh_case_ws():
-    return dsl.load(CASE)
+    import dsl.api
+    return getattr(dsl.api.load, "__wrapped__", dsl.api.load)(CASE)   # not the shared evaluation
 
 
 @pytest.fixture(name="run_cli")

@@ -91,3 +91,52 @@ def subs_numbers(expr, subs: dict):
         return e.func(*new)
 
     return sub(expr)
+
+
+def rename(expr, mapping: dict):
+    """``expr.xreplace(mapping)`` for a renaming of symbols, except that ``Max``/``Min`` are
+    rebuilt unevaluated: their arguments are the same under another name, so comparing them
+    again (sympy's constructor does, at milliseconds per ``Max``) cannot remove any."""
+    import sympy as sp
+
+    MaxMin = (sp.Max, sp.Min)
+    memo: dict = {}
+
+    def sub(e):
+        v = mapping.get(e)
+        if v is not None:
+            return v
+        args = e.args
+        if not args:
+            return e
+        r = memo.get(e)
+        if r is None:
+            new = [sub(a) for a in args]
+            if all(x is a for x, a in zip(new, args)):
+                r = e
+            elif isinstance(e, MaxMin):
+                r = e.func(*new, evaluate=False)
+            else:
+                r = e.func(*new)
+            memo[e] = r
+        return r
+
+    return sub(expr)
+
+
+def lambdify(symbols, expr, **kw):
+    """``sympy.lambdify(symbols, expr, **kw)`` with the symbols first renamed to plain
+    identifiers by :func:`rename`.  Node symbols (``gpus48.mfu``) are not identifiers, and
+    lambdify's own renaming rebuilds every ``Max``/``Min`` of the expression evaluated, which
+    costs more than the rest of the compilation.  Same function, same floats."""
+    import sympy as sp
+
+    single = isinstance(symbols, sp.Basic)
+    syms = [symbols] if single else list(symbols)
+    new = [sp.Symbol(f"_x{i}", **s.assumptions0) for i, s in enumerate(syms)]
+    mapping = dict(zip(syms, new))
+    if isinstance(expr, (list, tuple)):
+        body = type(expr)(rename(e, mapping) for e in expr)
+    else:
+        body = rename(expr, mapping)
+    return sp.lambdify(new[0] if single else new, body, **kw)

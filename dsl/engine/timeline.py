@@ -55,9 +55,15 @@ MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the qu
 _BASIC = None
 
 
+_limits = None      # dsl.syntax.limits, bound on first use (add() and hold() ask for every item)
+
+
 def _activity_limit() -> int:
-    from ..syntax.limits import current
-    return current().activities
+    global _limits
+    if _limits is None:
+        from ..syntax import limits
+        _limits = limits
+    return _limits.current().activities
 
 
 class no_gc:
@@ -251,7 +257,10 @@ class _Store(Mapping):
     def __contains__(self, key):
         if key in self._single or key in self._hint:
             return True
-        return any(s[1].local(key) is not None for s in self._segs if s[0] == "block")
+        for s in self._segs:
+            if s[0] == "block" and s[1].local(key) is not None:
+                return True
+        return False
 
     def _item(self, block, i):
         raise NotImplementedError
@@ -473,6 +482,7 @@ class Timeline:
     areas: list[tuple] = field(default_factory=list)     # (name, pool, unit, …)
     refs: dict[str, tuple] = field(default_factory=dict)  # quantity name -> references (sources)
     sealed: bool = False                # True after evaluation: no activity or hold can be added
+    truncated: bool = False             # True once an add/hold was refused by the activity limit
     symbolic: str = "auto"              # auto | full | path
     _plugin: str = ""
     graph: Any = None                   # activity -> successors, once mirrored into the quantity graph
@@ -507,6 +517,7 @@ class Timeline:
             raise ValueError(f"activity '{id}' added twice to timeline '{self.name}'")
         if len(self.activities) >= _activity_limit():
             from ..syntax.limits import LimitError
+            self.truncated = True
             raise LimitError("activities", f"timeline '{self.name}' would have more than {_activity_limit():,} "
                              "activities")
         self._edges = self._arr = self._harr = None
@@ -535,6 +546,7 @@ class Timeline:
             raise ValueError(f"hold '{id}' added twice to timeline '{self.name}'")
         if len(self.holds) >= _activity_limit():
             from ..syntax.limits import LimitError
+            self.truncated = True
             raise LimitError("activities", f"timeline '{self.name}' would have more than {_activity_limit():,} "
                              "memory holds")
         self._by_pool = self._harr = None
@@ -987,7 +999,9 @@ class Timeline:
                                  "" if doc is None else doc(i)))
         n, dst, src, _, _ = self._arrays()
         ids = [r[0] for r in rows]
-        pairs = np.unique(src.astype(np.int64) * max(n, 1) + dst)
+        pairs = np.sort(src.astype(np.int64) * max(n, 1) + dst)     # np.unique without importing numpy.ma
+        if len(pairs) > 1:
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
         edges = sorted((ids[u], ids[v]) for u, v in zip((pairs // max(n, 1)).tolist(), (pairs % max(n, 1)).tolist()))
         return rows, edges
 

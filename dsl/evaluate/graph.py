@@ -60,6 +60,8 @@ class GraphMixin:
         """
         import sympy as sp
 
+        if tl.truncated and self.rep.errors:
+            return      # the activity limit stopped a plugin (reported): checking a partial timeline is moot
         span = self.decls[tl.plan].ast.name_span
         try:
             tl.structure()
@@ -222,7 +224,44 @@ class GraphMixin:
 
     @graph.setter
     def graph(self, g) -> None:
-        self._graph, self._graph_ops = g, None
+        self._graph, self._graph_ops, self._adjacency = g, None, None
+
+    def reachable(self, nid: str, up: bool = False) -> set:
+        """Nodes reachable from ``nid`` along the dependency graph's edges (formula and order
+        edges), ``nid`` excluded: its descendants, or with ``up`` its ancestors — networkx's
+        ``descendants``/``ancestors`` of :attr:`graph`, without building the DiGraph."""
+        if self._graph_ops is None:
+            if self._graph is None or nid not in self._graph:
+                return set()
+            import networkx as nx
+            return (nx.ancestors if up else nx.descendants)(self._graph, nid)
+        adj = self._adjacency
+        if adj is None:
+            ops, order, _ = self._graph_ops
+            succ: dict = {}
+            pred: dict = {}
+            for v, _, srcs in ops:
+                succ.setdefault(v, set())
+                pred.setdefault(v, set())
+                for u in srcs:
+                    succ.setdefault(u, set()).add(v)
+                    pred.setdefault(v, set()).add(u)
+            for u, v in order:
+                succ.setdefault(u, set()).add(v)
+                pred.setdefault(v, set()).add(u)
+            adj = self._adjacency = (succ, pred)
+        nbrs = adj[1] if up else adj[0]
+        if nid not in nbrs:
+            return set()
+        seen: set = set()
+        stack = [nid]
+        while stack:
+            for w in nbrs.get(stack.pop(), ()):
+                if w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        seen.discard(nid)
+        return seen
 
     def _finalize(self, numeric: bool = True) -> None:
         """Build every field, check dimensions and references, build the dependency graph
@@ -292,7 +331,7 @@ class GraphMixin:
             succ.setdefault(u, set()).add(v)
         act_attrs = [(nid, self.nodes[nid].expr, res) for nid, res in self._activity_resource.items()]
         self._graph_ops = (ops, tuple(self._activity_edges), act_attrs)
-        self._graph = None
+        self._graph, self._adjacency = None, None
         g = (self.nodes, succ, lex_topo(self.nodes, succ))     # with the order edges
         if not numeric:
             # `plan check`: literal parameters are still range-checked (no formula is evaluated)

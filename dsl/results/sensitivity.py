@@ -25,6 +25,8 @@ import math
 
 import sympy as sp
 
+from dsl.engine.piecewise import lambdify
+
 
 def full_expression(ws, expr):
     """``expr`` (over node symbols) expanded to the declared inputs."""
@@ -62,6 +64,77 @@ def _num(e, at) -> float:
         return float("nan")
 
 
+def _gradient(e, at: dict) -> dict | None:
+    """Exact partial derivatives of ``e`` at the point ``at`` ({Symbol: rational value}) with
+    respect to each of its symbols, by one reverse accumulation over the expression's DAG in
+    Python fractions: the numbers ``float(diff(e, x).xreplace(at))`` gives for every ``x`` at
+    once.  None when ``e`` holds anything but sums, products, integer powers, rationals and
+    symbols of ``at`` (a division by zero included): the caller differentiates with sympy."""
+    from fractions import Fraction
+
+    order: list = []
+    val: dict = {}
+    stack = [(e, False)]
+    while stack:                       # post-order over the DAG, without recursion
+        n, done = stack.pop()
+        if done:
+            if n not in val:
+                val[n] = None
+                order.append(n)
+            continue
+        if n in val:
+            continue
+        stack.append((n, True))
+        for a in n.args:
+            if a not in val:
+                stack.append((a, False))
+    val.clear()
+    try:
+        for n in order:
+            if n.is_Symbol:
+                v = at.get(n)
+                if v is None or not v.is_Rational:
+                    return None
+                val[n] = Fraction(int(v.p), int(v.q))
+            elif n.is_Rational:
+                val[n] = Fraction(int(n.p), int(n.q))
+            elif n.is_Add:
+                val[n] = sum((val[a] for a in n.args), Fraction(0))
+            elif n.is_Mul:
+                p = Fraction(1)
+                for a in n.args:
+                    p *= val[a]
+                val[n] = p
+            elif n.is_Pow and n.exp.is_Integer:
+                val[n] = val[n.base] ** int(n.exp)
+            else:
+                return None
+        adj: dict = {e: Fraction(1)}
+        for n in reversed(order):
+            a = adj.get(n)
+            if not a or not n.args:
+                continue
+            if n.is_Add:
+                for c in n.args:
+                    adj[c] = adj.get(c, 0) + a
+            elif n.is_Mul:
+                vs = [val[c] for c in n.args]
+                pre = [Fraction(1)]
+                for v in vs[:-1]:
+                    pre.append(pre[-1] * v)
+                suf = Fraction(1)
+                for i in range(len(vs) - 1, -1, -1):
+                    c = n.args[i]
+                    adj[c] = adj.get(c, 0) + a * pre[i] * suf
+                    suf *= vs[i]
+            else:                      # Pow with an integer exponent
+                k = int(n.exp)
+                adj[n.base] = adj.get(n.base, 0) + a * k * val[n.base] ** (k - 1)
+    except ZeroDivisionError:
+        return None
+    return {n: adj.get(n, Fraction(0)) for n in order if n.is_Symbol}
+
+
 def elasticities(ws, expr) -> list[dict]:
     """Partial derivatives and elasticities of ``expr`` (node symbols, base units) with
     respect to every input it depends on, at the nominal point.
@@ -74,12 +147,13 @@ def elasticities(ws, expr) -> list[dict]:
     at = nominal_floats(ws)
     y = _num(full, at)
     g = active_branch(full, at)
+    grad = _gradient(g, at)
     out = []
     for nid in inputs_of(ws, full):
         x = sp.Symbol(nid, real=True)
         xv = float(at[x])
         try:
-            d = _num(sp.diff(g, x), at)
+            d = float(grad.get(x, 0)) if grad is not None else _num(sp.diff(g, x), at)
         except TimeoutError:  # a time budget ran out: not this step's failure
             raise
         except Exception:   # an expression sympy cannot differentiate
@@ -147,7 +221,7 @@ def compile_sides(ws, req):
         syms = sorted(set().union(*(e.free_symbols for e in sides)), key=lambda s: s.name)
         at = nominal_floats(ws)
         x0 = [float(at[s]) if s in at else float("nan") for s in syms]
-        fs = [sp.lambdify(syms, e, modules="math", cse=True) for e in sides]
+        fs = [lambdify(syms, e, modules="math", cse=True) for e in sides]
         hit = (sides, syms, x0, fs[0], fs[1])
         if len(_SIDES) > 256:
             _SIDES.clear()

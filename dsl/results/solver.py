@@ -23,6 +23,7 @@ import sympy as sp
 
 from dsl.syntax import ast as A
 from dsl.syntax.diagnostics import Diagnostic, PlanError
+from dsl.engine.piecewise import lambdify
 from dsl.engine.units import format_dim
 
 
@@ -40,13 +41,24 @@ class Solution:
     feasible: bool = True        # False when the answer lies outside the target's allowed range
     roots: list = None           # every boundary found (base units), sorted
     intervals: list = None       # for inequalities: [(lo, hi)] where the relation holds (None = unbounded)
+    name: str | None = None      # `solve NAME: …`
+    whole: float | None = None   # a whole-number target: the whole number that answers (base units)
+
+    @property
+    def answer(self) -> float | None:
+        """The answer as a result (base units): the whole number for a whole-number target of an
+        inequality (the nearest one where the relation and the plan's whole-number requirements
+        hold), else the boundary ``value``."""
+        return self.whole if self.whole is not None else self.value
 
     def to_json(self) -> dict:
-        """``value``/``nominal`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base units;
-        ``symbolic`` is in base units."""
+        """``value``/``nominal``/``answer`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base
+        units; ``symbolic`` is in base units."""
         from dsl.engine.units import convert
         conv = (lambda v: None if v is None else convert(v, self.unit))
-        return {"query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
+        return {"name": self.name, "answer": conv(self.answer), "answer_si": self.answer,
+                "whole": conv(self.whole), "whole_si": self.whole,
+                "query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
                 "si": self.value, "nominal": conv(self.nominal), "nominal_si": self.nominal,
                 "method": self.method, "symbolic": self.symbolic, "holds": self.holds, "note": self.note,
                 "feasible": self.feasible, "roots": [conv(r) for r in (self.roots or [])],
@@ -106,7 +118,7 @@ def solve_query(ws, q: A.Query) -> Solution:
                                     span, "pick a target that the two sides depend on")])
     nominal = ws.nominal_map(exclude={target})
     g = full.xreplace(nominal)
-    gf = sp.lambdify(x, g, modules=["mpmath"])
+    gf = lambdify(x, g, modules=["mpmath"])
 
     def resid(v: float) -> float:
         try:
@@ -140,7 +152,7 @@ def solve_query(ws, q: A.Query) -> Solution:
     sym_roots: list[float] = []
     try:
         gb = active_branch(g, {x: sp.Float(x0 if x0 is not None else 1.0)})
-        for r in sp.solve(gb, x):
+        for r in _roots(gb, x):
             c = complex(r)
             if abs(c.imag) < 1e-12 and abs(resid(c.real)) <= 1e-9 * scale:
                 sym_roots.append(c.real)
@@ -176,10 +188,15 @@ def solve_query(ws, q: A.Query) -> Solution:
             fk = f.xreplace({s: ws.full_expr(s.name, free, keep) for s in f.free_symbols})
             at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
             at[x] = sp.Float(value)
-            if sp.count_ops(fk) <= 120:
-                sols = sp.solve(active_branch(fk, at), x)
-                text_sol = f"{target} = " + "; ".join(sp.sstr(_tidy(s)) for s in sols)
-                if sols and len(text_sol) <= 600:
+            eq = active_branch(fk, at) if sp.count_ops(fk) <= 120 else None
+            if eq is not None and not _long_closed_form(eq, x, _TEXT_MAX):
+                sols = sp.solve(eq, x, check=False)   # its form is what is printed (roots are checked above)
+                text_sol = f"{target} ="
+                for i, sol in enumerate(sols):    # stop tidying once the text is too long to show
+                    text_sol += (" " if i == 0 else "; ") + sp.sstr(_tidy(sol))
+                    if len(text_sol) > _TEXT_MAX:
+                        break
+                if sols and len(text_sol) <= _TEXT_MAX:
                     symbolic = text_sol
         except TimeoutError:  # a time budget ran out: not this step's failure
             raise
@@ -211,10 +228,10 @@ def solve_query(ws, q: A.Query) -> Solution:
             notes.append(f"{q.target.dotted} is a whole number: {math.floor(value)} or {math.ceil(value)} "
                          "come closest")
         else:
-            up = bool(holds_at(math.ceil(value))) if math.ceil(value) != value else bool(holds_at(value))
-            whole = math.ceil(value) if up else math.floor(value)
-            if holds_at(whole):
-                notes.append(f"as a whole number: {q.target.dotted} {'>=' if up else '<='} {whole}")
+            up = bool(holds_at(value + (abs(value) * 1e-6 or 1e-9)))
+            whole, note = _whole_answer(ws, q, x, free, nominal, value, up, holds_at, dom)
+            if note:
+                notes.append(note)
     if value is not None:
         failing = _requirements_failing_at(ws, x, free, nominal, whole if whole is not None else value)
         if failing:
@@ -245,7 +262,169 @@ def solve_query(ws, q: A.Query) -> Solution:
                          "base units)")
     note = "; ".join(notes)
     return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible,
-                    roots, intervals)
+                    roots, intervals, q.name, float(whole) if whole is not None else None)
+
+
+WHOLE_STEPS = 100_000   # whole numbers tried past the boundary before giving up
+
+
+def _discrete_requirements(ws, x, free, nominal) -> list:
+    """The requirements that a whole-number target can break between two neighbouring whole
+    numbers: equalities whose sides round it (floor(), ceil(), a remainder — "the global batch
+    splits into whole micro-batches", ``m == floor(m)``), as ``(name, lhs(v), op, rhs(v))`` with the other inputs at nominal."""
+    out = []
+    for r in ws.requirements:
+        sides = [e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols}) for e in (r.lhs, r.rhs)]
+        if not any(x in fe.free_symbols for fe in sides):
+            continue
+        if r.op != "==" or not any(fe.has(sp.floor, sp.ceiling, sp.Mod, sp.frac) for fe in sides):
+            continue   # a bound such as a deadline is the question's business, not whole-numberness
+        out.append((f"{r.plan}.{r.name}", sides[0].xreplace(nominal), r.op, sides[1].xreplace(nominal)))
+    return out
+
+
+def _holds_exact(lhs, op, rhs, x, v: int) -> bool:
+    at = {x: sp.Integer(v)}
+    try:
+        lv, rv = lhs.xreplace(at), rhs.xreplace(at)
+        lv, rv = lv if lv.is_Rational else float(lv), rv if rv.is_Rational else float(rv)
+    except (TypeError, ValueError):
+        return True
+    tol = 0 if isinstance(lv, sp.Rational) and isinstance(rv, sp.Rational) else 1e-9 * max(abs(float(lv)),
+                                                                                            abs(float(rv)), 1e-300)
+    return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv, "==": abs(lv - rv) <= tol}[op]
+
+
+def _whole_answer(ws, q, x, free, nominal, value: float, up: bool, holds_at, dom) -> tuple:
+    """The whole number that answers an inequality on a whole-number target: from the boundary
+    towards the side where the relation holds, the first whole number at which the relation
+    holds and so do the plan's whole-number requirements (see :func:`_discrete_requirements`;
+    a GPU count that must divide the global batch answers the next count that divides it).
+    Returns ``(whole or None, note)``."""
+    import math
+
+    step = 1 if up else -1
+    first = math.ceil(value) if up else math.floor(value)
+    if not holds_at(first):
+        first += step
+    if not holds_at(first) or not in_domain(float(first), dom):
+        return None, ""
+    discrete = _discrete_requirements(ws, x, free, nominal)
+    k, broken = first, {}
+    for _ in range(WHOLE_STEPS):
+        if not in_domain(float(k), dom) or not holds_at(k):
+            k = None
+            break
+        fails = [n for n, lhs, op, rhs in discrete if not _holds_exact(lhs, op, rhs, x, k)]
+        if not fails:
+            break
+        for n in fails:
+            broken.setdefault(n, []).append(k)
+        k += step
+    else:
+        k = None
+    sym = ">=" if up else "<="
+    who = q.target.dotted
+    if k is None:
+        names = ", ".join(sorted(broken))
+        return None, (f"no whole number {sym} {first} meets the relation together with {names}" if broken else "")
+    if k == first:
+        return k, f"as a whole number: {who} {sym} {k}"
+    skipped = sorted({v for vs in broken.values() for v in vs})
+    shown = (f"{skipped[0]}" if len(skipped) == 1 else f"{skipped[0]} … {skipped[-1]}" if
+             skipped == list(range(skipped[0], skipped[-1] + 1)) else ", ".join(map(str, skipped[:6])) +
+             (", …" if len(skipped) > 6 else ""))
+    return k, (f"as a whole number: {who} = {k}, the first whole number {sym} {first} at which "
+               f"{', '.join(sorted(broken))} also hold{'s' if len(broken) == 1 else ''} "
+               f"({shown} break{'s' if len(skipped) == 1 else ''} it)")
+
+
+def named_solutions(ev, names=None) -> dict:
+    """``{name: Solution}`` of the root file's named solves (``solve NAME: …``), in file order,
+    solved once per evaluation (memoised in ``ev.memo``); ``names`` limits the solves answered.
+
+    :raises PlanError: when a named solve cannot be posed (unknown name, unit mismatch …).
+    """
+    from dsl.syntax import limits as L
+    memo = ev.memo.setdefault("solutions", {})
+    out = {}
+    for name, q in ev.solve_names.items():
+        if names is not None and name not in names:
+            continue
+        if name not in memo:
+            with L.time_budget():
+                memo[name] = solve_query(ev, q)
+        out[name] = memo[name]
+    return out
+
+
+def file_requirement_results(ev) -> list[dict]:
+    """Each file-level ``require`` at the nominal point, its named solves at their answers:
+    name, ok, lhs/rhs (base units), op, unit, text, answers (the solves it reads), where;
+    ``ok`` is False with a ``note`` when a solve it reads has no answer."""
+    from dsl.engine.nodes import answer_symbol
+    out = []
+    for r in ev.file_requirements:
+        sols = named_solutions(ev, set(r.answers)) if r.answers else {}
+        missing = [n for n in r.answers if sols[n].answer is None]
+        row = {"name": r.name, "op": r.op, "unit": r.unit, "doc": r.doc, "plugin": "file", "text": r.text,
+               "answers": list(r.answers), "where": f"{r.span.file}:{r.span.line}:{r.span.column}"}
+        if missing:
+            out.append(dict(row, ok=False, lhs_si=None, rhs_si=None,
+                            note="no answer: " + "; ".join(f"{n}: {sols[n].note}" for n in missing)))
+            continue
+        at = {answer_symbol(n): sp.Float(sols[n].answer, 30) if sols[n].whole is None else sp.Integer(
+            round(sols[n].whole)) for n in r.answers}
+        lv = ev.subs_value(r.lhs.xreplace(at))
+        rv = ev.subs_value(r.rhs.xreplace(at))
+        if lv is None or rv is None:
+            continue
+        lf, rf = float(lv), float(rv)
+        tol = 1e-12 * max(abs(lf), abs(rf), 1e-300) if r.answers else 0.0
+        ok = {"<=": lf <= rf + tol, ">=": lf >= rf - tol, "<": lf < rf, ">": lf > rf,
+              "==": abs(lf - rf) <= tol}[r.op]
+        out.append(dict(row, ok=bool(ok), lhs_si=lf, rhs_si=rf))
+    return out
+
+
+_TEXT_MAX = 600      # a readable answer longer than this is not shown
+
+
+def _long_closed_form(e, x, limit: int) -> bool:
+    """True when the closed-form roots of ``e = 0`` in ``x`` would be too long to show, judged
+    before sympy builds them: the numerator is a polynomial of degree n ≥ 2 in ``x`` and n times
+    the length of the names its coefficients use exceeds ``limit`` (each of the n roots names
+    them; the two roots of the GPU-count quadratic over 16 inputs run to 18,000 characters
+    each, and building them takes sympy seconds)."""
+    try:
+        p = sp.Poly(sp.fraction(sp.together(e))[0], x)
+    except sp.PolynomialError:
+        return False
+    if p.degree() < 2:
+        return False
+    names = {s.name for c in p.all_coeffs() for s in c.free_symbols}
+    return p.degree() * sum(map(len, names)) > limit
+
+
+def _roots(e, x) -> list:
+    """The roots of ``e = 0`` in ``x`` (exact; their values are what ``sympy.solve`` gives,
+    not necessarily its printed form).  When the numerator of
+    ``e`` (over a common denominator) is linear in ``x`` — a break-even query usually is — the
+    root is its exact −c₀/c₁, found without sympy's general solver (which costs tens of
+    milliseconds per call); anything else (higher degree, ``x`` under a function, floats, a
+    root where the denominator vanishes) goes to ``sympy.solve``."""
+    if not e.has(sp.Float):
+        try:
+            n, d = sp.fraction(sp.together(e))
+            p = sp.Poly(n, x)
+        except sp.PolynomialError:
+            p = None
+        if p is not None and p.degree() == 1:
+            c1, c0 = p.all_coeffs()
+            r = -c0 / c1
+            if d.xreplace({x: r}).is_zero is not True:
+                return [r]
+    return sp.solve(e, x)
 
 
 def _tidy(e):
@@ -253,9 +432,11 @@ def _tidy(e):
     sum collected on its most frequent symbol (``steps*(1 + L)*(a + b + c)`` rather than the
     expanded six-term sum)."""
     def t(x):
-        x = sp.factor(x)
-        if isinstance(x, sp.Mul):
-            return sp.Mul(*[t(a) for a in x.args])
+        y = sp.factor(x)
+        if isinstance(y, sp.Mul):
+            # with float coefficients factor() can return 1.0·x: x itself is not factored again
+            return sp.Mul(*[a if a.is_number or a == x else t(a) for a in y.args])
+        x = y
         if isinstance(x, sp.Add):
             syms = sorted(x.free_symbols, key=lambda s: (-sum(s in a.free_symbols for a in x.args), s.name))
             if syms:
@@ -275,14 +456,11 @@ def _tidy(e):
 
 def _between(ws, target: str, f) -> frozenset:
     """Nodes on dependency paths from ``target`` to the symbols of ``f`` (to expand)."""
-    import networkx as nx
-
-    g = ws.graph
-    desc = nx.descendants(g, target) | {target}
+    desc = ws.reachable(target) | {target}
     anc = set()
     for s in f.free_symbols:
-        if s.name in g:
-            anc |= nx.ancestors(g, s.name) | {s.name}
+        if s.name in ws.nodes:
+            anc |= ws.reachable(s.name, up=True) | {s.name}
     return frozenset(desc & anc)
 
 
