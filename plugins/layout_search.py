@@ -129,6 +129,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "topk": val(f"{model}.experts_per_token") if moe else 0.0,
          "L_moe": L - (val(f"{model}.dense_layers") if has(f"{model}.dense_layers") else 0.0) if moe else 0.0,
          "fwd_tok": val(f"{model}.flops_per_token_forward"),
+         "dv": val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else None,
          "s": val(f"{wl}.seq_len"), "B": val(f"{wl}.global_batch"),
          "peak": val(f"{dev}.peak_flops"), "mfu": val(f"{plan}.mfu"), "gpus": val(f"{plan}.gpus"),
          "gph": val(f"{plan}.gpus_per_host"), "link": val(f"{link}.bandwidth") if link else None,
