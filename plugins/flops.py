@@ -188,9 +188,9 @@ def prefill(a, new, cached, logits=1, m=None):
     2·new·(block matrices) + L·2·n_q·(d_qk + d_v)·Σ_{j=K+1}^{K+P} j + 2·h·V·logits — every
     new token attends to the whole prefix and to the new tokens before it."""
     d_qk, d_v = head_widths(a, m)
-    pairs = new * (2 * cached + new + 1) / 2
-    return (2 * new * block_matrix_params(a, m) + a["L"] * attention_core(a["nq"], d_qk, d_v, pairs)
-            + lm_head_forward_per_token(a) * logits)
+    # attention_core over new·(2K + new + 1)/2 pairs, written without the division (exact on ints)
+    attn = a["nq"] * (d_qk + d_v) * new * (2 * cached + new + 1)
+    return 2 * new * block_matrix_params(a, m) + a["L"] * attn + lm_head_forward_per_token(a) * logits
 
 
 def recompute_forward_per_token(a, m, s, mode):

@@ -240,7 +240,8 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "N_exp": model.q("expert_params", "param") if mo["moe"] else sp.Integer(0),
          "E": mo["E"] if mo["moe"] else sp.Integer(0), "topk": mo["k"] if mo["moe"] else sp.Integer(0),
          "L_moe": (a["L"] - mo["Ld"]) if mo["moe"] else sp.Integer(0),
-         "fwd_tok": flops.matrix_forward_per_token(a, mo), "head_tok": flops.lm_head_forward_per_token(a),
+         # forward matrix FLOPs per token: the model's field, priced by plugins.flops
+         "fwd_tok": model.q("flops_per_token_forward", "FLOP/token"), "head_tok": flops.lm_head_forward_per_token(a),
          "dv": flops.head_widths(a, mo)[1],
          "s": wl.q("seq_len", "token", positive=True), "B": wl.q("global_batch", "seq", positive=True),
          "peak": dev.q("peak_flops", "FLOP/s", positive=True), "mfu": ctx.param("mfu"),

@@ -129,7 +129,6 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "topk": val(f"{model}.experts_per_token") if moe else 0.0,
          "L_moe": L - (val(f"{model}.dense_layers") if has(f"{model}.dense_layers") else 0.0) if moe else 0.0,
          "fwd_tok": val(f"{model}.flops_per_token_forward"),
-         "dv": val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else None,
          "s": val(f"{wl}.seq_len"), "B": val(f"{wl}.global_batch"),
          "peak": val(f"{dev}.peak_flops"), "mfu": val(f"{plan}.mfu"), "gpus": val(f"{plan}.gpus"),
          "gph": val(f"{plan}.gpus_per_host"), "link": val(f"{link}.bandwidth") if link else None,
@@ -138,6 +137,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "nics": val(pre + "nics_per_host"), "latency": val(pre + "latency"), "overlap": val(pre + "overlap"),
          "input": val(f"{plan}.input_wait"),
          "transient": val(f"{plan}.transient_memory") if has(f"{plan}.transient_memory") else 0.0}
+    K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
     f = val(f"{model}.ffn") if has(f"{model}.ffn") else None
     if moe:
         k_act = val(f"{model}.experts_per_token") + (val(f"{model}.shared_experts")
