@@ -316,7 +316,7 @@ def _memory_total(ctx, persistent, activation, how):
     ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
 
 
-def _trivial(name, X, explicit_dp, moe):
+def _trivial(name, X, explicit_dp):
     t, p, c, e, v, spn = X["t"], X["p"], X["c"], X["e"], X["v"], X["sp"]
     return {"tp_divides_heads": t == 1, "tp_divides_kv_heads": t == 1, "tp_within_host": t == 1,
             "pp_divides_layers": p * v == 1, "cp_divides_sequence": c == 1,
@@ -358,7 +358,7 @@ def plan_quantities_price(ctx):
     o = lm.ops("sympy")
     for name, reason, lhs, op, rhs in lm.rules(moe, bool(kn.value("cross_host_tp")), explicit_dp,
                                                stage_layers is not None):
-        if _trivial(name, X, explicit_dp, moe):
+        if _trivial(name, X, explicit_dp):
             continue
         ctx.require(name, lhs(K, X), op, rhs(K, X), "", f"rejected when: {reason}")
     r = lm.evaluate(K, X, o, mode, moe)
@@ -533,14 +533,13 @@ def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
     layers_int = int(per_stage) if per_stage == int(per_stage) else 1
     if layers_int != per_stage:               # uneven: durations per layer, stage = 1 layer unit
         f, bwd = f / per_stage, bwd / per_stage
-    if True:
-        _, peak, _ = pipe.schedule_step(
-            ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=layers_int,
-            chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
-            activation=r["activation_per_layer"], head_activation=r["logits"],
-            error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
-                {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
-                summary, hint, code))
+    _, peak, _ = pipe.schedule_step(
+        ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=layers_int,
+        chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
+        activation=r["activation_per_layer"], head_activation=r["logits"],
+        error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
+            {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
+            summary, hint, code))
     return peak
 
 

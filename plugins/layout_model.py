@@ -88,7 +88,7 @@ def activation_per_layer(K, X, o):
     experts' width for MoE layers) mats act_bytes flash dropout s; ``X`` knobs: b t c sp r.
     Works on numbers, sympy expressions or numpy arrays (``o`` = :func:`ops`).
     """
-    h, a, kv, dh, f, e = K["h"], K["a"], K["kv"], K["dh"], K["f"], K["act_bytes"]
+    h, a, kv, dh, e = K["h"], K["a"], K["kv"], K["dh"], K["act_bytes"]
     t, sp_on, r = X["t"], X["sp"], X["r"]
     s_loc = K["s"] / X["c"]
     T = s_loc * X["b"]

@@ -20,8 +20,6 @@ the usable memory (book fig. 10-16, :func:`memory_curve`).
 """
 from __future__ import annotations
 
-import sympy as sp
-
 from dsl.plugin import hookimpl
 from dsl.plugin import Param, UseSpec
 
