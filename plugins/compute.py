@@ -33,7 +33,6 @@ step time is priced from the exact count at the plan's ``mfu`` whatever the conv
 """
 from __future__ import annotations
 
-
 from dsl.plugin import hookimpl
 from dsl.plugin import KindSpec, Param, UseSpec
 

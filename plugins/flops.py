@@ -193,6 +193,16 @@ def prefill(a, new, cached, logits=1, m=None):
     return 2 * new * block_matrix_params(a, m) + a["L"] * attn + lm_head_forward_per_token(a) * logits
 
 
+def decode(a, P, G, m=None):
+    """FLOPs of the G − 1 decode steps of one response after a P-token prefill: each step
+    feeds one token through the block matrices and the LM head, and the token at position
+    P + j attends to P + j + 1 keys (j = 0 … G − 2): (G − 1)·P + G(G − 1)/2 pairs."""
+    d_qk, d_v = head_widths(a, m)
+    pairs = (G - 1) * P + G * (G - 1) / 2
+    return ((G - 1) * (2 * block_matrix_params(a, m) + lm_head_forward_per_token(a))
+            + a["L"] * attention_core(a["nq"], d_qk, d_v, pairs))
+
+
 def recompute_forward_per_token(a, m, s, mode):
     """Forward FLOPs per token that activation recomputation repeats: ``full`` the blocks'
     forward (matrices and attention, not the LM head), ``selective`` the attention core."""
