@@ -68,7 +68,8 @@ DESCRIPTIONS = {
     "palm": "PaLM model FLOPs: 6·N + 12·L·H·Q·T per token",
     "hardware": "exact matrix count plus recomputed forward work",
     "megatron": "Megatron-LM num_floating_point_operations",
-    "torchtitan": "torchtitan get_num_flop_per_token (6·N without the input embedding + 12·L·H·Q·T)",
+    "torchtitan": "torchtitan's FLOPs per token, formerly get_num_flop_per_token (6·N without the input "
+                  "embedding + 12·L·H·Q·T)",
     "verl": "verl FlopsCounter (both vocabulary matrices, attention over s²/2 pairs)",
 }
 
