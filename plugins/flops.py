@@ -146,7 +146,7 @@ def _ffn(a):
     return a["mats"] * a["h"] * a["f"] if a["f"] is not None else 0
 
 
-def block_matrix_params(a, m, router=True):
+def block_matrix_params(a, m):
     """Matrix weights a token multiplies in all blocks (no norms, no embedding, no LM head):
     attention projections, dense FFN or router + k routed + k_s shared experts."""
     Ld, Lm = _layers(a, m)
@@ -154,7 +154,7 @@ def block_matrix_params(a, m, router=True):
     total = Ld * (attn + _ffn(a)) if not _zero(Ld) else 0
     if not _zero(Lm):
         expert = a["mats"] * a["h"] * m["fe"]
-        total = total + Lm * (attn + (a["h"] * m["E"] if router else 0) + (m["k"] + m["ks"]) * expert)
+        total = total + Lm * (attn + a["h"] * m["E"] + (m["k"] + m["ks"]) * expert)
     return total
 
 
