@@ -5,7 +5,8 @@ Run:  python benchmarks/bench_layout.py [--repeat 7]
 Method: in-process.  Loads specs/cases/layout-mt-nlg-530b.plan once, then times
 ``plugins.layout_search.run`` (local engine: constants, candidate grid, the vectorised closed forms of
 ``plugins/layout_model.py``, the validity rules with reasons, the Pareto front and the
-explanations) for each plan — 5,128, 4,096 and the published 4,480 GPUs — in this one process
+explanations) for each plan, and for a plan without a valid layout its diagnosis (the nearest
+batch and GPU count) apart — 5,128, 4,096 and the published 4,480 GPUs — in this one process
 (numpy runs on one core), and the cold `plan search` of the first plan in a new process.
 Prints wall and CPU times and layouts per second.  It compares with nothing: a ratio to another
 tool is only printed by benchmarks/peers.py, which runs both side by side (Calculon with
@@ -44,6 +45,17 @@ def main() -> None:
         print(f"{plan}: {n} candidates, {v} valid; in-process wall best {best * 1e3:.1f} ms, median "
               f"{statistics.median(walls) * 1e3:.1f} ms; CPU median {statistics.median(cpus) * 1e3:.1f} ms; "
               f"{n / statistics.median(cpus):,.0f} layouts per CPU second")
+        if res.best is None and hasattr(res, "diagnose"):
+            # no valid layout: the follow-up search of neighbouring batches and GPU counts
+            # (`plan search` prints it), timed on its own
+            dw = []
+            for _ in range(a.repeat):
+                r2 = search.run(ws, plan)
+                w = time.perf_counter()
+                d = r2.diagnose()
+                dw.append(time.perf_counter() - w)
+            print(f"  diagnosis (nearest batch {d.get('nearest_batch')}, nearest GPU count {d.get('nearest_gpus')}): "
+                  f"wall median {statistics.median(dw) * 1e3:.1f} ms")
     import os
     import subprocess
     import sys

@@ -12,6 +12,24 @@
 
 Names are relative to the plan (``finish_time``, ``memory.usable``) or fully dotted
 (``cpt.deadline``).  Values in ``unit`` (default: the unit ``plan eval`` shows).
+
+``Plan.value`` and ``Results.get`` agree: a float in the requested unit, or with
+``exact=True`` the exact sympy number in that unit.  (``Results.value(id)``, inherited from
+the read-only :class:`~dsl.results.evaluation.Evaluation`, is the engine's accessor: exact, in
+base units.)  A text plan shows how they read:
+
+>>> import dsl
+>>> r = dsl.load("toy.plan", text="plan p { x = 2 s; y = x * 3 }; solve need: p.x for p.y == 12 s")
+>>> r["p"].value("y"), r.get("p.y"), r.get("p.y", "ms")
+(6.0, 6.0, 6000.0)
+>>> r["p"].value("y", "min", exact=True)
+1/10
+>>> r.solves
+{'need': 4.0}
+>>> r["q"]
+Traceback (most recent call last):
+...
+KeyError: "no plan 'q' (plans: p)"
 """
 from __future__ import annotations
 
@@ -32,21 +50,14 @@ class Plan:
         local = f"{self.name}.{name}"
         return self.ws.lookup(local if local in self.ws.nodes else name)
 
-    def value(self, name: str, unit: str | None = None) -> float:
-        """Nominal value of ``name`` in ``unit`` (default: its display unit).
+    def value(self, name: str, unit: str | None = None, exact: bool = False):
+        """Nominal value of ``name`` in ``unit`` (default: its display unit): a float, or with
+        ``exact`` the exact sympy number in that unit.
 
-        :raises PlanError: unknown name; :class:`dsl.engine.units.UnitError` for a unit of another
-            dimension.
+        :raises PlanError: unknown name (naming the nearest); :class:`dsl.engine.units.UnitError`
+            for a unit of another dimension.
         """
-        from dsl.engine.units import check_unit_for, convert
-        nid = self._id(name)
-        n = self.ws.nodes[nid]
-        v = self.ws.value(nid)
-        if v is None:
-            raise PlanError([Diagnostic("error", "type", f"'{nid}' has no numeric value", None, "")])
-        u = n.unit if unit is None else unit
-        check_unit_for(n.dim, u)
-        return convert(float(v), u)
+        return _value(self.ws, self._id(name), unit, exact)
 
     def expr(self, name: str):
         """The sympy expression of ``name`` in terms of the declared inputs (base units)."""
@@ -92,6 +103,24 @@ class Plan:
         return sweep.run(self.ws, self.name, varies, random=random, seed=seed).to_frame()
 
 
+def _value(ws, nid: str, unit: str | None, exact: bool):
+    """The value of node ``nid`` in ``unit`` (default: its display unit): float or exact."""
+    from dsl.engine.units import check_unit_for, convert, parse_unit
+    n = ws.nodes[nid]
+    v = ws.value(nid)
+    if v is None:
+        raise PlanError([Diagnostic("error", "type", f"'{nid}' has no numeric value", None,
+                                    "read strings, booleans and declarations with python_value()")])
+    u = n.unit if unit is None else unit
+    check_unit_for(n.dim, u)
+    if exact:
+        import sympy as sp
+        scale = parse_unit(u).scale if u and u != "1" else 1
+        return sp.nsimplify(v) / sp.Rational(scale.numerator, scale.denominator) if hasattr(scale, "numerator") \
+            else v / scale
+    return float(convert(float(v), u))
+
+
 def workspace_report(ws, fmt: str = "html") -> str:
     """The report of every plan of the root file."""
     from dsl.present import report
@@ -115,6 +144,32 @@ class Results(Evaluation):
                            + f" (plans: {', '.join(self.plans())})")
         return Plan(self, plan)
 
+    def get(self, name: str, unit: str | None = None, exact: bool = False):
+        """The value of dotted ``name`` (``gpus48.finish_time``, ``cpt.deadline``) in ``unit``
+        as :meth:`Plan.value` gives it, or a named solve's answer (``min_mfu``: a float in the
+        target's unit or ``unit``).
+
+        :raises PlanError: unknown name (naming the nearest).
+        """
+        if name in self.solve_names:
+            from dsl.engine.units import check_unit_for, convert
+            from dsl.results.solver import named_solutions
+            sol = named_solutions(self, {name})[name]
+            if sol.answer is None:
+                raise PlanError([Diagnostic("error", "solve", f"'{name}' has no answer: {sol.note}", None, "")])
+            u = sol.unit if unit is None else unit
+            check_unit_for(self.nodes[sol.target].dim, u)
+            return float(convert(sol.answer, u))
+        return _value(self, self.lookup(name), unit, exact)
+
+    @property
+    def solves(self) -> dict:
+        """{named solve: its answer (float in the target's unit, None without an answer)}."""
+        from dsl.engine.units import convert
+        from dsl.results.solver import named_solutions
+        return {n: None if s.answer is None else float(convert(s.answer, s.unit))
+                for n, s in named_solutions(self).items()}
+
     def report(self, fmt: str = "html") -> str:
         """The report of the root file's plans (``plan report``) as html, md or text."""
         return workspace_report(self, fmt)
@@ -124,18 +179,20 @@ class Results(Evaluation):
 
 
 def load(path, text: str | None = None, evaluate: bool = True, disable: tuple[str, ...] = (),
-         extra: tuple = ()) -> Results:
+         extra: tuple = (), plans=None) -> Results:
     """Load and evaluate a `.plan` file (the notebook API and the CLI's loader).
 
     :param disable: plugin names not to load (as ``plan --disable-plugin NAME``; the
         ``PLAN_DISABLE_PLUGINS`` environment variable adds more, comma-separated).
     :param extra: plugin objects to register besides the installed ones (tests, notebooks).
+    :param plans: price only these plans and the plans they depend on (``extends``, names
+        they read), as ``plan eval --plan``; the others are left out of the result.
     :raises PlanError: with every diagnostic when the file has errors.
     """
     from dsl.evaluate.workspace import Workspace
     from dsl.plugin.manager import get_plugins
     plugins = get_plugins(blocked=disabled_plugins(disable), extra=tuple(extra))
-    return Results(Workspace(path, text=text, plugins=plugins, evaluate=evaluate))
+    return Results(Workspace(path, text=text, plugins=plugins, evaluate=evaluate, only=plans))
 
 
 def disabled_plugins(names=()) -> tuple[str, ...]:

@@ -1,8 +1,11 @@
 """The ``plan`` command line.
 
-Exit codes (every command): 0 ok; 1 a problem in the plan (syntax, names, units, cycles,
-missing imports, out-of-range values …; with ``eval --strict`` also a violated requirement
-such as a missed deadline or a plan that does not fit in memory); 2 usage error.
+Exit codes (every command, one per kind of failure): 0 ok; 1 a problem in the plan or its
+files (syntax, names, units, cycles, missing imports, out-of-range values …; with ``--strict``
+also a violated requirement such as a missed deadline or a plan that does not fit in memory);
+2 a bad command line (an unknown option, a malformed value such as ``--vary`` or ``--query``,
+an unknown unit, a name the file does not have, an output that cannot be written); 3 a missing
+optional package (matplotlib, scipy, dask).
 Diagnostics go to stderr as ``file:line:col: error[code]: summary`` with the quoted line,
 a caret and a hint; no traceback reaches the user.
 """
@@ -14,7 +17,24 @@ import sys
 
 from dsl.present.tables import render_table
 
-EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_PLAN, EXIT_USAGE, EXIT_MISSING = 0, 1, 2, 3
+
+from dsl.syntax.diagnostics import PlanError as _PlanError  # noqa: E402  (a light module)
+
+
+class CommandLineError(_PlanError):
+    """Diagnostics about what was given on the command line (a name the file does not have, a
+    malformed ``--query`` or ``--vary``): exit 2, not 1."""
+
+
+def _cmdline(fn, *args):
+    """``fn(*args)``, its PlanError re-raised as :class:`CommandLineError` (exit 2)."""
+    try:
+        return fn(*args)
+    except CommandLineError:
+        raise
+    except _PlanError as e:
+        raise CommandLineError(e.diagnostics) from None
 
 
 def _count(least: int):
@@ -36,7 +56,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="plan",
         description="Evaluate .plan files: will this training design fit, and will it finish in time?",
-        epilog="Exit codes: 0 ok, 1 a problem in the plan, 2 usage error.  See docs/language.md.")
+        epilog="Exit codes: 0 ok, 1 a problem in the plan (or, with --strict, a failed requirement), 2 a bad "
+               "command line, 3 a missing optional package.  See docs/language.md.")
     p.add_argument("--version", action="version", version="plan 0.1.0")
     p.add_argument("--disable-plugin", dest="disable_plugin", action="append", default=[], metavar="NAME",
                    help="do not load plugin NAME (repeatable; also PLAN_DISABLE_PLUGINS=a,b); "
@@ -46,8 +67,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="evaluate every plan: headline quantities, requirements, critical path",
                        description="Evaluate the plans declared in FILE (imported plans only when named with "
                                    "--plan, or when FILE declares none) and print their headline quantities "
-                                   "with units, requirements (memory fits, deadline met) and the step's "
-                                   "critical path.")
+                                   "with units, requirements (memory fits, deadline met), the answers of "
+                                   "named solves (`solve NAME: …`) and the step's critical path.")
     e.add_argument("file", metavar="FILE")
     e.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     e.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
@@ -67,13 +88,19 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                        description="Print the nominal value of NAME (plan.quantity, plan.block.param or "
                                    "declaration.field) as a bare number, in the unit `plan eval` shows for it "
                                    "(GiB, day, % …) unless --in UNIT is given; scripts should pass --in. "
-                                   "A requirement (plan.meets_deadline, plan.fits_memory) prints true or false.")
+                                   "A named solve (`solve min_mfu: …`) prints its answer; a requirement "
+                                   "(plan.meets_deadline, or a file-level `require` by its name) prints true or false.")
     g.add_argument("file", metavar="FILE")
-    g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, qwen3_8b.params, or a requirement "
-                                                "such as gpus48.meets_deadline (prints true/false)")
+    g.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, qwen3_8b.params, a named solve such as "
+                                                "min_mfu, or a requirement such as gpus48.meets_deadline "
+                                                "(prints true/false)")
     g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
     g.add_argument("--expr", action="store_true",
                    help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
+    g.add_argument("--with-unit", action="store_true",
+                   help="print the unit after the number (24.64 day); scripts that read the number alone omit it")
+    g.add_argument("--format", choices=("text", "json"), default="text",
+                   help="json prints {\"name\", \"value\", \"unit\"} (a requirement: value true/false, unit null)")
 
     c = sub.add_parser("check", help="parse, resolve names, build the graph and check units; compute no value",
                        description="Parse FILE and its imports, resolve names, extends and imports, build "
@@ -81,8 +108,9 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     c.add_argument("file", metavar="FILE")
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.add_argument("--strict", action="store_true",
-                   help="also evaluate, and exit 1 when a requirement fails, naming it, its margin and the "
-                        "inputs that drive it (a CI gate)")
+                   help="also evaluate, and exit 1 when a requirement fails (a plan's, or a file-level "
+                        "`require` on a named solve's answer), naming it, its margin and the inputs that "
+                        "drive it (a CI gate)")
     c.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable; with --strict)")
 
     s = sub.add_parser("solve", help="answer break-even queries (`solve X for LHS == RHS`)",
@@ -102,7 +130,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     f.add_argument("--name", action="append", metavar="FIGURE", help="only this figure (repeatable); see --list")
     f.add_argument("-o", "--out", metavar="DIR", default=".", help="output directory (default: current)")
     f.add_argument("--format", choices=("svg", "png", "pdf"), default="svg")
-    f.add_argument("--list", action="store_true", help="list the available figures and exit")
+    f.add_argument("--list", action="store_true", help="list the figures that apply to FILE's plans (with the "
+                                                         "plans) and exit")
 
     t = sub.add_parser("timeline", help="print a plan's timeline as a compact text Gantt chart",
                        description="Print each timeline of the plans in FILE (a training step, a pipeline "
@@ -137,7 +166,7 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     d.add_argument("--format", choices=("text", "md", "json"), default="text")
 
     w = sub.add_parser("sweep", help="evaluate a plan over a grid or random samples of inputs (numpy)",
-                       description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%%:50%%:21; "
+                       description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%:50%:21; "
                                    "NAME alone uses its declared range) and evaluate the plan's headline quantities "
                                    "and requirements at every point, compiled once with lambdify and vectorised "
                                    "with numpy.  Prints a feasibility "
@@ -166,7 +195,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                                    "plugin or declaration that defines it, its formula over the nodes below, its "
                                    "documentation and references and, for inputs, range and source.")
     x.add_argument("file", metavar="FILE")
-    x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time")
+    x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, or a requirement such as "
+                                                "gpus48.meets_deadline (both of its sides explained)")
     x.add_argument("--depth", type=_count(0), metavar="N", help="stop N levels below NAME")
     x.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -210,10 +240,11 @@ class CommandContext:
     * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
       root file's plans when ``names`` is empty); an unknown one raises PlanError;
     * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
-    * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE`` — the exit codes.
+    * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE``, ``EXIT_MISSING`` — the exit codes (3: a
+      missing optional package).
     """
 
-    EXIT_OK, EXIT_PLAN, EXIT_USAGE = EXIT_OK, EXIT_PLAN, EXIT_USAGE
+    EXIT_OK, EXIT_PLAN, EXIT_USAGE, EXIT_MISSING = EXIT_OK, EXIT_PLAN, EXIT_USAGE, EXIT_MISSING
 
     def __init__(self) -> None:
         self.UsageError = UsageError
@@ -284,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
             print(render(d), file=sys.stderr)
         n = sum(d.severity == "error" for d in e.diagnostics)
         print(f"{n} error{'s' if n != 1 else ''}", file=sys.stderr)
+        if isinstance(e, CommandLineError):
+            return EXIT_USAGE
+        errs = [d for d in e.diagnostics if d.severity == "error"]
+        if errs and all(d.code == "missing-dependency" for d in errs):
+            return EXIT_MISSING
         return EXIT_PLAN
     except UsageError as e:
         print(f"plan: error[{e.code}]: {e}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
@@ -337,10 +373,11 @@ def _warn(ws) -> None:
 _DISABLED: tuple[str, ...] = ()   # set by main() from --disable-plugin
 
 
-def _load(path: str, evaluate: bool = True):
-    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``)."""
+def _load(path: str, evaluate: bool = True, plans=None):
+    """The evaluation of FILE with the plugins not disabled (``--disable-plugin``); with
+    ``plans``, only those plans and the plans they depend on are priced."""
     from dsl.api import load
-    return load(path, evaluate=evaluate, disable=_DISABLED)
+    return load(path, evaluate=evaluate, disable=_DISABLED, plans=plans)
 
 
 def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
@@ -435,8 +472,8 @@ def _select_plans(ws, file: str, wanted):
         unknown = [p for p in wanted if p not in plans]
         if unknown:
             g = did_you_mean(unknown[0], plans)
-            raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {file}",
-                                        None, f"did you mean '{g}'?" if g else "plans: " + ", ".join(plans))])
+            raise CommandLineError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {file}",
+                                               None, f"did you mean '{g}'?" if g else "plans: " + ", ".join(plans))])
         plans = [p for p in plans if p in wanted]
     return plans
 
@@ -450,9 +487,7 @@ def cmd_figure(args) -> int:
     _warn(ws)
     specs = ws.plugins.figures
     if args.list:
-        for name, spec in sorted(specs.items()):
-            print(f"{name:24s} {spec.title}  [plugin {spec.plugin}]")
-        return EXIT_OK
+        return _list_figures(ws, args, specs)
     unknown = [n for n in (args.name or []) if n not in specs]
     if unknown:
         from dsl.syntax.diagnostics import did_you_mean
@@ -475,10 +510,46 @@ def cmd_figure(args) -> int:
                     print(out / f"{p}-{name}.{args.format}")
                     written += 1
     except FigureError as e:
-        print(f"plan: error[figure]: {e}", file=sys.stderr)
-        return EXIT_PLAN
+        from dsl.present.figures import MissingPackage
+        missing = isinstance(e, MissingPackage)
+        print(f"plan: error[{'missing-dependency' if missing else 'figure'}]: {e}", file=sys.stderr)
+        return EXIT_MISSING if missing else EXIT_PLAN
     if not written:
         print(f"{args.file}: no figure applies to these plans", file=sys.stderr)
+    return EXIT_OK
+
+
+def _list_figures(ws, args, specs) -> int:
+    """`plan figure FILE --list`: the figures that apply to FILE's plans (each drawn once, off
+    screen, to find out), with the plans they apply to; the others are counted."""
+    from dsl.present.figures import FigureError, MissingPackage, new_figure
+
+    plans = _select_plans(ws, args.file, args.plan)
+    rows, others = [], 0
+    for name, spec in sorted(specs.items()):
+        if args.name and name not in args.name:
+            continue
+        hit = []
+        for p in plans:
+            try:
+                if spec.draw(ws, p, new_figure()):
+                    hit.append(p)
+            except MissingPackage as e:
+                print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
+                return EXIT_MISSING
+            except FigureError:
+                continue
+        if hit:
+            rows.append((name, spec, hit))
+        else:
+            others += 1
+    if not rows:
+        print(f"{args.file}: no figure applies to its plans ({', '.join(plans) or 'none'})", file=sys.stderr)
+    for name, spec, hit in rows:
+        print(f"{name:24s} {spec.title}  [plugin {spec.plugin}]  plans: {', '.join(hit)}")
+    if others:
+        print(f"({others} other figure{'s' if others != 1 else ''} apply to none of these plans; "
+              "`plan plugins` lists every figure)")
     return EXIT_OK
 
 
@@ -526,21 +597,9 @@ def cmd_timeline(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from dsl.syntax.diagnostics import Diagnostic, PlanError
-
-    ws = _load(args.file)
+    ws = _load(args.file, plans=args.plan)
     _warn(ws)
-    plans = ws.plans(own=not args.plan)
-    if args.plan:
-        plans = ws.plans()
-        unknown = [p for p in args.plan if p not in plans]
-        if unknown:
-            from dsl.syntax.diagnostics import did_you_mean
-            g = did_you_mean(unknown[0], plans)
-            raise PlanError([Diagnostic("error", "unknown-name", f"no plan '{unknown[0]}' in {args.file}",
-                                        None, f"did you mean '{g}'?" if g else
-                                        "plans: " + ", ".join(plans))])
-        plans = [p for p in plans if p in args.plan]
+    plans = _select_plans(ws, args.file, args.plan)
     from dsl.engine.units import UnitError, parse_unit
     for u in args.units:
         try:
@@ -548,21 +607,80 @@ def cmd_eval(args) -> int:
         except UnitError as err:
             print(f"plan: error[unknown-unit]: {err}\n  hint: {err.hint}", file=sys.stderr)
             return EXIT_USAGE
+    if not plans and not ws.solve_names and not ws.file_requirements and args.format == "text":
+        n = len([d for d in ws.decls.values() if d.ast.span.file == ws.modules[0].file]) if ws.modules else 0
+        what = ("is empty" if not ws.modules or not (ws.modules[0].decls or ws.modules[0].imports)
+                else f"declares no plan ({n} other declaration{'s' if n != 1 else ''})" if n
+                else "declares nothing of its own (only imports)")
+        print(f"{args.file} {what}: nothing to evaluate; declare a plan with `plan NAME {{ … }}` "
+              "(`plan plugins` lists the blocks it can use)")
+        return EXIT_OK
     if not plans:
         print(f"{args.file}: no plans to evaluate (declare one with `plan NAME {{ … }}`)", file=sys.stderr)
     rep = _report(ws, plans, args.units, sources=args.sources,
                   tables=args.tables or ("all" if args.format == "json" else "default"))
-    violated = any(not r["ok"] for p in rep.values() for r in p["requirements"])
+    solves, freqs = _file_results(ws, plans if args.plan else None, args.units)
+    violated = any(not r["ok"] for p in rep.values() for r in p["requirements"]) or \
+        any(not r["ok"] for r in freqs)
     if args.format == "json":
         if args.tables is not None:         # JSON lists every table unless asked otherwise
             for r in rep.values():
                 r["tables"] = {n: t for n, t in r["tables"].items() if _shown(t, args.tables)}
-        print(json.dumps({"file": args.file, "plans": rep,
+        print(json.dumps({"file": args.file, "plans": rep, "solves": solves, "requirements": freqs,
                           "diagnostics": [d.to_json() for d in ws.diagnostics]}, indent=2, sort_keys=True))
         return EXIT_PLAN if (violated and args.strict) else EXIT_OK
     print(_render_eval(args.file, rep, plans, args.units, tables=args.tables or "default",
-                       sources=args.sources))
+                       sources=args.sources, solves=solves, file_requirements=freqs))
     return EXIT_PLAN if (violated and args.strict) else EXIT_OK
+
+
+def _file_scope(ws, plans) -> tuple[set, set]:
+    """The named solves and file-level requirements that concern only ``plans`` (all of them
+    when ``plans`` is None): a solve whose target is in one of them, a requirement whose
+    solves are among those and whose other names belong to them or to non-plan declarations."""
+    def owner_ok(nid: str) -> bool:
+        n = ws.nodes.get(nid)
+        return n is None or ws.decls[n.owner].kind != "plan" or n.owner in plans
+    if plans is None:
+        return set(ws.solve_names), {r.name for r in ws.file_requirements}
+    sv = {n for n, q in ws.solve_names.items() if q.target.parts[0] in plans}
+    rq = set()
+    for r in ws.file_requirements:
+        syms = {x.name for e in (r.lhs, r.rhs) for x in e.free_symbols if not x.name.startswith("solve:")}
+        if set(r.answers) <= sv and all(owner_ok(x) for x in syms):
+            rq.add(r.name)
+    return sv, rq
+
+
+def _file_results(ws, plans=None, units=()) -> tuple[dict, list]:
+    """Named solves (name -> the solution's JSON, ``answer`` in ``unit``) and the file-level
+    requirements (``lhs``/``rhs`` in ``unit``) of the root file, limited to ``plans``."""
+    from dsl.engine.units import convert, parse_unit
+    from dsl.results.solver import file_requirement_results, named_solutions
+
+    sv, rq = _file_scope(ws, plans)
+    if not sv and not rq:
+        return {}, []
+    by_dim = {}
+    for u in units:
+        by_dim.setdefault(parse_unit(u).dim, u)
+    sols = named_solutions(ws, sv)
+    out = {}
+    for name, sol in sols.items():
+        u = by_dim.get(ws.nodes[sol.target].dim)
+        if u:
+            sol.unit = u
+        out[name] = sol.to_json()
+    reqs = []
+    for r in file_requirement_results(ws):
+        if r["name"] not in rq:
+            continue
+        u = by_dim.get(parse_unit(r["unit"]).dim if r["unit"] else None) or r["unit"]
+        r["unit"] = u
+        r["lhs"] = None if r["lhs_si"] is None else convert(r["lhs_si"], u)
+        r["rhs"] = None if r["rhs_si"] is None else convert(r["rhs_si"], u)
+        reqs.append(r)
+    return out, reqs
 
 
 def _shown(t: dict, mode: str) -> bool:
@@ -608,7 +726,7 @@ def _render_tables(rep: dict, plans: list[str], mode: str) -> list[str]:
 
 
 def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], tables: str = "default",
-                 sources: bool = False) -> str:
+                 sources: bool = False, solves: dict | None = None, file_requirements=()) -> str:
     """The text of `plan eval`: a quantity × plan table, requirements, plugin tables (see
     :func:`_render_tables`), critical paths and, with ``sources``, the references."""
     from dsl.engine.units import convert, format_number, parse_unit
@@ -632,13 +750,29 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
         lines.append("  ".join(c.ljust(widths[j]) if j < 2 else c.rjust(widths[j]) for j, c in enumerate(r)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
-    lines.append("")
-    lines.append("requirements")
+    if any(rep[p]["requirements"] for p in plans) or file_requirements:
+        lines.append("")
+        lines.append("requirements")
     for p in plans:
         for r in rep[p]["requirements"]:
             mark = "ok  " if r["ok"] else "FAIL"
             lines.append(f"  {mark} {p}.{r['name']}: {format_number(r['lhs'])} {r['op']} "
                          f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
+    for r in file_requirements:
+        mark = "ok  " if r["ok"] else "FAIL"
+        if r["lhs"] is None:
+            lines.append(f"  FAIL {r['name']}: {r['text']}  <- {r['note']}")
+            continue
+        lines.append(f"  {mark} {r['name']}: {format_number(r['lhs'])} {r['op']} "
+                     f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
+    if solves:
+        lines.append("")
+        lines.append("solves")
+        w = max(len(n) for n in solves)
+        for name, s in solves.items():
+            u = "" if s["unit"] == "1" else s["unit"]
+            shown = (f"{format_number(s['answer'])} {u}".rstrip() if s["answer"] is not None else "no answer")
+            lines.append(f"  {name.ljust(w)}  {shown}   ({s['query']})")
     lines.extend(_render_tables(rep, plans, tables))
     cps = [(p, rep[p]["critical_path"]) for p in plans if rep[p]["critical_path"]]
     if cps:
@@ -655,24 +789,44 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
     return "\n".join(lines)
 
 
+def _emit(args, value, unit: str | None = None) -> int:
+    """Print one result of `plan get`: bare, with its unit (``--with-unit``) or as JSON."""
+    if isinstance(value, float):
+        shown = str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    elif isinstance(value, bool):
+        shown = "true" if value else "false"
+    else:
+        shown = str(value)
+    u = None if unit in (None, "", "1") else unit
+    if getattr(args, "format", "text") == "json":
+        print(json.dumps({"name": args.name, "value": value, "unit": u}, sort_keys=True))
+    else:
+        print(shown + (f" {u}" if u and getattr(args, "with_unit", False) else ""))
+    return EXIT_OK
+
+
 def cmd_get(args) -> int:
     from dsl.engine.units import UnitError
 
     ws = _load(args.file)
+    if args.name in ws.solve_names:
+        return _get_answer(ws, args)
+    if "." not in args.name and any(r.name == args.name for r in ws.file_requirements):
+        from dsl.results.solver import file_requirement_results
+        r = next(r for r in file_requirement_results(ws) if r["name"] == args.name)
+        return _emit(args, bool(r["ok"]))
     plan, _, rest = args.name.partition(".")
     if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and f"{plan}.{rest}" not in ws.nodes:
         req = ws.requirement(plan, rest)
         if req is not None:
-            print("true" if req["ok"] else "false")
-            return EXIT_OK
-    nid = ws.lookup(args.name)
+            return _emit(args, bool(req["ok"]))
+    nid = _cmdline(ws.lookup, args.name)
     n = ws.nodes[nid]
     if not n.numeric:
         from dsl.present.explain import show_value
-        print(n.value if isinstance(n.value, str) else show_value(ws, nid))
-        return EXIT_OK
+        return _emit(args, n.value if isinstance(n.value, (str, bool)) else show_value(ws, nid))
     try:
-        val, _ = _display(ws, nid, args.unit)
+        val, shown_unit = _display(ws, nid, args.unit)
     except UnitError as e:
         print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_USAGE
@@ -683,9 +837,34 @@ def cmd_get(args) -> int:
         import sympy as sp
         print(sp.sstr(ws.full_expr(nid)))
         return EXIT_OK
-    v = float(val)
-    print(int(v) if v.is_integer() and abs(v) < 1e15 else repr(v))
-    return EXIT_OK
+    return _emit(args, float(val), shown_unit)
+
+
+def _get_answer(ws, args) -> int:
+    """`plan get FILE NAME` for a named solve: its answer (the whole number for a whole-number
+    target), in the target's unit or ``--in``; ``--expr`` prints its symbolic form."""
+    from dsl.engine.units import UnitError, check_unit_for, convert
+    from dsl.results.solver import named_solutions
+
+    sol = named_solutions(ws, {args.name})[args.name]
+    if args.expr:
+        if sol.symbolic is None:
+            print(f"plan: error[solve]: '{args.name}' has no symbolic form ({sol.method} answer)\n"
+                  "  hint: drop --expr to print the number", file=sys.stderr)
+            return EXIT_PLAN
+        print(sol.symbolic)
+        return EXIT_OK
+    if sol.answer is None:
+        print(f"plan: error[solve]: '{args.name}' has no answer: {sol.note}\n"
+              f"  hint: `plan solve {args.file}` shows the query and what was scanned", file=sys.stderr)
+        return EXIT_PLAN
+    unit = args.unit or sol.unit
+    try:
+        check_unit_for(ws.nodes[sol.target].dim, unit)
+    except UnitError as e:
+        print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
+        return EXIT_USAGE
+    return _emit(args, float(convert(sol.answer, unit)), unit)
 
 
 def cmd_check(args) -> int:
@@ -740,6 +919,37 @@ def _check_strict(ws, args) -> int:
             span = req.span or ws.decls[p].ast.name_span
             diag = Diagnostic("error", "requirement", summary, span, hint)
             failed.append((diag, rr))
+    _, rq = _file_scope(ws, plans if args.plan else None)
+    if rq:
+        from dsl.results.solver import file_requirement_results, named_solutions
+        for res in file_requirement_results(ws):
+            if res["name"] not in rq:
+                continue
+            checked += 1
+            if res["ok"]:
+                continue
+            req = next(r for r in ws.file_requirements if r.name == res["name"])
+            sols = named_solutions(ws, set(req.answers))
+            where = "; ".join(f"{n} is the answer of `solve {n}: {s.query}`"
+                              + (f" ({s.note})" if s.note else "") for n, s in sols.items())
+            u = req.unit
+            if res["lhs_si"] is None:
+                summary = f"requirement '{req.name}' fails: {res['note']}"
+                rr = {"name": req.name, "text": req.text, "unit": u, "lhs": None, "rhs": None, "margin": None,
+                      "relative": None, "drivers": [], "note": res["note"]}
+            else:
+                margin = (res["rhs_si"] - res["lhs_si"]) if req.op in ("<=", "<") else res["lhs_si"] - res["rhs_si"]
+                if req.op == "==":
+                    margin = -abs(res["lhs_si"] - res["rhs_si"])
+                rel = margin / abs(res["rhs_si"]) if res["rhs_si"] else 0.0
+                summary = (f"requirement '{req.name}' fails: {format_quantity(res['lhs_si'], u)} {req.op} "
+                           f"{format_quantity(res['rhs_si'], u)} does not hold (margin {format_quantity(margin, u)}, "
+                           f"{rel * 100:+.1f} %)")
+                rr = {"name": req.name, "text": req.text, "unit": u, "lhs": res["lhs_si"], "rhs": res["rhs_si"],
+                      "margin": margin, "relative": rel, "drivers": []}
+            rr["answers"] = {n: s.to_json() for n, s in sols.items()}
+            failed.append((Diagnostic("error", "requirement", summary, req.span,
+                                      f"{req.text}; {where}" if where else req.text), rr))
     if args.format == "json":
         print(json.dumps({"file": args.file, "ok": not failed, "requirements_checked": checked,
                           "failed": [dict(_in_units(ws, rr), where=str(d.span)) for d, rr in failed]},
@@ -761,7 +971,7 @@ def _in_units(ws, rr: dict) -> dict:
     from dsl.engine.units import convert
 
     u = rr["unit"]
-    out = dict(rr, **{k: convert(rr[k], u) for k in ("lhs", "rhs", "margin")},
+    out = dict(rr, **{k: None if rr[k] is None else convert(rr[k], u) for k in ("lhs", "rhs", "margin")},
                **{f"{k}_si": rr[k] for k in ("lhs", "rhs", "margin")})
     drivers = []
     for d in rr["drivers"]:
@@ -776,6 +986,7 @@ def _in_units(ws, rr: dict) -> dict:
 
 
 def cmd_solve(args) -> int:
+    from dsl.syntax.format import query_text
     from dsl.syntax.parser import parse_query
     from dsl.results.solver import solve_query
     from dsl.engine.units import convert, format_number
@@ -784,7 +995,7 @@ def cmd_solve(args) -> int:
         raise UsageError("usage", "--query is empty", "write --query \"TARGET for LHS == RHS\"")
     ws = _load(args.file)
     _warn(ws)
-    queries = [parse_query(args.query)] if args.query else list(ws.queries)
+    queries = [_cmdline(parse_query, args.query)] if args.query else list(ws.queries)
     if not queries:
         print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
         return EXIT_OK
@@ -797,7 +1008,7 @@ def cmd_solve(args) -> int:
                 sols.append(solve_query(ws, q))
         except TimeoutError as e:
             from dsl.syntax.diagnostics import Diagnostic
-            failed.append((q, PlanError([Diagnostic("error", "limit", f"solving '{q.text()}' {e}", q.span,
+            failed.append((q, PlanError([Diagnostic("error", "limit", f"solving '{query_text(q)}' {e}", q.span,
                                                     L.raise_hint("seconds"))])))
             for d in failed[-1][1].diagnostics:
                 print(render(d), file=sys.stderr)
@@ -805,7 +1016,7 @@ def cmd_solve(args) -> int:
             failed.append((q, e))
             for d in e.diagnostics:
                 print(render(d), file=sys.stderr)
-    rc = EXIT_PLAN if failed else EXIT_OK
+    rc = (EXIT_USAGE if args.query else EXIT_PLAN) if failed else EXIT_OK   # --query is the command line
     if args.unit:
         from dsl.engine.units import UnitError, check_unit_for
         for s in sols:
@@ -822,7 +1033,7 @@ def cmd_solve(args) -> int:
         return rc
     lines = []
     for s in sols:
-        lines.append(f"solve {s.query}")
+        lines.append(f"solve {s.name + ': ' if s.name else ''}{s.query}")
         if s.value is None:
             lines.append(f"  {s.note}")
         else:
@@ -895,7 +1106,12 @@ def cmd_diff(args) -> int:
     with tempfile.TemporaryDirectory(prefix="plan-diff-") as tmp:
         old = diff.load_side(args.old, Path(tmp))
         new = diff.load_side(args.new, Path(tmp))
-        res = diff.compare(old, new)
+        try:
+            res = diff.compare(old, new)
+        except _PlanError as e:   # `#PLAN` naming no plan of the file is a bad command line
+            if all(d.code == "unknown-name" and d.span is None for d in e.diagnostics):
+                raise CommandLineError(e.diagnostics) from None
+            raise
     if args.format == "json":
         print(json.dumps(res, indent=2, sort_keys=True, default=str))
     elif args.format == "md":
@@ -913,10 +1129,10 @@ def cmd_sweep(args) -> int:
         sweep._numpy()
     except sweep.SweepError as e:
         print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_MISSING
     ws = _load(args.file)
     _warn(ws)
-    varies = [sweep.parse_vary(ws, v) for v in args.vary]
+    varies = [_cmdline(sweep.parse_vary, ws, v) for v in args.vary]
     if args.plan:
         plans = _select_plans(ws, args.file, args.plan)
     else:
@@ -1016,7 +1232,16 @@ def cmd_explain(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    nid = ws.lookup(args.name)
+    plan, _, rest = args.name.partition(".")
+    if plan in ws.decls and ws.decls[plan].kind == "plan" and rest and f"{plan}.{rest}" not in ws.nodes:
+        rt = explain.requirement_tree(ws, plan, rest, args.depth)
+        if rt is not None:
+            if args.format == "json":
+                print(json.dumps(rt, indent=2, sort_keys=True))
+            else:
+                print(explain.render_requirement(rt, plan))
+            return EXIT_OK
+    nid = _cmdline(ws.lookup, args.name)
     t = explain.tree(ws, nid, args.depth)
     if args.format == "json":
         print(json.dumps(t, indent=2, sort_keys=True))
@@ -1032,7 +1257,7 @@ def cmd_graph(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    q = ws.lookup(args.quantity) if args.quantity else None
+    q = _cmdline(ws.lookup, args.quantity) if args.quantity else None
     if args.plan:
         plan = _select_plans(ws, args.file, [args.plan])[0]
     else:

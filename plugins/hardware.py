@@ -35,3 +35,13 @@ def plan_kinds_register():
             Param("bandwidth", "B/s", doc="sustained write bandwidth", optional=True),
         )),
     ]
+
+
+@hookimpl
+def plan_commands_register():
+    """``plan init``: a commented starter plan for a model, a catalog device and a GPU count."""
+    from dsl.plugin import CommandSpec
+
+    from . import starter
+    return [CommandSpec("init", starter.INIT_HELP, starter.add_arguments, starter.run_command,
+                        starter.INIT_DESCRIPTION)]

@@ -85,6 +85,13 @@ KNOB_PARAMS = (
     Param("latency", "s", "0 s", "per-call latency of one ring step", min=0),
     Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute", min=0, max=1),
     Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
+    Param("offload", default='"none"', kind="choice", choices=("none", "optimizer"),
+          doc="optimizer: ZeRO-Offload keeps master weights and optimizer states in host memory and runs the "
+              "optimizer step on the CPU"),
+    Param("host_link", kind="ref", ref_kind="link", optional=True,
+          doc="the GPU's link to host memory for the offloaded optimizer (default: link)"),
+    Param("host_bandwidth", "GB/s", None, "host memory bandwidth one GPU's CPU optimizer step streams at "
+          "(needed with offload)", min=0, min_open=True, optional=True),
 )
 
 PLAN_PARAMS = (
@@ -105,6 +112,8 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
                  "gather_time", "persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu",
                  "optimizer_per_gpu", "activation_per_layer", "activation_memory", "memory_per_gpu",
                  "memory_margin", "steps", "train_time", "finish_time")
+# with `offload = "optimizer"` (ZeRO-Offload)
+STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
 
 LAYOUT = UseSpec(
     "layout",
@@ -135,6 +144,10 @@ SEARCH = UseSpec(
               doc="recomputation modes (none, selective, full)"),
         Param("sequence_parallel", default='["off", "on"]', kind="list", item="string",
               doc="sequence parallelism settings (off, on)"),
+        Param("offload", default='["none"]', kind="list", item="string",
+              doc="optimizer offload settings (none, optimizer; optimizer needs host_bandwidth in `use layout`)"),
+        Param("batch_tolerance", "", "0 %", "a layout whose dp·micro-batch does not divide the global batch "
+              "trains the nearest batch that does, within ± this share (0: the batch is exact)", min=0, max=1),
     ),
     order=36,
 )
@@ -145,7 +158,8 @@ ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nic
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "lm_head": True, "link": None,
-            "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False}
+            "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False,
+            "offload": "none", "host_link": None, "host_bandwidth": None}
 
 
 @hookimpl
@@ -270,6 +284,22 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
     return K, mo["moe"]
 
 
+def _offload_knobs(ctx, kn, K, X, link):
+    """`offload = "optimizer"` (ZeRO-Offload): the host link and host bandwidth into ``K``."""
+    X["off"] = int(kn.value("offload") == "optimizer")
+    if not X["off"]:
+        return
+    host = kn.ref("host_link")
+    K["host_link"] = host.q("bandwidth", "B/s", positive=True) if host is not None else link
+    if K["host_link"] is None:
+        kn.error_at("offload", "the offloaded optimizer needs the GPU's link to host memory",
+                    "add `host_link = …` (or `link = …`) to `use layout`", code="missing-parameter")
+    if not kn.given("host_bandwidth"):
+        kn.error_at("offload", "the CPU optimizer step needs the host memory bandwidth it streams at",
+                    "add `host_bandwidth = …` (e.g. 50 GB/s per GPU) to `use layout`", code="missing-parameter")
+    K["host_bw"] = kn.q("host_bandwidth")
+
+
 def _activation_mode(ctx, kn):
     mode = kn.value("activations")
     if mode != "auto":
@@ -350,6 +380,7 @@ def plan_quantities_price(ctx):
          "z": int(kn.value("zero")), "r": lm.RECOMPUTE.index(kn.value("recompute")),
          "sp": int(bool(kn.value("sequence_parallel")))}
     stage_layers = kn.value("stage_layers")
+    _offload_knobs(ctx, kn, K, X, link)
     nominal_d = ctx.nominal(d)
     if not explicit_dp and t * p * c > 1 and nominal_d != int(nominal_d):
         kn.error_at("tp", f"tp·pp·cp = {t * p * c} does not divide the {ctx.value('gpus'):g} GPUs",
@@ -451,6 +482,7 @@ def plan_quantities_price(ctx):
         ctx.define("gather_time", r["dp_gather"], "s",
                    "link time of the per-step AllGather of updated weights (stages 1–2)")
         ctx.define("dp_comm", ctx.q("step_time", "s") - chain - ctx.param("input_wait")
+                   - (ctx.q("optimizer_offload_time", "s") if X["off"] else 0)
                    - (ctx.q("straggler_delay", "s") if ctx.provided("straggler_delay") else 0), "s",
                    "exposed DP/ZeRO collectives per step", headline=X["t"] * p * c > 1, rank=7)
     ctx.define("comm_wait", ctx.q("step_time", "s") - comp - (imb_t if imb_t is not None else 0) - rec - bubble
@@ -459,6 +491,15 @@ def plan_quantities_price(ctx):
                headline=True, rank=8)
     ctx.define("input_wait", ctx.param("input_wait"), "s", "exposed wait for input data per step",
                headline=True, rank=9)
+    if X["off"]:
+        ctx.define("optimizer_offload_time", r["offload"], "s", lm.TERM_NAMES["offload"] + ", exposed", headline=True,
+                   rank=7.5,
+                   references=("Ren et al. 2021, 'ZeRO-Offload: Democratizing Billion-Scale Model Training'",))
+        ctx.define("optimizer_host_traffic", r["offload_volume"], "GB",
+                   "gradients to the host and weights back per step")
+        ctx.define("optimizer_cpu_time", r["offload_cpu"], "s", "CPU optimizer step (memory-bound)")
+        ctx.define("host_memory_per_gpu", r["offload_host_bytes"], "GiB",
+                   "master weights and optimizer states held in host memory for one GPU")
     # ---- memory per GPU
     if ctx.block("memory") is not None:
         states = {"weights": "bytes_W", "grads": "bytes_G", "master": "bytes_M", "optimizer": "bytes_O"}
@@ -468,6 +509,8 @@ def plan_quantities_price(ctx):
         for k, kb in states.items():
             # dense shard over dp, routed experts' shard over the expert-data-parallel group
             x = K[kb] * (r["P_dense"] * (1 / d if sharded[k] else 1) + r["P_exp"] * (1 / r["d_exp"] if sharded[k] else 1))
+            if X["off"] and k in ("master", "optimizer"):
+                x = 0 * x          # on the host (ZeRO-Offload)
             tot += ctx.define(f"{k}_per_gpu", x, "GiB", f"{k} state held by one GPU under ZeRO-{z}, "
                               f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp)")
         persistent = ctx.define("persistent_memory", tot, "GiB", "persistent state per GPU under the layout",
@@ -587,6 +630,10 @@ def plan_activities_schedule(ctx):
         prev = k
         chain.append(dur)
     if not priced:
+        if ctx.defined("optimizer_offload_time"):
+            tl.add("optimizer_offload", ctx.q("optimizer_offload_time"), "host", after=[prev],
+                   doc="offloaded optimizer: gradients down (beyond the last backward), CPU Adam, weights up",
+                   kind="comm")
         tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)
         return
     head, tail, tt = ctx.q("comm_head"), ctx.q("comm_tail"), ctx.q("transfer_time")
@@ -614,6 +661,10 @@ def plan_activities_schedule(ctx):
         tl.add("grad_reduce", tt - gather - tail, "link", after=["backward_lag"],
                doc="gradient reduction overlapped with the backward passes", kind="comm")
         tl.add(last, tail, "link", after=[prev, "grad_reduce"], doc="last collective (word embedding gradient)",
+               kind="comm")
+    if ctx.defined("optimizer_offload_time"):
+        tl.add("optimizer_offload", ctx.q("optimizer_offload_time"), "host", after=[prev, last],
+               doc="offloaded optimizer: gradients down (beyond the last backward), CPU Adam, weights up",
                kind="comm")
     tl.makespan_quantity("step_time", "s", "one training step: longest path of the step timeline", rank=10)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import flops
 
 # Terms of the step time, in the order the explanation lists them.
-TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "input")
+TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "offload", "input")
 TERM_NAMES = {
     "compute": "compute (forward + backward at the stated MFU)",
     "imbalance": "MoE routing imbalance (the most loaded expert-parallel rank's extra expert work)",
@@ -24,8 +24,9 @@ TERM_NAMES = {
     "tp": "exposed TP all-reduces",
     "cp": "exposed CP K/V exchange",
     "ep": "exposed EP all-to-all",
-    "pp": "pipeline send/receive on fill and drain",
+    "pp": "pipeline boundary sends on the critical path",
     "dp": "exposed DP/ZeRO collectives",
+    "offload": "optimizer offload (gradients down, CPU Adam, weights up)",
     "input": "input wait",
 }
 RECOMPUTE = ("none", "selective", "full")
@@ -114,6 +115,24 @@ def inflight(p, v, o):
     p under 1F1B (Narayanan et al. 2021); interleaving with v chunks multiplies the
     stage's activation memory by 1 + (p−1)/(p·v) (Korthikanti et al. 2022 §4.2.3)."""
     return o.where(v > 1, p * (1 + (p - 1) / (p * v)), p)
+
+
+def pp_crossings(p, v, m, o):
+    """Boundary messages on the critical path of a pipeline step (each costs one send).
+
+    1F1B (v = 1, Megatron's PipeDream-Flush order, p stages, m micro-batches, even split):
+    2(p−1) + 2·(m−2 − ⌊(m−2)/p⌋) — the fill and drain cross p−1 boundaries each way, and in
+    the steady state stage 0 waits for every group of p micro-batches' round trip, 2(p−1)
+    messages per p micro-batches (the micro-batch that enters a new group rides the
+    previous one's).  This is the longest path of the event engine of ``use pipeline``
+    exactly, for any send time (checked against the engine for p ≤ 11, m ≤ 39).
+    Interleaved (v > 1): 2(p·v − 1), the fill and drain through every chunk boundary — the
+    engine's path while a message is shorter than one chunk's forward (longer messages
+    start to stall the steady state and the engine is longer).
+    """
+    steady = (m - 2) - _floor((m - 2) / p)
+    one_f_one_b = 2 * (p - 1) + 2 * steady
+    return o.where(v > 1, 2 * (p * v - 1), one_f_one_b)
 
 
 def ring_time(k, volume, bw, latency, calls):
@@ -212,10 +231,10 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
         etp_extra = 0 * act
     tp = tp + etp_extra
     exposed = 1 - K["overlap"]
-    # ---- PP: the fill and drain cross p·v − 1 stage boundaries each way (point-to-point)
+    # ---- PP: boundary sends (point-to-point) on the critical path of the schedule
     pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
     pp_bytes = act / o.where(sp_on == 1, t, 1)
-    pp = o.where(p > 1, 2 * (p * v - 1) * (pp_bytes / pp_bw + K["latency"]), 0 * act)
+    pp = o.where(p > 1, pp_crossings(p, v, m, o) * (pp_bytes / pp_bw + K["latency"]), 0 * act)
     # ---- DP / ZeRO over d (book §10.3.3, plugins/zero.py); model-parallel shard first
     # dense parameters are split by tp·pp and data-parallel over d; routed experts by
     # ep·etp·pp and data-parallel over the expert-data-parallel group d·tp·cp/(ep·etp)
@@ -249,14 +268,16 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     exposed_3 = head + tail + o.max(0, dp_time - head - tail - chain)
     exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
     dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
+    off = offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o)
     terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
-             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "input": K["input"] + 0 * ideal}
+             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "offload": off["time"],
+             "input": K["input"] + 0 * ideal}
     step = sum(terms.values())
     # ---- memory per GPU
     states = {"W": K["bytes_W"], "G": K["bytes_G"], "M": K["bytes_M"], "O": K["bytes_O"]}
     sharded = {"W": z >= 3, "G": z >= 2, "M": z >= 1, "O": z >= 1}
     persistent = sum((P_dense * o.where(sharded[k], 1 / d, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
-                     * states[k] for k in states)
+                     * states[k] for k in states) - off["host_bytes"]
     per_layer = activation_per_layer(K, X, o)
     logits = logits_bytes(K, X)
     if activations == "transient":
@@ -270,8 +291,54 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
                dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
                activation_per_layer=per_layer, logits=logits, pp_message=pp_bytes / pp_bw + K["latency"],
-               pp_bw=pp_bw)
+               pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"])
     return out
+
+
+def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):
+    """ZeRO-Offload (Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model
+    Training"): with ``X["off"]`` = 1 the FP32 master weights and the optimizer states of
+    this GPU's optimizer partition (its 1/d share under ZeRO ≥ 1, all of its model-parallel
+    shard under ZeRO-0) live in host memory and the optimizer step runs on the CPU.  Per
+    step the partition's gradients go to the host and the updated 16-bit weights come back
+    over ``host_link`` — the paper's 2M + 2M bytes for M parameters in fp16, here
+    (bytes_G + bytes_W)·M — and CPU Adam reads the gradient, reads and writes master and
+    optimizer states and writes the weights, (bytes_G + 2·bytes_M + 2·bytes_O + bytes_W)·M
+    bytes at ``host_bw`` (memory-bound).  Exposure: the gradient download overlaps the
+    backward passes that produce the reduced gradients (``window`` of the DP block: the last
+    micro-batch's, every micro-batch's under ZeRO-2), as the paper's overlapped offload; the
+    CPU step and the weight upload follow (no one-step delayed update).
+
+    :returns: ``time`` (s, exposed), ``volume`` (B over the host link), ``cpu`` (s), and
+        ``host_bytes`` (B of master + optimizer state moved off the GPU).
+    """
+    on = X.get("off", 0)
+    zsh = X["z"] >= 1
+    M = P_dense * o.where(zsh, 1 / d, 1) + P_exp * o.where(zsh, 1 / d_exp, 1)
+    if isinstance(on, (int, float)) and not on:
+        zero = 0 * M
+        return {"time": zero, "volume": zero, "cpu": zero, "host_bytes": zero}
+    bw = K.get("host_link", 1)
+    down = K["bytes_G"] * M / bw
+    up = K["bytes_W"] * M / bw
+    cpu = (K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * M / K.get("host_bw", 1)
+    t = o.max(0, down - window) + cpu + up
+    return {"time": on * t, "volume": on * (K["bytes_G"] + K["bytes_W"]) * M, "cpu": on * cpu,
+            "host_bytes": on * (K["bytes_M"] + K["bytes_O"]) * M}
+
+
+def _floor(x):
+    try:
+        import numpy as np
+        if isinstance(x, np.ndarray):
+            return np.floor(x)
+    except ImportError:       # pragma: no cover - numpy is optional
+        pass
+    if isinstance(x, (int, float)):
+        import math
+        return math.floor(x)
+    import sympy as sp
+    return sp.floor(x)
 
 
 def _mod(x, k):

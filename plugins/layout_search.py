@@ -23,20 +23,26 @@ from dataclasses import dataclass, field
 
 from dsl.plugin import Diagnostic, PlanError
 
-KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp")
+KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp", "off")
 KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
-              "z": "zero", "r": "recompute", "sp": "sequence_parallel"}
+              "z": "zero", "r": "recompute", "sp": "sequence_parallel", "off": "offload"}
+OFFLOAD = ("none", "optimizer")
+GRID_ORDER = ("t", "p", "c", "e", "v", "b", "z", "r", "sp", "off")
 
 
 class SearchError(Exception):
     """The search cannot run (numpy or dask missing, no cluster)."""
 
 
+class MissingDependency(SearchError):
+    """numpy or dask is not installed (``plan search`` exits 3)."""
+
+
 def _np():
     try:
         import numpy
     except ImportError as e:
-        raise SearchError('plan search needs numpy (a dependency of plan-dsl): pip install numpy') from e
+        raise MissingDependency('plan search needs numpy (a dependency of plan-dsl): pip install numpy') from e
     return numpy
 
 
@@ -55,6 +61,18 @@ class SearchResult:
     explanations: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
 
+    _inputs: tuple | None = field(default=None, repr=False)
+
+    def diagnose(self) -> dict | None:
+        """When no layout is valid: :func:`diagnose` (computed on first call, kept in
+        ``meta["diagnosis"]``); None when some layout is valid."""
+        if self.best is not None or self._inputs is None:
+            return None
+        if "diagnosis" not in self.meta:
+            K, X, names, fail = self._inputs
+            self.meta["diagnosis"] = diagnose(K, X, self.meta, names, fail)
+        return self.meta["diagnosis"]
+
     def __len__(self):
         return len(self.columns["t"])
 
@@ -65,6 +83,9 @@ class SearchResult:
         out = {KNOB_NAMES[k]: int(c[k][i]) for k in KNOBS}
         out["recompute"] = RECOMPUTE[out["recompute"]]
         out["sequence_parallel"] = bool(out["sequence_parallel"])
+        out["offload"] = OFFLOAD[out["offload"]]
+        out["global_batch"] = int(round(float(c["B"][i]))) if "B" in c else int(self.meta["global_batch"])
+        out["batch_adjusted"] = out["global_batch"] != int(self.meta["global_batch"])
         return out
 
     def row(self, i: int) -> dict:
@@ -89,7 +110,7 @@ class SearchResult:
                 "explanations": self.explanations,
                 "pareto": [self.row(i) for i in self.pareto],
                 "layouts": [self.row(i) for i in valid], "rejected": [self.row(i) for i in rej],
-                "rejections": self.meta.get("rejections", {})}
+                "rejections": self.meta.get("rejections", {}), "diagnosis": self.diagnose()}
 
 
 # ---------------------------------------------------------------- constants and grid
@@ -145,12 +166,23 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
         moe_w = val(f"{model}.expert_ffn") * k_act
         Ld = val(f"{model}.dense_layers") if has(f"{model}.dense_layers") else 0.0
         f = (Ld * (f if f is not None else moe_w) + (L - Ld) * moe_w) / L
+    if moe:   # routed experts' FLOPs per token and the routing imbalance, as `use layout` reads them
+        ks = val(f"{model}.shared_experts") if has(f"{model}.shared_experts") else 0.0
+        K["exp_tok"] = val(f"{model}.expert_flops_per_token") * K["topk"] / (K["topk"] + ks)
+        if has(f"{plan}.max_device_rows") and "routing_imbalance" not in ws.decls[plan].uses["layout"]:
+            K["imb"] = val(f"{plan}.max_device_rows") / val(f"{plan}.mean_device_rows")
+        else:
+            K["imb"] = val(pre + "routing_imbalance")
     from plugins.layout_model import PRECISION_BYTES
     K.update(f=f, mats=val(f"{model}.ffn_matrices") if has(f"{model}.ffn_matrices") else 3.0,
              head_tok=2 * h * K["V"], prefetch=float(bool(ws.python_value(pre + "prefetch"))),
              act_bytes=float(PRECISION_BYTES[ws.python_value(pre + "activation_precision")]),
              flash=float(ws.python_value(pre + "attention") == "flash"),
              dropout=float(bool(ws.python_value(pre + "dropout"))), logits=float(bool(ws.python_value(pre + "lm_head"))))
+    host_ref = ws.python_value(pre + "host_link") if pre + "host_link" in ws.nodes else None
+    K["host_link"] = val(f"{host_ref.name}.bandwidth") if host_ref is not None else K["link"]
+    if pre + "host_bandwidth" in ws.nodes and ws.value(pre + "host_bandwidth") is not None:
+        K["host_bw"] = val(pre + "host_bandwidth")
     if K["link"] is None:
         raise PlanError([Diagnostic("error", "search", f"plan '{plan}' names no link in `use layout`", None,
                                     "add `link = …` (the GPU's own link inside a host) to `use layout`")])
@@ -163,6 +195,8 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
             "buffers" in ws.decls[plan].uses
         mode = "transient" if declared else "formula"
     meta = {"activations": mode, "moe": moe,
+            "stage_layers": pre + "stage_layers" in ws.nodes and ws.python_value(pre + "stage_layers") is not None,
+            "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
             "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,
@@ -170,7 +204,11 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
                                       (sp.Rational(ws.value(f"{wl}.seq_len")) *
                                        sp.Rational(ws.value(f"{wl}.global_batch"))))) if has(f"{wl}.tokens") else None,
             "overhead": val(f"{plan}.overhead") if has(f"{plan}.overhead") else 0.0,
-            "model": model, "device": dev, "link": link, "nic": nic_ref.name if nic_ref is not None else None}
+            "model": model, "device": dev, "link": link, "nic": nic_ref.name if nic_ref is not None else None,
+            "tokens": val(f"{wl}.tokens") if has(f"{wl}.tokens") else None, "global_batch": K["B"],
+            "workload": wl,
+            "batch_tolerance": val(f"{plan}.layout_search.batch_tolerance")
+            if f"{plan}.layout_search.batch_tolerance" in ws.nodes else 0.0}
     return K, meta
 
 
@@ -207,15 +245,26 @@ def knob_lists(ws, plan: str) -> dict:
                                         ws.nodes[pre + "sequence_parallel"].span, "valid: off, on")])
     out["r"] = sorted({RECOMPUTE.index(x) for x in rc})
     out["sp"] = sorted({1 if x == "on" else 0 for x in sq})
+    off = ws.python_value(pre + "offload") if searching else (ws.python_value(base + "offload"),)
+    for x in off:
+        if x not in OFFLOAD:
+            raise PlanError([Diagnostic("error", "search", f"unknown offload setting '{x}' in `use layout_search`",
+                                        ws.nodes[pre + "offload"].span, "valid: none, optimizer")])
+    if "optimizer" in off and (f"{base}host_bandwidth" not in ws.nodes or ws.value(f"{base}host_bandwidth") is None):
+        node = ws.nodes.get(pre + "offload") if searching else ws.nodes.get(base + "offload")
+        raise PlanError([Diagnostic("error", "search", "offload = \"optimizer\" needs the host memory bandwidth "
+                                    "of the CPU optimizer step", node.span if node is not None else None,
+                                    "add `host_bandwidth = …` (e.g. 50 GB/s per GPU) to `use layout`")])
+    out["off"] = sorted({OFFLOAD.index(x) for x in off})
     return out
 
 
 def grid(lists: dict, gpus: int) -> dict:
     """Candidate arrays (int64): the product of the knob lists in the order
-    tp, pp, cp, ep, virtual, micro_batch, zero, recompute, sequence_parallel, and
+    tp, pp, cp, ep, virtual, micro_batch, zero, recompute, sequence_parallel, offload, and
     dp = gpus // (tp·pp·cp) (at least 1; the ``gpus_product`` rule rejects a remainder)."""
     np = _np()
-    order = ("t", "p", "c", "e", "v", "b", "z", "r", "sp")
+    order = GRID_ORDER
     mesh = np.meshgrid(*[np.asarray(lists[k], dtype=np.int64) for k in order], indexing="ij")
     X = {k: m.ravel() for k, m in zip(order, mesh)}
     X["d"] = np.maximum(1, gpus // (X["t"] * X["p"] * X["c"]))
@@ -232,11 +281,19 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
 
     o = lm.ops("numpy")
     Xf = {k: v.astype(float) for k, v in X.items()}
+    K = dict(K)
+    if "B" in Xf:            # a global batch per candidate (batch tolerance)
+        K["B"] = Xf["B"]
+    if "G" in Xf:            # a GPU count per candidate (neighbouring GPU counts)
+        K["gpus"] = Xf["G"]
+    skip = meta.get("skip_rules", ())
     with np.errstate(all="ignore"):
         out = lm.evaluate(K, Xf, o, meta["activations"], meta["moe"])
         R = lm.rules(meta["moe"], meta["cross_host_tp"])
         fail = np.full(len(X["t"]), -1, dtype=np.int64)
-        for i, (_, _, lhs, op, rhs) in enumerate(R):
+        for i, (name, _, lhs, op, rhs) in enumerate(R):
+            if name in skip:
+                continue
             lv = np.broadcast_to(np.asarray(lhs(K, Xf), dtype=float), fail.shape)
             rv = np.broadcast_to(np.asarray(rhs(K, Xf), dtype=float), fail.shape)
             ok = {"==": np.abs(lv - rv) <= 1e-9 * np.maximum(1, np.abs(rv)), "<=": lv <= rv}[op]
@@ -257,7 +314,7 @@ def _engine_dask(K, X, meta, chunks, progress, scheduler=None, client=None):
     try:
         from distributed import Client, as_completed
     except ImportError as e:
-        raise SearchError('plan search --engine dask needs dask: pip install "plan-dsl[dist]"') from e
+        raise MissingDependency('plan search --engine dask needs dask: pip install "plan-dsl[dist]"') from e
     own = None
     if client is None:
         if scheduler:
@@ -305,6 +362,11 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
 
     K, meta = constants(ws, plan)
     X = grid(knob_lists(ws, plan), int(K["gpus"]))
+    etp = ws.python_value(f"{plan}.layout.etp") if f"{plan}.layout.etp" in ws.nodes else None
+    if meta["moe"] and etp is not None:     # the layout's expert-TP degree (default: each candidate's tp)
+        X["et"] = np.full_like(X["t"], int(etp))
+    if meta["batch_tolerance"] > 0:
+        X["B"] = nearest_batch(K["B"], X, meta["batch_tolerance"])
     if engine == "dask":
         cols = _engine_dask(K, X, meta, chunks, progress, scheduler, client)
     elif engine == "local":
@@ -322,6 +384,13 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
     c["valid"] = fail < 0
     c["reason"] = reasons[np.where(fail < 0, len(reasons) - 1, fail)]
     steps = meta["steps"] or 0.0
+    if "B" in X and meta["tokens"]:          # an adjusted batch trains the same tokens in other steps
+        tok, per = meta["tokens"], K["s"] * X["B"]
+        if tok == int(tok) and K["s"] == int(K["s"]):     # whole tokens: exact integer ceiling
+            per = (X["B"] * int(K["s"])).astype(np.int64)
+            steps = ((int(tok) + per - 1) // per).astype(float)
+        else:
+            steps = np.ceil(tok / per)
     c["finish"] = meta["reserved"] + steps * c["step"] * (1 + meta["overhead"])
     dl = meta["deadline"]
     c["meets_deadline"] = c["finish"] <= dl if dl else np.ones(len(fail), dtype=bool)
@@ -331,7 +400,83 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
     meta["rejections"] = {names[i]: int((fail == i).sum()) for i in range(len(names)) if (fail == i).any()}
     meta["constants"] = {k: float(v) for k, v in K.items()}
     _rank(res)
+    res._inputs = (K, X, names, fail)
     return res
+
+
+def nearest_batch(B: float, X: dict, tolerance: float):
+    """Per candidate, the global batch nearest to ``B`` that dp·micro-batch divides (and, with
+    interleaving, that gives a multiple of pp micro-batches), when it lies within ± ``tolerance``·B;
+    otherwise ``B`` itself (the ``micro_batches_whole`` rule then rejects the layout).  Ties go
+    to the smaller batch."""
+    np = _np()
+    unit = X["d"] * X["b"] * np.where(X["v"] > 1, X["p"], 1)
+    lo = np.maximum(1, np.floor(B / unit)) * unit
+    hi = np.maximum(1, np.ceil(B / unit)) * unit
+    near = np.where(np.abs(hi - B) < np.abs(B - lo), hi, lo)
+    return np.where(np.abs(near - B) <= tolerance * B * (1 + 1e-12), near, B).astype(np.int64)
+
+
+def _display(X: dict, i: int) -> dict:
+    from plugins.layout_model import RECOMPUTE
+    out = {KNOB_NAMES[k]: int(X[k][i]) for k in KNOBS}
+    out["recompute"] = RECOMPUTE[out["recompute"]]
+    out["sequence_parallel"] = bool(out["sequence_parallel"])
+    out["offload"] = OFFLOAD[out["offload"]]
+    return out
+
+
+BATCH_RULES = ("micro_batches_whole", "interleave_microbatches")
+
+
+def diagnose(K: dict, X: dict, meta: dict, names: list, fail) -> dict:
+    """Why no layout is valid and what would admit one: the rule that rejects the most
+    candidates, the nearest global batch some layout accepts at this GPU count (every
+    other rule and memory still hold; batch-only rules are the ones a batch can fix), and
+    the nearest GPU count (whole hosts first) at which some layout is valid with this batch."""
+    np = _np()
+    counts = np.bincount(fail[fail >= 0], minlength=len(names))
+    top = int(np.argmax(counts))
+    out = {"most_common": names[top], "rejected_by_it": int(counts[top]), "candidates": int(len(fail))}
+    # nearest batch: candidates valid but for the batch rules, the nearest multiple of their unit
+    m2 = dict(meta, skip_rules=BATCH_RULES)
+    Xb = {k: v for k, v in X.items() if k != "B"}
+    ok = evaluate_chunk(K, Xb, m2)["fail"] < 0
+    B = meta["global_batch"]
+    if ok.any():
+        unit = (Xb["d"] * Xb["b"] * np.where(Xb["v"] > 1, Xb["p"], 1))[ok]
+        lo = np.maximum(1, np.floor(B / unit)) * unit
+        hi = np.maximum(1, np.ceil(B / unit)) * unit
+        cand = np.concatenate([lo, hi])
+        j = int(np.lexsort((cand, np.abs(cand - B)))[0])
+        out["nearest_batch"] = int(cand[j])
+        idx = np.nonzero(ok)[0][j % ok.sum()]
+        out["nearest_batch_layout"] = _display(Xb, idx)
+    # nearest GPU count: whole hosts around the count, nearest first, a few at a time
+    gpus, gph = int(K["gpus"]), int(K["gph"])
+    step = gph if gpus >= gph and gpus % gph == 0 else 1
+    reach = max(1, min(64, gpus // (4 * step)))
+    base = {k: v for k, v in X.items() if k not in ("d", "G")}
+    n = len(base["t"])
+    for lo_k in range(1, reach + 1, 8):
+        ks = [k for d in range(lo_k, min(reach, lo_k + 7) + 1) for k in (-d, d) if gpus + k * step >= 1]
+        if not ks:
+            break
+        G = np.repeat(np.array([gpus + k * step for k in ks], dtype=np.int64), n)
+        Xg = {k: np.tile(v, len(ks)) for k, v in base.items()}
+        Xg["G"] = G
+        Xg["d"] = np.maximum(1, G // (Xg["t"] * Xg["p"] * Xg["c"]))
+        if meta["batch_tolerance"] > 0:
+            Xg["B"] = nearest_batch(B, Xg, meta["batch_tolerance"])
+        good = np.nonzero(evaluate_chunk(K, Xg, meta)["fail"] < 0)[0]
+        if good.size:
+            i = int(good[np.lexsort((G[good], np.abs(G[good] - gpus)))[0]])
+            out["nearest_gpus"] = int(G[i])
+            out["nearest_gpus_layout"] = _display(Xg, i)
+            break
+    else:
+        out["gpus_searched"] = [max(1, gpus - reach * step), gpus + reach * step]
+    return out
 
 
 def _rank(res: SearchResult) -> None:
@@ -392,7 +537,9 @@ def explain(res: SearchResult, best: int, other: int, label: str) -> dict:
 def _short(lay: dict) -> str:
     return (f"tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']} ep={lay['ep']} "
             f"mb={lay['micro_batch']} v={lay['virtual']} zero={lay['zero']} rc={lay['recompute']} "
-            f"sp={'on' if lay['sequence_parallel'] else 'off'}")
+            f"sp={'on' if lay['sequence_parallel'] else 'off'}"
+            + (f" offload={lay['offload']}" if lay.get("offload", "none") != "none" else "")
+            + (f" batch={lay['global_batch']}" if lay.get("batch_adjusted") else ""))
 
 
 def table(res: SearchResult, top: int = 10):
@@ -428,11 +575,16 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
     lines = [f"layout search: plan {res.plan} — {int(m['constants']['gpus'])} GPUs, "
              f"{int(m['constants']['gph'])} per host, link {m['link']}" + (f", NIC {m['nic']}" if m["nic"] else ""),
              f"activations: {act}",
+             *([f"pipelines: priced by the 1F1B closed form (interleaved when virtual > 1), not the plan's "
+                f"{'uneven stage_layers' if m.get('stage_layers') else m['schedule'] + ' schedule'}; --emit writes "
+                "the schedule priced"] if m.get("stage_layers") or m.get("schedule") not in ("1f1b", "interleaved")
+               else []),
              f"candidates {len(res)}, valid {n_valid}, rejected {len(res) - n_valid}"]
     for k, n in m["rejections"].items():
         lines.append(f"  rejected by {k}: {n}")
     if res.best is None:
         lines.append("no valid layout")
+        lines += _diagnosis_lines(res)
         return "\n".join(lines)
     b = res.row(res.best)
     lines.append("")
@@ -473,11 +625,83 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
     return "\n".join(lines)
 
 
+def _diagnosis_lines(res: SearchResult) -> list:
+    d = res.diagnose()
+    if not d:
+        return []
+    from plugins.layout_model import rules
+    reason = {r[0]: r[1] for r in rules(res.meta["moe"], res.meta["cross_host_tp"])}.get(
+        d["most_common"], "memory per GPU exceeds the usable memory")
+    lines = [f"  why: most candidates ({d['rejected_by_it']} of {d['candidates']}) break {d['most_common']} "
+             f"({reason})"]
+    B = int(res.meta["global_batch"])
+    if "nearest_batch" in d:
+        lay = d["nearest_batch_layout"]
+        lines.append(f"  nearest feasible global batch at {int(res.meta['constants']['gpus'])} GPUs: "
+                     f"{d['nearest_batch']} seq (instead of {B}), e.g. tp={lay['tp']} pp={lay['pp']} "
+                     f"dp={lay['dp']} mb={lay['micro_batch']}")
+    else:
+        lines.append(f"  no global batch helps at {int(res.meta['constants']['gpus'])} GPUs: every layout breaks "
+                     "another rule or memory")
+    if "nearest_gpus" in d:
+        lay = d["nearest_gpus_layout"]
+        lines.append(f"  nearest feasible GPU count with batch {B}: {d['nearest_gpus']} GPUs, e.g. "
+                     f"tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} mb={lay['micro_batch']} zero={lay['zero']}")
+    else:
+        lo, hi = d["gpus_searched"]
+        lines.append(f"  no GPU count from {lo} to {hi} admits a layout with batch {B}")
+    return lines
+
+
 def iter_candidates(lists: dict):
     """Candidates one by one, in :func:`grid` order (for tests of the vectorised path)."""
-    order = ("t", "p", "c", "e", "v", "b", "z", "r", "sp")
+    order = GRID_ORDER
     for vals in itertools.product(*[lists[k] for k in order]):
         yield dict(zip(order, vals))
+
+
+# ---------------------------------------------------------------- writing the chosen layout back
+def emit_plan(results: list, source, target) -> str:
+    """A `.plan` text that imports ``source`` and, for each searched plan, declares
+    ``PLAN_best extends PLAN`` with the best layout's knobs in ``use layout`` (every knob the
+    search varies, dp and the schedule the closed form prices written out, so that the base
+    plan's own values do not leak in) — `plan eval` of it reports the search row's step time,
+    memory per GPU and finish time.  An adjusted global batch (``batch_tolerance``) becomes a
+    workload ``WORKLOAD_PLAN`` extending the plan's.  Plans without a valid layout are
+    skipped with a comment.  ``source`` and ``target`` are paths; the import is relative to
+    ``target``'s directory."""
+    import os
+    from pathlib import Path
+    src, tgt = Path(source).resolve(), Path(target).resolve()
+    rel = os.path.relpath(src, tgt.parent).replace(os.sep, "/")
+    out = [f"# The layouts `plan search` chose for the plans of {src.name}, written back as plans:",
+           f"# `plan eval {tgt.name}` prices each with the same model.", "", f'import "{rel}"', ""]
+    for res in results:
+        if res.best is None:
+            out += [f"# plan {res.plan}: no valid layout", ""]
+            continue
+        r = res.row(res.best)
+        fin = f", finish {r['finish_day']:.4g} day" if r["finish_day"] is not None else ""
+        out.append(f"# best of {len(res)} candidates: step {r['step_s']:.4g} s, memory {r['memory_gib']:.4g} GiB{fin}")
+        wl = None
+        if r["batch_adjusted"]:
+            wl = f"{res.meta['workload']}_{res.plan}"
+            out.append(f"workload {wl} extends {res.meta['workload']} {{ global_batch = {r['global_batch']} seq }}")
+        lay = [f"tp = {r['tp']}; pp = {r['pp']}; dp = {r['dp']}; cp = {r['cp']}; ep = {r['ep']}",
+               f"virtual = {r['virtual']}; schedule = \"{'interleaved' if r['virtual'] > 1 else '1f1b'}\"",
+               f"zero = {r['zero']}; recompute = \"{r['recompute']}\"; "
+               f"sequence_parallel = {'true' if r['sequence_parallel'] else 'false'}; offload = \"{r['offload']}\""]
+        if res.meta.get("stage_layers"):      # the base splits its layers by hand: write the even split
+            L, n = int(res.meta["constants"]["L"]), r["pp"] * r["virtual"]
+            lay.append("stage_layers = [" + ", ".join([str(L // n)] * n) + "]")
+        out.append(f"plan {res.plan}_best extends {res.plan} {{")
+        if wl:
+            out.append(f"  workload = {wl}")
+        out.append(f"  micro_batch = {r['micro_batch']} seq")
+        out.append("  use layout {")
+        out += [f"    {x}" for x in lay]
+        out += ["  }", "}", ""]
+    return "\n".join(out)
 
 
 # ---------------------------------------------------------------- the `plan search` command
@@ -499,6 +723,8 @@ def add_arguments(se) -> None:
     se.add_argument("--top", type=int, default=10, metavar="N", help="layouts listed (default 10)")
     se.add_argument("--all", action="store_true", help="list every valid and rejected layout")
     se.add_argument("--format", choices=("text", "json"), default="text")
+    se.add_argument("--emit", metavar="OUT.plan", help="write the best layout of each plan back as a .plan that "
+                                                        "imports FILE and extends the plan (PLAN_best)")
 
 
 def run_command(args, cli) -> int:
@@ -510,15 +736,20 @@ def run_command(args, cli) -> int:
         _np()
     except SearchError as e:
         print(f"plan: error[missing-dependency]: {e}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return getattr(cli, "EXIT_MISSING", 3)
     ws = cli.load(args.file)
     if args.plan:
         plans = cli.select_plans(ws, args.file, args.plan)
     else:
         plans = [p for p in ws.plans(own=True) if "layout_search" in ws.uses(p)]
     if not plans:
-        print(f"plan: error[search]: no plan in {args.file} has `use layout_search` (or name one with --plan)",
-              file=sys.stderr)
+        with_layout = [p for p in ws.plans(own=True) if "layout" in ws.uses(p)]
+        where = (f"add `use layout_search {{ tp = [1, 2, 4, 8]; zero = [1, 3] }}` (the knob values to try) to "
+                 + (f"plan '{with_layout[0]}', which has `use layout`" if with_layout else
+                    "a plan with `use layout { … }` (the layout the candidates vary)")
+                 + ", or name a plan with --plan; docs/plugins/layout.md lists the knobs")
+        print(f"plan: error[search]: no plan in {args.file} has `use layout_search`, so there is nothing to search\n"
+              f"  hint: {where}", file=sys.stderr)
         return cli.EXIT_USAGE
 
     def progress(done, total):
@@ -530,8 +761,22 @@ def run_command(args, cli) -> int:
             out[p] = run(ws, p, engine=args.engine, scheduler=args.scheduler, chunks=args.chunks,
                          progress=progress if args.engine == "dask" else None)
     except SearchError as e:
-        print(f"plan: error[search]: {e}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        missing = isinstance(e, MissingDependency)
+        print(f"plan: error[{'missing-dependency' if missing else 'search'}]: {e}", file=sys.stderr)
+        return getattr(cli, "EXIT_MISSING", 3) if missing else cli.EXIT_USAGE
+    if args.emit:
+        from pathlib import Path
+        target = Path(args.emit)
+        if target.suffix != ".plan":
+            print(f"plan: error[search]: --emit writes a .plan file, not '{args.emit}'", file=sys.stderr)
+            return cli.EXIT_USAGE
+        try:
+            target.write_text(emit_plan(list(out.values()), args.file, target), encoding="utf-8")
+        except OSError as e:
+            print(f"plan: error[search]: cannot write {args.emit}: {e.strerror}", file=sys.stderr)
+            return cli.EXIT_USAGE
+        print(f"search: wrote {args.emit} (" + ", ".join(f"{p}_best" for p, r in out.items() if r.best is not None)
+              + ")", file=sys.stderr)
     if args.format == "json":
         print(json.dumps({p: r.to_json() for p, r in out.items()}, indent=2, sort_keys=True))
         return cli.EXIT_OK

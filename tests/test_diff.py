@@ -90,4 +90,4 @@ def test_missing_file(run_cli):
 
 def test_unknown_plan(run_cli):
     rc, _, err = run_cli("diff", f"{CASE}#gpus64", CASE)
-    assert rc == 1 and "no plan 'gpus64'" in err
+    assert rc == 2 and "no plan 'gpus64'" in err

@@ -389,34 +389,35 @@ def test_fitting_plan_strict_is_ok(tmp_path):
 def test_get_unknown_name(tmp_path):
     p = write(tmp_path, PLAN)
     r = run("get", str(p), "p.finish_tme")
+    # a name the file does not have is a bad command line: exit 2 (the plan itself is fine)
     assert_diag(r, "unknown-name", file="<command line>", at=(1, 1), quoted="p.finish_tme",
-                hint="did you mean 'finish_time'?")
+                hint="did you mean 'finish_time'?", exit_code=2)
     assert r.stdout == ""
 
 
 def test_get_unknown_declaration(tmp_path):
     p = write(tmp_path, PLAN)
     assert_diag(run("get", str(p), "pp.finish_time"), "unknown-name", file="<command line>",
-                quoted="pp.finish_time", hint="did you mean 'p'?")
+                quoted="pp.finish_time", hint="did you mean 'p'?", exit_code=2)
 
 
 def test_solve_query_syntax_error(tmp_path):
     p = write(tmp_path, PLAN)
     r = run("solve", str(p), "--query", "p.mfu for p.finish_time = cpt.deadline")
     q = "p.mfu for p.finish_time = cpt.deadline"
-    assert_diag(r, "syntax", file="<query>", at=(1, q.index("=") + 1), quoted="=", hint="==")
+    assert_diag(r, "syntax", file="<query>", at=(1, q.index("=") + 1), quoted="=", hint="==", exit_code=2)
 
 
 def test_solve_query_unknown_name(tmp_path):
     p = write(tmp_path, PLAN)
     r = run("solve", str(p), "--query", "p.mfo for p.finish_time == cpt.deadline")
-    assert_diag(r, "unknown-name", file="<query>", quoted="p.mfo", hint="did you mean 'mfu'?")
+    assert_diag(r, "unknown-name", file="<query>", quoted="p.mfo", hint="did you mean 'mfu'?", exit_code=2)
 
 
 def test_solve_query_with_a_string(tmp_path):
     p = write(tmp_path, PLAN)
     r = run("solve", str(p), "--query", 'p.mfu for p.finish_time == "soon"')
-    assert_diag(r, "type", file="<query>", quoted='"soon"')
+    assert_diag(r, "type", file="<query>", quoted='"soon"', exit_code=2)
 
 
 def test_solve_statement_unknown_target_in_file(tmp_path):

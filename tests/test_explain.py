@@ -56,7 +56,7 @@ def test_cli(run_cli):
     rc, out, _ = run_cli("explain", CASE, "gpus48.step_time", "--format", "json")
     assert json.loads(out)["value"] == "52.8 s"                                  # book: 52.8 s
     rc, _, err = run_cli("explain", CASE, "gpus48.finish_tme")
-    assert rc == 1 and "did you mean 'finish_time'" in err
+    assert rc == 2 and "did you mean 'finish_time'" in err
 
 
 def test_graph_dot_and_mermaid(case_ws):
@@ -82,4 +82,4 @@ def test_graph_svg(run_cli, tmp_path):
     svg = out.read_text()
     assert "<svg" in svg and "compute_time" in svg
     rc, _, err = run_cli("graph", CASE, "--plan", "gpus64")
-    assert rc == 1 and "no plan 'gpus64'" in err
+    assert rc == 2 and "no plan 'gpus64'" in err

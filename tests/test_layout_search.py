@@ -174,3 +174,202 @@ def test_figure_layout_search(tmp_path):
     code, out, err = run_cli("figure", CASE, "-o", tmp_path, "--name", "layout-search")
     assert code == 0, err
     assert (tmp_path / "gpus48-layout-search.svg").exists()
+
+
+# ---------------------------------------------------------------- search = the same model
+MTNLG = CASES / "layout-mt-nlg-530b.plan"
+
+
+def _emit_and_eval(tmp_path, case, plans, **kw):
+    """Search ``plans`` of ``case``, write the best layouts back as a plan and evaluate it."""
+    ws = dsl.load(case)
+    results = [search.run(ws, p, **kw) for p in plans]
+    out = tmp_path / "best.plan"
+    out.write_text(search.emit_plan(results, case, out), encoding="utf-8")
+    return results, dsl.load(out)
+
+
+def _compare(res, ev, rel):
+    row = res.row(res.best)
+    name = f"{res.plan}_best"
+    assert qval(ev, f"{name}.step_time", "s") == pytest.approx(row["step_s"], rel=rel)
+    assert qval(ev, f"{name}.memory_per_gpu", "GiB") == pytest.approx(row["memory_gib"], rel=rel)
+    if ev.has(f"{name}.finish_time"):
+        assert qval(ev, f"{name}.finish_time", "day") == pytest.approx(row["finish_day"], rel=rel)
+    else:     # no deadline: the search's finish is the steps at its step time
+        assert qval(ev, f"{name}.steps") * qval(ev, f"{name}.step_time", "s") == pytest.approx(
+            float(res.columns["finish"][res.best]), rel=rel)
+    for q in ("fits_memory", "micro_batches_whole"):
+        assert ev.requirement(name, q)["ok"]
+
+
+def test_best_layouts_evaluate_as_plans_to_the_search_rows(tmp_path):
+    """The best layout of the design case (both activation models) written as a plan and
+    priced by `plan eval`: the same step time, memory per GPU and finish time.  gpus48 is
+    ZeRO-3 over 48 GPUs (pp = 1: the closed form is the plan's own formula); gpus48_formula
+    is tp = 2 × pp = 2 under 1F1B with an even split, where the plan schedules the pipeline
+    with the event engine and the search's closed form is exact (boundary sends included)."""
+    results, ev = _emit_and_eval(tmp_path, CASE, ["gpus48", "gpus48_formula"])
+    assert results[1].row(results[1].best)["pp"] == 2
+    for res in results:
+        _compare(res, ev, 1e-9)
+
+
+def test_mt_nlg_best_layout_evaluates_to_its_search_row(tmp_path):
+    """MT-NLG 530B on 4,480 GPUs: the best layout has pp = 7 under 1F1B (the published plan
+    states dp = 16 for pp = 35; the emitted plan writes its own dp)."""
+    (res,), ev = _emit_and_eval(tmp_path, MTNLG, ["published"])
+    row = res.row(res.best)
+    assert row["pp"] > 1 and row["virtual"] == 1
+    _compare(res, ev, 1e-9)
+
+
+def test_pipeline_sends_on_the_critical_path_match_the_event_engine():
+    """1F1B with a boundary message τ: the engine's makespan is (m+p−1)(f+b) plus τ times
+    2(p−1) + 2(m−2−⌊(m−2)/p⌋).  By hand for p = 2, m = 4 (f, b per stage, order F1 F2 B1 F3 B2
+    F4 B3 B4 on stage 0, F1 B1 F2 B2 … on stage 1): the fill and drain cost 2τ and each of the
+    steady-state micro-batches 3 and 4 waits one τ for the other stage: 4τ.  Interleaved
+    (v = 2): 2(pv−1) sends, the fill and drain through every chunk boundary."""
+    from dsl.testing import evaluate_snippet
+    from plugins.layout_model import ops, pp_crossings
+    o = ops("numpy")
+    assert pp_crossings(2, 1, np.array([4.0]), o)[0] == 4
+    for p, m, v in ((2, 4, 1), (3, 7, 1), (4, 9, 1), (7, 24, 1), (4, 8, 2), (3, 6, 3)):
+        t = {}
+        for tau in (0, 1):
+            ws = evaluate_snippet(f'plan x {{ use pipeline {{ schedule = "{"interleaved" if v > 1 else "1f1b"}"; '
+                                  f'stages = {p}; microbatches = {m}; layers = {p * v}; virtual = {v}; '
+                                  f'forward = 10 ms; backward = 20 ms; transfer = {tau} ms }} }}')
+            t[tau] = qval(ws, "x.pipeline_time", "ms")
+        assert t[0] == pytest.approx((m + (p - 1) / v) * 30, rel=1e-12)     # bubble (p−1)/(v·m)
+        assert t[1] - t[0] == pytest.approx(float(pp_crossings(p, v, np.array([float(m)]), o)[0]), rel=1e-9)
+
+
+def test_single_layouts_search_to_their_plan_values():
+    """Every plan of the layout cases searched as its own single candidate (no search
+    lists): the search's numpy closed forms give the plan's step time and memory."""
+    for case, plans in (("layout-activations-gpt3.plan", ("tp8", "tp8_full", "tp8_pp8", "tp8_pp8_v2", "tp8_cp2")),
+                        ("training-llama70b-h100.plan", ("zero3", "zero3_recompute")),
+                        ("cpt-variants.plan", ("gpus48_noprefetch", "gpus48_onenic"))):
+        ws = dsl.load(CASES / case)
+        for p in plans:
+            res = search.run(ws, p)
+            assert len(res) == 1
+            assert res.columns["step"][0] == pytest.approx(qval(ws, f"{p}.step_time", "s"), rel=1e-9), p
+            assert res.columns["memory"][0] == pytest.approx(qval(ws, f"{p}.memory_per_gpu", "B"), rel=1e-9), p
+
+
+MOE = """
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq }
+plan p {
+  model = qwen3_30b_a3b; workload = w; device = h100_sxm; gpus = 16; gpus_per_host = 8; mfu = 40 %%
+  use memory { usable = 80 GB }
+  use layout { ep = 8; zero = 1; link = nvlink4; nic = nic_400g; nics_per_host = 8; %s }
+}
+"""
+
+
+ROUTED = ' }\n  use moe_routing { tokens = 8192 token; routing = "hot_cold"; devices = 8'
+
+
+@pytest.mark.parametrize("knobs", ["routing_imbalance = 1.5", "etp = 1", "tp = 2; etp = 1", ROUTED])
+def test_moe_layout_searches_to_its_plan_value(write_plan, knobs):
+    """MoE: the routed experts' imbalance (stated, or from `use moe_routing`) and expert TP."""
+    ws = dsl.load(write_plan(MOE % knobs))
+    res = search.run(ws, "p")
+    assert res.columns["step"][0] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
+    assert res.columns["memory"][0] == pytest.approx(qval(ws, "p.memory_per_gpu", "B"), rel=1e-9)
+
+
+def test_cli_emit_then_eval(tmp_path):
+    out = tmp_path / "chosen.plan"
+    code, _, err = run_cli("search", CASE, "--plan", "gpus48_formula", "--emit", out)
+    assert code == 0, err
+    assert "wrote" in err and out.exists()
+    code, text, err = run_cli("eval", out, "--format", "json")
+    assert code in (0, 1), err
+    ev = dsl.load(out)
+    res = search.run(dsl.load(CASE), "gpus48_formula")
+    _compare(res, ev, 1e-9)
+    code, _, err = run_cli("search", CASE, "--plan", "gpus48", "--emit", tmp_path / "x.txt")
+    assert code == 2 and "error[search]" in err
+
+
+def test_batch_tolerance_trains_the_nearest_batch(tmp_path):
+    """40 GPUs do not divide the batch of 384 under pure DP (384/40 = 9.6); with ± 5 % the
+    search trains the nearest batch dp·micro-batch divides: 400 (40·10; 360 is 24 away, 400
+    16, 16/384 = 4.2 %) in ceil(100e9/(8192·400)) = 30,518 steps, and the emitted plan (a
+    workload with global_batch = 400) evaluates to the same row."""
+    src = tmp_path / "b.plan"
+    src.write_text(f'import "{CASE}"\nplan g40 extends gpus48 {{ gpus = 40\n'
+                   '  use layout_search { tp = [1]; pp = [1]; zero = [3]; batch_tolerance = 5 % } }\n'
+                   'plan g40_strict extends g40 { use layout_search { batch_tolerance = 0 % } }\n', encoding="utf-8")
+    ws = dsl.load(src)
+    strict = search.run(ws, "g40_strict")
+    assert strict.best is None
+    (res,), ev = _emit_and_eval(tmp_path, src, ["g40"])
+    row = res.row(res.best)
+    assert row["global_batch"] == 400 and row["batch_adjusted"]
+    assert qval(ev, "g40_best.steps") == math.ceil(100e9 / (8192 * 400)) == 30_518
+    _compare(res, ev, 1e-9)
+
+
+def test_no_layout_says_why_and_what_is_nearest():
+    """5,128 = 8 × 641 GPUs: pp must be 1 (every listed pp > 1 is odd and does not divide 2³·641),
+    so dp ∈ {5128, 2564, 1282, 641} and no dp·micro-batch divides 1,920.  The nearest batch a
+    layout takes is 3 × 641 = 1,923 (tp = 8, dp = 641); one host fewer, 5,120 GPUs, gives
+    tp = 8 × dp = 640 and 1,920/640 = 3 micro-batches (5,136 = 2⁴·3·107 admits no dp dividing
+    1,920)."""
+    ws = dsl.load(MTNLG)
+    res = search.run(ws, "mtnlg")
+    assert res.best is None
+    d = res.diagnose()
+    assert d["most_common"] == max(res.meta["rejections"], key=res.meta["rejections"].get)
+    assert d["nearest_batch"] == 1923 and d["nearest_batch_layout"]["dp"] == 641
+    assert d["nearest_gpus"] == 5120 and d["nearest_gpus_layout"]["dp"] * d["nearest_gpus_layout"]["tp"] == 5120
+    code, out, err = run_cli("search", MTNLG, "--plan", "mtnlg")
+    assert code == 0, err
+    assert "no valid layout" in out and "why: most candidates" in out
+    assert "nearest feasible global batch at 5128 GPUs: 1923 seq" in out
+    assert "nearest feasible GPU count with batch 1920: 5120 GPUs" in out
+
+
+def test_optimizer_offload_in_the_plan_and_the_search(tmp_path):
+    """ZeRO-Offload (Ren et al. 2021) of Qwen3-8B on 8 RTX 4090, ZeRO-2, full recomputation:
+    the optimizer partition is N/8 = 1,023,841,920 parameters; master (4 B) and Adam (8 B)
+    states leave the GPU: 12·1,023,841,920 B = 11.44 GiB; per step 2 B of gradients go down
+    (hidden behind the last micro-batch's backward, ≈ 5.7 s) and 2 B of weights come back over
+    PCIe 4.0 (32 GB/s): 0.0640 s; CPU Adam streams (2 + 2·4 + 2·8 + 2) = 28 B per parameter at
+    20 GB/s: 1.4334 s.  The search (offload = ["none", "optimizer"]) prices the same."""
+    M = N / 8
+    src = tmp_path / "o.plan"
+    src.write_text(f'import "{CASE}"\nplan off extends gpus48_formula {{ gpus = 8\n'
+                   '  use layout { zero = 2; recompute = "full"; offload = "optimizer"; host_bandwidth = 20 GB/s }\n'
+                   '  use layout_search { tp = [1, 2]; zero = [2, 3]; pp = [1]; micro_batch = [1 seq]\n'
+                   '                      recompute = ["full"]; offload = ["none", "optimizer"] } }\n'
+                   'plan on_gpu extends off { use layout { offload = "none" } }\n', encoding="utf-8")
+    ws = dsl.load(src)
+    assert qval(ws, "on_gpu.persistent_memory", "B") - qval(ws, "off.persistent_memory", "B") == pytest.approx(
+        12 * M, rel=1e-12)
+    assert qval(ws, "off.host_memory_per_gpu", "B") == pytest.approx(12 * M, rel=1e-12)
+    assert qval(ws, "off.optimizer_cpu_time", "s") == pytest.approx(28 * M / 20e9, rel=1e-12)
+    assert qval(ws, "off.optimizer_offload_time", "s") == pytest.approx(28 * M / 20e9 + 2 * M / PCIE, rel=1e-12)
+    assert qval(ws, "off.step_time", "s") - qval(ws, "on_gpu.step_time", "s") == pytest.approx(
+        28 * M / 20e9 + 2 * M / PCIE, rel=1e-9)
+    res = search.run(ws, "off")
+    c = res.columns
+    i = int(np.nonzero((c["t"] == 1) & (c["z"] == 2) & (c["off"] == 1))[0][0])
+    assert c["step"][i] == pytest.approx(qval(ws, "off.step_time", "s"), rel=1e-9)
+    assert c["memory"][i] == pytest.approx(qval(ws, "off.memory_per_gpu", "B"), rel=1e-9)
+    assert c["offload"][i] == pytest.approx(qval(ws, "off.optimizer_offload_time", "s"), rel=1e-9)
+    (res,), ev = _emit_and_eval(tmp_path, src, ["off"])
+    assert res.row(res.best)["offload"] == "optimizer"
+    _compare(res, ev, 1e-9)
+
+
+def test_offload_needs_the_host_bandwidth(write_plan):
+    path = write_plan(f'import "{CASE}"\nplan p extends gpus48 {{ use layout {{ offload = "optimizer" }} }}\n')
+    code, _, err = run_cli("eval", path)
+    assert code == 1 and "error[missing-parameter]" in err and "host_bandwidth" in err

@@ -145,7 +145,7 @@ def test_cli_formats(run_cli, tmp_path):
     rc, so, err = run_cli("report", CASE, "--plan", "gpus48")
     assert rc == 0 and "break-even" in so and "cpt.reserved + train_time*(overhead + 1)" in so
     rc, so, err = run_cli("report", CASE, "--plan", "nope")
-    assert rc == 1 and "no plan 'nope'" in err
+    assert rc == 2 and "no plan 'nope'" in err
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

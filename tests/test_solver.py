@@ -209,6 +209,6 @@ def test_cli_solve_no_root_text(run_cli):
 ])
 def test_cli_solve_errors(run_cli, query, code_name):
     code, out, err = run_cli("solve", CASE, "--query", query)
-    assert code == 1
+    assert code == 2      # a --query that cannot be posed is a bad command line
     assert f"error[{code_name}]" in err
     assert "Traceback" not in err

@@ -73,7 +73,7 @@ def test_cli_csv(run_cli, tmp_path):
     assert float(row["finish_time [day]"]) == pytest.approx(24.6, abs=0.05)
     assert row["meets_deadline"] == "true"
     rc, _, err = run_cli("sweep", CASE, "--vary", "gpus32.nope=1:2:3")
-    assert rc == 1 and "error[unknown-name]" in err
+    assert rc == 2 and "error[unknown-name]" in err       # a bad --vary is a bad command line
 
 
 def test_missing_numpy_is_explained(monkeypatch, capsys):
@@ -81,7 +81,7 @@ def test_missing_numpy_is_explained(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "numpy", None)
     rc = main(["sweep", CASE, "--vary", "gpus48.mfu"])
     err = capsys.readouterr().err
-    assert rc == 2
+    assert rc == 3                      # a missing package: exit 3, as for every command
     assert 'plan sweep needs numpy (a dependency of plan-dsl): pip install numpy' in err
 
 

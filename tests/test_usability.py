@@ -260,9 +260,10 @@ def test_gpu_count_must_be_whole(tmp_path):
 def test_solve_gpu_count_suggests_whole_value_and_failing_requirements(fresh_case_ws):
     s = solve_query(fresh_case_ws, parse_query("gpus32.gpus for gpus32.finish_time <= cpt.deadline"))
     assert 37 < s.value < 38
-    assert "as a whole number: gpus32.gpus >= 38" in s.note
-    # 384 sequences over 38 GPUs is not a whole number of micro-batches
-    assert "gpus32.micro_batches_whole" in s.note
+    # 384 sequences over 38 … 47 GPUs is not a whole number of micro-batches (384 = 2^7 * 3: its
+    # first divisor from 38 on is 48), so the whole-number answer is 48, not 38
+    assert s.whole == 48 and s.answer == 48
+    assert "gpus32.micro_batches_whole" in s.note and "38 … 47" in s.note
 
 
 def test_inequality_that_never_holds_in_range(fresh_case_ws):

@@ -99,6 +99,13 @@ class Requirement:
     plugin: str
     span: Span | None = None     # a `require` written in the plan
     text: str = ""               # its text as written (canonical form)
+    answers: tuple = ()          # a file-level `require`: the named solves it reads
+
+
+def answer_symbol(name: str) -> sp.Symbol:
+    """The placeholder of named solve ``name``'s answer inside a file-level requirement (never a
+    node id: ``solve:`` cannot start a name of the language)."""
+    return symbol("solve:" + name)
 
 
 class Abort(Exception):

@@ -314,9 +314,28 @@ def convert(value_base: float, unit: str) -> float:
     return value_base / float(parse_unit(unit).scale)
 
 
+def count_noun(dim: Dim) -> str | None:
+    """The base dimension of a count that carries a noun (``token``, ``seq``, ``request``,
+    ``param``, ``FLOP``, a plugin's ``trajectory``): one base to the first power that is not
+    time, information, energy or money; else None.  Such a count can be shown as a plain number.
+
+    >>> count_noun(Dim.of(token=1)), count_noun(Dim.of(time=1)), count_noun(Dim.of(token=1, time=-1))
+    ('token', None, None)
+    """
+    if len(dim.exps) != 1:
+        return None
+    base, e = dim.exps[0]
+    if e != 1 or base in ("time", "info", "energy") or base in CURRENCIES:
+        return None
+    return base
+
+
 def check_unit_for(dim: Dim, unit: str) -> None:
-    """Raise :class:`UnitError` unless ``unit`` measures ``dim``."""
+    """Raise :class:`UnitError` unless ``unit`` measures ``dim`` (``1`` measures a plain number
+    and a count that carries a noun: 384 seq shown ``--in 1`` is 384)."""
     if not unit or unit == "1":
+        if count_noun(dim) is not None:
+            return
         if not dim.dimensionless:
             raise UnitError(f"a value in {format_dim(dim)} cannot be shown as a plain number",
                             f"pick a unit of dimension {format_dim(dim)}")

@@ -213,8 +213,8 @@ class ValidateMixin:
                 continue
             if self.decls[n.owner].kind != "plan" or n.scope[1] is not None:
                 continue
-            if nid in referenced:
-                continue
+            if nid in referenced or (not n.input and n.state == 2 and n.numeric):
+                continue   # read by something, or a derived field (a result: `plan eval` shows it)
             guess = did_you_mean(n.name, known)
             self.rep.warning("unused", f"field '{n.name}' of plan '{n.owner}' is not used by any block",
                              n.assign.name_span, f"did you mean '{guess}'?" if guess else "")

@@ -31,6 +31,8 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         graph) without evaluating the nodes numerically (``plan check``).
     :param overrides: ``{input node id: exact value in base units}`` replacing the nominal
         value of inputs (a sweep re-evaluating a structural parameter per value).
+    :param only: plan names: price only these and the plans they depend on (see
+        :meth:`_keep_plans`); an unknown name keeps every plan (the caller reports it).
     :raises PlanError: when any error was found; ``diagnostics`` lists all of them.
 
     ``structural`` collects the inputs plugins read as numbers while building (a ZeRO stage, a
@@ -39,7 +41,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
     """
 
     def __init__(self, path: str | Path, text: str | None = None, plugins: Plugins | None = None,
-                 evaluate: bool = True, overrides: dict | None = None):
+                 evaluate: bool = True, overrides: dict | None = None, only=None):
         self.path = str(path)
         self.overrides = dict(overrides or {})   # input node id -> exact nominal (base units)
         self.structural: set[str] = set()         # inputs plugins read as numbers while building
@@ -56,6 +58,8 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self.decls: dict[str, DeclInfo] = {}
         self.nodes: dict[str, Node] = {}
         self.requirements: list[Requirement] = []
+        self.file_requirements: list[Requirement] = []   # file-level `require` (may read solve answers)
+        self.solve_names: dict = {}                      # name -> the root file's `solve NAME: …`
         self.timelines: dict[tuple, Timeline] = {}
         self.expectations: list[tuple] = []
         self._activity_edges: list[tuple[str, str]] = []
@@ -75,14 +79,41 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         self._graph = self._graph_ops = None
         self._load(Path(path), text)
         self.queries = self.modules[0].queries if self.modules else ()
+        self.solve_name_set = frozenset(q.name for q in self.queries if q.name)
+        self.skipped_plans: frozenset = frozenset()
+        if only:
+            self._keep_plans(set(only))
         self.rep.raise_if_errors()
         self._declarations()
         self.rep.raise_if_errors()
         self._plans()
+        self._named_solves()
         if not self.rep.errors:
             self._finalize(numeric=evaluate)
         self.rep.raise_if_errors()
 
+
+    def _keep_plans(self, only: set) -> None:
+        """Drop the plans that ``only`` neither names nor depends on — through ``extends`` or a
+        name its fields, blocks and requirements read (``a.finish_time``, ``plans = [a, b]``),
+        transitively — so that they are not priced."""
+        plans = {n for n, d in self.decls.items() if d.kind == "plan"}
+        if not only <= plans:
+            return
+        keep, todo = set(), list(only)
+        while todo:
+            p = todo.pop()
+            if p in keep:
+                continue
+            keep.add(p)
+            d = self.decls[p].ast
+            refs = set(A.ref_heads(d))
+            if d.extends:
+                refs.add(d.extends)
+            todo.extend(r for r in refs if r in plans and r not in keep)
+        self.skipped_plans = frozenset(plans - keep)
+        for p in self.skipped_plans:
+            del self.decls[p]
 
     def seal(self) -> None:
         """Make the evaluated nodes, declarations and timelines read-only (an
@@ -107,5 +138,23 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         return mine or every
 
     def headline(self, plan: str) -> list[Node]:
-        qs = [n for n in self.nodes.values() if n.owner == plan and n.headline]
-        return sorted(qs, key=lambda n: n.order)
+        """The plan's headline quantities in the plugins' order, then its derived fields (see
+        :meth:`derived_fields`) in the order they are written."""
+        qs = sorted((n for n in self.nodes.values() if n.owner == plan and n.headline), key=lambda n: n.order)
+        names = {n.name for n in qs}
+        return qs + [n for n in self.derived_fields(plan) if n.name not in names]
+
+    def derived_fields(self, plan: str) -> list[Node]:
+        """Numeric fields of ``plan`` itself computed from other values (``gap = gpus32.finish_time
+        - gpus48.finish_time``): results the user defined, shown like the plugins' quantities and
+        never warned unused; not the plan parameters blocks read (``mfu``, ``gpus``)."""
+        out = []
+        for n in self.nodes.values():
+            if n.owner != plan or n.kind != "field" or n.assign is None or n.input or n.scope is None:
+                continue
+            if n.scope[1] is not None or n.id in self.param_specs or n.id != f"{plan}.{n.name}":
+                continue
+            if n.state == 2 and n.numeric:
+                out.append(n)
+        return sorted(out, key=lambda n: (n.span.file, n.span.line, n.span.column) if n.span else ("", 0, 0))
+

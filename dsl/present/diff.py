@@ -105,8 +105,8 @@ def _inputs(ws, plan: str) -> dict[str, str]:
                 continue
             out[key] = format_quantity(float(n.nominal), n.unit)
         elif n.value is not None:
-            v = n.value
-            out[key] = getattr(v, "name", None) or (str(v).lower() if isinstance(v, bool) else str(v))
+            from dsl.present.explain import show_value
+            out[key] = show_value(ws, nid)      # lists as `[1 s, 2 s]`, never a Python repr
     return out
 
 
@@ -121,7 +121,7 @@ def _outputs(ws, plan: str) -> dict[str, tuple]:
 
 def compare(old: Side, new: Side) -> dict:
     """The differences between two loaded sides: ``{"old", "new", "pairs": [...], "added",
-    "removed"}``; each pair has ``inputs`` (name, old, new), ``outputs`` (name, unit, old, new,
+    "removed", "solves", "file_requirements"}``; each pair has ``inputs`` (name, old, new), ``outputs`` (name, unit, old, new,
     delta, relative) and ``requirements`` (name, old_ok, new_ok, flipped, text)."""
     if old.plan or new.plan:
         pa = old.plan or new.plan
@@ -169,7 +169,49 @@ def compare(old: Side, new: Side) -> dict:
                          "doc": r["doc"]})
         res["pairs"].append({"old_plan": pa, "new_plan": pb, "inputs": inputs, "outputs": outputs,
                              "requirements": reqs})
+    if not (old.plan or new.plan):
+        res["solves"], res["file_requirements"] = _file_results(old.ws, new.ws)
+    else:
+        res["solves"], res["file_requirements"] = [], []
     return res
+
+
+def _file_results(a, b) -> tuple[list, list]:
+    """Named solves whose answer changed (name, query, unit, old, new, delta, relative; answers in
+    the new side's unit) and file-level requirements of either side (as for plans)."""
+    from dsl.results.solver import file_requirement_results, named_solutions
+
+    sa, sb = named_solutions(a), named_solutions(b)
+    solves = []
+    for k in list(sb) + [k for k in sa if k not in sb]:
+        x, y = sa.get(k), sb.get(k)
+        va, vb = (x.answer if x else None), (y.answer if y else None)
+        if x is not None and y is not None and va == vb:
+            continue
+        unit = (y or x).unit
+        row = {"name": k, "query": (y or x).query, "unit": unit,
+               "old": None if va is None else convert(va, unit), "new": None if vb is None else convert(vb, unit),
+               "delta": None, "relative": None}
+        if va is not None and vb is not None:
+            row["delta"] = row["new"] - row["old"]
+            row["relative"] = (vb - va) / abs(va) if va != 0 else None
+        solves.append(row)
+    ra = {r["name"]: r for r in file_requirement_results(a)}
+    rb = {r["name"]: r for r in file_requirement_results(b)}
+    reqs = []
+
+    def shown(r):
+        if r is None:
+            return None
+        if r["lhs_si"] is None:
+            return r["note"]
+        return f"{format_quantity(r['lhs_si'], r['unit'])} {r['op']} {format_quantity(r['rhs_si'], r['unit'])}"
+    for k in list(rb) + [k for k in ra if k not in rb]:
+        x, y = ra.get(k), rb.get(k)
+        reqs.append({"name": k, "old_ok": None if x is None else x["ok"], "new_ok": None if y is None else y["ok"],
+                     "flipped": x is not None and y is not None and x["ok"] != y["ok"],
+                     "old": shown(x), "new": shown(y), "doc": (y or x)["doc"]})
+    return solves, reqs
 
 
 def _ok(v) -> str:
@@ -208,6 +250,15 @@ def render_text(res: dict) -> str:
                 L.append(f"    {r['name']}: {_ok(r['old_ok'])} -> {_ok(r['new_ok'])}   ({r['new'] or r['old']})")
         else:
             L.append("  requirements: none flipped")
+    if res.get("solves"):
+        from dsl.present.tables import render_table as _rt
+        L += [""] + _rt("named solves", ["solve", "unit", "old", "new", "delta", "relative"],
+                        [[o["name"], "" if o["unit"] == "1" else o["unit"], o["old"], o["new"], _delta(o["delta"]),
+                          _rel(o["relative"])] for o in res["solves"]])
+    fl = [r for r in res.get("file_requirements", ()) if r["flipped"] or r["old_ok"] is None or r["new_ok"] is None]
+    if fl:
+        L += ["", "file requirements that flipped"]
+        L += [f"  {r['name']}: {_ok(r['old_ok'])} -> {_ok(r['new_ok'])}   ({r['new'] or r['old']})" for r in fl]
     for p in res["added"]:
         L += ["", f"plan {p}: added"]
     for p in res["removed"]:
@@ -238,6 +289,16 @@ def render_markdown(res: dict) -> str:
                      f"({r['new']})")
         if not flips:
             L.append("- no requirement flipped")
+    if res.get("solves"):
+        L += ["", "| solve | unit | old | new | Δ | Δ % |", "|---|---|---:|---:|---:|---:|"]
+        L += [f"| `{o['name']}` | {'' if o['unit'] == '1' else o['unit']} | "
+              f"{format_number(o['old']) if o['old'] is not None else '—'} | "
+              f"{format_number(o['new']) if o['new'] is not None else '—'} | {_delta(o['delta'])} | "
+              f"{_rel(o['relative'])} |" for o in res["solves"]]
+    for r in res.get("file_requirements", ()):
+        if r["flipped"]:
+            L.append(f"- {'❌' if not r['new_ok'] else '✅'} requirement `{r['name']}` flipped: "
+                     f"{_ok(r['old_ok'])} → {_ok(r['new_ok'])} ({r['new']})")
     for p in res["added"]:
         L += ["", f"- plan `{p}` added"]
     for p in res["removed"]:

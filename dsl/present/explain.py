@@ -117,3 +117,37 @@ def render(t: dict, plan: str) -> str:
 
     walk(t, "", True, True)
     return "\n".join(lines)
+
+
+def requirement_tree(ws, plan: str, name: str, max_depth: int | None = None) -> dict | None:
+    """A requirement of ``plan`` explained: its condition, result at the nominal point, doc and
+    plugin, and the derivation tree of each quantity its two sides read (``lhs``/``rhs``: lists of
+    :func:`tree` dicts); None when ``plan`` has no requirement ``name``."""
+    req = next((r for r in ws.requirements if r.plan == plan and r.name == name), None)
+    res = ws.requirement(plan, name)
+    if req is None or res is None:
+        return None
+    sides = {}
+    for key, e in (("lhs", req.lhs), ("rhs", req.rhs)):
+        syms = sorted((x.name for x in e.free_symbols if x.name in ws.nodes))
+        txt = sp.sstr(e)
+        for x in sorted(syms, key=lambda x: -len(x)):
+            txt = txt.replace(x, _short(x, plan))
+        sides[key] = {"formula": txt, "trees": [tree(ws, x, max_depth) for x in syms]}
+    return {"requirement": f"{plan}.{name}", "ok": res["ok"], "op": req.op, "unit": req.unit,
+            "lhs": format_quantity(res["lhs_si"], req.unit), "rhs": format_quantity(res["rhs_si"], req.unit),
+            "doc": req.doc, "plugin": req.plugin, "text": req.text, "sides": sides}
+
+
+def render_requirement(t: dict, plan: str) -> str:
+    """:func:`requirement_tree` as text: the verdict, then each side's formula and trees."""
+    lines = [f"{t['requirement']}: {t['lhs']} {t['op']} {t['rhs']}  {'ok' if t['ok'] else 'FAIL'}   "
+             f"[{'requirement of plan ' + plan if t['plugin'] == 'plan' else 'plugin ' + t['plugin']}]"]
+    if t["doc"] and t["doc"] != t["text"]:
+        lines.append(f"   {t['doc']}")
+    for key, label in (("lhs", "left side"), ("rhs", "right side")):
+        side = t["sides"][key]
+        lines.append(f"{label}: {side['formula']}")
+        for tr in side["trees"]:
+            lines.extend("   " + ln for ln in render(tr, plan).splitlines())
+    return "\n".join(lines)

@@ -24,11 +24,15 @@ class FigureError(Exception):
     """A figure cannot be drawn (matplotlib missing, nothing to show)."""
 
 
+class MissingPackage(FigureError):
+    """matplotlib is not installed (``plan`` exits 3, as for every missing optional package)."""
+
+
 def _mpl():
     try:
         import matplotlib
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise FigureError("figures need matplotlib: pip install \"plan-dsl[plot]\"") from e
+        raise MissingPackage("figures need matplotlib: pip install \"plan-dsl[plot]\"") from e
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "plan"
     matplotlib.rcParams["path.simplify"] = False

@@ -35,6 +35,20 @@ from dsl.engine.units import convert, format_number, format_quantity
 
 
 # ---------------------------------------------------------------- data
+
+def per_unit(y: str, x: str) -> str:
+    """The unit of ∂y/∂x as people write it: ``day/%``, ``day`` for a plain-number x (never
+    ``day/1``), ``1/GiB``, ``day/(GB/s)`` for a compound x.
+
+    >>> per_unit("day", ""), per_unit("day", "1"), per_unit("day", "GB/s"), per_unit("", "GiB")
+    ('day', 'day', 'day/(GB/s)', '1/GiB')
+    """
+    y = "" if y == "1" else y
+    x = "" if x == "1" else x
+    if not x:
+        return y or "1"
+    return f"{y or '1'}/" + (f"({x})" if any(c in x for c in "/*·") else x)
+
 def _short(nid: str, plan: str) -> str:
     return nid[len(plan) + 1:] if nid.startswith(plan + ".") else nid
 
@@ -180,7 +194,7 @@ def _build_plan(ws, p: str, figures: bool) -> dict:
                 # ∂y/∂x in display units: (y unit) per (x unit)
                 dy = convert(d, n.unit) / convert(1.0, xi.unit) if d == d else d
                 rows.append({"input": el["input"], "value": _fmt(ws, el["input"], el["value"]),
-                             "derivative": dy, "per": f"{n.unit or '1'}/{xi.unit or '1'}",
+                             "derivative": dy, "per": per_unit(n.unit, xi.unit),
                              "elasticity": el["elasticity"]})
             tor = [{"input": t["input"], "lo": _fmt(ws, t["input"], t["lo"]), "hi": _fmt(ws, t["input"], t["hi"]),
                     "y_lo": convert(t["y_lo"], n.unit), "y_hi": convert(t["y_hi"], n.unit),
@@ -319,7 +333,7 @@ def render_text(data: dict) -> str:
                                 for i in rep["inputs"]])
         for s in rep["sensitivity"]:
             lines.append("")
-            lines += render_table(f"sensitivity of {s['quantity']} ({s['unit']})",
+            lines += render_table(f"sensitivity of {s['quantity']}" + (f" ({s['unit']})" if s['unit'] not in ("", "1") else ""),
                                    ["input", "value", "d/dx", "per", "elasticity"],
                                    [[r["input"], r["value"], _num(r["derivative"]), r["per"],
                                      f"{r['elasticity']:+.3f}"] for r in s["rows"] if r["elasticity"]])
@@ -399,7 +413,8 @@ def render_markdown(data: dict) -> str:
                        [[f"`{i['id']}`", i["value"], " … ".join(i["range"]) if i["range"] else "", i["source"]]
                         for i in rep["inputs"]])
         for s in rep["sensitivity"]:
-            L += ["", f"### Sensitivity of `{s['quantity']}` ({s['unit']})", ""]
+            L += ["", f"### Sensitivity of `{s['quantity']}`" + (f" ({s['unit']})" if s['unit'] not in ("", "1")
+                                                                  else ""), ""]
             L += _md_table(["input", "value", "∂y/∂x", "unit", "elasticity"],
                            [[f"`{r['input']}`", r["value"], _num(r["derivative"]), r["per"],
                              f"{r['elasticity']:+.3f}"] for r in s["rows"] if r["elasticity"]])
@@ -482,7 +497,8 @@ def render_html(data: dict) -> str:
                              [[i["id"], i["value"], " … ".join(i["range"]) if i["range"] else "", i["source"], i["doc"]]
                               for i in rep["inputs"]], {1}))
         for s in rep["sensitivity"]:
-            B.append(f"<h3>Sensitivity of <code>{_h(s['quantity'])}</code> ({_h(s['unit'])})</h3>")
+            B.append(f"<h3>Sensitivity of <code>{_h(s['quantity'])}</code>"
+                     + (f" ({_h(s['unit'])})" if s['unit'] not in ("", "1") else "") + "</h3>")
             B.append("<p>Partial derivatives and elasticities (∂ln y/∂ln x) at the nominal point.</p>")
             B.append(_html_table(["input", "value", "∂y/∂x", "unit", "elasticity"],
                                  [[r["input"], r["value"], _num(r["derivative"]), r["per"], f"{r['elasticity']:+.3f}"]

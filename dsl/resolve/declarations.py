@@ -260,6 +260,94 @@ class DeclarationsMixin:
             if info.kind == "plan":
                 self._user_requirements(info)
 
+    def _named_solves(self) -> None:
+        """The root file's `solve NAME: …` names (unique, not a declaration's name) and its
+        file-level `require`s: built in global scope, where a bare solve name stands for that
+        solve's answer (a symbol in the target's dimension; its value is known after solving)."""
+        from ..engine.nodes import Val, answer_symbol
+        mod = self.modules[0] if self.modules else None
+        self.solve_names: dict[str, A.Query] = {}
+        self.file_requirements: list[Requirement] = []
+        self._answer_vals: dict = {}
+        if mod is None:
+            return
+        skipped = getattr(self, "skipped_plans", frozenset())
+
+        def reads_skipped(x) -> bool:
+            return bool(skipped) and any(h in skipped for h in A.ref_heads(x))
+        for q in mod.queries:
+            if reads_skipped(q):
+                continue   # about a plan left out (`plan eval --plan`)
+            start = len(self.rep.items)
+            try:   # the names a query reads are used (no "unused" warning); a named one must be sound
+                lhs = self._num(self._eval(q.lhs, None, None), q.lhs)
+                rhs = self._num(self._eval(q.rhs, None, None), q.rhs)
+                if lhs.dim != rhs.dim and q.name is not None:
+                    self.rep.error("unit-mismatch", f"solve '{q.name}': the two sides are in "
+                                   f"{describe_dim(lhs.dim)} and {describe_dim(rhs.dim)}", q.span,
+                                   "compare quantities of the same dimension")
+            except (Fail, Cycle):
+                pass
+            if q.name is None:
+                del self.rep.items[start:]    # `plan solve` reports an unnamed query's problems
+                continue
+            if q.name in self.decls:
+                self.rep.error("duplicate", f"solve '{q.name}' has the name of a declaration", q.name_span,
+                               "give the solve another name", related=(("declared here",
+                                                                        self.decls[q.name].ast.name_span),))
+                continue
+            if q.name in self.solve_names:
+                self.rep.error("duplicate", f"solve '{q.name}' is declared twice", q.name_span,
+                               "give each named solve its own name",
+                               related=(("first declared", self.solve_names[q.name].name_span),))
+                continue
+            self.solve_names[q.name] = q
+            try:
+                t = self._resolve(q.target.parts, None, q.target.span)
+            except Fail:
+                continue
+            n = self.build(t) if isinstance(t, str) else None
+            if n is not None and n.state != 3 and n.numeric:
+                self._answer_vals[q.name] = Val(answer_symbol(q.name), n.dim)
+        seen: dict[str, A.Require] = {}
+        for r in mod.requires:
+            if reads_skipped(r) or any(h in self.solve_name_set and h not in self.solve_names
+                                       for h in A.ref_heads(r)):
+                continue   # reads a plan left out, or a solve about one
+            name = r.name or requirement_slug(r)
+            if name in seen or name in self.solve_names or name in self.decls:
+                what = ("another file-level requirement" if name in seen else
+                        "a named solve" if name in self.solve_names else "a declaration")
+                self.rep.error("duplicate", f"requirement '{name}' has the name of {what}", r.name_span or r.span,
+                               "give each `require` its own name: `require NAME: …`")
+                continue
+            seen[name] = r
+            try:
+                lhs = self._num(self._eval(r.lhs, None, None), r.lhs)
+                rhs = self._num(self._eval(r.rhs, None, None), r.rhs)
+            except (Fail, Cycle):
+                continue
+            if lhs.dim != rhs.dim:
+                self.rep.error("unit-mismatch", f"requirement '{name}' compares {describe_dim(lhs.dim)} with "
+                               f"{describe_dim(rhs.dim)}", r.span, "both sides of a requirement need the same "
+                               "dimension")
+                continue
+            answers = tuple(sorted(n for n, v in self._answer_vals.items()
+                                   if v.expr in (lhs.expr.free_symbols | rhs.expr.free_symbols)))
+            unit = display_unit(r.lhs, lhs.dim)
+            if isinstance(r.lhs, A.Ref) and len(r.lhs.parts) == 1 and r.lhs.parts[0] in self._answer_vals:
+                t = self._resolve(self.solve_names[r.lhs.parts[0]].target.parts, None, r.lhs.span)
+                unit = self.nodes[t].unit or unit
+            elif isinstance(r.lhs, A.Ref):
+                try:
+                    t = self._resolve(r.lhs.parts, None, r.lhs.span)
+                    if isinstance(t, str) and self.nodes[t].unit:
+                        unit = self.nodes[t].unit
+                except Fail:
+                    pass
+            self.file_requirements.append(Requirement(None, name, lhs.expr, r.op, rhs.expr, unit, require_text(r),
+                                                      "file", r.span, require_text(r), answers))
+
     def _user_requirements(self, info: DeclInfo) -> None:
         """`require [NAME:] LHS op RHS` of a plan (inherited through `extends`): both sides are
         built in the plan's scope (plugin quantities included) and must share a dimension."""

@@ -233,6 +233,9 @@ class ExprMixin:
         if isinstance(e, A.Bool):
             return e.value
         if isinstance(e, A.Ref):
+            if scope is None and len(e.parts) == 1 and e.parts[0] in getattr(self, "_answer_vals", {}) \
+                    and e.parts[0] not in self.decls:
+                return self._answer_vals[e.parts[0]]      # a named solve's answer (file-level `require`)
             t = self._resolve(e.parts, scope, e.span)
             if isinstance(t, DeclRef):
                 return t

@@ -23,6 +23,14 @@ def catalog_dir() -> Path:
 
 
 
+def _is_catalog(file: str) -> bool:
+    """Whether a displayed file name is in the packaged catalog."""
+    try:
+        return Path(os.path.abspath(file)).resolve().is_relative_to(catalog_dir().resolve())
+    except (OSError, ValueError):
+        return False
+
+
 class LoaderMixin:
     """Reads the root file and its imports into modules and declarations."""
 
@@ -32,18 +40,26 @@ class LoaderMixin:
         from ..syntax import limits as L
 
         seen: dict[Path, A.Module] = {}
+        alias_of: dict[Path, str | None] = {}
+        self.aliases: dict[str, Span] = {}       # `import "…" as NAME` -> where
         self.root = safeio.project_root(root)
         safeio.set_root(self.root, always=(catalog_dir(),))
         lim = L.current()
         # depth-first, in the order imports are written (an explicit stack: no recursion limit)
-        todo: list[tuple[Path, str | None, Span | None, int]] = [(root, text, None, 0)]
+        todo: list = [(root, text, None, 0, None)]
         while todo:
-            p, src, from_span, depth = todo.pop()
+            p, src, from_span, depth, imp = todo.pop()
+            alias = imp.alias if imp is not None else None
             try:
                 rp = Path(os.path.abspath(p)).resolve() if "\0" not in str(p) else p
             except (OSError, RuntimeError):
                 rp = p
             if rp in seen:
+                if alias_of.get(rp) != alias and imp is not None:
+                    self.rep.error("duplicate", f"'{imp.path}' is imported " + (f"as '{alias}'" if alias else
+                                   "without a name") + " here and " + (f"as '{alias_of[rp]}'" if alias_of[rp]
+                                                                        else "without a name") + " elsewhere",
+                                   imp.alias_span or imp.span, "import a file under one name only")
                 continue
             if from_span is not None and len(seen) >= lim.imports:
                 self.rep.error("limit", f"more than {lim.imports} files are imported", from_span,
@@ -78,18 +94,39 @@ class LoaderMixin:
             except PlanError as e:
                 self.rep.items.extend(e.diagnostics)
                 continue
+            if alias is not None:
+                if alias in self.aliases:
+                    self.rep.error("duplicate", f"two imports are named '{alias}'", imp.alias_span,
+                                   "give each imported file its own name",
+                                   related=(("first named here", self.aliases[alias]),))
+                    continue
+                self.aliases[alias] = imp.alias_span
+                for d in mod.decls:
+                    if d.kind == "plan":
+                        self.rep.error("syntax", f"'{file}' declares plan '{d.name}' and is imported with a name",
+                                       d.name_span, "import a file of plans without `as` (its plans keep their "
+                                       "names); `as` is for catalogs of devices, links, models")
+                mod = A.namespaced(mod, alias)
             seen[rp] = mod
+            alias_of[rp] = alias
             self.modules.append(mod)
-            for imp in reversed(mod.imports):
-                todo.append((self._import_path(rp.parent, imp.path), None, imp.span, depth + 1))
+            for sub_imp in reversed(mod.imports):
+                todo.append((self._import_path(rp.parent, sub_imp.path), None, sub_imp.span, depth + 1, sub_imp))
         self._files = {m.file: Path(m.file) for m in self.modules}
         for mod in self.modules:
             for d in mod.decls:
                 if d.name in self.decls:
                     first = self.decls[d.name].ast
-                    self.rep.error("duplicate", f"'{d.name}' is declared twice", d.name_span,
-                                   "names of declarations are global across imported files; rename one",
-                                   related=(("first declared", first.name_span),))
+                    mine, other, note = d, first, "first declared"
+                    if _is_catalog(d.name_span.file) and not _is_catalog(first.name_span.file):
+                        # point at the user's line, not into the catalog
+                        mine, other, note = first, d, "also declared in the catalog"
+                    hint = "names of declarations are global across imported files; rename one"
+                    if _is_catalog(other.name_span.file):
+                        hint += (f", or import the catalog with a name (import \"{CATALOG_PREFIX}…\" as hw) and "
+                                 f"write hw.{d.name} for its entry")
+                    self.rep.error("duplicate", f"'{d.name}' is declared twice", mine.name_span, hint,
+                                   related=((note, other.name_span),))
                     continue
                 self.decls[d.name] = DeclInfo(d.name, d.kind, d)
 

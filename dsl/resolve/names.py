@@ -17,6 +17,14 @@ class NamesMixin:
         raise Fail()
 
     def _resolve(self, parts: tuple[str, ...], scope, span: Span):
+        if len(parts) >= 2 and parts[0] in getattr(self, "aliases", {}) and parts[0] not in self.decls:
+            parts = (f"{parts[0]}.{parts[1]}",) + tuple(parts[2:])   # `hw.b200` names an imported entry
+            if parts[0] not in self.decls:
+                ns = parts[0].split(".")[0]
+                cands = [n[len(ns) + 1:] for n in self.decls if n.startswith(ns + ".")]
+                guess = did_you_mean(parts[0][len(ns) + 1:], cands)
+                self._fail("unknown-name", f"'{ns}' (an imported file) declares no '{parts[0][len(ns) + 1:]}'", span,
+                           f"did you mean '{ns}.{guess}'?" if guess else "declarations: " + ", ".join(sorted(cands)[:12]))
         first = parts[0]
         target: Any = None
         owner, block = scope if scope else (None, None)
@@ -36,6 +44,16 @@ class NamesMixin:
             guess = did_you_mean(first, cands)
             where = f" in '{owner}'" + (f" (use {block})" if block else "") if owner else ""
             hint = self._provider_hint(first, owner) if owner and self.decls[owner].kind == "plan" else None
+            if owner is None and len(parts) == 1 and not guess:
+                holders = [n.owner for n in self.nodes.values() if n.name == first and n.id == f"{n.owner}.{first}"
+                           and self.decls[n.owner].kind == "plan"]
+                if holders:
+                    hint = (f"did you mean '{holders[0]}.{first}'? ('{first}' is a quantity of plan"
+                            f"{'s' if len(holders) > 1 else ''} {', '.join(holders[:6])}"
+                            f"{', …' if len(holders) > 6 else ''}: name it with its plan)")
+            if first in getattr(self, "solve_name_set", ()):
+                hint = (f"'{first}' is the answer of a named solve: read it in a file-level `require` "
+                        "(outside any plan), e.g. `require " + first + " <= …`")
             self._fail("unknown-name", f"unknown name '{first}'{where}", span,
                        hint or (f"did you mean '{guess}'?" if guess else "declare it or import the file that does"))
         for part in parts[1:]:
@@ -55,7 +73,7 @@ class NamesMixin:
                 elif self.decls[d].kind == "plan" and part in self.decls[d].uses:
                     target = BlockRef(d, part)
                 else:
-                    cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and n.count(".") == 1]
+                    cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and "." not in n[len(d) + 1:]]
                     cands += list(self.decls[d].uses)
                     guess = did_you_mean(part, cands)
                     hint = self._provider_hint(part, d) if target.kind == "plan" else None

@@ -27,6 +27,10 @@ class Evaluation:
     :ivar timelines: ``(plan, timeline)`` -> :class:`~dsl.engine.timeline.Timeline` (sealed).
     :ivar requirements: every requirement, as a tuple.
     :ivar queries: the file's ``solve`` statements.
+    :ivar solve_names: name -> query of the root file's named solves (``solve NAME: …``).
+    :ivar file_requirements: the root file's file-level ``require`` statements (they may read
+        named solves' answers: :func:`dsl.results.solver.file_requirement_results`).
+    :ivar memo: a pure cache of derived results (named solves' answers), filled on first use.
     :ivar diagnostics: warnings (and, for a checked-only file, nothing else) as a tuple.
     :ivar plugins: the plugin facade that priced the file (its registries are read-only).
     :ivar structural: inputs plugins read as numbers while building the plan (their value
@@ -34,7 +38,8 @@ class Evaluation:
     """
 
     __slots__ = ("_ws", "path", "nodes", "decls", "timelines", "requirements", "queries", "diagnostics",
-                 "plugins", "param_specs", "bounds", "modules", "structural")
+                 "plugins", "param_specs", "bounds", "modules", "structural", "solve_names",
+                 "file_requirements", "memo")
 
     def __init__(self, ws) -> None:
         ws.seal()
@@ -52,6 +57,9 @@ class Evaluation:
         set_(self, "bounds", MappingProxyType(ws.bounds))
         set_(self, "modules", tuple(ws.modules))
         set_(self, "structural", frozenset(ws.structural))
+        set_(self, "solve_names", MappingProxyType(dict(ws.solve_names)))
+        set_(self, "file_requirements", tuple(ws.file_requirements))
+        set_(self, "memo", {})
 
     @property
     def graph(self):

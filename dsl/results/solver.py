@@ -40,13 +40,24 @@ class Solution:
     feasible: bool = True        # False when the answer lies outside the target's allowed range
     roots: list = None           # every boundary found (base units), sorted
     intervals: list = None       # for inequalities: [(lo, hi)] where the relation holds (None = unbounded)
+    name: str | None = None      # `solve NAME: …`
+    whole: float | None = None   # a whole-number target: the whole number that answers (base units)
+
+    @property
+    def answer(self) -> float | None:
+        """The answer as a result (base units): the whole number for a whole-number target of an
+        inequality (the nearest one where the relation and the plan's whole-number requirements
+        hold), else the boundary ``value``."""
+        return self.whole if self.whole is not None else self.value
 
     def to_json(self) -> dict:
-        """``value``/``nominal`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base units;
-        ``symbolic`` is in base units."""
+        """``value``/``nominal``/``answer`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base
+        units; ``symbolic`` is in base units."""
         from dsl.engine.units import convert
         conv = (lambda v: None if v is None else convert(v, self.unit))
-        return {"query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
+        return {"name": self.name, "answer": conv(self.answer), "answer_si": self.answer,
+                "whole": conv(self.whole), "whole_si": self.whole,
+                "query": self.query, "target": self.target, "unit": self.unit, "value": conv(self.value),
                 "si": self.value, "nominal": conv(self.nominal), "nominal_si": self.nominal,
                 "method": self.method, "symbolic": self.symbolic, "holds": self.holds, "note": self.note,
                 "feasible": self.feasible, "roots": [conv(r) for r in (self.roots or [])],
@@ -211,10 +222,10 @@ def solve_query(ws, q: A.Query) -> Solution:
             notes.append(f"{q.target.dotted} is a whole number: {math.floor(value)} or {math.ceil(value)} "
                          "come closest")
         else:
-            up = bool(holds_at(math.ceil(value))) if math.ceil(value) != value else bool(holds_at(value))
-            whole = math.ceil(value) if up else math.floor(value)
-            if holds_at(whole):
-                notes.append(f"as a whole number: {q.target.dotted} {'>=' if up else '<='} {whole}")
+            up = bool(holds_at(value + (abs(value) * 1e-6 or 1e-9)))
+            whole, note = _whole_answer(ws, q, x, free, nominal, value, up, holds_at, dom)
+            if note:
+                notes.append(note)
     if value is not None:
         failing = _requirements_failing_at(ws, x, free, nominal, whole if whole is not None else value)
         if failing:
@@ -245,7 +256,129 @@ def solve_query(ws, q: A.Query) -> Solution:
                          "base units)")
     note = "; ".join(notes)
     return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible,
-                    roots, intervals)
+                    roots, intervals, q.name, float(whole) if whole is not None else None)
+
+
+WHOLE_STEPS = 100_000   # whole numbers tried past the boundary before giving up
+
+
+def _discrete_requirements(ws, x, free, nominal) -> list:
+    """The requirements that a whole-number target can break between two neighbouring whole
+    numbers: equalities whose sides round it (floor(), ceil(), a remainder — "the global batch
+    splits into whole micro-batches", ``m == floor(m)``), as ``(name, lhs(v), op, rhs(v))`` with the other inputs at nominal."""
+    out = []
+    for r in ws.requirements:
+        sides = [e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols}) for e in (r.lhs, r.rhs)]
+        if not any(x in fe.free_symbols for fe in sides):
+            continue
+        if r.op != "==" or not any(fe.has(sp.floor, sp.ceiling, sp.Mod, sp.frac) for fe in sides):
+            continue   # a bound such as a deadline is the question's business, not whole-numberness
+        out.append((f"{r.plan}.{r.name}", sides[0].xreplace(nominal), r.op, sides[1].xreplace(nominal)))
+    return out
+
+
+def _holds_exact(lhs, op, rhs, x, v: int) -> bool:
+    at = {x: sp.Integer(v)}
+    try:
+        lv, rv = lhs.xreplace(at), rhs.xreplace(at)
+        lv, rv = lv if lv.is_Rational else float(lv), rv if rv.is_Rational else float(rv)
+    except (TypeError, ValueError):
+        return True
+    tol = 0 if isinstance(lv, sp.Rational) and isinstance(rv, sp.Rational) else 1e-9 * max(abs(float(lv)),
+                                                                                            abs(float(rv)), 1e-300)
+    return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv, "==": abs(lv - rv) <= tol}[op]
+
+
+def _whole_answer(ws, q, x, free, nominal, value: float, up: bool, holds_at, dom) -> tuple:
+    """The whole number that answers an inequality on a whole-number target: from the boundary
+    towards the side where the relation holds, the first whole number at which the relation
+    holds and so do the plan's whole-number requirements (see :func:`_discrete_requirements`;
+    a GPU count that must divide the global batch answers the next count that divides it).
+    Returns ``(whole or None, note)``."""
+    import math
+
+    step = 1 if up else -1
+    first = math.ceil(value) if up else math.floor(value)
+    if not holds_at(first):
+        first += step
+    if not holds_at(first) or not in_domain(float(first), dom):
+        return None, ""
+    discrete = _discrete_requirements(ws, x, free, nominal)
+    k, broken = first, {}
+    for _ in range(WHOLE_STEPS):
+        if not in_domain(float(k), dom) or not holds_at(k):
+            k = None
+            break
+        fails = [n for n, lhs, op, rhs in discrete if not _holds_exact(lhs, op, rhs, x, k)]
+        if not fails:
+            break
+        for n in fails:
+            broken.setdefault(n, []).append(k)
+        k += step
+    else:
+        k = None
+    sym = ">=" if up else "<="
+    who = q.target.dotted
+    if k is None:
+        names = ", ".join(sorted(broken))
+        return None, (f"no whole number {sym} {first} meets the relation together with {names}" if broken else "")
+    if k == first:
+        return k, f"as a whole number: {who} {sym} {k}"
+    skipped = sorted({v for vs in broken.values() for v in vs})
+    shown = (f"{skipped[0]}" if len(skipped) == 1 else f"{skipped[0]} … {skipped[-1]}" if
+             skipped == list(range(skipped[0], skipped[-1] + 1)) else ", ".join(map(str, skipped[:6])) +
+             (", …" if len(skipped) > 6 else ""))
+    return k, (f"as a whole number: {who} = {k}, the first whole number {sym} {first} at which "
+               f"{', '.join(sorted(broken))} also hold{'s' if len(broken) == 1 else ''} "
+               f"({shown} break{'s' if len(skipped) == 1 else ''} it)")
+
+
+def named_solutions(ev, names=None) -> dict:
+    """``{name: Solution}`` of the root file's named solves (``solve NAME: …``), in file order,
+    solved once per evaluation (memoised in ``ev.memo``); ``names`` limits the solves answered.
+
+    :raises PlanError: when a named solve cannot be posed (unknown name, unit mismatch …).
+    """
+    from dsl.syntax import limits as L
+    memo = ev.memo.setdefault("solutions", {})
+    out = {}
+    for name, q in ev.solve_names.items():
+        if names is not None and name not in names:
+            continue
+        if name not in memo:
+            with L.time_budget():
+                memo[name] = solve_query(ev, q)
+        out[name] = memo[name]
+    return out
+
+
+def file_requirement_results(ev) -> list[dict]:
+    """Each file-level ``require`` at the nominal point, its named solves at their answers:
+    name, ok, lhs/rhs (base units), op, unit, text, answers (the solves it reads), where;
+    ``ok`` is False with a ``note`` when a solve it reads has no answer."""
+    from dsl.engine.nodes import answer_symbol
+    out = []
+    for r in ev.file_requirements:
+        sols = named_solutions(ev, set(r.answers)) if r.answers else {}
+        missing = [n for n in r.answers if sols[n].answer is None]
+        row = {"name": r.name, "op": r.op, "unit": r.unit, "doc": r.doc, "plugin": "file", "text": r.text,
+               "answers": list(r.answers), "where": f"{r.span.file}:{r.span.line}:{r.span.column}"}
+        if missing:
+            out.append(dict(row, ok=False, lhs_si=None, rhs_si=None,
+                            note="no answer: " + "; ".join(f"{n}: {sols[n].note}" for n in missing)))
+            continue
+        at = {answer_symbol(n): sp.Float(sols[n].answer, 30) if sols[n].whole is None else sp.Integer(
+            round(sols[n].whole)) for n in r.answers}
+        lv = ev.subs_value(r.lhs.xreplace(at))
+        rv = ev.subs_value(r.rhs.xreplace(at))
+        if lv is None or rv is None:
+            continue
+        lf, rf = float(lv), float(rv)
+        tol = 1e-12 * max(abs(lf), abs(rf), 1e-300) if r.answers else 0.0
+        ok = {"<=": lf <= rf + tol, ">=": lf >= rf - tol, "<": lf < rf, ">": lf > rf,
+              "==": abs(lf - rf) <= tol}[r.op]
+        out.append(dict(row, ok=bool(ok), lhs_si=lf, rhs_si=rf))
+    return out
 
 
 def _tidy(e):

@@ -126,17 +126,21 @@ class Decl:
 class Import:
     path: str
     span: Span
+    alias: str | None = None        # `import "…" as hw`
+    alias_span: Span | None = None
 
 
 @dataclass(frozen=True)
 class Query:
-    """`solve TARGET for LHS op RHS`."""
+    """`solve [NAME:] TARGET for LHS op RHS` (``name`` makes the answer a result)."""
 
     target: Ref
     lhs: Expr
     op: str
     rhs: Expr
     span: Span
+    name: str | None = None
+    name_span: Span | None = None
 
 
 @dataclass(frozen=True)
@@ -145,3 +149,58 @@ class Module:
     imports: tuple[Import, ...]
     decls: tuple[Decl, ...]
     queries: tuple[Query, ...]
+    requires: tuple[Require, ...] = ()   # file-level `require` (gates on named solves)
+
+
+def ref_heads(node):
+    """The first name of every reference inside an AST node (a declaration, a statement, an
+    expression, a list of them), in no particular order: the declarations it reads."""
+    from dataclasses import fields, is_dataclass
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Ref):
+            yield x.parts[0]
+        elif isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif is_dataclass(x) and not isinstance(x, type):
+            stack.extend(getattr(x, f.name) for f in fields(x) if f.name not in ("span", "name_span"))
+
+
+def map_refs(node, fn):
+    """A copy of AST ``node`` (a module, declaration, statement, expression or a tuple of them)
+    with every :class:`Ref` replaced by ``fn(ref)``."""
+    from dataclasses import fields, is_dataclass, replace
+    if isinstance(node, Ref):
+        return fn(node)
+    if isinstance(node, tuple):
+        return tuple(map_refs(x, fn) for x in node)
+    if isinstance(node, list):
+        return [map_refs(x, fn) for x in node]
+    if is_dataclass(node) and not isinstance(node, type) and not isinstance(node, Span):
+        changes = {}
+        for f in fields(node):
+            v = getattr(node, f.name)
+            if isinstance(v, (tuple, list)) or (is_dataclass(v) and not isinstance(v, Span)):
+                nv = map_refs(v, fn)
+                if nv is not v:
+                    changes[f.name] = nv
+        return replace(node, **changes) if changes else node
+    return node
+
+
+def namespaced(module: "Module", alias: str) -> "Module":
+    """``module`` as imported with ``import "…" as ALIAS``: each declaration named
+    ``ALIAS.NAME``, and each reference to one of them (``extends`` included) rewritten, so that the
+    file reads its own names as before while the importer writes ``ALIAS.NAME``."""
+    from dataclasses import replace
+    own = {d.name for d in module.decls}
+
+    def fn(r: Ref) -> Ref:
+        return Ref((f"{alias}.{r.parts[0]}",) + r.parts[1:], r.span) if r.parts[0] in own else r
+    decls = []
+    for d in module.decls:
+        d2 = map_refs(d, fn)
+        decls.append(replace(d2, name=f"{alias}.{d.name}",
+                             extends=f"{alias}.{d.extends}" if d.extends in own else d.extends))
+    return replace(module, decls=tuple(decls))

@@ -160,13 +160,33 @@ def _quote(span: Span) -> list[str]:
 
 
 def did_you_mean(name: str, candidates) -> str | None:
-    """The nearest candidate by similarity (difflib ratio ≥ 0.6), or None."""
+    """The candidate ``name`` most likely stands for, or None: the same name in another case;
+    else a candidate that starts with it or contains it as a ``_``-separated part (``h100`` →
+    ``h100_sxm``, ``sxm`` → ``h100_sxm``; the shortest one when several do); else the nearest by
+    similarity (difflib ratio ≥ 0.6).
+
+    >>> did_you_mean("h100", ["h100_sxm", "h200", "a100_sxm_80gb"])
+    'h100_sxm'
+    >>> did_you_mean("finish_tme", ["finish_time", "train_time"])
+    'finish_time'
+    >>> did_you_mean("qqq", ["finish_time"]) is None
+    True
+    """
     cands = sorted(set(candidates))
-    m = difflib.get_close_matches(name, cands, n=1, cutoff=0.6)
-    if m:
-        return m[0]
+    if not name or not cands:
+        return None
     low = {c.lower(): c for c in cands}
-    return low.get(name.lower())
+    if name.lower() in low and low[name.lower()] != name:
+        return low[name.lower()]
+    key = name.lower()
+    if len(key) >= 2:
+        part = [c for c in cands if c != name and (c.lower().startswith(key) or
+                                                   key in c.lower().split("_") or
+                                                   (len(key) >= 3 and key in c.lower()))]
+        if part:
+            return min(part, key=lambda c: (not c.lower().startswith(key), len(c), c))
+    m = difflib.get_close_matches(name, cands, n=1, cutoff=0.6)
+    return m[0] if m else None
 
 
 def display_path(p: Path) -> str:

@@ -214,7 +214,8 @@ class _Fmt:
         self.out.append("}" + self._trailing(d.span.end_line, d.span.end_column))
 
     def run(self) -> str:
-        items = sorted(list(self.module.imports) + list(self.module.decls) + list(self.module.queries),
+        items = sorted(list(self.module.imports) + list(self.module.decls) + list(self.module.queries)
+                       + list(self.module.requires),
                        key=lambda it: (it.span.line, it.span.column))
         prev_end, prev_multi = 0, False
         for it in items:
@@ -224,9 +225,13 @@ class _Fmt:
             if self.out and (multi or prev_multi) and len(self.out) == n_before and self.out[-1].strip():
                 self.out.append("")
             if isinstance(it, A.Import):
-                self.out.append(f"import {_quote(it.path)}" + self._trailing(it.span.end_line, it.span.end_column))
+                self.out.append(f"import {_quote(it.path)}" + (f" as {it.alias}" if it.alias else "")
+                                + self._trailing(it.span.end_line, it.span.end_column))
             elif isinstance(it, A.Query):
-                self.out.append("solve " + query_text(it) + self._trailing(it.span.end_line, it.span.end_column))
+                self.out.append("solve " + (f"{it.name}: " if it.name else "") + query_text(it)
+                                + self._trailing(it.span.end_line, it.span.end_column))
+            elif isinstance(it, A.Require):
+                self.out.append(format_require(it) + self._trailing(it.span.end_line, it.span.end_column))
             else:
                 self._decl(it)
             prev_end, prev_multi = it.span.end_line, multi

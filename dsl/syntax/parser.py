@@ -151,7 +151,11 @@ def _make_transformer(file: str):
             return A.UseBlock(str(name), tuple(members), _span(file, meta), _tok_span(file, name))
 
         def extends_clause(self, meta, ch):
-            return ("extends", str(ch[0]), _tok_span(file, ch[0]))
+            sp_ = _tok_span(file, ch[0])
+            if len(ch) > 1:
+                last = _tok_span(file, ch[-1])
+                sp_ = Span(sp_.file, sp_.line, sp_.column, last.end_line, last.end_column)
+            return ("extends", ".".join(str(t) for t in ch), sp_)
 
         def from_clause(self, meta, ch):
             return ("from", _unescape(str(ch[0])), _tok_span(file, ch[0]))
@@ -167,7 +171,9 @@ def _make_transformer(file: str):
                           _tok_span(file, name), ext[2] if ext else None, frm[2] if frm else None, reqs)
 
         def import_stmt(self, meta, ch):
-            return A.Import(_unescape(str(ch[0])), _span(file, meta))
+            alias = ch[1] if len(ch) > 1 else None
+            return A.Import(_unescape(str(ch[0])), _span(file, meta), str(alias) if alias is not None else None,
+                            _tok_span(file, alias) if alias is not None else None)
 
         def query_rel(self, meta, ch):
             return (ch[0], str(ch[1]), ch[2])
@@ -176,7 +182,10 @@ def _make_transformer(file: str):
             lhs, op, rhs = ch[1]
             return A.Query(ch[0], lhs, op, rhs, _span(file, meta))
 
-        solve_stmt = query
+        def solve_stmt(self, meta, ch):
+            name, target, (lhs, op, rhs) = ch
+            return A.Query(target, lhs, op, rhs, _span(file, meta), str(name) if name is not None else None,
+                           _tok_span(file, name) if name is not None else None)
 
         def expr_only(self, meta, ch):
             return ch[0]
@@ -185,7 +194,8 @@ def _make_transformer(file: str):
             return A.Module(file,
                             tuple(c for c in ch if isinstance(c, A.Import)),
                             tuple(c for c in ch if isinstance(c, A.Decl)),
-                            tuple(c for c in ch if isinstance(c, A.Query)))
+                            tuple(c for c in ch if isinstance(c, A.Query)),
+                            tuple(c for c in ch if isinstance(c, A.Require)))
 
     return ToAST()
 
@@ -197,7 +207,7 @@ _TOKEN_NAMES = {
     "LPAR": "'('", "RPAR": "')'", "EQUAL": "'='", "PLUS": "'+'", "MINUS": "'-'",
     "STAR": "'*'", "SLASH": "'/'", "CIRCUMFLEX": "'^'", "COMMA": "','", "DOT": "'.'",
     "CMP": "a comparison (== <= >= < >)", "$END": "end of file", "FOR": "'for'",
-    "IMPORT": "'import'", "SOLVE": "'solve'", "USE": "'use'", "EXTENDS": "'extends'",
+    "IMPORT": "'import'", "AS": "'as'", "SOLVE": "'solve'", "USE": "'use'", "EXTENDS": "'extends'",
     "FROM": "'from'", "TRUE": "'true'", "FALSE": "'false'", "IN": "'in'", "SOURCE": "'source'",
     "REQUIRE": "'require'", "COLON": "':'", "LSQB": "'['", "RSQB": "']'",
 }
