@@ -69,6 +69,8 @@ import os
 from dsl.plugin import hookimpl
 from dsl.plugin import KindSpec, Param
 
+from . import flops
+
 MODEL_FIELDS = (
     Param("layers", doc="transformer blocks", kind="int", min=1),
     Param("hidden", doc="hidden size", kind="int", min=1),
@@ -304,7 +306,7 @@ def plan_declaration_derive(ctx):
         mat_layer_d = mat_attn + mats * h * f
         mat_layer_m = mat_attn + router + (k + ks) * expert
         matrices = Ld * mat_layer_d + Lm * mat_layer_m + V * h
-        ctx.define("expert_flops_per_token", 2 * mats * 3 * Lm * h * fe * (k + ks), "GFLOP/token",
+        ctx.define("expert_flops_per_token", flops.expert_training_per_token(a, m), "GFLOP/token",
                    "training FLOPs of the expert matmuls per token: 18·n_L·h·f·(k + k_s)",
                    references=("Book ch. 3 §3.6.2 (FLOPs of a mixture-of-experts model)",))
         # DeepSeek-V3 MTP module: one MoE block, two norms, the 2h→h projection, a final norm
@@ -323,6 +325,6 @@ def plan_declaration_derive(ctx):
     ctx.define("params", total, "param",
                "all trainable parameters: blocks, embedding, LM head, final norm")
     ctx.define("active_params", active, "param", "parameters one token uses (all of them for a dense model)")
-    ctx.define("flops_per_token_forward", 2 * matrices, "GFLOP/token",
+    ctx.define("flops_per_token_forward", flops.matrix_forward_per_token(a, m), "GFLOP/token",
                "forward matmul FLOPs per token: 2 × active matrix parameters incl. LM head, "
                "without the embedding lookup and attention over the context")
