@@ -17,19 +17,28 @@ Formulas (book ch. 3 §3.4.1, §3.4.3).  One multiply-add is 2 FLOPs; a matrix p
 Qwen3-8B at s = 8,192: forward 143.789, backward 287.579, total 431.368 TFLOPs, of which
 attention 59.381; 6·N·s = 402.591; LM head on 4,096 label tokens only: 416.074.
 
-For mixture-of-experts and MLA models the per-matrix split is not listed; ``flops_per_token``
-and ``flops_per_step`` come from the model's ``flops_per_token_forward`` (active experts)
-plus causal attention.  ``label_tokens`` changes these FLOP counts; the step time is priced
-with every token through the LM head.
+Mixture-of-experts and MLA models are counted the same way with the active experts (router,
+k routed and k_s shared) and MLA's projections; QKᵀ over d_qk and AV over d_v per head.
+``label_tokens`` changes these FLOP counts; the step time is priced with every token through
+the LM head.  The formulas live in :mod:`plugins.flops`.
+
+Counting conventions: ``flops = "exact"`` (the default, the count above) | ``"6nd"`` |
+``"palm"`` | ``"hardware"`` | ``"megatron"`` | ``"torchtitan"`` | ``"verl"`` sets what
+``flops_per_token``, ``flops_per_step``, ``flops_total`` and ``mfu_measured`` count (see
+:mod:`plugins.flops` for each formula and its source); ``model_flops_per_token`` (exact) and
+``hardware_flops_per_token`` (exact + recomputation under the layout's ``recompute``) are
+always given.  ``measured_tokens_per_s`` or ``measured_step_time`` (a measured throughput)
+gives ``mfu_measured`` (under the convention) and ``hfu_measured`` (hardware FLOPs).  The
+step time is priced from the exact count at the plan's ``mfu`` whatever the convention.
 """
 from __future__ import annotations
-
 
 from dsl.plugin import hookimpl
 from dsl.plugin import KindSpec, Param, UseSpec
 
-from .decoder import architecture
-from .layout import STEP_PROVIDES
+from . import flops as F
+from .decoder import architecture, moe_architecture
+from .layout import STEP_PROVIDES, Knobs
 
 SPEC = UseSpec(
     "compute",
@@ -38,6 +47,12 @@ SPEC = UseSpec(
     params=(
         Param("label_tokens", "token", "workload.seq_len",
               "tokens per sequence that go through the LM head (vocabulary projection)", min=0),
+        Param("flops", default='"exact"', kind="choice", choices=F.CONVENTIONS,
+              doc="FLOP counting convention of flops_per_token, flops_per_step, flops_total and mfu_measured"),
+        Param("measured_tokens_per_s", "token/s", None, "measured training throughput of all GPUs",
+              min=0, min_open=True, optional=True),
+        Param("measured_step_time", "s", None, "measured time of one optimizer step", min=0, min_open=True,
+              optional=True),
     ),
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model trained"),
@@ -51,7 +66,8 @@ SPEC = UseSpec(
     ),
     order=20,
     provides=("flops_forward", "flops_backward", "flops_per_seq", "flops_attention", "flops_6nd",
-              "flops_per_token", "flops_per_step", "flops_total") + STEP_PROVIDES,
+              "flops_per_token", "flops_per_step", "flops_total", "model_flops_per_token",
+              "hardware_flops_per_token", "measured_throughput", "mfu_measured", "hfu_measured") + STEP_PROVIDES,
 )
 
 
@@ -69,17 +85,13 @@ def plan_kinds_register():
     ))]
 
 
-def training_flops(a, s, s_label):
-    """Forward FLOPs and attention FLOPs of one sequence (sympy), from ``architecture(view)``.
+def training_flops(a, s, s_label, m=None):
+    """Forward FLOPs and attention FLOPs of one sequence (sympy), from ``architecture(view)``
+    (and ``moe_architecture(view)`` for MoE/MLA models): :func:`plugins.flops.sequence_forward`.
 
     :return: (forward, attention_forward) in FLOP.
     """
-    L, h, f, nq, nkv, dh, V, mats = (a[k] for k in ("L", "h", "f", "nq", "nkv", "dh", "V", "mats"))
-    proj = 2 * s * h * (2 * nq * dh + 2 * nkv * dh)
-    ffn = 2 * s * h * f * mats
-    attn = 2 * 2 * nq * dh * s * (s + 1) / 2
-    head = 2 * h * V * s_label
-    return L * (proj + ffn + attn) + head, L * attn
+    return F.sequence_forward(a, s, s_label, m)
 
 
 @hookimpl
@@ -89,7 +101,8 @@ def plan_quantities_price(ctx):
         return
     model, wl = ctx.ref("model"), ctx.ref("workload")
     a = architecture(model)
-    moe = model.has("experts") or model.has("kv_lora_rank")
+    m = moe_architecture(model)
+    moe = m["moe"] or m["mla"]
     if any(a[k] is None for k in ("L", "h", "nq", "V") + (() if moe else ("f",))):
         ctx.error(f"model '{model.name}' lacks layers/hidden/ffn/heads/vocab needed by `use compute`",
                   "describe the architecture or use `model NAME from \"config.json\"`")
@@ -97,21 +110,48 @@ def plan_quantities_price(ctx):
     batch = wl.q("global_batch", "seq", positive=True)
     tokens = wl.q("tokens", "token", positive=True)
     N = model.q("params", "param")
-    if moe:
-        attn = 2 * 2 * a["nq"] * a["dh"] * (s + 1) / 2 * a["L"]       # per token, forward
-        per_tok = ctx.define("flops_per_token", 3 * (model.q("flops_per_token_forward", "FLOP/token") + attn),
-                             "GFLOP/token", "training FLOPs per token: 3 × (active matrix FLOPs + causal attention)")
-        step_flops = ctx.define("flops_per_step", per_tok * s * batch, "FLOP", "training FLOPs of one step")
-        ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
-        return
-    fwd, attn = training_flops(a, s, b.q("label_tokens"))
+    conv = b.value("flops")
+    fwd, attn = training_flops(a, s, b.q("label_tokens"), m)
 
-    ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence",
+    ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence (exact count)",
                references=("Book ch. 3 §3.4.3 (forward FLOPs of a decoder)",))
-    ctx.define("flops_backward", 2 * fwd, "TFLOP", "backward matrix FLOPs of one sequence: dX and dW")
-    per_seq = ctx.define("flops_per_seq", 3 * fwd, "TFLOP", "training matrix FLOPs of one sequence")
+    ctx.define("flops_backward", 2 * fwd, "TFLOP", "backward matrix FLOPs of one sequence: dX and dW (exact count)")
+    per_seq = ctx.define("flops_per_seq", 3 * fwd, "TFLOP", "training matrix FLOPs of one sequence (exact count)")
     ctx.define("flops_attention", 3 * attn, "TFLOP", "causal attention QKᵀ and AV, forward + backward")
     ctx.define("flops_6nd", 6 * N * s, "TFLOP", "the 6·N·D estimate for one sequence")
-    ctx.define("flops_per_token", per_seq / s, "GFLOP/token", "training FLOPs per useful token")
-    step_flops = ctx.define("flops_per_step", per_seq * batch, "FLOP", "training FLOPs of one step")
-    ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", "training FLOPs of all tokens")
+    model_tok = ctx.define("model_flops_per_token", per_seq / s, "GFLOP/token",
+                           "training FLOPs per token, exact count (" + F.DESCRIPTIONS["exact"] + ")",
+                           references=F.REFERENCES["exact"])
+    recompute = Knobs(ctx).value("recompute")
+    hw_tok = ctx.define("hardware_flops_per_token", model_tok + F.recompute_forward_per_token(a, m, s, recompute),
+                        "GFLOP/token", f"training FLOPs per token the GPUs execute: exact count plus "
+                        f"recomputation ({recompute})", references=F.REFERENCES["hardware"])
+    if conv == "exact":
+        expr = model_tok
+    elif conv == "hardware":
+        expr = hw_tok
+    else:
+        expr = F.per_token(conv, a, m, s, active_params=model.q("active_params", "param"),
+                           embedding_params=model.q("embedding_params", "param"))
+    label = f'convention "{conv}": {F.DESCRIPTIONS[conv]}'
+    per_tok = ctx.define("flops_per_token", expr, "GFLOP/token", f"training FLOPs per token, {label}",
+                         references=F.REFERENCES[conv])
+    step_flops = ctx.define("flops_per_step", per_tok * s * batch, "FLOP", f"training FLOPs of one step, {label}",
+                            references=F.REFERENCES[conv])
+    ctx.define("flops_total", step_flops * tokens / (s * batch), "FLOP", f"training FLOPs of all tokens, {label}",
+               references=F.REFERENCES[conv])
+    if b.given("measured_tokens_per_s") and b.given("measured_step_time"):
+        b.error_at("measured_step_time", "a measured throughput is given twice: measured_tokens_per_s and "
+                   "measured_step_time", "keep one of the two", code="conflict")
+    if b.given("measured_tokens_per_s") or b.given("measured_step_time"):
+        rate = (b.q("measured_tokens_per_s") if b.given("measured_tokens_per_s")
+                else s * batch / b.q("measured_step_time"))
+        rate = ctx.define("measured_throughput", rate, "token/s", "measured training throughput of all GPUs")
+        dev = ctx.ref("device")
+        peak, gpus = dev.q("peak_flops", "FLOP/s", positive=True), ctx.param("gpus")
+        ctx.define("mfu_measured", F.utilization(per_tok, rate, gpus, peak), "%",
+                   f"measured FLOP/s over the peak of all GPUs, {label}", headline=True,
+                   references=F.REFERENCES[conv])
+        ctx.define("hfu_measured", F.utilization(hw_tok, rate, gpus, peak), "%",
+                   f"measured hardware FLOP/s (exact count + recomputation, {recompute}) over the peak of all GPUs",
+                   headline=True, references=F.REFERENCES["hardware"])

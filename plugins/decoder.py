@@ -79,6 +79,8 @@ import os
 from dsl.plugin import hookimpl
 from dsl.plugin import KindSpec, Param
 
+from . import flops
+
 MODEL_FIELDS = (
     Param("layers", doc="transformer blocks", kind="int", min=1),
     Param("hidden", doc="hidden size", kind="int", min=1),
@@ -190,6 +192,7 @@ def architecture(view):
     a["T"] = q("token_types", sp.Integer(0))
     a["de"] = q("embedding_dim")
     a["bidirectional"] = view.value("attention", "causal") == "bidirectional"
+    a["causal"] = not a["bidirectional"]          # read by plugins.flops (attention pairs)
     a["window"] = q("sliding_window")
     if a["window"] is None:
         a["local"] = sp.Integer(0)
@@ -318,13 +321,7 @@ def plan_declaration_derive(ctx):
         ctx.define("expert_params", Lm * E * expert, "param", "routed expert weights of all MoE layers")
         total = Ld * dense + Lm * moe + emb + head + final
         active = Ld * dense + Lm * moe_active + emb + head + final
-        # matrices a token multiplies by: all but norm vectors and the embedding lookup
-        mat_attn = attention_params(a, m, matrices_only=True)
-        mat_layer_d = mat_attn + mats * h * f
-        mat_shared = mats * h * (ctx.view.q("shared_expert_ffn") if ctx.has("shared_expert_ffn") else fe)
-        mat_layer_m = mat_attn + router + k * mats * h * fe + ks * mat_shared
-        matrices = Ld * mat_layer_d + Lm * mat_layer_m + V * de + (2 * h * de if a["de"] is not None else 0)
-        ctx.define("expert_flops_per_token", 2 * mats * 3 * Lm * h * fe * (k + ks), "GFLOP/token",
+        ctx.define("expert_flops_per_token", flops.expert_training_per_token(a, m), "GFLOP/token",
                    "training FLOPs of the expert matmuls per token: 18·n_L·h·f·(k + k_s)",
                    references=("Book ch. 3 §3.6.2 (FLOPs of a mixture-of-experts model)",))
         # DeepSeek-V3 MTP module: one MoE block, two norms, the 2h→h projection, a final norm
@@ -334,8 +331,6 @@ def plan_declaration_derive(ctx):
         layer = dense
         ctx.define("layer_params", layer, "param", "parameters of one transformer block")
         total = active = L * layer + emb + head + final
-        matrices = (L * (attention_params(a, m, matrices_only=True) + mats * h * f) + V * de
-                    + (2 * h * de if a["de"] is not None else 0))
     if m["mla"]:
         kvw = m["rkv"] + m["dr"]
     else:
@@ -353,6 +348,6 @@ def plan_declaration_derive(ctx):
     ctx.define("params", total, "param",
                "all trainable parameters: blocks, embedding, LM head, final norm")
     ctx.define("active_params", active, "param", "parameters one token uses (all of them for a dense model)")
-    ctx.define("flops_per_token_forward", 2 * matrices, "GFLOP/token",
+    ctx.define("flops_per_token_forward", flops.matrix_forward_per_token(a, m), "GFLOP/token",
                "forward matmul FLOPs per token: 2 × active matrix parameters incl. LM head, "
                "without the embedding lookup and attention over the context")

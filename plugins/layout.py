@@ -41,6 +41,7 @@ import sympy as sp
 from dsl.plugin import hookimpl
 from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec
 
+from . import flops
 from . import layout_model as lm
 
 SCHEDULES = ("1f1b", "interleaved", "fill_drain", "zb_h1", "zb_h2", "dualpipe")
@@ -253,7 +254,9 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "N_exp": model.q("expert_params", "param") if mo["moe"] else sp.Integer(0),
          "E": mo["E"] if mo["moe"] else sp.Integer(0), "topk": mo["k"] if mo["moe"] else sp.Integer(0),
          "L_moe": (a["L"] - mo["Ld"]) if mo["moe"] else sp.Integer(0),
-         "fwd_tok": model.q("flops_per_token_forward", "FLOP/token"), "head_tok": 2 * a["h"] * a["V"],
+         # forward matrix FLOPs per token: the model's field, priced by plugins.flops
+         "fwd_tok": model.q("flops_per_token_forward", "FLOP/token"), "head_tok": flops.lm_head_forward_per_token(a),
+         "dv": flops.head_widths(a, mo)[1],
          "s": wl.q("seq_len", "token", positive=True), "B": wl.q("global_batch", "seq", positive=True),
          "peak": dev.q("peak_flops", "FLOP/s", positive=True), "mfu": ctx.param("mfu"),
          "gpus": ctx.param("gpus"), "gph": int(ctx.value("gpus_per_host")),
@@ -410,7 +413,7 @@ def plan_quantities_price(ctx):
                headline=True, rank=1)
     ctx.define("tokens_per_step", K["s"] * K["B"], "token", "useful tokens per optimizer step")
     # the step's FLOPs (fallbacks: `use compute` lists them matrix by matrix)
-    attn_tok = 2 * 2 * K["a"] * K["dh"] * (K["s"] + 1) / 2 * K["L"]
+    attn_tok = lm.attention_per_token(K)
     per_tok = ctx.define("flops_per_token", 3 * (K["fwd_tok"] + attn_tok), "GFLOP/token",
                          "training FLOPs per token: 3 × (forward matrix FLOPs + causal attention)", fallback=True)
     step_flops = ctx.define("flops_per_step", per_tok * K["s"] * K["B"], "FLOP", "training FLOPs of one step",

@@ -12,6 +12,8 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
+from . import flops
+
 # Terms of the step time, in the order the explanation lists them.
 TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "offload", "input")
 TERM_NAMES = {
@@ -157,6 +159,13 @@ def group_bandwidth(k, stride, K, o):
     return o.where(spans, cross, K["link"]), spans
 
 
+def attention_per_token(K: dict):
+    """Causal attention-core forward FLOPs per token, all layers (:mod:`plugins.flops`):
+    L·2·n_q·(d_h + d_v)·(s+1)/2, d_v = ``K["dv"]`` (MLA's value width; d_h when absent)."""
+    s, dv = K["s"], K.get("dv")
+    return K["L"] * flops.attention_core(K["a"], K["dh"], K["dh"] if dv is None else dv, flops.attention_pairs(s) / s)
+
+
 def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False) -> dict:
     """Step time terms and memory of layouts.
 
@@ -179,7 +188,7 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     m = K["B"] / (d * b)                                   # micro-batches per pipeline per step
     s_loc = s / c                                          # tokens of a sequence on one CP rank
     # ---- compute: 6ND-style FLOPs of the matrices + causal attention, per GPU (§10.1.3)
-    attn_tok = 2 * 2 * a * dh * (s + 1) / 2 * L            # attention FLOP per token (QKᵀ, AV)
+    attn_tok = attention_per_token(K)                      # attention FLOP per token (QKᵀ, AV)
     fwd_tok = K["fwd_tok"] + attn_tok
     ideal = 3 * fwd_tok * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
     # full recomputation repeats the layers' forward (not the LM head): ≈ 8ND instead of 6ND;

@@ -158,6 +158,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "nics": val(pre + "nics_per_host"), "latency": val(pre + "latency"), "overlap": val(pre + "overlap"),
          "input": val(f"{plan}.input_wait"),
          "transient": val(f"{plan}.transient_memory") if has(f"{plan}.transient_memory") else 0.0}
+    K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
     f = val(f"{model}.ffn") if has(f"{model}.ffn") else None
     if moe:
         k_act = val(f"{model}.experts_per_token") + (val(f"{model}.shared_experts")

@@ -6,7 +6,8 @@ FLOP convention (a multiply-add is 2 FLOPs; causal attention counts each query�
 """
 from __future__ import annotations
 
-from plugins.decoder import architecture
+from plugins.decoder import architecture, moe_architecture
+from plugins.flops import block_matrix_params, prefill
 
 
 def kv_bytes_per_token(view, element_bytes):
@@ -24,9 +25,10 @@ def kv_bytes_per_token(view, element_bytes):
 
 def matmul_params(view):
     """Weights a token multiplies in the transformer blocks: n_L·(2·h·n_q·d_h + 2·h·n_kv·d_h +
-    ffn_matrices·h·f) (norms and embeddings excluded; LM head counted separately)."""
-    a = architecture(view)
-    return a["L"] * (2 * a["h"] * a["nq"] * a["dh"] + 2 * a["h"] * a["nkv"] * a["dh"] + a["mats"] * a["h"] * a["f"])
+    ffn_matrices·h·f) for a dense model; the router and the active experts on MoE layers, MLA's
+    projections (norms and embeddings excluded; LM head counted separately):
+    :func:`plugins.flops.block_matrix_params`."""
+    return block_matrix_params(architecture(view), moe_architecture(view))
 
 
 def prefill_flops(view, new, cached, logits=1):
@@ -38,8 +40,7 @@ def prefill_flops(view, new, cached, logits=1):
     Projections and the FFN see only the P = I − K new tokens; every new token still attends
     to the whole prefix (book §3.2.1).  ``logits`` positions go through the LM head (1: the
     position that emits the first output token).  Arguments are plain numbers of tokens
-    (dimensionless sympy expressions); the result is in FLOP.
+    (dimensionless sympy expressions); the result is in FLOP (:func:`plugins.flops.prefill`;
+    with MLA the scores use d_qk and the values d_v per head).
     """
-    a = architecture(view)
-    attn = 2 * a["L"] * a["nq"] * a["dh"] * new * (2 * cached + new + 1)
-    return 2 * new * matmul_params(view) + attn + 2 * a["h"] * a["V"] * logits
+    return prefill(architecture(view), new, cached, logits, moe_architecture(view))

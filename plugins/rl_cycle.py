@@ -102,10 +102,8 @@ def decode_flops(a, P, G):
     Each step feeds one token: projections, FFN and LM head once; the token at position P + j
     attends to P + j + 1 cached keys (j = 0 … G − 2).
     """
-    L, h, f, nq, nkv, dh, V, mats = (a[k] for k in ("L", "h", "f", "nq", "nkv", "dh", "V", "mats"))
-    per_token = L * (2 * h * (2 * nq * dh + 2 * nkv * dh) + 2 * h * f * mats) + 2 * h * V
-    pairs = (G - 1) * P + G * (G - 1) / 2
-    return (G - 1) * per_token + L * 2 * 2 * nq * dh * pairs
+    from .flops import decode
+    return decode(a, P, G)
 
 
 def _arch(ctx, view, who):

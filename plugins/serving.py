@@ -206,12 +206,22 @@ def _define_sizes(ctx, b, done: set):
     return kv, w_read, w_all, a, mm
 
 
+def attention_per_pair(view):
+    """Forward FLOPs of QKᵀ and AV per (query, key) pair over all layers (:mod:`plugins.flops`):
+    L·2·n_q·(d_qk + d_v) — 4·L·n_q·d_h without MLA."""
+    from plugins.decoder import architecture, moe_architecture
+    from plugins.flops import attention_core, head_widths
+
+    a, mo = architecture(view), moe_architecture(view)
+    return a["L"] * attention_core(a["nq"], *head_widths(a, mo), 1)
+
+
 # ---------------------------------------------------------------- pricing
 def _call_chain(ctx, b, done):
     kv, w, _, a, mm = _define_sizes(ctx, b, done)
     S, P, G, n = b.q("context"), b.q("input"), b.q("output"), b.q("requests")
     nd = G - 1                                    # decodes after the prefill
-    att = 4 * a["L"] * a["nq"] * a["dh"]           # QKᵀ and AV: 2·2·n_q·d_h per (query, key) pair per layer
+    att = attention_per_pair(ctx.ref("model"))   # QKᵀ and AV: 2·2·n_q·d_h per (query, key) pair, all layers
     ctx.define("prefills", n, "", "one prefill per request", headline=True)
     ctx.define("decode_steps", n * nd, "", "n·(G − 1) decodes: the prefill returns the first token", headline=True)
     ctx.define("final_context", S + P + G, "token", "S + P + G tokens in a request's context when it completes",

@@ -67,9 +67,9 @@ def _install_eval_cache() -> None:
 
     uncached = dsl.api.load
 
-    def load(path, text=None, evaluate=True, disable=(), extra=()):
+    def load(path, text=None, evaluate=True, disable=(), extra=(), **options):
         key = None
-        if text is None and not extra:
+        if text is None and not extra and not options:
             try:
                 full = Path(os.path.abspath(path))
                 if full.parent == CASES and full.suffix == ".plan":
@@ -79,7 +79,7 @@ def _install_eval_cache() -> None:
             except (OSError, TypeError, ValueError):
                 key = None
         if key is None:
-            return uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra)
+            return uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra, **options)
         got = _EVALS.get(key)
         if got is None:
             got = _EVALS[key] = uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra)
