@@ -718,10 +718,102 @@ def plan_figures_register():
                        _draw_search, "every valid layout of `use layout_search`, the front and the best")]
 
 
+def stage_params(ws, plan: str) -> list[dict] | None:
+    """Parameters one GPU of each pipeline stage holds under the plan's layout.
+
+    Dense blocks are split by tp (their norm vectors too — replicated in practice, 2·h per
+    block, well under 0.01 % of a block), routed experts by ep·etp; the word embedding sits on the
+    first stage and the LM head on the last (a tied embedding is copied to the last stage when
+    pp > 1, as Megatron-LM does); parameters outside the blocks, the embedding and the head
+    (the final norm, learned positions) are counted on the last stage.  Layers go to chunks in
+    pipeline order (``stage_layers`` or an even split); with ``virtual`` = v rank r holds chunks
+    r, r + p, …; dense-first layers (``dense_layers``) are the first ones.
+
+    :returns: one dict per stage — ``stage``, ``layers`` (count), ``dense``/``moe`` (layer
+        counts), ``params`` (per GPU), ``state_bytes`` (persistent training state per GPU with
+        the ZeRO sharding over dp, experts over dp·tp·cp/(ep·etp)) — or None when the plan has
+        no `use layout`.
+    """
+    pre = f"{plan}.layout."
+    if pre + "tp" not in ws.nodes or f"{plan}.model" not in ws.nodes:
+        return None
+
+    def val(nid, default=None):
+        return float(ws.value(nid)) if nid in ws.nodes and ws.value(nid) is not None else default
+
+    def opt(nid):
+        """An optional parameter's Python value, None when not given."""
+        return ws.python_value(nid) if nid in ws.nodes and ws.value(nid) is not None else None
+
+    model = ws.python_value(f"{plan}.model").name
+    t, p, c, e, v = (int(ws.python_value(pre + k)) for k in ("tp", "pp", "cp", "ep", "virtual"))
+    et = int(opt(pre + "etp")) if opt(pre + "etp") is not None else t
+    L = int(val(f"{model}.layers"))
+    E = val(f"{model}.experts")
+    Ld = int(val(f"{model}.dense_layers", 0)) if E else L
+    if E:
+        dense_lp = val(f"{model}.dense_layer_params", 0.0)
+        exp_layer = val(f"{model}.expert_params") / (L - Ld)
+        moe_other = val(f"{model}.moe_layer_params") - exp_layer
+    else:
+        dense_lp, exp_layer, moe_other = val(f"{model}.layer_params"), 0.0, 0.0
+    emb, head = val(f"{model}.embedding_params", 0.0), val(f"{model}.lm_head_params", 0.0)
+    N = val(f"{model}.params")
+    rest = N - Ld * dense_lp - (L - Ld) * (moe_other + exp_layer) - emb - head
+    sl = ws.list_value(pre + "stage_layers") if pre + "stage_layers" in ws.nodes and opt(pre + "stage_layers") else None
+    chunks = [int(x) for x in sl] if sl else [L // (p * v)] * (p * v)
+    if sum(chunks) != L:
+        return None
+    d = val(f"{plan}.dp", 1.0)
+    d_exp = d * t * c / (e * et)
+    z = int(ws.python_value(pre + "zero"))
+    bpp = {k: (val(f"{plan}.{k}_memory", 0.0) / N) for k in ("weights", "grads", "master", "optimizer")}
+    shard = {"weights": z >= 3, "grads": z >= 2, "master": z >= 1, "optimizer": z >= 1}
+    rows, start = [], 0
+    bounds = []
+    for n in chunks:
+        bounds.append((start, start + n))
+        start += n
+    for r in range(p):
+        dense_n = moe_n = 0
+        for k in range(r, p * v, p):
+            a, b = bounds[k]
+            dense_n += max(0, min(b, Ld) - a)
+            moe_n += max(0, b - max(a, Ld))
+        dense_part = dense_n * dense_lp / t + moe_n * moe_other / t
+        if r == 0:
+            dense_part += emb / t
+        if r == p - 1:
+            dense_part += head / t + rest + (emb / t if head == 0 and p > 1 else 0)
+        exp_part = moe_n * exp_layer / (e * et)
+        state = sum(bpp[k] * (dense_part / (d if shard[k] else 1) + exp_part / (d_exp if shard[k] else 1))
+                    for k in bpp)
+        rows.append({"stage": r, "layers": dense_n + moe_n, "dense": dense_n, "moe": moe_n,
+                     "params": dense_part + exp_part, "state_bytes": state})
+    return rows
+
+
+def _stage_table(ws, plan):
+    from dsl.plugin import Table
+    rows = stage_params(ws, plan)
+    if rows is None or len(rows) < 2:
+        return None
+    from dsl.engine.units import convert
+    even = sum(r["params"] for r in rows) / len(rows)
+    out = tuple((r["stage"], r["layers"], r["moe"], round(r["params"] / 1e9, 4), round(convert(r["state_bytes"], "GiB"), 3),
+                 f"{(r['params'] / even - 1) * 100:+.1f} %") for r in rows)
+    return Table(("stage", "layers", "of them MoE", "params per GPU (B)", "state per GPU (GiB)", "vs even split"), out,
+                 ("dense blocks ÷ tp, routed experts ÷ ep·etp; embedding on the first stage, LM head, final norm "
+                  "and positions on the last; memory_per_gpu spreads parameters evenly over the stages",))
+
+
 @hookimpl
 def plan_tables_register():
     return [TableSpec("layout-search", "Layout search: the best valid layouts, the Pareto front and the rejections",
-                      _search_table)]
+                      _search_table),
+            TableSpec("parameters-per-stage", "Parameters per pipeline stage", _stage_table,
+                      "parameters and persistent state one GPU of each stage holds (embedding first, head last)",
+                      references=("Narayanan et al. 2021 (Megatron-LM pipeline stages)",))]
 
 
 @hookimpl

@@ -210,3 +210,16 @@ def test_layout_pipeline_and_use_pipeline_together_is_a_conflict():
         evaluate_snippet(PIPE.replace("  use layout", "  use pipeline { stages = 4; microbatches = 8; forward = 1 ms }\n"
                                       "  use layout") % 'schedule = "1f1b"')
     assert "schedules its pipeline twice" in str(e.value)
+
+
+def test_parameters_per_pipeline_stage():
+    """Llama-3.1-70B, tp 8 × pp 4 (hand): one block 855,654,400 params ÷ 8 = 106,956,800 per GPU,
+    20 blocks per stage = 2,139,136,000; the first stage adds the embedding 1,050,673,152 ÷ 8 =
+    131,334,144, the last the LM head (the same) and the final norm 8,192."""
+    from plugins.layout import stage_params
+    ws = evaluate_snippet(L70.replace("gpus = 64", "gpus = 32") % f"use layout {{ tp = 8; pp = 4; {L70_LINKS} }}")
+    rows = stage_params(ws, "p")
+    assert [r["layers"] for r in rows] == [20, 20, 20, 20]
+    assert [r["params"] for r in rows] == [2_270_470_144, 2_139_136_000, 2_139_136_000, 2_270_478_336]
+    # the stages together hold a tensor-parallel rank's share: every matrix ÷ 8, the final norm whole
+    assert sum(r["params"] for r in rows) == (70_553_706_496 - 8_192) / 8 + 8_192
