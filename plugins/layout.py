@@ -724,8 +724,9 @@ def stage_params(ws, plan: str) -> list[dict] | None:
     Dense blocks are split by tp (their norm vectors too — replicated in practice, 2·h per
     block, well under 0.01 % of a block), routed experts by ep·etp; the word embedding sits on the
     first stage and the LM head on the last (a tied embedding is copied to the last stage when
-    pp > 1, as Megatron-LM does); parameters outside the blocks, the embedding and the head
-    (the final norm, learned positions) are counted on the last stage.  Layers go to chunks in
+    pp > 1, as Megatron-LM does; learned position embeddings are part of the embedding);
+    parameters outside the blocks, the embedding and the head (the final norm) are counted on
+    the last stage.  Layers go to chunks in
     pipeline order (``stage_layers`` or an even split); with ``virtual`` = v rank r holds chunks
     r, r + p, …; dense-first layers (``dense_layers``) are the first ones.
 
@@ -803,8 +804,8 @@ def _stage_table(ws, plan):
     out = tuple((r["stage"], r["layers"], r["moe"], round(r["params"] / 1e9, 4), round(convert(r["state_bytes"], "GiB"), 3),
                  f"{(r['params'] / even - 1) * 100:+.1f} %") for r in rows)
     return Table(("stage", "layers", "of them MoE", "params per GPU (B)", "state per GPU (GiB)", "vs even split"), out,
-                 ("dense blocks ÷ tp, routed experts ÷ ep·etp; embedding on the first stage, LM head, final norm "
-                  "and positions on the last; memory_per_gpu spreads parameters evenly over the stages",))
+                 ("dense blocks ÷ tp, routed experts ÷ ep·etp; embedding (with learned positions) on the first stage, "
+                  "LM head and final norm on the last; memory_per_gpu spreads parameters evenly over the stages",))
 
 
 @hookimpl
