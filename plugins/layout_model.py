@@ -284,7 +284,9 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
         activation = K["transient"] + 0 * persistent
     else:
         stage = per_layer * L / p
-        activation = o.max(stage * inflight(p, v, o), stage + logits)
+        # one stage (p = 1): one micro-batch in flight plus the logits; else the larger of the
+        # first stage's in-flight micro-batches and the last stage's one plus the logits
+        activation = o.where(p == 1, stage + logits, o.max(stage * inflight(p, v, o), stage + logits))
     out = dict(terms)
     out.update(m=m, step=step, persistent=persistent, activation=activation,
                memory=persistent + activation, tp_bw=tp_bw, tp_spans=tp_spans, dp_bw=dp_bw,
