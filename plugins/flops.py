@@ -118,10 +118,15 @@ def attention_forward_per_token(a, m, s, causal=None):
     """Forward attention-core FLOPs per token of a sequence of s tokens, all layers:
     L · 2·n_q·(d_qk + d_v) · pairs(s)/s — 4·L·n_q·d_h·(s+1)/2 causal without MLA.
 
-    ``causal`` defaults to ``a.get("causal", True)``."""
+    ``causal`` defaults to ``a.get("causal", True)``.  Sliding-window (local) layers score at
+    most their window of keys per query: with ``a["window"]`` set (and ``causal`` not forced)
+    the pairs are :func:`plugins.decoder.attention_pairs` summed over global and local layers."""
+    d_qk, d_v = head_widths(a, m)
+    if causal is None and a.get("window") is not None:
+        from plugins.decoder import attention_pairs as layer_pairs
+        return attention_core(a["nq"], d_qk, d_v, layer_pairs(a, s) / s)
     if causal is None:
         causal = a.get("causal", True)
-    d_qk, d_v = head_widths(a, m)
     return a["L"] * attention_core(a["nq"], d_qk, d_v, attention_pairs(s, causal) / s)
 
 

@@ -238,7 +238,7 @@ def _mlp_width(a, mo):
 def symbolic_constants(ctx, kn: Knobs, link, nic):
     """The constants ``K`` of :func:`plugins.layout_model.evaluate` as sympy symbols of the
     plan (model fields, workload, device, links, memory bytes per parameter)."""
-    from .decoder import architecture, moe_architecture
+    from .decoder import architecture, attention_pairs, moe_architecture
 
     model, wl, dev = ctx.ref("model"), ctx.ref("workload"), ctx.ref("device")
     a = architecture(model)
@@ -257,6 +257,10 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          # forward matrix FLOPs per token: the model's field, priced by plugins.flops
          "fwd_tok": model.q("flops_per_token_forward", "FLOP/token"), "head_tok": flops.lm_head_forward_per_token(a),
          "dv": flops.head_widths(a, mo)[1],
+         # query–key pairs per token over all layers: sliding-window layers and encoders
+         # (causal full layers only: None, the closed form's L·(s+1)/2)
+         "attn_pairs": (attention_pairs(a, wl.q("seq_len", "token")) / wl.q("seq_len", "token")
+                        if a.get("window") is not None or not a.get("causal", True) else None),
          "s": wl.q("seq_len", "token", positive=True), "B": wl.q("global_batch", "seq", positive=True),
          "peak": dev.q("peak_flops", "FLOP/s", positive=True), "mfu": ctx.param("mfu"),
          "gpus": ctx.param("gpus"), "gph": int(ctx.value("gpus_per_host")),

@@ -160,10 +160,16 @@ def group_bandwidth(k, stride, K, o):
 
 
 def attention_per_token(K: dict):
-    """Causal attention-core forward FLOPs per token, all layers (:mod:`plugins.flops`):
-    L·2·n_q·(d_h + d_v)·(s+1)/2, d_v = ``K["dv"]`` (MLA's value width; d_h when absent)."""
+    """Attention-core forward FLOPs per token, all layers (:mod:`plugins.flops`):
+    2·n_q·(d_h + d_v)·(query–key pairs per token summed over the layers), d_v = ``K["dv"]``
+    (MLA's value width; d_h when absent).  The pairs are ``K["attn_pairs"]`` when given
+    (sliding-window layers, bidirectional encoders: :func:`plugins.decoder.attention_pairs` / s),
+    else causal L·(s+1)/2."""
     s, dv = K["s"], K.get("dv")
-    return K["L"] * flops.attention_core(K["a"], K["dh"], K["dh"] if dv is None else dv, flops.attention_pairs(s) / s)
+    pairs = K.get("attn_pairs")
+    if pairs is None:
+        pairs = K["L"] * flops.attention_pairs(s) / s
+    return flops.attention_core(K["a"], K["dh"], K["dh"] if dv is None else dv, pairs)
 
 
 def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False) -> dict:

@@ -159,6 +159,14 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "input": val(f"{plan}.input_wait"),
          "transient": val(f"{plan}.transient_memory") if has(f"{plan}.transient_memory") else 0.0}
     K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
+    # sliding-window layers and encoders: the same pair count as the plan (plugins.decoder)
+    window = val(f"{model}.sliding_window") if has(f"{model}.sliding_window") else None
+    bidir = f"{model}.attention" in ws.nodes and ws.python_value(f"{model}.attention") == "bidirectional"
+    if window is not None or bidir:
+        from plugins.decoder import attention_pairs
+        arch = {"L": L, "window": window, "bidirectional": bidir,
+                "local": val(f"{model}.local_layers") if has(f"{model}.local_layers") else L}
+        K["attn_pairs"] = float(attention_pairs(arch, K["s"])) / K["s"]
     f = val(f"{model}.ffn") if has(f"{model}.ffn") else None
     if moe:
         k_act = val(f"{model}.experts_per_token") + (val(f"{model}.shared_experts")

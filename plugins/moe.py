@@ -301,7 +301,9 @@ def _schedule_experts(ctx, b, per_dev):
 
 
 def _pairs(s):
-    return s * (s + 1) / 2
+    """Causal query–key pairs of one sequence (:func:`plugins.flops.attention_pairs`)."""
+    from .flops import attention_pairs
+    return attention_pairs(s)
 
 
 def _price_long(ctx, b):

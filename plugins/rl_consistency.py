@@ -33,7 +33,7 @@ from dsl.plugin import hookimpl
 from dsl.plugin import Param, UseSpec
 
 from .compute import training_flops
-from .decoder import architecture
+from .decoder import architecture, moe_architecture
 
 RATIO = UseSpec(
     "rl_ratio",
@@ -162,7 +162,7 @@ def _resume(ctx):
                     "KV cache of the prefix: 2·L·n_kv·d_h·tokens·bytes", headline=True, rank=118)
     if b.value("reload_bw") is not None:
         ctx.define("reload_time", kv / b.q("reload_bw"), "s", "time to reload the saved KV", headline=True, rank=119)
-    f = ctx.define("rebuild_flops", training_flops(a, s, 1)[0], "TFLOP",
+    f = ctx.define("rebuild_flops", training_flops(a, s, 1, moe_architecture(model))[0], "TFLOP",
                    "prefill that rebuilds the KV: forward of the prefix, LM head on its last position")
     if b.value("rebuild_rate") is not None:
         ctx.define("rebuild_time", f / b.q("rebuild_rate"), "s", "time of that prefill", headline=True, rank=120)

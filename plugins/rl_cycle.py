@@ -42,7 +42,7 @@ from dsl.plugin import hookimpl
 from dsl.plugin import Param, UseSpec
 
 from .compute import training_flops
-from .decoder import architecture
+from .decoder import architecture, moe_architecture
 
 CYCLE = UseSpec(
     "rl_cycle",
@@ -96,22 +96,26 @@ def plan_blocks_register():
     return [CYCLE, BUDGET]
 
 
-def decode_flops(a, P, G):
+def decode_flops(a, P, G, m=None):
     """FLOPs of the G − 1 decode steps of one response after a P-token prefill (sympy).
 
-    Each step feeds one token: projections, FFN and LM head once; the token at position P + j
-    attends to P + j + 1 cached keys (j = 0 … G − 2).
+    Each step feeds one token: projections, FFN (the active experts of an MoE model, with
+    ``m`` = :func:`plugins.decoder.moe_architecture`) and LM head once; the token at position
+    P + j attends to P + j + 1 cached keys (j = 0 … G − 2): :func:`plugins.flops.decode`.
     """
     from .flops import decode
-    return decode(a, P, G)
+    return decode(a, P, G, m)
 
 
 def _arch(ctx, view, who):
-    a = architecture(view)
-    if any(a[k] is None for k in ("L", "h", "f", "nq", "V")):
+    """(architecture, MoE/MLA architecture) of a model, with a located error when it lacks the
+    fields the FLOP formulas need (an all-MoE model needs no dense ``ffn``)."""
+    a, m = architecture(view), moe_architecture(view)
+    need = ("L", "h", "nq", "V") + (() if m["moe"] else ("f",))
+    if any(a[k] is None for k in need):
         ctx.error(f"model '{view.name}' lacks layers/hidden/ffn/heads/vocab needed by `use {who}`",
                   "describe the architecture or use `model NAME from \"config.json\"`", code="missing-field")
-    return a
+    return a, m
 
 
 @hookimpl
@@ -125,23 +129,23 @@ def plan_quantities_price(ctx):
 
 
 def _price_cycle(ctx, b):
-    pol = _arch(ctx, ctx.ref("model"), "rl_cycle")
+    pol, pol_m = _arch(ctx, ctx.ref("model"), "rl_cycle")
     teacher = b.ref("teacher")
-    tea = _arch(ctx, teacher, "rl_cycle") if teacher is not None else pol
+    tea, tea_m = _arch(ctx, teacher, "rl_cycle") if teacher is not None else (pol, pol_m)
     P, G = b.q("prompt_len"), b.q("gen_len")
     S = P + G - 1                                            # teacher-forced input length
     kept = b.q("kept")
     n = ctx.define("generated", kept / b.q("keep_ratio"), "sample",
                    "responses generated per update: n_keep / keep_ratio", headline=True, rank=80,
                    references=("Book ch. 3 §3.5.2 (kept and generated samples)",))
-    pre = ctx.define("flops_prefill_each", training_flops(pol, P, 1)[0], "TFLOP/sample",
+    pre = ctx.define("flops_prefill_each", training_flops(pol, P, 1, pol_m)[0], "TFLOP/sample",
                      "prefill of one prompt, LM head on its last position")
-    dec = ctx.define("flops_decode_each", decode_flops(pol, P, G), "TFLOP/sample",
+    dec = ctx.define("flops_decode_each", decode_flops(pol, P, G, pol_m), "TFLOP/sample",
                      "G − 1 decode steps of one response, attention over the growing KV cache")
-    full = training_flops(pol, S, S)[0]
+    full = training_flops(pol, S, S, pol_m)[0]
     ref = ctx.define("flops_reference_each", full if b.value("reference") else 0, "TFLOP/sample",
                      "reference forward of one response, teacher-forced over P + G − 1 tokens")
-    tf = ctx.define("flops_teacher_each", b.q("teacher_forwards") * training_flops(tea, S, S)[0], "TFLOP/sample",
+    tf = ctx.define("flops_teacher_each", b.q("teacher_forwards") * training_flops(tea, S, S, tea_m)[0], "TFLOP/sample",
                     "teacher forwards of one response")
     upd = ctx.define("flops_update_each", 3 * full, "TFLOP/sample",
                      "forward + backward of one kept sample (3 × forward)",

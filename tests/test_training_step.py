@@ -223,3 +223,41 @@ def test_parameters_per_pipeline_stage():
     assert [r["params"] for r in rows] == [2_270_470_144, 2_139_136_000, 2_139_136_000, 2_270_478_336]
     # the stages together hold a tensor-parallel rank's share: every matrix ÷ 8, the final norm whole
     assert sum(r["params"] for r in rows) == (70_553_706_496 - 8_192) / 8 + 8_192
+
+
+WINDOW = CATALOG + """
+model mistral_like { layers = 32; hidden = 4096; ffn = 14336; heads = 32; kv_heads = 8; vocab = 32000
+                     sliding_window = 4096 }
+workload w { tokens = 1e9 token; seq_len = 8192 token; global_batch = 16 seq }
+plan p {
+  model = mistral_like; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %%
+  use memory { usable = 80 GB }
+  use compute {}
+  use layout { link = nvlink4; %s }
+}
+"""
+
+
+def test_sliding_window_attention_in_the_step_flops():
+    """A 4,096-token window at s = 8,192: each layer scores m(2s − m + 1)/2 = 4096·12289/2 =
+    25,167,872 query–key pairs (not 8192·8193/2 = 33,558,528); QKᵀ and AV cost 2·n_q·(d_h + d_h)
+    = 16,384 FLOPs per pair (hand computation)."""
+    ws = evaluate_snippet(WINDOW % "")
+    attn_seq = 16_384 * 32 * 25_167_872
+    assert qval(ws, "p.flops_attention", "FLOP") == pytest.approx(3 * attn_seq, rel=1e-12)
+    fwd_tok = qval(ws, "mistral_like.flops_per_token_forward", "FLOP/token")
+    assert qval(ws, "p.compute_time", "s") == pytest.approx(
+        3 * (fwd_tok * 8192 + attn_seq) * 16 / (8 * 989.4e12 * 0.4), rel=1e-12)
+
+
+def test_search_prices_the_window_like_the_plan():
+    """The search's constants count the same windowed pairs: its one candidate's step time is
+    the plan's (the candidate does not fit in memory; the step is compared all the same)."""
+    from plugins import layout_search as search
+    text = (WINDOW % "").replace("  use compute {}\n", "")
+    text = text.rstrip().removesuffix("}") + (
+        '  use layout_search { tp = [1]; zero = [0]; recompute = ["none"]; sequence_parallel = ["off"] }\n}\n')
+    ws = evaluate_snippet(text)
+    res = search.run(ws, "p")
+    assert len(res) == 1
+    assert res.row(0)["step_s"] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
