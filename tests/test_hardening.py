@@ -652,3 +652,16 @@ def test_diff_revision_is_never_an_option(tmp_path, rev):
     clean(rc, err)
     assert "is not a revision" in err
     assert not Path("/tmp/plan-pwned").exists()
+
+
+def test_a_plan_extending_a_plan_dropped_for_a_bad_config(tmp_path):
+    """Fuzz seed 9045 (eval level): a mangled config path drops the plan using the model, and
+    the plan extending that plan was an internal KeyError; now each is a located error."""
+    p = write(tmp_path, 'model m from "missing.json"\n'
+                        "plan a { model = m; gpus = 1 }\n"
+                        "plan b extends a { gpus = 2 }\n"
+                        "plan c { x = 1 }\n", "t.plan")
+    rc, out, err = cli("eval", p)
+    assert rc == 1 and "internal error" not in err and "Traceback" not in err, err
+    assert "plan 'b' is not evaluated: it builds on plan 'a'" in err
+    assert "c" in out          # the unrelated plan still evaluates

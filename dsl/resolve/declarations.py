@@ -253,6 +253,7 @@ class DeclarationsMixin:
                 for y in x:
                     yield from refs(y, seen + 1)
 
+        dropped: dict = {}                  # plans already dropped, for plans that extend them
         changed = True
         while changed and self.broken:
             changed = False
@@ -269,14 +270,20 @@ class DeclarationsMixin:
                              | ({info.parents[0]} & self.broken if info.parents else set()))
                 if not bad:
                     continue
-                what = self.decls[bad[0]]
-                self.contained.append(Diagnostic(
-                    "error", "bad-config", f"plan '{name}' is not evaluated: it uses {what.kind} '{bad[0]}', "
-                    "whose config could not be read", info.ast.name_span,
-                    f"fix the config of '{bad[0]}' (the error at its `from`), or describe it by its fields",
-                    ((f"'{bad[0]}' is declared here", what.ast.name_span),)))
+                what = self.decls.get(bad[0]) or dropped[bad[0]]
+                if bad[0] in dropped:         # the parent plan (or a plan it names) was dropped first
+                    summary = (f"plan '{name}' is not evaluated: it builds on plan '{bad[0]}', which is not "
+                               "evaluated either")
+                    hint = f"fix what stops '{bad[0]}' (the errors above)"
+                else:
+                    summary = (f"plan '{name}' is not evaluated: it uses {what.kind} '{bad[0]}', whose config "
+                               "could not be read")
+                    hint = f"fix the config of '{bad[0]}' (the error at its `from`), or describe it by its fields"
+                self.contained.append(Diagnostic("error", "bad-config", summary, info.ast.name_span, hint,
+                                                 ((f"'{bad[0]}' is declared here", what.ast.name_span),)))
                 self.broken.add(name)
                 changed = True
+                dropped[name] = info
                 del self.decls[name]
                 for nid in [n for n, node in self.nodes.items() if node.owner == name]:
                     del self.nodes[nid]
