@@ -328,12 +328,6 @@ def _memory_only(ctx):
                             f"{k} state held by one GPU under ZeRO-{z} ({'sharded' if sharded[k] else 'replicated'})")
     persistent = ctx.define("persistent_memory", sum(per.values()), "GiB", f"persistent state per GPU under ZeRO-{z}",
                             headline=True, references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)",))
-    mem = ctx.block("memory")
-    if not mem.given("transient") and ctx.block("buffers") is None:
-        ctx.warn(f"memory_per_gpu of plan '{ctx.name}' counts the persistent training state only: no activation "
-                 "memory is declared or derived",
-                 "declare `transient = …` in `use memory`, or price a training step (`use layout { … }` with a "
-                 "workload) to derive activations from the model")
     _memory_total(ctx, persistent, ctx.q("transient_memory", "B"), "declared transient budget")
 
 

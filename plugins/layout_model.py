@@ -190,7 +190,7 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
         ``tp_bw``/``dp_bw`` (B/s), ``tp_spans`` (bool), ``dp_volume`` (B).
     """
     t, p, d, c, e, b, v, z, r, sp_on = (X[k] for k in ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp"))
-    L, h, a, kv, dh, s = K["L"], K["h"], K["a"], K["kv"], K["dh"], K["s"]
+    L, h, kv, dh, s = K["L"], K["h"], K["kv"], K["dh"], K["s"]
     m = K["B"] / (d * b)                                   # micro-batches per pipeline per step
     s_loc = s / c                                          # tokens of a sequence on one CP rank
     # ---- compute: 6ND-style FLOPs of the matrices + causal attention, per GPU (§10.1.3)

@@ -161,13 +161,14 @@ def plan_quantities_price(ctx):
                + (f" ({how})" if how else " (none declared)"))
     usable = ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True,
                         rank=4)
-    if ctx.provided("activation_memory"):
-        return        # the training step (or the ZeRO alias) prices memory_per_gpu with its activations
-    if how is None:
+    if how is None and not ctx.provided("step_time"):
+        # no budget and no training step to derive activations from (a plan of state alone)
         ctx.warn(f"memory_per_gpu of plan '{ctx.name}' counts the persistent training state only: no activation "
                  "memory is declared or derived",
                  "declare `transient = …` in `use memory`, or price a training step (`use layout { … }` with a "
                  "workload) to derive activations from the model")
+    if ctx.provided("activation_memory"):
+        return        # the training step (or the ZeRO alias) prices memory_per_gpu with its activations
     per_gpu = ctx.define("memory_per_gpu", ctx.q("persistent_memory", "B") + transient, "GiB",
                          "peak per GPU: persistent state + transient memory", headline=True,
                          rank=3, references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",
