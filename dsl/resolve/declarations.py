@@ -383,16 +383,10 @@ class DeclarationsMixin:
                                "give each `require` its own name: `require NAME: …`")
                 continue
             seen[name] = r
-            try:
-                lhs = self._num(self._eval(r.lhs, None, None), r.lhs)
-                rhs = self._num(self._eval(r.rhs, None, None), r.rhs)
-            except (Fail, Cycle):
+            sides = self._requirement_sides(name, r, None)
+            if sides is None:
                 continue
-            if lhs.dim != rhs.dim:
-                self.rep.error("unit-mismatch", f"requirement '{name}' compares {describe_dim(lhs.dim)} with "
-                               f"{describe_dim(rhs.dim)}", r.span, "both sides of a requirement need the same "
-                               "dimension")
-                continue
+            lhs, rhs = sides
             answers = tuple(sorted(n for n, v in self._answer_vals.items()
                                    if v.expr in (lhs.expr.free_symbols | rhs.expr.free_symbols)))
             unit = display_unit(r.lhs, lhs.dim)
@@ -409,22 +403,30 @@ class DeclarationsMixin:
             self.file_requirements.append(Requirement(None, name, lhs.expr, r.op, rhs.expr, unit, require_text(r),
                                                       "file", r.span, require_text(r), answers))
 
+    def _requirement_sides(self, name: str, r, scope):
+        """Both sides of `require` ``r`` built in ``scope`` (None: file level), or None after a
+        reported error (a failed side, or sides of different dimensions)."""
+        try:
+            lhs = self._num(self._eval(r.lhs, scope, None), r.lhs)
+            rhs = self._num(self._eval(r.rhs, scope, None), r.rhs)
+        except (Fail, Cycle):
+            return None
+        if lhs.dim != rhs.dim:
+            self.rep.error("unit-mismatch", f"requirement '{name}' compares {describe_dim(lhs.dim)} with "
+                           f"{describe_dim(rhs.dim)}", r.span, "both sides of a requirement need the same dimension")
+            return None
+        return lhs, rhs
+
     def _user_requirements(self, info: DeclInfo) -> None:
         """`require [NAME:] LHS op RHS` of a plan (inherited through `extends`): both sides are
         built in the plan's scope (plugin quantities included) and must share a dimension."""
         taken = {r.name for r in self.requirements if r.plan == info.name}
+        scope = (info.name, None)
         for name, r in info.requires.items():
-            scope = (info.name, None)
-            try:
-                lhs = self._num(self._eval(r.lhs, scope, None), r.lhs)
-                rhs = self._num(self._eval(r.rhs, scope, None), r.rhs)
-            except (Fail, Cycle):
+            sides = self._requirement_sides(name, r, scope)
+            if sides is None:
                 continue
-            if lhs.dim != rhs.dim:
-                self.rep.error("unit-mismatch", f"requirement '{name}' compares {describe_dim(lhs.dim)} with "
-                               f"{describe_dim(rhs.dim)}", r.span, "both sides of a requirement need the same "
-                               "dimension")
-                continue
+            lhs, rhs = sides
             if name in taken:
                 self.rep.error("duplicate", f"plan '{info.name}' already has a requirement '{name}' (from a "
                                "plugin)", r.name_span or r.span, "choose another name: `require NAME: …`")
