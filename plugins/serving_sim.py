@@ -1,0 +1,688 @@
+"""Continuous batching on a request trace: a discrete simulation of an inference engine's
+scheduler, from arrival times and input/output token counts alone.
+
+The scheduler follows vLLM's v1 scheduler (``vllm/v1/core/sched/scheduler.py``; iteration-level
+"continuous" batching, Yu et al., OSDI 2022 "Orca"; paged KV blocks, Kwon et al., SOSP 2023
+"PagedAttention").  Each iteration (one forward pass of the engine):
+
+1. **Running requests first**, in the order they were admitted.  A request has
+   ``num_tokens = P + out`` tokens (prompt and outputs so far) of which ``computed`` have their
+   KV cached; it is scheduled ``min(num_tokens − computed, budget)`` new tokens (1 for a
+   decoding sequence, a chunk of the prompt for a prefill), within the iteration's token budget
+   ``max_num_batched_tokens``.
+2. **KV blocks**: a request holding ``ceil(computed / block_size)`` blocks needs
+   ``ceil((computed + new) / block_size)``; the pool has ``kv_tokens // block_size`` blocks.
+   When the free blocks do not cover a running request, the newest running request (the tail
+   of the running list) is **preempted by recomputation**: it frees all its blocks, its
+   computed tokens drop to 0 and it goes to the front of the waiting queue; this repeats until
+   the request fits or is itself the victim.
+3. **Waiting requests** (FCFS; only in an iteration without preemption) are admitted while the
+   budget lasts, fewer than ``max_num_seqs`` are running and the head's first chunk gets its
+   blocks; the first that does not fit stops admission.  A long prompt is prefilled in chunks
+   over several iterations (chunked prefill); without chunked prefill a prompt that does not fit
+   the remaining budget waits.  A resumed request recomputes its prompt and the outputs it had.
+4. The iteration takes ``step_time(c, prefill_tokens, decode_seqs, context_tokens, o)`` seconds
+   (the engine's step cost: tokens prefilled in the step, sequences decoding one token, the
+   cached tokens those sequences read — decode j of a request reads P + j).  When a request's
+   computed tokens reach ``num_tokens`` at the end of the iteration it emits one output token;
+   the ``G``-th ends the request and frees its blocks.
+
+Two implementations of the same rules:
+
+* :func:`simulate_reference` — one Python iteration per engine iteration, one object per
+  request: the readable definition (tests compare against it).
+* :func:`simulate` — event driven.  Decoding sequences are kept implicitly: a global decode
+  counter ``D`` and, per sequence, ``key = computed − D``; the context sum is
+  ``Σkey + n·D``, the blocks a step allocates are the sequences with ``(key + D) % block_size
+  == 0`` (a histogram of ``key % block_size``), finishes a heap of the counter values at which
+  they end.  Between events (an arrival that can be admitted, a prefill chunk, a finish, the
+  step whose allocation would fail) every iteration is a decode of the same n sequences, so a
+  *run* of k iterations is advanced in one numpy step: the k step times are evaluated as one
+  vectorised call (context = Σkey + n·(D + j), j = 0 … k−1), their running sum gives the end
+  of each iteration (the first iteration starting at or after the next arrival ends the run),
+  and the step at which the pool runs out follows from the histogram in closed form (n blocks
+  per ``block_size`` iterations).  The result is identical to the reference, iteration for
+  iteration (times are summed in the same order).
+
+Metrics (:class:`SimResult`): per request TTFT = t_1 − t_a, TPOT = (t_G − t_1)/(G − 1)
+(G > 1), end-to-end latency t_G − t_a, preemptions; ITL over every output token after the first
+(the step that produced it, or the gap across a preemption); percentiles by nearest rank
+(:func:`plugins.serving_trace.nearest_rank`); output throughput and goodput (requests meeting
+TTFT ≤ x and TPOT ≤ y per second, as vLLM's ``benchmark_serving`` / DistServe define it) over
+the span from the first arrival to the last token; time series of the waiting queue, the
+running batch and the KV blocks in use at each event.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(99, 100))
+RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
+
+
+class SimError(ValueError):
+    """A workload the engine cannot serve: ``index`` is the request (0-based, input order)."""
+
+    def __init__(self, message: str, index: int | None = None, hint: str = ""):
+        super().__init__(message)
+        self.index, self.hint = index, hint
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The scheduler's limits (vLLM's names): KV pool ``kv_tokens`` in blocks of
+    ``block_size`` tokens, at most ``max_num_seqs`` running requests and
+    ``max_num_batched_tokens`` tokens per iteration."""
+
+    kv_tokens: int
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+
+    @property
+    def blocks(self) -> int:
+        return self.kv_tokens // self.block_size
+
+
+def linear_step(c, prefill_tokens, decode_seqs, context_tokens, o=None):
+    """A step cost affine in the work: ``c["overhead"] + c["token"]·(prefill + decodes) +
+    c["context"]·context`` (seconds; numbers or numpy arrays).  The hand-checkable cost of the
+    tests, and the block's cost when the plan gives it."""
+    return c["overhead"] + c["token"] * (prefill_tokens + decode_seqs) + c["context"] * context_tokens
+
+
+# ---------------------------------------------------------------- workloads
+def poisson_arrivals(rate: float, n: int, seed: int = 0) -> np.ndarray:
+    """n arrival times (s) of a Poisson process of ``rate`` requests/s from t = 0 (exponential
+    gaps, numpy ``default_rng(seed)``): the same seed gives the same times."""
+    rng = np.random.default_rng(seed)
+    return np.cumsum(rng.exponential(1.0 / rate, n))
+
+
+def gamma_arrivals(rate: float, n: int, cv: float, seed: int = 0) -> np.ndarray:
+    """n arrival times with Gamma-distributed gaps of mean 1/rate and coefficient of variation
+    ``cv`` (shape 1/cv², scale cv²/rate): cv = 1 is Poisson-like, cv > 1 bursty."""
+    rng = np.random.default_rng(seed)
+    k = 1.0 / (cv * cv)
+    return np.cumsum(rng.gamma(k, 1.0 / (rate * k), n))
+
+
+def sample_lengths(prompt, output, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n (input, output) pairs drawn with replacement from the rows of a trace (the pair of one
+    row stays together)."""
+    rng = np.random.default_rng([seed, 1])
+    i = rng.integers(0, len(prompt), n)
+    return np.asarray(prompt, dtype=np.int64)[i], np.asarray(output, dtype=np.int64)[i]
+
+
+def check_workload(arrival, prompt, output, eng: Engine) -> None:
+    """:raises SimError: for a request the engine can never run (no prompt or output token, or
+    more KV than the whole pool), or limits the scheduler cannot work with."""
+    if eng.block_size < 1 or eng.max_num_seqs < 1 or eng.max_num_batched_tokens < 1:
+        raise SimError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1")
+    if eng.max_num_batched_tokens < eng.max_num_seqs:
+        raise SimError(f"max_num_batched_tokens ({eng.max_num_batched_tokens}) is below max_num_seqs "
+                       f"({eng.max_num_seqs}): an iteration could not decode every running sequence",
+                       hint="vLLM requires max_num_batched_tokens ≥ max_num_seqs")
+    if len(arrival) == 0:
+        raise SimError("the workload has no requests")
+    P, G = np.asarray(prompt), np.asarray(output)
+    bad = np.flatnonzero((P < 1) | (G < 1))
+    if bad.size:
+        i = int(bad[0])
+        raise SimError(f"request {i + 1} has {int(P[i])} input and {int(G[i])} output tokens; the engine needs "
+                       "at least one of each", i)
+    need = -(-(P + G - 1) // eng.block_size)
+    bad = np.flatnonzero(need > eng.blocks)
+    if bad.size:
+        i = int(bad[0])
+        raise SimError(f"request {i + 1} needs {int(P[i] + G[i] - 1)} tokens of KV cache but the pool holds "
+                       f"{eng.blocks * eng.block_size} ({eng.blocks} blocks of {eng.block_size})", i,
+                       "give the engine more KV memory or drop requests longer than the pool")
+    if not eng.chunked_prefill:
+        bad = np.flatnonzero(P + G - 1 > eng.max_num_batched_tokens)
+        if bad.size:
+            i = int(bad[0])
+            raise SimError(f"request {i + 1} has more tokens ({int(P[i] + G[i] - 1)}) than one iteration may "
+                           f"schedule ({eng.max_num_batched_tokens}) and chunked prefill is off", i,
+                           "enable chunked prefill or raise max_num_batched_tokens")
+
+
+# ---------------------------------------------------------------- results
+def _rank(q, n: int) -> int:
+    q = q if isinstance(q, Fraction) else Fraction(str(q))
+    return max(1, math.ceil(q * n))
+
+
+def nearest_rank_np(values: np.ndarray, q) -> float:
+    """The ⌈q·n⌉-th smallest value (the rule of :func:`plugins.serving_trace.nearest_rank`)."""
+    v = np.sort(np.asarray(values, dtype=float))
+    if v.size == 0:
+        raise ValueError("no observations")
+    return float(v[_rank(q, v.size) - 1])
+
+
+def weighted_nearest_rank(values: np.ndarray, weights: np.ndarray, q) -> float:
+    """Nearest rank over ``values[i]`` repeated ``weights[i]`` times."""
+    o = np.argsort(values, kind="stable")
+    cw = np.cumsum(np.asarray(weights)[o])
+    if cw.size == 0 or cw[-1] == 0:
+        raise ValueError("no observations")
+    r = _rank(q, int(cw[-1]))
+    return float(np.asarray(values)[o][int(np.searchsorted(cw, r, side="left"))])
+
+
+@dataclass
+class SimResult:
+    """Outcome of a simulation (seconds, tokens; requests in input order).
+
+    ``first``/``last``: time of each request's first and last output token; ``preemptions``
+    per request; ``itl_values``/``itl_weights``: inter-token latencies, each value standing
+    for ``weight`` tokens; ``series_*``: at each event, the time, the waiting requests, the
+    running requests and the KV blocks in use; ``iterations``: engine iterations simulated."""
+
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    preemptions: np.ndarray
+    itl_values: np.ndarray
+    itl_weights: np.ndarray
+    series_t: np.ndarray
+    series_waiting: np.ndarray
+    series_running: np.ndarray
+    series_kv: np.ndarray
+    iterations: int
+    blocks: int
+    block_size: int
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return self.first - self.arrival
+
+    @property
+    def e2e(self) -> np.ndarray:
+        return self.last - self.arrival
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """(t_G − t_1)/(G − 1) of the requests with G > 1."""
+        m = self.output > 1
+        return (self.last[m] - self.first[m]) / (self.output[m] - 1)
+
+    @property
+    def span(self) -> float:
+        """From the first arrival to the last output token."""
+        return float(self.last.max() - self.arrival.min())
+
+    @property
+    def max_queue(self) -> int:
+        return int(self.series_waiting.max()) if self.series_waiting.size else 0
+
+    def quantile(self, metric: str, q) -> float:
+        """Nearest-rank quantile of ``ttft``, ``tpot``, ``e2e`` (per request) or ``itl`` (per token)."""
+        srt = self._cache.get(metric)
+        if srt is None:
+            if metric == "itl":
+                o = np.argsort(self.itl_values, kind="stable")
+                srt = (self.itl_values[o], np.cumsum(self.itl_weights[o]))
+            else:
+                srt = (np.sort(getattr(self, metric)), None)
+            self._cache[metric] = srt
+        vals, cw = srt
+        if vals.size == 0:
+            raise ValueError("no observations")
+        if cw is None:
+            return float(vals[_rank(q, vals.size) - 1])
+        return float(vals[int(np.searchsorted(cw, _rank(q, int(cw[-1])), side="left"))])
+
+    def throughput(self) -> float:
+        """Output tokens per second over :attr:`span`."""
+        return float(self.output.sum()) / self.span
+
+    def goodput(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> float:
+        """Requests per second over :attr:`span` with TTFT ≤ slo_ttft and TPOT ≤ slo_tpot (a
+        request with one output token has no TPOT and meets that part)."""
+        return float(self.meets(slo_ttft, slo_tpot).sum()) / self.span
+
+    def meets(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> np.ndarray:
+        ok = np.ones(len(self.arrival), dtype=bool)
+        if slo_ttft is not None:
+            ok &= self.ttft <= slo_ttft
+        if slo_tpot is not None:
+            tp = np.zeros(len(self.arrival))
+            m = self.output > 1
+            tp[m] = (self.last[m] - self.first[m]) / (self.output[m] - 1)
+            ok &= tp <= slo_tpot
+        return ok
+
+    def summary(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> dict[str, float]:
+        """Every aggregate by name (seconds, tokens/s, requests/s)."""
+        out: dict[str, float] = {}
+        for m in ("ttft", "tpot", "itl", "e2e"):
+            vals = self.itl_values if m == "itl" else getattr(self, m)
+            if vals.size == 0:
+                continue
+            if m == "itl":
+                out["itl_mean"] = float(np.dot(self.itl_values, self.itl_weights) / self.itl_weights.sum())
+            else:
+                out[f"{m}_mean"] = float(vals.mean())
+            for q in QUANTILES:
+                out[f"{m}_p{int(q * 100)}"] = self.quantile(m, q)
+        out["throughput"] = self.throughput()
+        if slo_ttft is not None or slo_tpot is not None:
+            out["goodput"] = self.goodput(slo_ttft, slo_tpot)
+            out["slo_attainment"] = float(self.meets(slo_ttft, slo_tpot).mean())
+        out["preemptions"] = float(self.preemptions.sum())
+        out["max_queue"] = float(self.max_queue)
+        out["max_running"] = float(self.series_running.max())
+        out["peak_kv"] = float(self.series_kv.max()) / self.blocks
+        out["iterations"] = float(self.iterations)
+        out["span"] = self.span
+        return out
+
+
+def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
+    ser = np.asarray(ser, dtype=float).reshape(-1, 4)
+    return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
+                     np.asarray(first, dtype=float), np.asarray(last, dtype=float), np.asarray(pre, dtype=np.int64),
+                     itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
+                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size)
+
+
+def _arrays(arrival, prompt, output):
+    A = np.asarray(arrival, dtype=float)
+    P = np.asarray(prompt, dtype=np.int64)
+    G = np.asarray(output, dtype=np.int64)
+    if not (A.shape == P.shape == G.shape) or A.ndim != 1:
+        raise SimError("arrival, input and output lengths must be three lists of the same length")
+    return A, P, G
+
+
+# ---------------------------------------------------------------- the reference: one loop per iteration
+def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, o=None) -> SimResult:
+    """The scheduler rules of the module docstring, one Python iteration per engine iteration."""
+    A, Pa, Ga = _arrays(arrival, prompt, output)
+    check_workload(A, Pa, Ga, eng)
+    n, bs, B, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
+    extra = _extra_args(step_time)
+    P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
+    order = np.argsort(A, kind="stable").tolist()
+    comp, out, held, pre = [0] * n, [0] * n, [0] * n, [0] * n
+    prefilling = [True] * n
+    first, last = [math.nan] * n, [math.nan] * n
+    free = eng.blocks
+    running: list[int] = []
+    waiting: deque = deque()
+    itl_v, itl_w, ser = [], [], []
+    t, nxt, done, it = 0.0, 0, 0, 0
+    while done < n:
+        while nxt < n and At[order[nxt]] <= t:
+            waiting.append(order[nxt])
+            nxt += 1
+        if not running and not waiting:
+            t = At[order[nxt]]
+            continue
+        ser.extend((t, len(waiting), len(running), eng.blocks - free))
+        budget, sched, preempted = B, [], False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            new = min(P[r] + out[r] - comp[r], budget)
+            ok = True
+            while True:
+                need = -(-(comp[r] + new) // bs) - held[r]
+                if need <= free:
+                    free -= need
+                    held[r] += need
+                    break
+                v = running.pop()
+                free += held[v]
+                held[v], comp[v], prefilling[v] = 0, 0, True
+                pre[v] += 1
+                waiting.appendleft(v)
+                preempted = True
+                if v == r:
+                    ok = False
+                    break
+            if not ok:
+                break
+            sched.append((r, new))
+            budget -= new
+            i += 1
+        if not preempted:
+            while waiting and budget > 0 and len(running) < S:
+                r = waiting[0]
+                new = P[r] + out[r]
+                if not eng.chunked_prefill and new > budget:
+                    break
+                new = min(new, budget)
+                need = -(-new // bs)
+                if need > free:
+                    break
+                waiting.popleft()
+                free -= need
+                held[r] = need
+                running.append(r)
+                sched.append((r, new))
+                budget -= new
+        assert sched, "an iteration scheduled nothing"
+        chunks = [(r, new) for r, new in sched if prefilling[r]]
+        pf = sum(new for r, new in chunks)
+        dec = [r for r, _ in sched if not prefilling[r]]
+        nd, ctx = len(dec), sum(comp[r] for r in dec)
+        if extra:
+            dt = step_time(c, pf, nd, ctx, o, prefill_prefix=sum(comp[r] for r, _ in chunks),
+                           prefill_seqs=sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r]))
+        else:
+            dt = step_time(c, pf, nd, ctx, o)
+        dt = float(dt)
+        t_end = t + dt
+        it += 1
+        if nd:
+            itl_v.append(dt)
+            itl_w.append(nd)
+        for r, new in sched:
+            comp[r] += new
+            if comp[r] == P[r] + out[r]:
+                out[r] += 1
+                if prefilling[r]:
+                    if out[r] == 1:
+                        first[r] = t_end
+                    else:                       # resumed after a preemption
+                        itl_v.append(t_end - last[r])
+                        itl_w.append(1)
+                    prefilling[r] = False
+                last[r] = t_end
+                if out[r] == G[r]:
+                    free += held[r]
+                    held[r] = 0
+                    running.remove(r)
+                    done += 1
+        t = t_end
+    return _result(A, Pa, Ga, first, last, pre, np.asarray(itl_v, dtype=float),
+                   np.asarray(itl_w, dtype=np.int64), ser, it, eng)
+
+
+# ---------------------------------------------------------------- the fast path: runs of identical decodes
+def _extra_args(step_time) -> bool:
+    """True when the step cost takes the optional ``prefill_prefix`` / ``prefill_seqs``
+    keywords (the cached tokens before a prefill chunk; the prefills that emit logits)."""
+    import inspect
+    try:
+        ps = inspect.signature(step_time).parameters
+    except (TypeError, ValueError):
+        return False
+    return "prefill_prefix" in ps and "prefill_seqs" in ps
+
+
+class _Affine:
+    """Per decode batch size n, the decode-only step cost as α + β·context when it is affine
+    in the context: checked at five contexts spanning [0, the whole pool] (a step cost that is
+    a sum of rooflines is affine there: its memory and compute sides both grow linearly with
+    the KV read).  Otherwise None, and runs are evaluated by vectorised calls."""
+
+    def __init__(self, step_time, c, o, top: int):
+        self.f, self.c, self.o, self.top, self.memo = step_time, c, o, max(int(top), 16), {}
+
+    def __call__(self, n: int):
+        r = self.memo.get(n, False)
+        if r is not False:
+            return r
+        xs = np.array([0, self.top // 7, self.top // 3, (2 * self.top) // 3, self.top], dtype=np.int64)
+        ys = np.broadcast_to(np.asarray(self.f(self.c, 0, n, xs, self.o), dtype=float), xs.shape)
+        a, b = float(ys[0]), float(ys[-1] - ys[0]) / float(xs[-1])
+        pred = a + b * xs
+        ok = bool(np.all(np.abs(pred - ys) <= 1e-11 * np.abs(ys)))
+        r = self.memo[n] = (a, b) if ok else None
+        return r
+
+
+def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True) -> SimResult:
+    """The same schedule as :func:`simulate_reference`, advancing runs of identical decode
+    iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
+    closed form α + β·context when the step cost is affine in the context (:class:`_Affine`;
+    equal to the direct evaluation up to rounding); False calls the step cost on every run."""
+    A, Pa, Ga = _arrays(arrival, prompt, output)
+    check_workload(A, Pa, Ga, eng)
+    n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
+    chunked = eng.chunked_prefill
+    extra = _extra_args(step_time)
+    lin = _Affine(step_time, c, o, NB * bs) if affine else None
+    P, G = Pa.tolist(), Ga.tolist()
+    order = np.argsort(A, kind="stable")
+    arr = A[order].tolist() + [math.inf]
+    order = order.tolist()
+    comp, out, key, gen, pre = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
+    first, last = [math.nan] * n, [math.nan] * n
+    # decoding sequences, implicitly: computed = key + D
+    hist = [0] * bs                     # decoders by key % bs
+    heap: list = []                     # (counter value after its last step, generation, request)
+    n_dec, sum_key, D = 0, 0, 0
+    X = -1                              # the running request still prefilling (always the tail), or -1
+    free = NB
+    running: list[int] = []
+    waiting: deque = deque()
+    itl_chunks: list = []               # (values array, weight) of vectorised runs
+    itl_v, itl_w, ser = [], [], []
+    t, nxt, done, it = 0.0, 0, 0, 0
+    ar = np.arange(RUN_CAP, dtype=np.int64)
+    push, pop = heapq.heappush, heapq.heappop
+    ser_add, v_add, w_add = ser.extend, itl_v.append, itl_w.append
+
+    def preempt(v, t_now):
+        nonlocal X, n_dec, sum_key, free
+        if v == X:
+            free += -(-comp[v] // bs)
+            X = -1
+        else:
+            k = key[v]
+            n_dec -= 1
+            sum_key -= k
+            hist[k % bs] -= 1
+            free += -(-(k + D) // bs)
+            gen[v] += 1
+            out[v] = k + D - P[v] + 1
+            last[v] = t_now              # a decoder emitted at the end of the previous iteration
+        comp[v] = 0
+        pre[v] += 1
+        waiting.appendleft(v)
+
+    while done < n:
+        while arr[nxt] <= t:
+            waiting.append(order[nxt])
+            nxt += 1
+        if not running and not waiting:
+            t = arr[nxt]
+            continue
+        ser_add((t, len(waiting), len(running), NB - free))
+        nb = hist[(-D) % bs]
+        # ---- a run of identical decode iterations: no prefill, nothing admissible, no preemption
+        if X < 0 and n_dec and nb <= free:
+            if waiting:
+                h = waiting[0]
+                hn = P[h] + out[h]
+                blocked = (len(running) >= S or (not chunked and hn > B - n_dec)
+                           or -(-min(hn, B - n_dec) // bs) > free - nb)
+                ta = math.inf
+            else:
+                blocked, ta = True, arr[nxt]
+            if blocked:
+                while gen[heap[0][2]] != heap[0][1]:
+                    pop(heap)
+                k = heap[0][0] - D                        # up to the first finish
+                q, rem = divmod(free, n_dec)
+                if q * bs < k:                            # the pool may run out first
+                    acc, j, d0 = 0, 0, -D
+                    while True:
+                        acc += hist[(d0 - j) % bs]
+                        if acc > rem:
+                            break
+                        j += 1
+                    k = min(k, q * bs + j)
+                k = min(k, RUN_CAP)
+                ab = lin(n_dec) if lin is not None else None
+                if ab is not None and k <= 24:            # short run: a Python loop, closed form
+                    a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
+                    b1 = ab[1] * n_dec
+                    j, tt = 0, t
+                    while j < k and tt < ta:
+                        dt = a0 + b1 * j
+                        tt += dt
+                        v_add(dt)
+                        w_add(n_dec)
+                        j += 1
+                    k = j
+                else:
+                    if ab is not None:
+                        dts = (ab[0] + ab[1] * (sum_key + n_dec * D)) + (ab[1] * n_dec) * ar[:k]
+                    else:
+                        dts = np.asarray(step_time(c, 0, n_dec, sum_key + n_dec * (D + ar[:k]), o), dtype=float)
+                        if dts.shape != (k,):
+                            dts = np.broadcast_to(dts, (k,)).copy()
+                    ends = dts.copy()
+                    ends[0] += t
+                    np.cumsum(ends, out=ends)             # t + dt0 + dt1 + …, in iteration order
+                    if ta < math.inf:                     # iterations that start before the next arrival
+                        k = 1 + int(np.searchsorted(ends[:k - 1], ta, side="left"))
+                    itl_chunks.append((dts[:k], n_dec))
+                    tt = float(ends[k - 1])
+                full, part = divmod(k, bs)
+                used = full * n_dec
+                for j in range(part):
+                    used += hist[(-D - j) % bs]
+                free -= used
+                D += k
+                it += k
+                t = tt
+                while heap and heap[0][0] <= D:           # finishes at the end of the run
+                    e, g, r = pop(heap)
+                    if g != gen[r]:
+                        continue
+                    kr = key[r]
+                    n_dec -= 1
+                    sum_key -= kr
+                    hist[kr % bs] -= 1
+                    free += -(-(kr + D) // bs)
+                    out[r] = G[r]
+                    last[r] = t
+                    running.remove(r)
+                    done += 1
+                continue
+        # ---- one iteration, the general rules
+        preempted = False
+        if nb > free:                     # decoders in order; preempt from the tail when the pool runs out
+            i = 0
+            while i < len(running):
+                r = running[i]
+                if r == X:
+                    break
+                if (key[r] + D) % bs == 0:
+                    gone = False
+                    while free < 1:
+                        v = running.pop()
+                        preempt(v, t)
+                        preempted = True
+                        if v == r:
+                            gone = True
+                            break
+                    if gone:
+                        break
+                    free -= 1
+                i += 1
+        else:
+            free -= nb
+        budget = B - n_dec
+        sched = []                        # prefill chunks: (request, tokens)
+        prefix = 0
+        if X >= 0 and budget > 0:
+            new = min(P[X] + out[X] - comp[X], budget)
+            need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
+            if need > free:
+                running.pop()             # X is the tail: it is its own victim
+                preempt(X, t)
+                preempted = True
+            else:
+                free -= need
+                sched.append((X, new))
+                budget -= new
+                prefix = comp[X]
+        if not preempted:
+            while waiting and budget > 0 and len(running) < S:
+                r = waiting[0]
+                new = P[r] + out[r]
+                if not chunked and new > budget:
+                    break
+                new = min(new, budget)
+                need = -(-new // bs)
+                if need > free:
+                    break
+                waiting.popleft()
+                free -= need
+                running.append(r)
+                sched.append((r, new))
+                budget -= new
+        pf = B - n_dec - budget
+        if extra:
+            ends_pf = sum(1 for r, new in sched if comp[r] + new == P[r] + out[r])
+            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o, prefill_prefix=prefix, prefill_seqs=ends_pf)
+        else:
+            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o)
+        dt = float(dt)
+        t_end = t + dt
+        it += 1
+        if n_dec:
+            v_add(dt)
+            w_add(n_dec)
+        D += 1
+        if sched and sched[0][0] == X:
+            X = -1
+        for r, new in sched:
+            comp[r] += new
+            if comp[r] == P[r] + out[r]:
+                out[r] += 1
+                if out[r] == 1:
+                    first[r] = t_end
+                else:                     # resumed after a preemption: the gap since its last token
+                    v_add(t_end - last[r])
+                    w_add(1)
+                last[r] = t_end
+                if out[r] == G[r]:
+                    free += -(-comp[r] // bs)
+                    running.remove(r)
+                    done += 1
+                else:                     # a decoder from now on
+                    k = comp[r] - D
+                    key[r] = k
+                    n_dec += 1
+                    sum_key += k
+                    hist[k % bs] += 1
+                    push(heap, (P[r] + G[r] - 1 - k, gen[r], r))
+            else:
+                X = r
+        while heap and heap[0][0] <= D:
+            e, g, r = pop(heap)
+            if g != gen[r]:
+                continue
+            kr = key[r]
+            n_dec -= 1
+            sum_key -= kr
+            hist[kr % bs] -= 1
+            free += -(-(kr + D) // bs)
+            out[r] = G[r]
+            last[r] = t_end
+            running.remove(r)
+            done += 1
+        t = t_end
+    vals = [np.asarray(itl_v, dtype=float)] + [v for v, _ in itl_chunks]
+    wts = [np.asarray(itl_w, dtype=np.int64)] + [np.full(len(v), w, dtype=np.int64) for v, w in itl_chunks]
+    return _result(A, Pa, Ga, first, last, pre, np.concatenate(vals), np.concatenate(wts), ser, it, eng)
