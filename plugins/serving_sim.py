@@ -686,3 +686,314 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     vals = [np.asarray(itl_v, dtype=float)] + [v for v, _ in itl_chunks]
     wts = [np.asarray(itl_w, dtype=np.int64)] + [np.full(len(v), w, dtype=np.int64) for v, w in itl_chunks]
     return _result(A, Pa, Ga, first, last, pre, np.concatenate(vals), np.concatenate(wts), ser, it, eng)
+
+
+# ================================================================ the `use batching` block
+import sympy as sp  # noqa: E402
+
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, hookimpl  # noqa: E402
+
+ENGINE_NAMES = (("kv_tokens", "token"), ("block_size", "token"), ("max_num_seqs", "seq"),
+                ("max_num_batched_tokens", "token"))
+# Without `use engine`: vLLM's OpenAI-server defaults on GPUs below 70 GiB (and A100).
+ENGINE_DEFAULTS = {"block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 2048}
+
+BATCHING = UseSpec(
+    "batching",
+    "continuous batching of a request stream on the engine's scheduler: TTFT/TPOT/ITL percentiles, goodput",
+    references=(
+        "vLLM v1 scheduler (vllm/v1/core/sched/scheduler.py): running requests first, token budget, "
+        "KV blocks allocated as sequences grow, preemption of the newest running request by recomputation",
+        "Yu et al. 2022, 'Orca: A Distributed Serving System for Transformer-Based Generative Models' "
+        "(OSDI; iteration-level scheduling)",
+        "Kwon et al. 2023, 'Efficient Memory Management for Large Language Model Serving with "
+        "PagedAttention' (SOSP; KV blocks, preemption by recomputation)",
+        "Agrawal et al. 2024, 'Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve' "
+        "(chunked prefill)",
+        "Zhong et al. 2024, 'DistServe' (OSDI; goodput: requests per second meeting TTFT and TPOT SLOs)",
+        "vLLM EngineArgs defaults (vllm/engine/arg_utils.py get_batch_defaults, OpenAI server below 70 GiB): "
+        "block_size 16, max_num_seqs 256, max_num_batched_tokens 2048",
+    ),
+    params=(
+        Param("trace", kind="file", optional=True,
+              doc="CSV of requests (arrived_at, num_prefill_tokens, num_decode_tokens): arrivals and lengths"),
+        Param("arrivals", kind="choice", choices=("trace", "poisson", "gamma"), default=None, optional=True,
+              doc='"trace" (default with a trace), "poisson" or "gamma" (bursty: Gamma gaps of cv)'),
+        Param("rate", "request/s", None, "mean arrival rate of synthetic arrivals", min=0, min_open=True,
+              optional=True),
+        Param("requests", "", None, "synthetic requests to simulate", min=1, whole=True, optional=True),
+        Param("cv", "", "2", "coefficient of variation of the Gamma gaps (1: as random as Poisson)", min=0,
+              min_open=True),
+        Param("seed", "", "0", "seed of the synthetic arrivals and sampled lengths", kind="int", min=0),
+        Param("input", "token", None, "input tokens of every request (default: sampled from the trace)",
+              min=1, whole=True, optional=True),
+        Param("output", "token", None, "output tokens of every request (default: sampled from the trace)",
+              min=1, whole=True, optional=True),
+        Param("slo_ttft", "s", None, "TTFT target of goodput", min=0, optional=True),
+        Param("slo_tpot", "s", None, "TPOT target of goodput", min=0, optional=True),
+        Param("kv_tokens", "token", None, "tokens the KV pool holds (default: `kv_tokens` of `use engine`)",
+              min=1, whole=True, optional=True),
+        Param("block_size", "token", None, "tokens per KV block (default: `use engine`'s, else 16)", min=1,
+              whole=True, optional=True),
+        Param("max_num_seqs", "seq", None, "requests running at once (default: `use engine`'s, else 256)",
+              min=1, whole=True, optional=True),
+        Param("max_num_batched_tokens", "token", None, "token budget of one iteration (default: `use engine`'s, "
+              "else 2048)", min=1, whole=True, optional=True),
+        Param("chunked_prefill", kind="bool", default="true",
+              doc="prefill long prompts in chunks within the budget (vLLM V1: always on)"),
+        Param("step_overhead", "s", None, "fixed time of an iteration (with step_token and step_context: an "
+              "affine step cost instead of the engine's step model)", min=0, optional=True),
+        Param("step_token", "s/token", None, "time per token scheduled in an iteration (prefill or decode)",
+              min=0, optional=True),
+        Param("step_context", "s/token", None, "time per cached context token the decodes read", min=0,
+              optional=True),
+    ),
+    order=67,
+    provides=("ttft_mean", "ttft_p50", "ttft_p90", "ttft_p95", "ttft_p99", "tpot_mean", "tpot_p50", "tpot_p90",
+              "tpot_p95", "tpot_p99", "itl_mean", "itl_p50", "itl_p90", "itl_p95", "itl_p99", "e2e_mean",
+              "e2e_p50", "e2e_p90", "e2e_p95", "e2e_p99", "throughput", "goodput", "slo_attainment",
+              "preemptions", "max_queue", "max_running", "peak_kv_use", "sim_requests", "sim_iterations",
+              "sim_span"),
+)
+
+_RESULTS: dict = {}          # (file, plan) -> (SimResult, slo_ttft, slo_tpot), for the figures
+_KEEP = 8
+
+
+@hookimpl
+def plan_blocks_register():
+    return [BATCHING]
+
+
+def _workload(ctx, b):
+    """(arrival, input, output) arrays of the block."""
+    from . import serving_trace as st
+
+    path = b.path("trace")
+    tr = None
+    if path is not None:
+        try:
+            tr = st.load_trace(path)
+        except st.TraceError as e:
+            from .serving import _trace_error
+            _trace_error(ctx, b, e)
+    kind = b.value("arrivals") or ("trace" if tr is not None else "poisson")
+    fixed_in, fixed_out = b.value("input"), b.value("output")
+    if kind == "trace":
+        if tr is None:
+            b.error_at("arrivals", '`arrivals = "trace"` needs a trace file',
+                       'add `trace = "requests.csv"`, or choose `arrivals = "poisson"` with a rate',
+                       code="missing-parameter")
+        for p in ("rate", "requests"):
+            if b.given(p):
+                b.error_at(p, f"'{p}' sets synthetic arrivals, but the arrivals come from the trace",
+                           f'remove \'{p}\' or choose `arrivals = "poisson"`')
+        A = np.asarray(tr.arrived, dtype=float)
+        P = np.asarray(tr.prefill, dtype=np.int64)
+        G = np.asarray(tr.decode, dtype=np.int64)
+        if fixed_in is not None:
+            P = np.full(len(A), int(fixed_in), dtype=np.int64)
+        if fixed_out is not None:
+            G = np.full(len(A), int(fixed_out), dtype=np.int64)
+        return A, P, G
+    for p in ("rate", "requests"):
+        if not b.given(p):
+            b.error_at("arrivals", f'synthetic arrivals ("{kind}") need \'{p}\'',
+                       "add `rate = 5 request/s; requests = 2000`", code="missing-parameter")
+    n = int(b.value("requests"))
+    cap = 10_000_000
+    if n > cap:
+        b.error_at("requests", f"{n} requests is more than a simulation takes ({cap:,})",
+                   "simulate fewer requests: percentiles settle within a few thousand")
+    rate, seed = b.value("rate"), int(b.value("seed"))
+    A = poisson_arrivals(rate, n, seed) if kind == "poisson" else gamma_arrivals(rate, n, b.value("cv"), seed)
+    if fixed_in is None or fixed_out is None:
+        if tr is None:
+            miss = "input" if fixed_in is None else "output"
+            b.error_at(miss, f"synthetic requests need '{miss}' (or a trace to sample lengths from)",
+                       f"add `{miss} = 256 token`, or `trace = \"requests.csv\"`", code="missing-parameter")
+        Ps, Gs = sample_lengths(tr.prefill, tr.decode, n, seed)
+    P = np.full(n, int(fixed_in), dtype=np.int64) if fixed_in is not None else Ps
+    G = np.full(n, int(fixed_out), dtype=np.int64) if fixed_out is not None else Gs
+    return A, P, G
+
+
+def _engine(ctx, b) -> Engine:
+    vals = {}
+    for name, unit in ENGINE_NAMES:
+        if b.given(name):
+            vals[name] = int(b.value(name))
+        elif ctx.defined(name):
+            v = ctx.nominal(ctx.q(name, unit))
+            if v is None:
+                ctx.error(f"`use batching` in '{ctx.name}' reads '{name}', which has no value",
+                          f"give `{name} = …` in `use batching`", span=b.span, code="missing-quantity")
+            vals[name] = int(sp.floor(v))
+        elif name in ENGINE_DEFAULTS:
+            vals[name] = ENGINE_DEFAULTS[name]
+        else:
+            ctx.error(f"`use batching` in '{ctx.name}' needs the KV pool's size: 'kv_tokens', or `use engine`",
+                      "add `kv_tokens = 200000 token` to `use batching`, or `use engine { … }` to the plan",
+                      span=b.span, code="missing-parameter")
+    return Engine(vals["kv_tokens"], vals["block_size"], vals["max_num_seqs"], vals["max_num_batched_tokens"],
+                  bool(b.value("chunked_prefill")))
+
+
+def _step_cost(ctx, b):
+    """(step_time, c, o): the block's affine cost, or the engine's step model of the plan."""
+    mine = [p for p in ("step_overhead", "step_token", "step_context") if b.given(p)]
+    if mine:
+        c = {"overhead": b.value("step_overhead") or 0.0, "token": b.value("step_token") or 0.0,
+             "context": b.value("step_context") or 0.0}
+        return linear_step, c, None
+    try:
+        from . import serving_step
+    except ImportError:
+        serving_step = None
+    if serving_step is not None and ctx.value("model") is not None and ctx.value("device") is not None:
+        from .layout_model import ops
+        return serving_step.step_time, serving_step.step_constants(ctx), ops("numpy")
+    ctx.error(f"`use batching` in '{ctx.name}' needs the time of an engine iteration",
+              "give `step_overhead`, `step_token` and `step_context` in `use batching`"
+              + (", or a model and a device" if serving_step is not None else ""),
+              span=b.span, code="missing-parameter")
+
+
+def _num(v: float):
+    return sp.Rational(repr(float(v)))
+
+
+@hookimpl
+def plan_activities_schedule(ctx):
+    b = ctx.block("batching")
+    if b is None:
+        return
+    A, P, G = _workload(ctx, b)
+    eng = _engine(ctx, b)
+    step_time, c, o = _step_cost(ctx, b)
+    try:
+        r = simulate(A, P, G, eng, step_time, c, o)
+    except SimError as e:
+        ctx.error(f"`use batching` in '{ctx.name}': {e}", e.hint or "check the engine's limits and the requests",
+                  span=b.span, code="out-of-range")
+    x, y = b.value("slo_ttft"), b.value("slo_tpot")
+    key = (ctx.info.ast.name_span.file, ctx.name)
+    _RESULTS.pop(key, None)
+    _RESULTS[key] = (r, x, y)
+    while len(_RESULTS) > _KEEP:
+        _RESULTS.pop(next(iter(_RESULTS)))
+    s = r.summary(x, y)
+    sim = "simulated continuous batching"
+    ref = ("vLLM v1 scheduler (vllm/v1/core/sched/scheduler.py)",)
+
+    def define(name, unit, doc, headline=False, value=None):
+        v = s.get(name) if value is None else value
+        if v is None or not math.isfinite(v):
+            return
+        ctx.define(name, _num(v), unit, f"{doc} ({sim})", headline=headline, references=ref)
+
+    for m, unit, what in (("ttft", "s", "time to first token t_1 − t_a"),
+                          ("tpot", "ms", "time per output token (t_G − t_1)/(G − 1), requests with G > 1"),
+                          ("itl", "ms", "inter-token latency, every output token after the first"),
+                          ("e2e", "s", "end-to-end latency t_G − t_a")):
+        define(f"{m}_mean", unit, f"mean {what}", headline=m in ("ttft", "tpot"))
+        for q in (50, 90, 95, 99):
+            define(f"{m}_p{q}", unit, f"p{q} {what} (nearest rank)", headline=q == 95 and m != "itl")
+    define("throughput", "token/s", "output tokens per second from the first arrival to the last token",
+           headline=True)
+    if "goodput" in s:
+        slo = " and ".join(t for t in ((f"TTFT ≤ slo_ttft" if x is not None else ""),
+                                       (f"TPOT ≤ slo_tpot" if y is not None else "")) if t)
+        define("goodput", "request/s", f"requests per second meeting {slo}", headline=True)
+        define("slo_attainment", "%", f"share of requests meeting {slo}", headline=True)
+    define("preemptions", "", "preemptions by recomputation when the KV pool ran out", headline=True)
+    define("max_queue", "request", "longest waiting queue at an iteration start", headline=True)
+    define("max_running", "request", "most requests running at once")
+    define("peak_kv_use", "%", "largest share of the KV blocks in use", value=s["peak_kv"])
+    define("sim_requests", "request", "requests simulated", value=float(len(A)))
+    define("sim_iterations", "", "engine iterations simulated", value=s["iterations"])
+    define("sim_span", "s", "first arrival to last output token", value=s["span"])
+
+
+# ---------------------------------------------------------------- tables and figures
+def _stored(ev, plan):
+    d = ev.decls.get(plan)
+    if d is None or "batching" not in d.uses:
+        return None
+    return _RESULTS.get((d.ast.name_span.file, plan))
+
+
+def _build_table(ev, plan):
+    got = _stored(ev, plan)
+    if got is None:
+        return None
+    r, x, y = got
+    rows = []
+    for m, scale, unit in (("ttft", 1, "s"), ("tpot", 1e3, "ms"), ("itl", 1e3, "ms"), ("e2e", 1, "s")):
+        try:
+            rows.append((f"{m} ({unit})",) + tuple(float(f"{r.quantile(m, q) * scale:.6g}") for q in QUANTILES))
+        except ValueError:
+            continue
+    notes = (f"{len(r.arrival):,} requests, {r.iterations:,} iterations, "
+             f"{int(r.preemptions.sum()):,} preemptions; nearest-rank percentiles",)
+    return Table(("metric", "p50", "p90", "p95", "p99"), tuple(rows), notes)
+
+
+def _draw_queue(ev, plan, fig) -> bool:
+    got = _stored(ev, plan)
+    if got is None:
+        return False
+    r = got[0]
+    ax1, ax2, ax3 = fig.subplots(3, 1, sharex=True)
+    fig.set_size_inches(8, 6.5)
+    t = r.series_t
+    ax1.step(t, r.series_waiting, where="post", color="#C44E52", lw=0.8)
+    ax1.set_ylabel("waiting")
+    ax1.set_title(f"{plan}: continuous batching, {len(r.arrival):,} requests", fontsize=9)
+    ax2.step(t, r.series_running, where="post", color="#4C72B0", lw=0.8)
+    ax2.set_ylabel("running")
+    ax3.step(t, 100.0 * r.series_kv / r.blocks, where="post", color="#55A868", lw=0.8)
+    ax3.set_ylabel("KV blocks used (%)")
+    ax3.set_xlabel("time (s)")
+    fig.tight_layout()
+    return True
+
+
+def _draw_latency(ev, plan, fig) -> bool:
+    got = _stored(ev, plan)
+    if got is None:
+        return False
+    r, x, y = got
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
+    fig.set_size_inches(8, 5.5)
+    ax1.plot(r.arrival, r.ttft, ".", ms=1.5, color="#4C72B0", alpha=0.6)
+    ax1.set_ylabel("TTFT (s)")
+    if x is not None:
+        ax1.axhline(x, color="#C44E52", ls="--", lw=1, label=f"SLO {x:g} s")
+        ax1.legend(fontsize=7, frameon=False, loc="upper right")
+    ax1.set_title(f"{plan}: latency by arrival time (p95 TTFT {r.quantile('ttft', QUANTILES[2]):.3g} s)",
+                  fontsize=9)
+    m = r.output > 1
+    ax2.plot(r.arrival[m], 1e3 * (r.last[m] - r.first[m]) / (r.output[m] - 1), ".", ms=1.5, color="#DD8452",
+             alpha=0.6)
+    if y is not None:
+        ax2.axhline(1e3 * y, color="#C44E52", ls="--", lw=1, label=f"SLO {1e3 * y:g} ms")
+        ax2.legend(fontsize=7, frameon=False, loc="upper right")
+    ax2.set_ylabel("TPOT (ms)")
+    ax2.set_xlabel("arrival time (s)")
+    fig.tight_layout()
+    return True
+
+
+@hookimpl
+def plan_tables_register():
+    return [TableSpec("batching-latency", "Simulated latency percentiles", _build_table,
+                      "TTFT, TPOT, ITL and end-to-end latency at p50/p90/p95/p99 from the batching simulation")]
+
+
+@hookimpl
+def plan_figures_register():
+    return [FigureSpec("batching-queue", "Waiting queue, running batch and KV use over time", _draw_queue,
+                       "the scheduler's state at every event of the continuous-batching simulation"),
+            FigureSpec("batching-latency", "TTFT and TPOT of each request by arrival time", _draw_latency,
+                       "per-request latencies of the continuous-batching simulation against the SLO")]
