@@ -41,8 +41,10 @@ Two implementations of the same rules:
   vectorised call (context = Σkey + n·(D + j), j = 0 … k−1), their running sum gives the end
   of each iteration (the first iteration starting at or after the next arrival ends the run),
   and the step at which the pool runs out follows from the histogram in closed form (n blocks
-  per ``block_size`` iterations).  The result is identical to the reference, iteration for
-  iteration (times are summed in the same order).
+  per ``block_size`` iterations).  When the step cost is affine in the context (checked per n),
+  a run's times are the closed form α + β·(Σkey + n·(D + j)) instead of a call.  The schedule is
+  the reference's, iteration for iteration; the times are summed in the same order, so they
+  are equal to rounding (bitwise with ``affine=False`` and an affine cost).
 
 Metrics (:class:`SimResult`): per request TTFT = t_1 − t_a, TPOT = (t_G − t_1)/(G − 1)
 (G > 1), end-to-end latency t_G − t_a, preemptions; ITL over every output token after the first
