@@ -29,20 +29,23 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   sizing the cache (``profile_run``) of T = ``max_num_batched_tokens`` tokens (default: with
   chunked prefill the engine's ``chunked_batched_tokens``, without it max(``max_model_len``,
   ``min_batched_tokens``)) in S = min(``max_num_seqs``, T) sequences:
-  A = T · bytes(act) · (w_ffn + 3h) + S · V · ``sampler_bytes``, where w_ffn is the FFN's
-  intermediate width per GPU (``ffn_matrices``·f/tp for a dense FFN: the gate-up output and
-  the activation; k·(``ffn_matrices``·f_e/tp + h) for routed experts) and 3h the residual, the
-  normed input and the FFN output; the second term is the sampler's pass over the
-  [S × V] logits.  On Llama-3.1-8B this is 110,592 B per token, the slope of vLLM's profiled
-  peak between max_model_len 20,000 and 29,000 in issue #10517 (0.92 GiB over 9,000 tokens).
+  A = max(T · bytes(act) · (w_ffn + 3h), S · V · ``sampler_bytes``): the larger of the
+  forward's peak — w_ffn the FFN's intermediate width per GPU (``ffn_matrices``·f/tp for a
+  dense FFN: the gate-up output and the activation; k·(``ffn_matrices``·f_e/tp + h) for routed
+  experts), 3h the residual, the normed input and the FFN output — and the sampler's pass over
+  the [S × V] logits, which runs after the forward's activations are freed and is not split by
+  TP (gathered on the first rank).  On Llama-3.1-8B the forward term is 110,592 B per token:
+  vLLM's profiled peak in issue #10517 grows 0.92 GiB from max_model_len 20,000 to 29,000
+  (2.07 → 2.99 GiB, 110 KB per token); at 8,192 tokens the sampler term dominates and vLLM
+  logs the same 1.26 GiB peak at TP 1 and TP 2 (PR #10511).
 * **runtime overheads** ``R`` = ``non_torch_memory`` + ``tp_comm_memory`` (tp > 1) +
   ``cuda_graph_memory`` + ``cuda_context`` — what the engine charges to the budget besides
   PyTorch's allocations (each an engine field with its source, overridable in the block).
 
 Budget: ``memory_fraction_of = "total"`` (vLLM, SGLang) KV = u·M − W − A − R (A only when
 ``reserve_activations``); ``"free"`` (TensorRT-LLM) KV = u·(M − W − A − R); M is the device's
-``memory`` (or the block's ``device_memory``: what ``torch.cuda.mem_get_info`` reports, a little
-below the nominal capacity).  Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks ·
+``memory`` — or its ``cuda_memory`` field, or the block's ``device_memory``: what
+``torch.cuda.mem_get_info`` reports, a little below the nominal capacity.  Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks ·
 block_size, sequences at a context c = blocks / ⌈c / block_size⌉ (with sliding-window layers,
 weighted by the global and windowed widths).
 
@@ -160,10 +163,18 @@ STANDARD = (
 )
 
 
+DEVICE_FIELDS = (
+    Param("cuda_memory", "B", doc="total memory as the CUDA driver reports it (torch.cuda.mem_get_info), a little "
+          "below the nominal capacity; `use engine` sizes the budget from it when given", min=0, min_open=True,
+          optional=True),
+)
+
+
 @hookimpl
 def plan_kinds_register():
     return [KindSpec("engine", "a serving engine's memory and scheduling defaults (vLLM, SGLang, TensorRT-LLM)",
-                     ENGINE_FIELDS)]
+                     ENGINE_FIELDS),
+            KindSpec("device", "an accelerator", DEVICE_FIELDS)]
 
 
 @hookimpl
@@ -247,6 +258,15 @@ def _has_dense(mo):
     return d is not None and d != 0
 
 
+def _device_memory(b, dev):
+    """M: the block's ``device_memory``, else the device's ``cuda_memory``, else its ``memory``."""
+    if b.given("device_memory"):
+        return b.q("device_memory")
+    if dev.has("cuda_memory"):
+        return dev.q("cuda_memory", "B", positive=True)
+    return dev.q("memory", "B", positive=True)
+
+
 # ---------------------------------------------------------------- pricing
 def _price(ctx, b):
     eng = b.ref("engine")
@@ -284,7 +304,7 @@ def _price(ctx, b):
         T = _knob(b, eng, "chunked_batched_tokens", "token")
     else:
         T = sp.Max(max_len, _knob(b, eng, "min_batched_tokens", "token"))
-    M = b.q("device_memory") if b.given("device_memory") else dev.q("memory", "B", positive=True)
+    M = _device_memory(b, dev)
 
     def over(name):
         return b.q(name) if b.given(name) else (eng.q(name, "B") if eng.has(name) else sp.Integer(0))
@@ -295,8 +315,8 @@ def _price(ctx, b):
 
     def budget_at(t: int, w_fmt=wb):
         w, kv, _ = _sizes(m, a, mo, t, pp, w_fmt, kvb)
-        act = (T * _activation_per_token(a, mo, t, actb) + sp.Min(seqs, T) * a["V"] * sampler) if reserve \
-            else sp.Integer(0)
+        act = sp.Max(T * _activation_per_token(a, mo, t, actb), sp.Min(seqs, T) * a["V"] * sampler) \
+            if reserve else sp.Integer(0)
         rt = over("non_torch_memory") + (over("tp_comm_memory") if t > 1 else 0) + over("cuda_graph_memory") \
             + over("cuda_context")
         if frac_of == "free":
@@ -313,8 +333,8 @@ def _price(ctx, b):
                     headline=True)
     block_bytes = ctx.define("kv_block_bytes", bs * kv, "MiB", "one KV block: block_size tokens")
     act_q = ctx.define("activation_reserve", act, "GiB",
-                       "profiled forward of the largest scheduled batch: tokens · (FFN width per GPU + 3h) · "
-                       "bytes + the sampler's pass over max_num_seqs × vocab logits", headline=True)
+                       "profiled peak of the largest scheduled batch: the larger of the forward, tokens · "
+                       "(FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab logits", headline=True)
     rt_q = ctx.define("runtime_overhead", rt, "GiB", "non-PyTorch memory, TP communication buffers, CUDA graphs "
                       "and context charged to the budget", headline=True)
     if frac_of == "free":
@@ -356,7 +376,7 @@ def _price(ctx, b):
 def _not_fit(ctx, b, eng, m, dev, tp, budget_at, nominal, wb):
     kvmem, w, kv, act, rt = budget_at(tp)
     util = _num(ctx, _knob(b, eng, "gpu_memory_utilization"))
-    M = _num(ctx, b.q("device_memory") if b.given("device_memory") else dev.q("memory", "B"))
+    M = _num(ctx, _device_memory(b, dev))
     parts = (f"{util:g} × {_gib(M)} of {dev.name}, weights {_gib(_num(ctx, w))} per GPU, activations "
              f"{_gib(_num(ctx, act))}, runtime {_gib(_num(ctx, rt))}")
     hints = []
