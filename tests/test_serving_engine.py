@@ -258,3 +258,18 @@ def test_standard_names_for_the_other_serving_blocks(write_plan):
                  "serving_tp", "serving_pp"):
         assert f"a.{name}" in ws.nodes, name
     assert qval(ws, "a.max_num_batched_tokens", "token") == 2048 and qval(ws, "a.serving_tp") == 2
+
+
+def test_worked_case_qwen3_8b():
+    ws = dsl.load(REPO_ROOT / "specs" / "cases" / "serving-engine-qwen3-8b.plan")
+    W = 2 * 8_190_735_360
+    assert qval(ws, "h100_tp1.weights_per_gpu") == W and qval(ws, "h100_tp2.weights_per_gpu") == W / 2
+    assert qval(ws, "h100_tp2.kv_bytes_per_token") == qval(ws, "h100_tp1.kv_bytes_per_token") / 2 == 73_728
+    # TP 2 holds more than twice the tokens of one GPU: the freed weights go to the cache
+    assert qval(ws, "h100_tp2.kv_tokens") > 2 * qval(ws, "h100_tp1.kv_tokens")
+    assert qval(ws, "h100_2x.serving_gpus") == qval(ws, "h100_tp2.serving_gpus") == 2
+    # FP8 on an L40S: 0.9 × 48 GB − 8.19 GB of weights − max(2,048 tokens' forward, 256 × V × 40 B) − 0.35 GiB
+    A = max(2048 * 2 * (3 * 12288 + 3 * 4096), 256 * 151_936 * 40)
+    assert qval(ws, "l40s_fp8.kv_budget") == pytest.approx(0.9 * 48e9 - W / 2 - A - 0.35 * GIB, rel=1e-12)
+    assert ws["on_4090"].requirements["holds_max_model_len"] is False
+    assert ws["h100_sglang"].requirements["holds_max_model_len"] is True
