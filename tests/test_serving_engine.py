@@ -273,3 +273,16 @@ def test_worked_case_qwen3_8b():
     assert qval(ws, "l40s_fp8.kv_budget") == pytest.approx(0.9 * 48e9 - W / 2 - A - 0.35 * GIB, rel=1e-12)
     assert ws["on_4090"].requirements["holds_max_model_len"] is False
     assert ws["h100_sglang"].requirements["holds_max_model_len"] is True
+
+
+def test_decode_bound_simple_mode_without_room_is_a_located_error(write_plan):
+    """`use decode_bound` keeps its simple pool (device memory − all weights, one full copy per
+    card); a model whose weights exceed the card is an error there, not a negative pool."""
+    f = write_plan(HEAD + '''plan p {
+  model = llama31_70b; device = a100_sxm_80gb
+  use decode_bound { batch = 8 seq; context = 2048 token }
+}''')
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and f"{f.name}:6:7: error[does-not-fit]:" in err and "Traceback" not in err
+    # 2 B × 70,553,706,496 = 131.42 GiB of weights in 80 GB = 74.51 GiB
+    assert "131.42 GiB of weights in 74.51 GiB" in err and "use engine" in err
