@@ -286,3 +286,20 @@ def test_decode_bound_simple_mode_without_room_is_a_located_error(write_plan):
     assert code == 1 and f"{f.name}:6:7: error[does-not-fit]:" in err and "Traceback" not in err
     # 2 B × 70,553,706,496 = 131.42 GiB of weights in 80 GB = 74.51 GiB
     assert "131.42 GiB of weights in 74.51 GiB" in err and "use engine" in err
+
+
+def test_every_preset_field_and_serving_gpu_names_its_source(tmp_path):
+    f = tmp_path / "c.plan"
+    f.write_text(HEAD + "plan p { x = 1 s }\n", encoding="utf-8")
+    cat = dsl.load(f)
+    fields = [n for n, node in cat.nodes.items()
+              if n.split(".")[0] in ("vllm", "vllm_v0", "sglang", "trtllm") and n.count(".") == 1
+              and node.kind == "field" and node.span is not None and "engines.plan" in str(node.span.file)]
+    assert len(fields) >= 40
+    for n in fields:
+        assert cat.nodes[n].source, n
+    for dev in ("rtx_a6000", "rtx3090", "a100_sxm_40gb", "a100_pcie_80gb"):
+        for fld in ("peak_flops", "memory", "mem_bw"):
+            assert cat.nodes[f"{dev}.{fld}"].source, (dev, fld)
+    # the totals CUDA reports, as the cited logs print them
+    assert qval(cat, "rtx3090.cuda_memory", "GiB") == 23.58 and qval(cat, "rtx_a6000.cuda_memory", "GiB") == 47.54
