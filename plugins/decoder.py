@@ -138,7 +138,7 @@ MODEL_FIELDS = (
 
 @hookimpl
 def plan_kinds_register():
-    return [KindSpec("model", "a transformer architecture (decoder or encoder)", MODEL_FIELDS)]
+    return [KindSpec("model", "a transformer architecture (decoder or encoder)", MODEL_FIELDS, fixed=True)]
 
 
 @hookimpl
