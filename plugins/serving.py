@@ -264,6 +264,16 @@ def _decode_bound(ctx, b, done):
     ctx.define("decode_capacity", ctx.param("cards") * r, "token/s", "μ: decode steps per second of all cards",
                headline=True)
     pool = b.q("kv_pool") if b.given("kv_pool") else dev.q("memory", "B", positive=True) - w_all
+    if not b.given("kv_pool"):
+        left = ctx.nominal(pool)
+        if left is not None and left <= 0:
+            mem, wts = float(ctx.nominal(dev.q("memory", "B"))), float(ctx.nominal(w_all))
+            ctx.error(f"the weights of model '{ctx.ref('model').name}' do not fit one '{dev.name}': "
+                      f"{wts / 2**30:,.2f} GiB of weights in {mem / 2**30:,.2f} GiB leave no KV pool "
+                      f"({float(left) / 2**30:,.2f} GiB)",
+                      "each card holds a full copy here; shard the weights over GPUs with `use engine { engine = "
+                      "vllm; tp = 4; … }` (import \"@catalog/engines.plan\"), or use lower-precision weights "
+                      "(weights = \"fp8\")", span=b.span, code="does-not-fit")
     pool = ctx.define("kv_pool", pool, "GiB", "memory for the KV cache on one card")
     seqs = ctx.define("kv_pool_sequences", pool / ((c + 1) * kv), "seq",
                       "sequences whose KV fits in the pool at the mean context", headline=True)

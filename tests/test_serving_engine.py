@@ -1,0 +1,305 @@
+"""Serving memory on an engine's terms (`use engine`, engine presets in specs/catalog/engines.plan).
+
+Validation: the KV-cache sizes vLLM printed at start-up in public logs
+(specs/data/serving/vllm-kv-blocks.csv; each row's thread in its README) are matched within 5 %
+by the plans of specs/data/serving/vllm-kv-blocks.plan.  Hand computations below repeat the
+budget u·M − W − A − R from the models' published shapes.
+"""
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+import dsl
+from conftest import REPO_ROOT, qval, run_cli
+from dsl.syntax.diagnostics import PlanError
+
+DATA = REPO_ROOT / "specs" / "data" / "serving"
+GIB = 2 ** 30
+ROWS = list(csv.DictReader((DATA / "vllm-kv-blocks.csv").open(encoding="utf-8")))
+
+HEAD = '''import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+import "@catalog/engines.plan"
+'''
+
+
+@pytest.fixture(scope="module")
+def logs():
+    return dsl.load(DATA / "vllm-kv-blocks.plan")
+
+
+def _ids(rows):
+    return [r["row"] for r in rows]
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["logged_gpu_blocks"]],
+                         ids=_ids(r for r in ROWS if r["logged_gpu_blocks"]))
+def test_logged_gpu_blocks_within_5_percent(logs, row):
+    logged = int(row["logged_gpu_blocks"])
+    got = qval(logs, f"{row['row']}.kv_blocks")
+    assert got == pytest.approx(logged, rel=0.05), (
+        f"{row['source']}: {row['model']} on {row['gpu']} (vLLM {row['vllm']}, max_model_len "
+        f"{row['max_model_len']}) logged '# GPU blocks: {logged}', the model gives {got:.0f}")
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["logged_kv_cache_gib"]],
+                         ids=_ids(r for r in ROWS if r["logged_kv_cache_gib"]))
+def test_logged_kv_cache_size_within_5_percent(logs, row):
+    logged = float(row["logged_kv_cache_gib"])
+    got = qval(logs, f"{row['row']}.kv_budget", "GiB")
+    assert got == pytest.approx(logged, rel=0.05), f"{row['source']}: logged {logged} GiB of KV cache, got {got:.3f}"
+
+
+def test_rows_run_under_the_logged_settings(logs):
+    for r in ROWS:
+        p = r["row"]
+        assert qval(logs, f"{p}.max_model_len", "token") == int(r["max_model_len"]), p
+        assert qval(logs, f"{p}.serving_tp") == int(r["tp"]), p
+        assert qval(logs, "vllm_v0.gpu_memory_utilization") == float(r["gpu_memory_utilization"]), p
+        assert qval(logs, f"{p}.block_size", "token") == 16 and qval(logs, f"{p}.max_num_seqs", "seq") == 256, p
+        assert qval(logs, f"{p}.runtime_overhead", "GiB") == pytest.approx(float(r["non_torch_memory_gib"]),
+                                                                            abs=1e-9), p
+
+
+def test_logged_weights_per_gpu(logs):
+    # PR #10511 prints 14.96 GiB at TP 1 and 7.48 GiB at TP 2 (the last digit printed: ±0.005)
+    assert qval(logs, "pr10511_llama3_8b_tp1.weights_per_gpu", "GiB") == pytest.approx(14.96, abs=0.005)
+    assert qval(logs, "pr10511_llama3_8b_tp2.weights_per_gpu", "GiB") == pytest.approx(7.48, abs=0.005)
+    # issue #10517 prints 14.9888 (GiB): the parameters only (the rotary tables vLLM also
+    # allocates are not weights here), within 0.5 %
+    assert qval(logs, "i10517_llama31_8b_20k.weights_per_gpu", "GiB") == pytest.approx(14.9888, rel=5e-3)
+
+
+def test_capacity_falls_with_max_model_len_and_29k_does_not_start(logs):
+    """Issue #10517: at 29,000 tokens vLLM stops with 'the maximum number of tokens that can be
+    stored in KV cache (23648)'; concurrency 1.56x at 20,000 and 0.82x at 29,000."""
+    t20, t29 = qval(logs, "i10517_llama31_8b_20k.kv_tokens"), qval(logs, "i10517_llama31_8b_29k.kv_tokens")
+    assert t29 < t20
+    assert t29 == pytest.approx(23648, rel=0.05)
+    assert qval(logs, "i10517_llama31_8b_20k.kv_sequences", "seq") == pytest.approx(1.56, rel=0.05)
+    assert qval(logs, "i10517_llama31_8b_29k.kv_sequences", "seq") == pytest.approx(0.82, rel=0.05)
+    assert logs["i10517_llama31_8b_20k"].requirements["holds_max_model_len"] is True
+    assert logs["i10517_llama31_8b_29k"].requirements["holds_max_model_len"] is False
+
+
+def test_the_forward_term_is_the_logged_slope(logs):
+    # issue #10517: peak_torch_memory 17.06 → 17.98 GiB from 20,000 to 29,000 tokens, i.e.
+    # 0.92 GiB / 9,000 tokens; Llama-3.1-8B: 2 B · (3·14,336 + 3·4,096) = 110,592 B per token
+    slope = (qval(logs, "i10517_llama31_8b_29k.activation_reserve") -
+             qval(logs, "i10517_llama31_8b_20k.activation_reserve")) / 9000
+    assert slope == 2 * (3 * 14336 + 3 * 4096)
+    assert slope * 9000 / GIB == pytest.approx(17.98 - 17.06, abs=0.01)
+
+
+def _eval(write_plan, body):
+    return dsl.load(write_plan(HEAD + body))
+
+
+def test_hand_computed_budget_qwen3_8b_h100(write_plan):
+    ws = _eval(write_plan, '''plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 32768 token }
+}''')
+    params, V, h = 8_190_735_360, 151_936, 4096           # Qwen3-8B (V is a multiple of 64)
+    W = 2 * params
+    kv = 36 * 2 * 8 * 128 * 2                              # 147,456 B per token
+    T, S = 2048, 256                                       # vLLM server defaults (chunked prefill)
+    A = max(T * 2 * (3 * 12288 + 3 * h), S * V * 40)       # the sampler pass dominates
+    M = 80e9
+    budget = 0.9 * M - W - A - 0.35 * GIB
+    blocks = math.floor(budget / (16 * kv))
+    assert qval(ws, "a.weights_per_gpu") == W
+    assert qval(ws, "a.kv_bytes_per_token") == kv
+    assert qval(ws, "a.activation_reserve") == A
+    assert qval(ws, "a.kv_budget") == pytest.approx(budget, rel=1e-12)
+    assert qval(ws, "a.kv_blocks") == blocks
+    assert qval(ws, "a.kv_tokens") == blocks * 16
+    assert qval(ws, "a.kv_sequences", "seq") == pytest.approx(blocks / (32768 / 16), rel=1e-12)
+    assert qval(ws, "a.serving_gpus") == 1
+
+
+def test_tensor_parallel_shards_a_70b_model(write_plan):
+    ws = _eval(write_plan, '''plan four {
+  model = llama31_70b; device = a100_sxm_80gb
+  use engine { engine = vllm; tp = 4; replicas = 2; max_model_len = 8192 token }
+}''')
+    params, V, h = 70_553_706_496, 128_256, 8192           # Llama-3.1-70B
+    W = 2 * params / 4                                     # blocks, embedding and head split 4 ways
+    kv = 80 * 2 * (8 // 4) * 128 * 2                       # two of the 8 KV heads per GPU: 81,920 B
+    A = max(2048 * 2 * (3 * 28672 / 4 + 3 * h), 256 * V * 40)
+    budget = 0.9 * 80e9 - W - A - (0.35 + 1.79) * GIB      # non-PyTorch memory + TP buffers
+    assert qval(ws, "four.weights_per_gpu") == pytest.approx(W, rel=1e-12)
+    assert qval(ws, "four.weights_per_gpu", "GiB") == pytest.approx(32.85, abs=0.005)
+    assert qval(ws, "four.kv_bytes_per_token") == kv
+    assert qval(ws, "four.kv_budget") == pytest.approx(budget, rel=1e-12)
+    assert qval(ws, "four.kv_blocks") == math.floor(budget / (16 * kv))
+    assert qval(ws, "four.serving_gpus") == 8
+
+
+def test_70b_on_one_a100_is_a_located_error(write_plan):
+    f = write_plan(HEAD + '''plan one {
+  model = llama31_70b; device = a100_sxm_80gb
+  use engine { engine = vllm; max_model_len = 8192 token }
+}''')
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and "Traceback" not in err
+    first = err.splitlines()[0]
+    assert f"{f.name}:6:7: error[does-not-fit]: model 'llama31_70b' does not fit 1 × a100_sxm_80gb" in first
+    # the numbers: 2 B × 70.55 B params = 131.42 GiB of weights against 0.9 × 80 GB = 67.06 GiB
+    assert "131.42 GiB" in err and "0.9 × 74.51 GiB" in err and "KV budget -" in err
+    assert "hint:" in err and "tp = 4" in err and 'weights = "int4"' in err
+    with pytest.raises(PlanError):
+        dsl.load(f)
+
+
+def test_kv_heads_replicate_when_tp_exceeds_them(write_plan):
+    ws = _eval(write_plan, '''plan t16 {
+  model = llama31_70b; device = h100_sxm
+  use engine { engine = vllm; tp = 16; max_model_len = 8192 token }
+}''')
+    # 8 KV heads over 16 ranks: each rank caches one whole head (vLLM replicates them)
+    assert qval(ws, "t16.kv_bytes_per_token") == 80 * 2 * 1 * 128 * 2
+    # and holds its K and V projections: 2·h·d_h per layer beyond the 1/16 share
+    split = 2 * 70_553_706_496 / 16
+    extra = 2 * 80 * 2 * 8192 * 128 * (1 - 8 / 16)
+    assert qval(ws, "t16.weights_per_gpu") == pytest.approx(split + extra, rel=1e-12)
+
+
+def test_pipeline_parallel_splits_layers(write_plan):
+    ws = _eval(write_plan, '''plan p2 {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; pp = 2; max_model_len = 8192 token }
+}''')
+    params, emb = 8_190_735_360, 151_936 * 4096
+    blocks = params - 2 * emb
+    assert qval(ws, "p2.weights_per_gpu") == pytest.approx(2 * (blocks / 2 + emb), rel=1e-12)
+    assert qval(ws, "p2.kv_bytes_per_token") == 18 * 2 * 8 * 128 * 2
+    assert qval(ws, "p2.serving_gpus") == 2
+
+
+def test_latent_attention_caches_the_latent_on_every_rank(write_plan):
+    ws = _eval(write_plan, '''plan ds {
+  model = deepseek_v3; device = h200
+  use engine { engine = vllm; tp = 8; max_model_len = 8192 token; weights = "fp8"; kv = "fp8" }
+}''')
+    # DeepSeek-V3: 61 layers of r_kv + d_r = 512 + 64 cached elements, not split over TP
+    assert qval(ws, "ds.kv_bytes_per_token") == 61 * (512 + 64) * 1
+
+
+def test_sliding_window_layers_hold_only_the_window(write_plan):
+    ws = _eval(write_plan, '''model swa { layers = 4; hidden = 1024; ffn = 4096; heads = 8; kv_heads = 8; vocab = 32000
+  sliding_window = 1024; local_layers = 2 }
+plan w {
+  model = swa; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token }
+}''')
+    blocks = qval(ws, "w.kv_blocks")
+    # two full layers hold 8,192 tokens (512 blocks' worth), two windowed ones 1,024 (64)
+    assert qval(ws, "w.kv_sequences", "seq") == pytest.approx(blocks * 4 / (2 * 512 + 2 * 64), rel=1e-12)
+
+
+def test_sglang_and_trtllm_budgets(write_plan):
+    ws = _eval(write_plan, '''plan s {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = sglang; max_model_len = 32768 token }
+}
+plan t {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = trtllm; max_model_len = 8192 token }
+}''')
+    W = 2 * 8_190_735_360
+    # SGLang: mem_fraction_static covers weights and KV; activations live in the rest
+    assert qval(ws, "s.kv_budget") == pytest.approx(0.88 * 80e9 - W, rel=1e-12)
+    assert qval(ws, "s.kv_tokens") == math.floor((0.88 * 80e9 - W) / (36 * 2 * 8 * 128 * 2))   # page of 1
+    # TensorRT-LLM: 90 % of what is free after the weights and the 8,192-token activations
+    A = 8192 * 2 * (3 * 12288 + 3 * 4096)
+    assert qval(ws, "t.kv_budget") == pytest.approx(0.9 * (80e9 - W - A), rel=1e-12)
+    assert qval(ws, "t.block_size", "token") == 32
+
+
+def test_block_knobs_override_the_preset(write_plan):
+    ws = _eval(write_plan, '''plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token; gpu_memory_utilization = 0.95; block_size = 32 token
+               max_num_seqs = 64 seq; max_num_batched_tokens = 16384 token }
+}''')
+    A = max(16384 * 2 * (3 * 12288 + 3 * 4096), 64 * 151_936 * 40)
+    assert qval(ws, "a.activation_reserve") == A
+    assert qval(ws, "a.kv_budget") == pytest.approx(0.95 * 80e9 - 2 * 8_190_735_360 - A - 0.35 * GIB, rel=1e-12)
+    assert qval(ws, "a.kv_tokens") % 32 == 0 and qval(ws, "a.max_num_seqs", "seq") == 64
+
+
+@pytest.mark.parametrize("tp,needle", [(3, "does not divide the 32 query heads"),
+                                       (16, "neither divides nor is a multiple of the 8 KV heads")])
+def test_tp_must_split_whole_heads(write_plan, tp, needle):
+    body = '''model odd { layers = 2; hidden = 1024; ffn = 2048; heads = 32; kv_heads = 12; vocab = 1000 }
+plan a {
+  model = MODEL; device = h100_sxm
+  use engine { engine = vllm; tp = TP; max_model_len = 4096 token }
+}'''
+    model = "qwen3_8b" if tp == 3 else "odd"
+    if tp == 16:
+        needle = "neither divides nor is a multiple of the 12 KV heads"
+    f = write_plan(HEAD + body.replace("MODEL", model).replace("TP", str(tp)))
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and "error[out-of-range]" in err and needle in err and "Traceback" not in err
+
+
+def test_standard_names_for_the_other_serving_blocks(write_plan):
+    ws = _eval(write_plan, '''plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; tp = 2; max_model_len = 8192 token }
+}''')
+    for name in ("weights_per_gpu", "kv_bytes_per_token", "kv_budget", "kv_blocks", "kv_tokens", "kv_sequences",
+                 "serving_gpus", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                 "serving_tp", "serving_pp"):
+        assert f"a.{name}" in ws.nodes, name
+    assert qval(ws, "a.max_num_batched_tokens", "token") == 2048 and qval(ws, "a.serving_tp") == 2
+
+
+def test_worked_case_qwen3_8b():
+    ws = dsl.load(REPO_ROOT / "specs" / "cases" / "serving-engine-qwen3-8b.plan")
+    W = 2 * 8_190_735_360
+    assert qval(ws, "h100_tp1.weights_per_gpu") == W and qval(ws, "h100_tp2.weights_per_gpu") == W / 2
+    assert qval(ws, "h100_tp2.kv_bytes_per_token") == qval(ws, "h100_tp1.kv_bytes_per_token") / 2 == 73_728
+    # TP 2 holds more than twice the tokens of one GPU: the freed weights go to the cache
+    assert qval(ws, "h100_tp2.kv_tokens") > 2 * qval(ws, "h100_tp1.kv_tokens")
+    assert qval(ws, "h100_2x.serving_gpus") == qval(ws, "h100_tp2.serving_gpus") == 2
+    # FP8 on an L40S: 0.9 × 48 GB − 8.19 GB of weights − max(2,048 tokens' forward, 256 × V × 40 B) − 0.35 GiB
+    A = max(2048 * 2 * (3 * 12288 + 3 * 4096), 256 * 151_936 * 40)
+    assert qval(ws, "l40s_fp8.kv_budget") == pytest.approx(0.9 * 48e9 - W / 2 - A - 0.35 * GIB, rel=1e-12)
+    assert ws["on_4090"].requirements["holds_max_model_len"] is False
+    assert ws["h100_sglang"].requirements["holds_max_model_len"] is True
+
+
+def test_decode_bound_simple_mode_without_room_is_a_located_error(write_plan):
+    """`use decode_bound` keeps its simple pool (device memory − all weights, one full copy per
+    card); a model whose weights exceed the card is an error there, not a negative pool."""
+    f = write_plan(HEAD + '''plan p {
+  model = llama31_70b; device = a100_sxm_80gb
+  use decode_bound { batch = 8 seq; context = 2048 token }
+}''')
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and f"{f.name}:6:7: error[does-not-fit]:" in err and "Traceback" not in err
+    # 2 B × 70,553,706,496 = 131.42 GiB of weights in 80 GB = 74.51 GiB
+    assert "131.42 GiB of weights in 74.51 GiB" in err and "use engine" in err
+
+
+def test_every_preset_field_and_serving_gpu_names_its_source(tmp_path):
+    f = tmp_path / "c.plan"
+    f.write_text(HEAD + "plan p { x = 1 s }\n", encoding="utf-8")
+    cat = dsl.load(f)
+    fields = [n for n, node in cat.nodes.items()
+              if n.split(".")[0] in ("vllm", "vllm_v0", "sglang", "trtllm") and n.count(".") == 1
+              and node.kind == "field" and node.span is not None and "engines.plan" in str(node.span.file)]
+    assert len(fields) >= 40
+    for n in fields:
+        assert cat.nodes[n].source, n
+    for dev in ("rtx_a6000", "rtx3090", "a100_sxm_40gb", "a100_pcie_80gb"):
+        for fld in ("peak_flops", "memory", "mem_bw"):
+            assert cat.nodes[f"{dev}.{fld}"].source, (dev, fld)
+    # the totals CUDA reports, as the cited logs print them
+    assert qval(cat, "rtx3090.cuda_memory", "GiB") == 23.58 and qval(cat, "rtx_a6000.cuda_memory", "GiB") == 47.54
