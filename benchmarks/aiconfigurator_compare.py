@@ -1,0 +1,211 @@
+"""Side by side: the engine step time of plugins/serving_step.py against NVIDIA AIConfigurator.
+
+AIConfigurator (PyPI ``aiconfigurator``, 0.12; not a dependency of this project) prices a
+serving configuration from per-operation latencies measured on real GPUs (its bundled
+database: H100/H200/B200/A100 … × TensorRT-LLM, vLLM, SGLang).  Install it in a private venv
+and run offline::
+
+    pip install aiconfigurator==0.12
+    HF_HUB_OFFLINE=1 python benchmarks/aiconfigurator_compare.py            # the default grid
+    HF_HUB_OFFLINE=1 python benchmarks/aiconfigurator_compare.py --csv out.csv --models qwen3_8b \
+        --systems h100_sxm --batches 1,8,64 --tps 1,2
+
+Two ways AIConfigurator states TTFT and TPOT, both compared:
+
+``static``  (``aiconfigurator cli estimate --estimate-mode static``) — one batch of b requests:
+    TTFT is the prefill of the b prompts of ``isl`` tokens in one step, TPOT the mean of the
+    osl − 1 decode steps of the b sequences as their context grows from isl to isl + osl − 1.
+    Both are sums of its measured per-operation times, so this is the step-time comparison:
+    ours is ``step_time(c, b·isl, 0, 0, prefill_seqs=b)`` and the mean of
+    ``step_time(c, 0, b, b·(isl + j))`` over j = 1 … osl − 1.
+``agg``  (``--estimate-mode agg``, continuous batching, vLLM backend) — a mean-field schedule
+    (aiconfigurator_core/sdk/backends/base_backend.py ``run_agg`` and vllm_backend.py):
+    b requests in flight, each step of the first ⌈isl·b/ctx⌉ steps mixes one prompt's
+    ``ctx`` = isl tokens with b − 1 decodes, the remaining osl − that many steps decode b;
+    TPOT is the step-weighted mean of the two steps; TTFT = (mixed step·⌈isl/ctx⌉ + 0.8 ms ×
+    layers) × (1 + log2(b)/8) — a per-request dispatch overhead and a queueing factor its
+    vLLM backend calibrates on measured serving runs.  Ours applies the same schedule to our
+    step times, with those two schedule terms taken from its source (they describe the
+    queue, which the continuous-batching simulator models itself, not the step), so the
+    ratio isolates the step.
+
+tokens/s/GPU: AIConfigurator's ``tokens/s/gpu``; ours b·osl / (TTFT + (osl − 1)·TPOT) / tp for
+static (its definition: b requests of osl tokens per request latency) and b·(osl − 1) / Σ step
+times / tp for agg.
+
+Device constants: the catalog's peak_flops and mem_bw with the efficiency fields of the
+device (generic defaults of plugins/serving_step.py when the catalog has none); the TP link is
+the catalog's NVLink of the host (nvlink4, 450 GB/s per direction; A100 NVLink 3, 300 GB/s).
+Nothing here is fitted to AIConfigurator's numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODELS = {"qwen3_8b": "Qwen/Qwen3-8B", "qwen3_30b_a3b": "Qwen/Qwen3-30B-A3B"}
+SYSTEMS = {"h100_sxm": ("h100_sxm", "nvlink4"), "h200_sxm": ("h200", "nvlink4"),
+           "a100_sxm": ("a100_sxm_80gb", "nvlink3")}
+VLLM_DISPATCH_MS_PER_LAYER = 0.8      # aiconfigurator_core vllm_backend._prefill_dispatch_overhead_ms
+
+PLAN = """
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+# A100 SXM NVLink 3: 600 GB/s per GPU both directions, 300 GB/s each (NVIDIA A100 datasheet)
+link nvlink3 {{ bandwidth = 300 GB/s }}
+{plans}
+"""
+
+
+def load_constants(points):
+    """{(model, device): Evaluation plan name} for a workspace holding one plan per pair."""
+    import dsl
+
+    pairs = sorted({(MODELS_KEY, SYSTEMS[s][0]) for MODELS_KEY, s in points})
+    names = {pr: f"p{i}" for i, pr in enumerate(pairs)}
+    text = PLAN.format(plans="\n".join(f"plan {n} {{ model = {m}; device = {d} }}" for (m, d), n in names.items()))
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "aic.plan"
+        f.write_text(text, encoding="utf-8")
+        ws = dsl.load(str(f))
+    return ws, names
+
+
+def link_fields(ws, name):
+    return {"bandwidth": float(ws.value(f"{name}.bandwidth"))}
+
+
+def ours_static(c, b, isl, osl):
+    import numpy as np
+    from plugins.serving_step import step_time
+
+    ttft = float(step_time(c, b * isl, 0, 0, prefill_seqs=b))
+    j = np.arange(1, osl)
+    tpot = float(np.mean(step_time(c, 0 * j, b + 0 * j, b * (isl + j))))
+    thr = b * osl / (ttft + (osl - 1) * tpot) / c["tp"]
+    return ttft, tpot, thr
+
+
+def ours_agg(c, b, isl, osl, layers):
+    from plugins.serving_step import step_time
+
+    ctx = isl
+    fill = math.ceil(isl * b / ctx)
+    mid = isl + osl / 2                                   # mean context of a decoding sequence
+    if b == 1:
+        mix = float(step_time(c, ctx, 0, 0))
+        gen = float(step_time(c, 0, 1, mid))
+        n_mix, n_gen, n_mix_tpot = 1, osl - 1, 0
+    else:
+        mix = float(step_time(c, ctx, b - 1, (b - 1) * mid))
+        gen = float(step_time(c, 0, b, b * mid))
+        n_mix = fill
+        n_gen = max(osl - fill, 0)
+        n_mix_tpot = n_mix
+    qf = 1.0 if b <= 1 else min(1 + math.log2(b) / 8, 2.0)
+    ttft = (mix * math.ceil(isl / ctx) + VLLM_DISPATCH_MS_PER_LAYER * 1e-3 * layers) * qf
+    steps = n_mix_tpot + n_gen
+    tpot = (mix * n_mix_tpot + gen * n_gen) / steps
+    total = n_mix * mix + n_gen * gen
+    thr = b * (osl - 1) / total
+    thr = min(thr, b * (osl - 1) / (ttft + tpot * (osl - 1))) / c["tp"]
+    return ttft, tpot, thr
+
+
+def aic(model, system, mode, b, tp, isl, osl, backend):
+    from aiconfigurator.cli.api import cli_estimate
+
+    kw = {}
+    if "A3B" in model:
+        kw = {"moe_tp_size": tp, "moe_ep_size": 1}
+    r = cli_estimate(model, system, mode=mode, backend_name=backend, isl=isl, osl=osl, batch_size=b,
+                     tp_size=tp, **kw)
+    return r.ttft / 1e3, r.tpot / 1e3, r.tokens_per_second_per_gpu, r
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="qwen3_8b,qwen3_30b_a3b")
+    ap.add_argument("--systems", default="h100_sxm,h200_sxm,a100_sxm")
+    ap.add_argument("--batches", default="1,2,4,8,16,32,64")
+    ap.add_argument("--tps", default="1,2")
+    ap.add_argument("--modes", default="static,agg")
+    ap.add_argument("--isl", type=int, default=2048)
+    ap.add_argument("--osl", type=int, default=256)
+    ap.add_argument("--backend", default="vllm")
+    ap.add_argument("--csv", help="write the AIConfigurator figures and ours to this CSV")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    logging.disable(logging.WARNING)
+    try:
+        import aiconfigurator  # noqa: F401
+    except ImportError:
+        print("aiconfigurator is not installed: pip install aiconfigurator==0.12 (in a private venv)")
+        return 0
+    from aiconfigurator import __version__ as aic_version  # type: ignore[attr-defined]
+    from plugins.serving_step import step_constants
+
+    models, systems = args.models.split(","), args.systems.split(",")
+    points = [(m, s) for m in models for s in systems]
+    ws, names = load_constants(points)
+    rows = []
+    hdr = (f"{'mode':6} {'model':14} {'system':9} {'tp':>2} {'b':>3} | {'TTFT aic':>9} {'ours':>9} {'ratio':>6} | "
+           f"{'TPOT aic':>8} {'ours':>8} {'ratio':>6} | {'tok/s/GPU aic':>13} {'ours':>9} {'ratio':>6}")
+    print(f"AIConfigurator {aic_version}, backend {args.backend}, ISL {args.isl}, OSL {args.osl}; times in ms")
+    print(hdr)
+    print("-" * len(hdr))
+    worst = {}
+    for m in models:
+        for s in systems:
+            dev, link = SYSTEMS[s]
+            plan = names[(m, dev)]
+            layers = int(ws.value(f"{m}.layers"))
+            for tp in map(int, args.tps.split(",")):
+                c = step_constants(ws, plan, tp=tp, link=link_fields(ws, link) if tp > 1 else None)
+                for mode in args.modes.split(","):
+                    for b in map(int, args.batches.split(",")):
+                        try:
+                            at, ap_, athr, _ = aic(MODELS[m], s, mode, b, tp, args.isl, args.osl, args.backend)
+                        except Exception as e:     # an unsupported point: say so, go on
+                            print(f"{mode:6} {m:14} {s:9} {tp:>2} {b:>3} | AIConfigurator: {type(e).__name__}: "
+                                  f"{str(e)[:80]}")
+                            continue
+                        if mode == "static":
+                            ot, op, othr = ours_static(c, b, args.isl, args.osl)
+                        else:
+                            ot, op, othr = ours_agg(c, b, args.isl, args.osl, layers)
+                        rt, rp, rthr = ot / at, op / ap_, othr / athr
+                        for key, r in (("ttft", rt), ("tpot", rp)):
+                            w = worst.setdefault((mode, key), [math.inf, -math.inf])
+                            w[0], w[1] = min(w[0], r), max(w[1], r)
+                        print(f"{mode:6} {m:14} {s:9} {tp:>2} {b:>3} | {at * 1e3:9.3f} {ot * 1e3:9.3f} {rt:6.3f} | "
+                              f"{ap_ * 1e3:8.3f} {op * 1e3:8.3f} {rp:6.3f} | {athr:13.1f} {othr:9.1f} {rthr:6.3f}"
+                              + ("" if abs(rt - 1) <= 0.15 and abs(rp - 1) <= 0.15 else "  <- outside 15 %"))
+                        rows.append({"mode": mode, "model": MODELS[m], "system": s, "backend": args.backend,
+                                     "tp": tp, "batch": b, "isl": args.isl, "osl": args.osl,
+                                     "aic_ttft_ms": f"{at * 1e3:.3f}", "aic_tpot_ms": f"{ap_ * 1e3:.3f}",
+                                     "aic_tokens_per_s_per_gpu": f"{athr:.2f}",
+                                     "ours_ttft_ms": f"{ot * 1e3:.3f}", "ours_tpot_ms": f"{op * 1e3:.3f}",
+                                     "ours_tokens_per_s_per_gpu": f"{othr:.2f}"})
+    print()
+    for (mode, key), (lo, hi) in sorted(worst.items()):
+        print(f"{mode:6} {key}: ours / AIConfigurator {lo:.3f} … {hi:.3f}")
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

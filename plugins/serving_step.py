@@ -1,0 +1,501 @@
+"""The time of one inference-engine iteration (a scheduler step) from the device model, and the
+``use serving_step`` block that reads TTFT and TPOT floors from it.
+
+    step_time(c, prefill_tokens, decode_seqs, context_tokens, o) -> seconds
+
+``c`` is the dict of :func:`step_constants` (plain floats in base units, or sympy expressions
+of the plan's inputs), ``prefill_tokens`` the tokens prefilled in the step (with chunked
+prefill: the chunk), ``decode_seqs`` the sequences decoding one token each, and
+``context_tokens`` the cached tokens those sequences read, summed over them.  Arguments may be
+numbers, numpy arrays (one scheduler iteration per element) or sympy expressions; ``o`` is
+:func:`plugins.layout_model.ops` (``"numpy"`` or ``"sympy"``).
+
+The step is a sum of operations, each priced as a roofline — max(FLOPs / (peak·η), bytes /
+(mem_bw·η_mem)) — so the move from a bandwidth-bound decode to a compute-bound prefill as the
+batch grows comes out of the arithmetic, with no switch:
+
+1. **dense matrices** (attention projections, dense FFN or router + shared experts): 2·T·N_dense
+   FLOPs for the T = prefill_tokens + decode_seqs tokens of the step, against one read of their
+   weights.  η(F) = η_max·F/(F + F_half) at the mean GEMM size F (4 GEMMs per layer: QKV, O,
+   gate/up, down).
+2. **routed experts** (MoE): 2·T·k·N_expert FLOPs against the experts the step's tokens hit —
+   E·(1 − (1 − k/E)^T) distinct experts per MoE layer, the expected number when each of the T
+   tokens picks k of the E experts uniformly (an inclusion–exclusion count; balanced routers
+   aim at the uniform load).
+3. **LM head**: 2·h·V per position that emits logits (each decoding sequence, and the last
+   position of the prefill) against one read of V·h.
+4. **attention** of the prefill chunk (causal pairs inside the chunk plus the pairs with a
+   cached prefix, ``prefill_prefix``) at peak·η_attn, against reading the KV of prefix and
+   chunk; **decode attention** against reading ``context_tokens`` of KV (its FLOPs count
+   too, 4·n_q·d_h per pair and layer).
+5. **elementwise kernels** (residual add + RMSNorm twice per layer, the gated activation):
+   memory-bound, 2·4·h + mats·f elements read or written per token and layer.
+6. **tensor-parallel all-reduces**: 2 per layer of T·h 16-bit activations on the link (ring
+   α–β, see :func:`all_reduce_time`).
+7. **fixed time**: kernels per step × ``kernel_overhead`` plus a host-side ``host_overhead``.
+
+Weights, KV and heads are split over ``tp`` GPUs (KV heads replicated when tp > n_kv; an MLA
+latent cache is replicated).  Per-token FLOP formulas come from :mod:`plugins.flops` and the KV
+bytes from :mod:`plugins.llmstate`; this module adds no FLOP formula of its own.
+
+Efficiencies are fields of the device (``matmul_efficiency`` η_max, ``matmul_half_flops``
+F_half, ``mem_efficiency`` η_mem); a device without them uses :data:`GENERIC`.  The attention
+efficiency, kernel overhead and host overhead are knobs of ``use serving_step`` (defaults in
+:data:`GENERIC`).
+
+Sources of the generic values:
+
+* ``mem_efficiency`` 0.9: a streaming copy/triad on an H100 SXM (3.35 TB/s nominal) sustains
+  about 3.0–3.1 TB/s, 0.90–0.92 of the nominal bandwidth (STREAM triad and device-to-device
+  copy timed with CUDA events on an H100 80GB HBM3).
+* ``matmul_efficiency`` 0.8 and ``matmul_half_flops`` 1 GFLOP: large BF16 cuBLAS GEMMs reach
+  0.75–0.85 of the dense tensor peak on Hopper and Ampere; the half-efficiency size puts the
+  curve at 0.8·(1 − 1/7) ≈ 0.69 for a 2,048 × 4,096 × 4,096-token projection (about 7 GFLOP
+  per GEMM at 1 GFLOP half size would be 0.7).  Catalog devices override both.
+* ``attention_efficiency`` 0.37: FlashAttention-2's forward at 2k tokens, head dim 128, on an
+  H100 SXM5, about 360 TFLOP/s of 989 (Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608,
+  fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)"); FlashAttention-3 reaches
+  about 0.6, so the default is the conservative engine-agnostic kernel.
+* ``kernel_overhead`` 2 µs: the fixed cost of one kernel of a step beyond its bandwidth or
+  FLOP time — launch from a captured CUDA graph (about 0.9 µs per kernel: 80 small kernels in
+  70 µs, CUDA.jl documentation "Graphs") plus the DRAM latency and tail of the first and last
+  wave (about 1 µs).
+* ``kernels_per_layer`` 9: two fused add+RMSNorm, QKV, rotary/q-k norm, attention, O, gate/up,
+  activation, down (vLLM's Qwen3/Llama forward with its fused custom ops); 4 more per step
+  (embedding, final norm, LM head, sampling).
+* ``host_overhead`` 0 s: vLLM V1 and SGLang overlap the scheduler with the GPU (asynchronous
+  scheduling); set it for an engine whose step waits for the host.
+* all-reduce latency α 5 µs per ring step when the link states none: NCCL's small-message
+  all-reduce latency inside one NVLink domain is a few microseconds (one ring step each of
+  reduce-scatter and all-gather per peer).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from dsl.plugin import Param, UseSpec, hookimpl
+
+from . import flops
+from .layout_model import ops
+
+ACT_BYTES = 2            # 16-bit activations in elementwise kernels and TP all-reduces
+FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+
+GENERIC = {
+    "matmul_efficiency": 0.8,
+    "matmul_half_flops": 1e9,
+    "mem_efficiency": 0.9,
+    "attention_efficiency": 0.37,
+    "kernel_overhead": 2e-6,
+    "kernels_per_layer": 9,
+    "kernels_per_step": 4,
+    "host_overhead": 0.0,
+    "link_latency": 5e-6,
+}
+
+REFERENCES = (
+    "Williams, Waterman, Patterson 2009, 'Roofline: an insightful visual performance model' (time = "
+    "max(FLOPs / peak, bytes / bandwidth) per kernel)",
+    "Shah et al. 2024, 'FlashAttention-3', arXiv:2407.08608 (FlashAttention-2 and -3 forward TFLOP/s on "
+    "H100 SXM5)",
+    "Kwon et al. 2023, 'Efficient Memory Management for Large Language Model Serving with PagedAttention' "
+    "(decode reads the weights once per step and each sequence's KV)",
+    "Agrawal et al. 2024, 'Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve' "
+    "(chunked prefill: a prefill chunk and the decodes share one step)",
+    "NVIDIA AIConfigurator 0.12 (ai-dynamo/aiconfigurator), per-operation step times measured on H100 "
+    "SXM with vLLM 0.24.0 — the validation in benchmarks/aiconfigurator_compare.py",
+)
+
+
+# ---------------------------------------------------------------- views over plain numbers
+class _EvalView:
+    """A declaration of an evaluated workspace read as numbers (``has``/``q``/``value`` like a
+    ``DeclView``), so :func:`plugins.decoder.architecture` builds a dict of floats."""
+
+    def __init__(self, ev, name: str):
+        self.ev, self.name = ev, name
+
+    def _id(self, f):
+        return f"{self.name}.{f}"
+
+    def has(self, f):
+        return self.ev.has(self._id(f))
+
+    def q(self, f, unit="", positive=False, nonnegative=False):
+        return _num(self.ev.value(self._id(f)))
+
+    def value(self, f, default=None):
+        if not self.has(f):
+            return default
+        return self.ev.python_value(self._id(f))
+
+
+def _num(x):
+    x = sp.sympify(x)
+    return int(x) if x.is_Integer else float(x)
+
+
+def _decl_name(ref):
+    return getattr(ref, "name", ref)
+
+
+# ---------------------------------------------------------------- constants
+def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=None):
+    """The step constants from an architecture and a device (numbers or sympy expressions).
+
+    :param a: :func:`plugins.decoder.architecture`; :param m: :func:`plugins.decoder.moe_architecture`.
+    :param dev: dict with ``peak_flops`` (FLOP/s), ``mem_bw`` (B/s) and optionally
+        ``matmul_efficiency``, ``matmul_half_flops``, ``mem_efficiency``.
+    :param tp: tensor-parallel degree (a whole number); :param link: dict with ``bandwidth``
+        (B/s per direction) and optionally ``latency`` (s), ``efficiency``, ``launch`` for tp > 1.
+    :param weights, kv: formats of the weights read and of the KV cache.
+    :param knobs: overrides of :data:`GENERIC` (attention_efficiency, kernel_overhead, …).
+    :return: dict in base units; see the keys below.
+    """
+    k_ = dict(GENERIC)
+    k_.update({key: v for key, v in (knobs or {}).items() if v is not None})
+    wb, kvb = FORMAT_BYTES[weights], FORMAT_BYTES[kv]
+    moe = m is not None and m.get("moe", False)
+    dense_m = m if moe else None
+    block = flops.block_matrix_params(a, dense_m)          # a token's matrices, all blocks
+    if moe:
+        # the routed experts' share of the blocks, from the shared formula: one expert per
+        # MoE layer minus none, times k for a token
+        one = flops.block_matrix_params(a, dict(m, k=1, ks=0))
+        none = flops.block_matrix_params(a, dict(m, k=0, ks=0))
+        expert_all = one - none                               # Lm · (one expert's matrices)
+        Lm = a["L"] - m["Ld"]
+        routed = m["k"] * expert_all
+        dense = block - routed                               # attention, dense FFN, router, shared
+        E, k = m["E"], m["k"]
+    else:
+        expert_all, Lm, dense, E, k = 0, 0, block, 1, 0
+    d_qk, d_v = flops.head_widths(a, m)
+    per_pair = a["L"] * flops.attention_core(a["nq"], d_qk, d_v, 1)
+    kv_width = a["L"] * _kv_width(a, m)
+    mla = m is not None and m.get("mla", False)
+    kv_split = 1 if mla else min_(tp, a["nkv"])
+    f_active = a["f"] if not moe else (m["k"] + m["ks"]) * m["fe"]
+    if moe and not _is_zero(m["Ld"]):
+        f_active = (m["Ld"] * a["f"] + Lm * (m["k"] + m["ks"]) * m["fe"]) / a["L"]
+    c = {
+        "tp": tp,
+        "L": a["L"],
+        "h": a["h"],
+        "peak": dev["peak_flops"],
+        "eta_mm": dev.get("matmul_efficiency", k_["matmul_efficiency"]),
+        "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
+        "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
+        "eta_attn": k_["attention_efficiency"],
+        "mem_bw": dev["mem_bw"],
+        # matrices a token multiplies outside the routed experts, per GPU (params)
+        "dense_params": dense / tp,
+        "dense_bytes": wb * dense / tp,
+        "gemms": 4 * a["L"],
+        "mats": a["mats"],
+        # routed experts (0 for a dense model)
+        "E": E, "k": k, "moe_layers": Lm,
+        "expert_params": expert_all / tp,                    # one expert in every MoE layer, per GPU
+        "expert_bytes": wb * expert_all / tp,
+        # LM head (vocabulary-parallel under TP)
+        "head_flops": flops.lm_head_forward_per_token(a) / tp,
+        "head_bytes": wb * a["V"] * a["h"] / tp,
+        # attention: FLOPs per (query, key) pair over all layers, KV bytes per token, per GPU
+        "attn_per_pair": per_pair / tp,
+        "kv_bytes_per_token": kvb * kv_width / kv_split,
+        # elementwise traffic per token, all layers: two add+norms (x and residual read and
+        # written: 4·h each) and the gated activation (mats·f: inputs read, output written)
+        "elementwise_bytes": ACT_BYTES * a["L"] * (2 * 4 * a["h"] + a["mats"] * f_active / tp),
+        # TP all-reduces: 2 per layer of h activations per token
+        "allreduces": 2 * a["L"],
+        "allreduce_bytes_per_token": ACT_BYTES * a["h"],
+        "link_bw": (link or {}).get("bandwidth", 0) or 0,
+        "link_latency": (link or {}).get("latency", k_["link_latency"]),
+        "link_efficiency": (link or {}).get("efficiency", 1),
+        "link_launch": (link or {}).get("launch", 0),
+        "kernels": a["L"] * k_["kernels_per_layer"] + k_["kernels_per_step"],
+        "kernel_overhead": k_["kernel_overhead"],
+        "host_overhead": k_["host_overhead"],
+        "weights_per_gpu": wb * (block + (expert_all * (E - k) if moe else 0)) / tp + wb * a["V"] * a["h"] / tp,
+    }
+    return c
+
+
+def _kv_width(a, m):
+    """K/V elements per token per layer: 2·n_kv·d_h, or r_kv + d_r with MLA (the model's
+    ``kv_cache_width``, plugins/decoder.py)."""
+    if m is not None and m.get("mla"):
+        return m["rkv"] + m["dr"]
+    return 2 * a["nkv"] * a["dh"]
+
+
+def _is_zero(x):
+    try:
+        return float(x) == 0
+    except TypeError:
+        return False
+
+
+def min_(x, y):
+    if isinstance(x, sp.Basic) or isinstance(y, sp.Basic):
+        return sp.Min(x, y)
+    return min(x, y)
+
+
+def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None, numeric=True, knobs=None):
+    """The constants of :func:`step_time` for a plan.
+
+    :param src: a ``PlanContext`` (inside a plugin's pricing; ``plan`` ignored) or an evaluated
+        workspace (``dsl.load(...)``, an ``Evaluation``) with ``plan`` the plan's name.
+    :param tp, link, weights, kv, knobs: override what the plan's ``use serving_step`` (or
+        ``use engine``) states.  ``link`` is a dict {bandwidth, latency, efficiency, launch}.
+    :param numeric: floats (the default) or, from a ``PlanContext``, sympy expressions of the
+        plan's inputs (``numeric=False``).
+    """
+    from .decoder import architecture, moe_architecture
+
+    if hasattr(src, "ref") and hasattr(src, "nominal"):
+        ctx = src
+        model, dev = ctx.ref("model"), ctx.ref("device")
+        blk = ctx.block("serving_step")
+        eng = ctx.block("engine")
+        conv = (lambda x: _num(ctx.nominal(x))) if numeric else (lambda x: x)
+        tp_v = tp if tp is not None else _block_tp(blk, eng, numeric, conv)
+        if link is None and blk is not None and blk.given("link"):
+            link = _link_fields(blk.ref("link"), conv)
+        weights = weights or (blk.value("weights") if blk is not None else "bf16")
+        kv = kv or (blk.value("kv") if blk is not None else "bf16")
+        kn = dict(knobs or {})
+        if blk is not None:
+            for key in ("attention_efficiency", "kernel_overhead", "host_overhead"):
+                kn.setdefault(key, conv(blk.q(key)))
+    else:
+        ev = src
+        mname = _decl_name(ev.python_value(f"{plan}.model"))
+        dname = _decl_name(ev.python_value(f"{plan}.device"))
+        model, dev = _EvalView(ev, mname), _EvalView(ev, dname)
+        conv = _num
+        tp_v = tp if tp is not None else 1
+        weights, kv, kn = weights or "bf16", kv or "bf16", dict(knobs or {})
+    a, m = architecture(model), moe_architecture(model)
+    a = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in a.items()}
+    m = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in m.items()}
+    d = {"peak_flops": conv(dev.q("peak_flops", "FLOP/s", positive=True)),
+         "mem_bw": conv(dev.q("mem_bw", "B/s", positive=True))}
+    for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", "")):
+        if dev.has(f):
+            d[f] = conv(dev.q(f, unit))
+    return constants(a, m, d, tp=tp_v, link=link, weights=weights, kv=kv, knobs=kn)
+
+
+def _block_tp(blk, eng, numeric, conv):
+    if eng is not None:
+        return int(conv(eng.q("tp"))) if numeric else eng.q("tp")
+    if blk is not None:
+        return int(blk.value("tp"))
+    return 1
+
+
+def _link_fields(view, conv):
+    out = {"bandwidth": conv(view.q("bandwidth", "B/s", positive=True))}
+    for f, unit in (("latency", "s"), ("efficiency", ""), ("launch", "s")):
+        if view.has(f):
+            out[f] = conv(view.q(f, unit))
+    return out
+
+
+# ---------------------------------------------------------------- the step
+def matmul_efficiency(c, F):
+    """η(F) = η_max · F / (F + F_half): the fraction of peak a GEMM of F FLOPs reaches."""
+    return c["eta_mm"] * F / (F + c["F_half"])
+
+
+def roofline(c, F, B, o, eta=None):
+    """max(F / (peak·η), B / (mem_bw·η_mem)) in s; η = η(F) unless given."""
+    e = matmul_efficiency(c, F) if eta is None else eta
+    return o.max(F / (c["peak"] * e), B / (c["mem_bw"] * c["eta_mem"]))
+
+
+def distinct_experts(E, k, n):
+    """Expected distinct experts hit when n tokens each pick k of E uniformly: E·(1 − (1 − k/E)^n)."""
+    return E * (1 - (1 - k / E) ** n)
+
+
+def all_reduce_time(k, size, c, o):
+    """All-reduce of ``size`` bytes among k GPUs on the step's link.  Uses
+    :func:`plugins.collectives.collective_time` when that module exists; otherwise a ring:
+    2(k−1) steps of α and 2(k−1)/k·size at bandwidth·efficiency, plus a launch."""
+    link = {"bandwidth": c["link_bw"], "latency": c["link_latency"], "efficiency": c["link_efficiency"],
+            "launch": c["link_launch"], "nvls": False}
+    try:
+        from .collectives import collective_time
+    except ImportError:
+        collective_time = None
+    if collective_time is not None:
+        return collective_time("all_reduce", k, size, link, o)
+    return ring_all_reduce(k, size, link)
+
+
+def ring_all_reduce(k, size, link):
+    """Ring all-reduce: 2(k−1)·α + 2(k−1)/k·size/(bandwidth·efficiency) + launch (k ≥ 2)."""
+    bw = link["bandwidth"] * link.get("efficiency", 1)
+    return link.get("launch", 0) + 2 * (k - 1) * link.get("latency", 0) + 2 * (k - 1) / k * size / bw
+
+
+def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix=0, prefill_seqs=None):
+    """The terms of :func:`step_time` (s), each a roofline or a fixed time: a dict
+    ``{name: (time, compute_time, memory_time)}`` (compute/memory None for fixed terms)."""
+    P, D, C = prefill_tokens, decode_seqs, context_tokens
+    T = P + D
+    peak, bw = c["peak"], c["mem_bw"] * c["eta_mem"]
+    out = {}
+    # 1. dense matrices: one weight read, 2·T·N FLOPs at η of the mean GEMM
+    F = 2 * T * c["dense_params"]
+    Fg = F / c["gemms"]
+    tc, tm = F / (peak * matmul_efficiency(c, Fg)), c["dense_bytes"] / bw
+    out["dense"] = (o.max(tc, tm), tc, tm)
+    # 2. routed experts
+    if not _is_zero(c["moe_layers"]):
+        F = 2 * T * c["k"] * c["expert_params"]
+        hit = distinct_experts(c["E"], c["k"], T)
+        Fg = F / (c["moe_layers"] * c["mats"] * o.max(hit, 1))   # mean GEMM of one expert
+        tc, tm = F / (peak * matmul_efficiency(c, Fg)), hit * c["expert_bytes"] / bw
+        out["experts"] = (o.max(tc, tm), tc, tm)
+    # 3. LM head: each decode and the last position of each prefill
+    ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
+    logits = D + (o.min(P, 1) if prefill_seqs is None else prefill_seqs)
+    F = c["head_flops"] * logits
+    tc, tm = F / (peak * matmul_efficiency(c, F)), c["head_bytes"] / bw
+    out["lm_head"] = (o.max(tc, tm), tc, tm)
+    # 4. attention: the prefill chunk of each of the ns sequences (P/ns tokens, causal inside,
+    # full to its prefix of K tokens), then the decodes
+    K = prefill_prefix
+    pairs = ns * (flops.attention_pairs(K + P / ns) - flops.attention_pairs(K))
+    tc = pairs * c["attn_per_pair"] / (peak * c["eta_attn"])
+    tm = (ns * K + 2 * P) * c["kv_bytes_per_token"] / bw     # prefixes + chunks read, chunks written
+    out["prefill_attention"] = (o.max(tc, tm), tc, tm)
+    tc = (C + D) * c["attn_per_pair"] / (peak * c["eta_attn"])
+    tm = (C + D) * c["kv_bytes_per_token"] / bw               # the context read, one token written
+    out["decode_attention"] = (o.max(tc, tm), tc, tm)
+    # 5. elementwise kernels
+    tm = T * c["elementwise_bytes"] / bw
+    out["elementwise"] = (tm, None, tm)
+    # 6. TP all-reduces
+    if not (isinstance(c["tp"], (int, float)) and c["tp"] == 1):
+        t = c["allreduces"] * all_reduce_time(c["tp"], T * c["allreduce_bytes_per_token"], c, o)
+        out["tp_allreduce"] = (t, None, None)
+    # 7. fixed time per step
+    out["fixed"] = (c["kernels"] * c["kernel_overhead"] + c["host_overhead"], None, None)
+    return out
+
+
+def step_time(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_prefix=0, prefill_seqs=None):
+    """Seconds of one engine iteration: ``prefill_tokens`` prefilled — ``prefill_seqs``
+    sequences of equal chunks (default one), each after ``prefill_prefix`` cached tokens —
+    and ``decode_seqs`` sequences decoding one token while reading ``context_tokens`` cached
+    tokens in all.  Vectorised over numpy arrays; sympy
+    expressions give an expression.  See the module docstring for the terms."""
+    if o is None:
+        o = ops("numpy")
+    parts = step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
+    total = 0
+    for t, _, _ in parts.values():
+        total = total + t
+    return total
+
+
+def bound(c, prefill_tokens, decode_seqs, context_tokens, prefill_prefix=0):
+    """"compute" or "memory": which side of the rooflines takes more of the step (numbers only),
+    and the two sums (s)."""
+    o = ops("numpy")
+    comp = mem = 0.0
+    for _, tc, tm in step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix).values():
+        if tc is None and tm is None:
+            continue
+        if tc is None or float(tm) >= float(tc):
+            mem += float(tm)
+        else:
+            comp += float(tc)
+    return ("compute" if comp > mem else "memory"), comp, mem
+
+
+def crossover_batch(c):
+    """Decode batch at which the dense matrices' FLOP time equals their weight read, with large-
+    GEMM efficiency η_max: b* = bytes·peak·η_max / (2·N·mem_bw·η_mem) — bf16: peak·η/(bw·η_mem)."""
+    return c["dense_bytes"] * c["peak"] * c["eta_mm"] / (2 * c["dense_params"] * c["mem_bw"] * c["eta_mem"])
+
+
+# ---------------------------------------------------------------- the block
+_FORMATS = tuple(FORMAT_BYTES)
+
+SERVING_STEP = UseSpec(
+    "serving_step",
+    "step time of an inference engine from the device roofline: TTFT floor, TPOT, tokens/s per GPU",
+    references=REFERENCES,
+    params=(
+        Param("batch", "seq", "32 seq", "sequences decoding together (for tpot and decode_tokens_per_s)", min=0,
+              min_open=True),
+        Param("context", "token", "2048 token", "cached tokens each decoding sequence reads", min=0),
+        Param("prefill", "token", "2048 token", "tokens of the one prefill that sets ttft_floor", min=0,
+              min_open=True),
+        Param("tp", "", "1", "tensor-parallel GPUs per replica (`use engine` gives it when present)", kind="int",
+              min=1),
+        Param("link", kind="ref", ref_kind="link", optional=True,
+              doc="the link of the tensor-parallel group (required when tp > 1)"),
+        Param("weights", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the weights read"),
+        Param("kv", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the KV cache"),
+        Param("attention_efficiency", "", "37 %", "fraction of peak_flops attention kernels reach "
+              "(FlashAttention-2 forward on H100)", min=0, min_open=True, max=1),
+        Param("kernel_overhead", "s", "2 us", "fixed time of each kernel of a step (launch from a CUDA graph, "
+              "first and last wave)", min=0),
+        Param("host_overhead", "s", "0 s", "host time per step not hidden behind the GPU (scheduler)", min=0),
+    ),
+    plan_params=(
+        Param("model", kind="ref", ref_kind="model", doc="the model served"),
+        Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
+    ),
+    order=66,
+    provides=("ttft_floor", "decode_step_time", "tpot", "prefill_tokens_per_s", "decode_tokens_per_s",
+              "step_crossover_batch", "step_weights_per_gpu"),
+)
+
+
+@hookimpl
+def plan_blocks_register():
+    return [SERVING_STEP]
+
+
+@hookimpl
+def plan_quantities_price(ctx):
+    b = ctx.block("serving_step")
+    if b is None:
+        return
+    eng = ctx.block("engine")
+    tp_num = int(ctx.nominal(eng.q("tp"))) if eng is not None else int(b.value("tp"))
+    if tp_num > 1 and not b.given("link"):
+        b.error_at("tp", f"`use serving_step` with tp = {tp_num} needs the link its all-reduces cross",
+                   "add `link = nvlink4` (a link declaration) to `use serving_step`", code="missing-parameter")
+    cs = step_constants(ctx, numeric=False, tp=tp_num)
+    cn = step_constants(ctx, numeric=True, tp=tp_num)
+    o = ops("sympy")
+    B, S, P = b.q("batch"), b.q("context"), b.q("prefill")
+    ttft = step_time(cs, P, 0, 0, o)
+    dec = step_time(cs, 0, B, B * S, o)
+    Pn, Bn, Sn = (float(ctx.nominal(x)) for x in (P, B, S))
+    pb, pc, pm = bound(cn, Pn, 0, 0)
+    db, dc, dm = bound(cn, 0, Bn, Bn * Sn)
+    ctx.define("ttft_floor", ttft, "ms",
+               f"one prefill of `prefill` tokens alone: {pb}-bound (FLOP time {pc * 1e3:.4g} ms, "
+               f"memory time {pm * 1e3:.4g} ms) plus all-reduces and fixed kernel time", headline=True)
+    t = ctx.define("decode_step_time", dec, "ms",
+                   f"one decode step of `batch` sequences at `context`: {db}-bound (FLOP time {dc * 1e3:.4g} ms, "
+                   f"memory time {dm * 1e3:.4g} ms — weights once, KV of every context) plus fixed kernel time",
+                   headline=True)
+    ctx.define("tpot", t, "ms", "time per output token of each sequence: one decode step", headline=True)
+    ctx.define("prefill_tokens_per_s", P / ttft / tp_num, "token/s",
+               f"prefill tokens per second per GPU ({pb}-bound)", headline=True)
+    ctx.define("decode_tokens_per_s", B / t / tp_num, "token/s",
+               f"decode tokens per second per GPU at `batch` ({db}-bound)", headline=True)
+    ctx.define("step_crossover_batch", crossover_batch(cs), "seq",
+               "decode batch where the dense matrices' FLOP time reaches their weight read (large-GEMM η)")
+    ctx.define("step_weights_per_gpu", cs["weights_per_gpu"], "GB", "weights one GPU holds and reads (TP split)")
