@@ -383,8 +383,9 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
         dec = [r for r, _ in sched if not prefilling[r]]
         nd, ctx = len(dec), sum(comp[r] for r in dec)
         if extra:
+            ends_pf = sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r])
             dt = step_time(c, pf, nd, ctx, o, prefill_prefix=sum(comp[r] for r, _ in chunks),
-                           prefill_seqs=sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r]))
+                           prefill_seqs=ends_pf if ends_pf or nd else None)
         else:
             dt = step_time(c, pf, nd, ctx, o)
         dt = float(dt)
@@ -636,6 +637,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
         pf = B - n_dec - budget
         if extra:
             ends_pf = sum(1 for r, new in sched if comp[r] + new == P[r] + out[r])
+            if not ends_pf and not n_dec:
+                ends_pf = None            # no logits at all: leave the cost its default (one head pass)
             dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o, prefill_prefix=prefix, prefill_seqs=ends_pf)
         else:
             dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o)
@@ -837,8 +840,45 @@ def _engine(ctx, b) -> Engine:
             ctx.error(f"`use batching` in '{ctx.name}' needs the KV pool's size: 'kv_tokens', or `use engine`",
                       "add `kv_tokens = 200000 token` to `use batching`, or `use engine { … }` to the plan",
                       span=b.span, code="missing-parameter")
+    chunked = bool(b.value("chunked_prefill"))
+    e = ctx.block("engine")
+    if e is not None and not b.given("chunked_prefill"):       # the engine's choice (its block, else its preset)
+        chunked = bool(e.value("enable_chunked_prefill")) if e.given("enable_chunked_prefill") \
+            else bool(e.ref("engine").value("enable_chunked_prefill", False))
     return Engine(vals["kv_tokens"], vals["block_size"], vals["max_num_seqs"], vals["max_num_batched_tokens"],
-                  bool(b.value("chunked_prefill")))
+                  chunked)
+
+
+def _replicas(ctx) -> int:
+    """Independent engine copies of `use engine` (1 without it)."""
+    e = ctx.block("engine")
+    return int(e.value("replicas")) if e is not None else 1
+
+
+def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1):
+    """``replicas`` independent engines behind a round-robin dispatcher (request i, in arrival
+    order, to engine i mod replicas): each simulated alone, the results merged."""
+    if replicas <= 1:
+        return simulate(arrival, prompt, output, eng, step_time, c, o)
+    A, P, G = _arrays(arrival, prompt, output)
+    order = np.argsort(A, kind="stable")
+    parts = [simulate(A[idx], P[idx], G[idx], eng, step_time, c, o)
+             for idx in (order[k::replicas] for k in range(replicas)) if idx.size]
+    first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
+    for k, r in enumerate(parts):
+        idx = order[k::replicas]
+        first[idx], last[idx], pre[idx] = r.first, r.last, r.preemptions
+    # the deployment's state: each engine's step function at every event of any engine, summed
+    T = np.unique(np.concatenate([r.series_t for r in parts]))
+    tot = np.zeros((3, T.size), dtype=np.int64)
+    for r in parts:
+        i = np.searchsorted(r.series_t, T, side="right") - 1
+        ok = i >= 0
+        for row, col in enumerate((r.series_waiting, r.series_running, r.series_kv)):
+            tot[row, ok] += col[i[ok]]
+    return SimResult(A, P, G, first, last, pre, np.concatenate([r.itl_values for r in parts]),
+                     np.concatenate([r.itl_weights for r in parts]), T, tot[0], tot[1], tot[2],
+                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size)
 
 
 def _step_cost(ctx, b):
@@ -874,7 +914,7 @@ def plan_activities_schedule(ctx):
     eng = _engine(ctx, b)
     step_time, c, o = _step_cost(ctx, b)
     try:
-        r = simulate(A, P, G, eng, step_time, c, o)
+        r = simulate_replicas(A, P, G, eng, step_time, c, o, _replicas(ctx))
     except SimError as e:
         ctx.error(f"`use batching` in '{ctx.name}': {e}", e.hint or "check the engine's limits and the requests",
                   span=b.span, code="out-of-range")

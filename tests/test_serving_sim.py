@@ -331,3 +331,41 @@ def test_plan_eval_is_deterministic(tmp_path, run_cli):
     p = _plan(tmp_path, SYN)
     outs = [run_cli("eval", "--format", "json", str(p), cwd=tmp_path) for _ in range(2)]
     assert outs[0][0] == 0 and outs[0][1] == outs[1][1]
+
+
+def test_replicas_split_the_stream_round_robin():
+    # two requests arriving together on two engines: each is prefilled alone (0.01 + 0.1 s), where one
+    # engine would have prefilled them together (0.01 + 0.2 s)
+    eng = S.Engine(kv_tokens=1024, block_size=16, max_num_seqs=4, max_num_batched_tokens=2048)
+    two = S.simulate_replicas([0.0, 0.0], [100, 100], [1, 1], eng, S.linear_step, C, replicas=2)
+    assert two.ttft == pytest.approx([0.11, 0.11], abs=1e-12)
+    one = S.simulate_replicas([0.0, 0.0], [100, 100], [1, 1], eng, S.linear_step, C, replicas=1)
+    assert one.ttft == pytest.approx([0.21, 0.21], abs=1e-12)
+    assert two.max_queue == 2 and two.blocks == 2 * eng.blocks     # the deployment's queue and pool
+
+
+ENGINE_PLAN = """\
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+import "@catalog/engines.plan"
+plan e {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token }
+  use batching { arrivals = "poisson"; rate = 8 request/s; requests = 200; input = 1024 token; output = 128 token }
+}
+"""
+
+
+def test_engine_names_and_step_model_are_read(tmp_path):
+    pytest.importorskip("plugins.serving_step")
+    from plugins import serving_step
+    from plugins.layout_model import ops
+    ws = dsl.load(_plan(tmp_path, ENGINE_PLAN))
+    kv = int(qval(ws, "e.kv_tokens", "token"))
+    eng = S.Engine(kv, int(qval(ws, "e.block_size", "token")), int(qval(ws, "e.max_num_seqs", "seq")),
+                   int(qval(ws, "e.max_num_batched_tokens", "token")), True)
+    assert (eng.block_size, eng.max_num_seqs, eng.max_num_batched_tokens) == (16, 256, 2048)   # the vllm preset
+    r = S.simulate(S.poisson_arrivals(8.0, 200, 0), np.full(200, 1024), np.full(200, 128), eng,
+                   serving_step.step_time, serving_step.step_constants(ws, "e"), ops("numpy"))
+    assert qval(ws, "e.ttft_p95", "s") == pytest.approx(r.quantile("ttft", 0.95), rel=1e-12)
+    assert qval(ws, "e.tpot_p50", "s") == pytest.approx(r.quantile("tpot", 0.5), rel=1e-12)
