@@ -829,7 +829,7 @@ def _engine(ctx, b) -> Engine:
         if b.given(name):
             vals[name] = int(b.value(name))
         elif ctx.defined(name):
-            v = ctx.nominal(ctx.q(name, unit))
+            v = ctx.nominal(ctx.q(name, unit), structural=True)
             if v is None:
                 ctx.error(f"`use batching` in '{ctx.name}' reads '{name}', which has no value",
                           f"give `{name} = …` in `use batching`", span=b.span, code="missing-quantity")
@@ -894,6 +894,11 @@ def _step_cost(ctx, b):
         serving_step = None
     if serving_step is not None and ctx.value("model") is not None and ctx.value("device") is not None:
         from .layout_model import ops
+        # the simulation runs at these numbers: the inputs behind them shape the plan (a sweep
+        # over one re-evaluates it)
+        for v in serving_step.step_constants(ctx, numeric=False).values():
+            if isinstance(v, sp.Basic):
+                ctx.nominal(v, structural=True)
         return serving_step.step_time, serving_step.step_constants(ctx), ops("numpy")
     ctx.error(f"`use batching` in '{ctx.name}' needs the time of an engine iteration",
               "give `step_overhead`, `step_token` and `step_context` in `use batching`"

@@ -369,3 +369,12 @@ def test_engine_names_and_step_model_are_read(tmp_path):
                    serving_step.step_time, serving_step.step_constants(ws, "e"), ops("numpy"))
     assert qval(ws, "e.ttft_p95", "s") == pytest.approx(r.quantile("ttft", 0.95), rel=1e-12)
     assert qval(ws, "e.tpot_p50", "s") == pytest.approx(r.quantile("tpot", 0.5), rel=1e-12)
+
+
+def test_inputs_behind_the_simulation_are_structural(tmp_path):
+    # the simulation runs at nominal numbers: the inputs behind the engine's KV pool and step time
+    # (device memory and bandwidth, the engine's memory fraction) shape the plan, so a sweep over
+    # one re-evaluates it instead of keeping the nominal result
+    pytest.importorskip("plugins.serving_step")
+    ws = dsl.load(_plan(tmp_path, ENGINE_PLAN))
+    assert {"h100_sxm.memory", "h100_sxm.mem_bw", "vllm.gpu_memory_utilization"} <= set(ws.structural)

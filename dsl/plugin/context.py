@@ -88,10 +88,30 @@ class _ContextBase:
             self.error(f"no declaration '{name}'", code="unknown-name")
         return DeclView(self, name, d.ast.name_span)
 
-    def nominal(self, expr):
+    def nominal(self, expr, structural: bool = False):
         """The exact nominal value of a sympy expression over quantities (base units), or None
-        when one of them has no value."""
-        return self.ws.subs_value(as_expr(expr))
+        when one of them has no value.
+
+        ``structural=True`` when the plugin builds the plan from the number (a simulation run
+        at nominal values, a discrete choice): every input the expression depends on is then
+        marked structural, like a parameter read with ``value``, so a sweep over one of them
+        re-evaluates the plan instead of substituting into expressions that ignore it."""
+        e = as_expr(expr)
+        v = self.ws.subs_value(e)
+        if structural and not self.ws.sealed:
+            nodes, seen = self.ws.nodes, set()
+            todo = [s.name for s in e.free_symbols]
+            while todo:
+                nid = todo.pop()
+                n = nodes.get(nid)
+                if n is None or nid in seen:
+                    continue
+                seen.add(nid)
+                if n.input:
+                    self.ws.structural.add(nid)
+                elif n.expr is not None:
+                    todo.extend(s.name for s in n.expr.free_symbols)
+        return v
 
     def _define(self, node_id: str, name: str, expr, unit: str, doc: str, headline: bool,
                 fallback: bool, order: tuple, references: tuple = ()) -> sp.Symbol:
