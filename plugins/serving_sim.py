@@ -770,6 +770,20 @@ def plan_blocks_register():
     return [BATCHING]
 
 
+def _trace_error(ctx, b, e):
+    """A malformed trace: error[bad-trace] at the offending cell, naming the block's line."""
+    from .serving_trace import cell_span
+
+    if e.row <= 0:
+        b.error_at("trace", f"cannot read trace '{e.path.name}': {e.message}", code="bad-trace")
+    line, col, end = cell_span(e)
+    where = b.value_span("trace")
+    related = ((f"trace named by `use batching` in '{ctx.name}'", where),) if where is not None else ()
+    ctx.error(f"malformed trace: {e}", e.hint or "fix the row or remove it; columns: arrived_at (s), "
+              "num_prefill_tokens, num_decode_tokens", span=ctx.file_span(e.path, line, col, end),
+              code="bad-trace", related=related)
+
+
 def _workload(ctx, b):
     """(arrival, input, output) arrays of the block."""
     from . import serving_trace as st
@@ -780,7 +794,6 @@ def _workload(ctx, b):
         try:
             tr = st.load_trace(path)
         except st.TraceError as e:
-            from .serving import _trace_error
             _trace_error(ctx, b, e)
     kind = b.value("arrivals") or ("trace" if tr is not None else "poisson")
     fixed_in, fixed_out = b.value("input"), b.value("output")

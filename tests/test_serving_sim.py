@@ -378,3 +378,13 @@ def test_inputs_behind_the_simulation_are_structural(tmp_path):
     pytest.importorskip("plugins.serving_step")
     ws = dsl.load(_plan(tmp_path, ENGINE_PLAN))
     assert {"h100_sxm.memory", "h100_sxm.mem_bw", "vllm.gpu_memory_utilization"} <= set(ws.structural)
+
+
+def test_malformed_trace_is_located(tmp_path):
+    (tmp_path / "bad.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,2\n1.5,abc,2\n",
+                                      encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        dsl.load(_plan(tmp_path, 'plan m { use batching { trace = "bad.csv"; kv_tokens = 1000 token; '
+                                 'step_overhead = 1 ms } }\n'))
+    d = e.value.diagnostics[0]
+    assert d.code == "bad-trace" and d.span.file.endswith("bad.csv") and (d.span.line, d.span.column) == (3, 5)
