@@ -388,3 +388,22 @@ def test_malformed_trace_is_located(tmp_path):
                                  'step_overhead = 1 ms } }\n'))
     d = e.value.diagnostics[0]
     assert d.code == "bad-trace" and d.span.file.endswith("bad.csv") and (d.span.line, d.span.column) == (3, 5)
+
+
+def test_binned_max_keeps_every_peak():
+    # y = 1 from t = 0, 5 from 1, 2 from 2, 0 from 3; two intervals of [0, 4]: max 5 on [0, 2), 2 on [2, 4)
+    edges, vals = S.binned_max(np.array([0.0, 1.0, 2.0, 3.0]), np.array([1, 5, 2, 0]), 4.0, bins=2)
+    assert list(edges) == [0.0, 2.0, 4.0] and list(vals) == [5.0, 2.0]
+    # an interval without events keeps the value carried into it
+    edges, vals = S.binned_max(np.array([0.0, 3.5]), np.array([7, 1]), 4.0, bins=4)
+    assert list(vals) == [7.0, 7.0, 7.0, 7.0]
+
+
+def test_figures_draw(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    ws = dsl.load(_plan(tmp_path, SYN))
+    for draw in (S._draw_queue, S._draw_latency):
+        assert draw(ws, "syn", Figure()) is True
+    t = S._build_table(ws, "syn")
+    assert [row[0] for row in t.rows] == ["ttft (s)", "tpot (ms)", "itl (ms)", "e2e (s)"]
