@@ -962,8 +962,8 @@ def plan_activities_schedule(ctx):
     define("throughput", "token/s", "output tokens per second from the first arrival to the last token",
            headline=True)
     if "goodput" in s:
-        slo = " and ".join(t for t in ((f"TTFT ≤ slo_ttft" if x is not None else ""),
-                                       (f"TPOT ≤ slo_tpot" if y is not None else "")) if t)
+        slo = " and ".join(t for t in (("TTFT ≤ slo_ttft" if x is not None else ""),
+                                       ("TPOT ≤ slo_tpot" if y is not None else "")) if t)
         define("goodput", "request/s", f"requests per second meeting {slo}", headline=True)
         define("slo_attainment", "%", f"share of requests meeting {slo}", headline=True)
     define("preemptions", "", "preemptions by recomputation when the KV pool ran out", headline=True)
