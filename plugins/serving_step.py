@@ -21,8 +21,9 @@ batch grows comes out of the arithmetic, with no switch:
 2. **routed experts** (MoE): 2·T·k·N_expert FLOPs against the experts the step's tokens hit —
    E·(1 − (1 − k/E)^T) distinct experts per MoE layer, the expected number when each of the T
    tokens picks k of the E experts uniformly (an inclusion–exclusion count; balanced routers
-   aim at the uniform load).  η(F) at the size of one grouped GEMM (two per MoE layer: gate/up
-   and down, as vLLM's fused MoE kernel runs every expert of a layer in one launch).
+   aim at the uniform load).  η = η_expert·F/(F + F_half) at the size of one grouped GEMM (two
+   per MoE layer: gate/up and down, as vLLM's fused MoE kernel runs every expert of a layer in
+   one launch); η_expert is the ``expert_efficiency`` knob.
 3. **LM head**: 2·h·V per position that emits logits (each decoding sequence, and the last
    position of the prefill) against one read of V·h.
 4. **attention** of the prefill chunk (causal pairs inside the chunk plus the pairs with a
@@ -57,6 +58,12 @@ Sources of the generic values:
   H100 SXM5, about 360 TFLOP/s of 989 (Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608,
   fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)"); FlashAttention-3 reaches
   about 0.6, so the default is the conservative engine-agnostic kernel.
+* ``expert_efficiency`` 0.5: a gathered/scattered grouped GEMM with the gated activation fused
+  in (the fused MoE kernels of vLLM and SGLang) sustains "roughly half of the H100's dense bf16
+  peak" at best — 523 TFLOP/s for Qwen3-30B-A3B's expert shape (E = 128, h = 2,048, f_e = 768,
+  top-8) after tuning (linkedin/Liger-Kernel pull request 1294); untuned Triton and CUTLASS
+  grouped GEMMs reach 0.16–0.22 of peak on the same shape (tgale96/grouped_gemm pull request 37,
+  ByteDance-Seed/VeOmni pull request 460).
 * ``kernel_overhead`` 2 µs: the fixed cost of one kernel of a step beyond its bandwidth or
   FLOP time — launch from a captured CUDA graph (about 0.9 µs per kernel: 80 small kernels in
   70 µs, CUDA.jl documentation "Graphs") plus the DRAM latency and tail of the first and last
@@ -89,12 +96,15 @@ GENERIC = {
     "matmul_half_flops": 1e9,
     "mem_efficiency": 0.9,
     "attention_efficiency": 0.37,
+    "expert_efficiency": 0.5,
     "kernel_overhead": 2e-6,
     "kernels_per_layer": None,       # None: counted from the architecture (kernels_per_step)
     "kernels_per_step": 4,
     "host_overhead": 0.0,
     "link_latency": 5e-6,
 }
+
+KNOBS = ("attention_efficiency", "expert_efficiency", "kernel_overhead", "host_overhead")
 
 REFERENCES = (
     "Williams, Waterman, Patterson 2009, 'Roofline: an insightful visual performance model' (time = "
@@ -203,6 +213,7 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
         "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
         "eta_attn": k_["attention_efficiency"],
+        "eta_expert": k_["expert_efficiency"],
         "mem_bw": dev["mem_bw"],
         # matrices a token multiplies outside the routed experts, per GPU (params)
         "dense_params": dense / tp,
@@ -295,14 +306,14 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         blk = ctx.block("serving_step")
         eng = ctx.block("engine")
         conv = (lambda x: _num(ctx.nominal(x))) if numeric else (lambda x: x)
-        tp_v = tp if tp is not None else _block_tp(blk, eng, numeric, conv)
+        tp_v = tp if tp is not None else _block_tp(blk, eng)
         if link is None and blk is not None and blk.given("link"):
             link = _link_fields(blk.ref("link"), conv)
-        weights = weights or (blk.value("weights") if blk is not None else "bf16")
-        kv = kv or (blk.value("kv") if blk is not None else "bf16")
+        weights = weights or _format(blk, eng, "weights")
+        kv = kv or _format(blk, eng, "kv")
         kn = dict(knobs or {})
         if blk is not None:
-            for key in ("attention_efficiency", "kernel_overhead", "host_overhead"):
+            for key in KNOBS:
                 kn.setdefault(key, conv(blk.q(key)))
     else:
         ev = src
@@ -315,9 +326,16 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         blk_tp = ev.value(pre + "tp") if ev.has(pre + "tp") else 1
         eng_tp = f"{plan}.engine.tp"
         tp_v = tp if tp is not None else int(ev.value(eng_tp) if ev.has(eng_tp) else blk_tp)
+        given = ev.uses(plan).get("serving_step", {})
+        fmt = {}
+        for name in ("weights", "kv"):
+            for nid in ((pre + name) if name in given else None, f"{plan}.engine.{name}", pre + name):
+                if nid is not None and ev.has(nid):
+                    fmt[name] = ev.python_value(nid)
+                    break
+        weights, kv = weights or fmt.get("weights"), kv or fmt.get("kv")
         if ev.has(pre + "weights"):
-            weights, kv = weights or ev.python_value(pre + "weights"), kv or ev.python_value(pre + "kv")
-            for key in ("attention_efficiency", "kernel_overhead", "host_overhead"):
+            for key in KNOBS:
                 kn.setdefault(key, _num(ev.value(pre + key)))
             if link is None and ev.has(pre + "link"):
                 link = _link_fields(_EvalView(ev, _decl_name(ev.python_value(pre + "link"))), _num)
@@ -333,9 +351,18 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
     return constants(a, m, d, tp=tp_v, link=link, weights=weights, kv=kv, knobs=kn)
 
 
-def _block_tp(blk, eng, numeric, conv):
+def _format(blk, eng, name):
+    """The format ``name`` (weights / kv) stated by `use serving_step`, else by `use engine`."""
+    if blk is not None and (blk.given(name) or eng is None):
+        return blk.value(name)
     if eng is not None:
-        return int(conv(eng.q("tp"))) if numeric else eng.q("tp")
+        return eng.value(name)
+    return "bf16"
+
+
+def _block_tp(blk, eng):
+    if eng is not None:
+        return int(eng.value("tp"))          # a structural whole number (kind int)
     if blk is not None:
         return int(blk.value("tp"))
     return 1
@@ -404,7 +431,8 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
         F = 2 * T * c["k"] * c["expert_params"]
         hit = distinct_experts(c["E"], c["k"], T)
         Fg = F / (2 * c["moe_layers"])     # two grouped GEMMs per MoE layer (gate/up, down)
-        tc, tm = F / (peak * matmul_efficiency(c, Fg)), hit * c["expert_bytes"] / bw
+        eta = c["eta_expert"] * Fg / (Fg + c["F_half"])
+        tc, tm = F / (peak * eta), hit * c["expert_bytes"] / bw
         out["experts"] = (o.max(tc, tm), tc, tm)
     # 3. LM head: each decode and the last position of each prefill
     ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
@@ -501,6 +529,8 @@ SERVING_STEP = UseSpec(
         Param("kv", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the KV cache"),
         Param("attention_efficiency", "", "37 %", "fraction of peak_flops attention kernels reach "
               "(FlashAttention-2 forward on H100)", min=0, min_open=True, max=1),
+        Param("expert_efficiency", "", "50 %", "fraction of peak_flops the grouped expert GEMMs of an MoE layer "
+              "reach (fused MoE kernel)", min=0, min_open=True, max=1),
         Param("kernel_overhead", "s", "2 us", "fixed time of each kernel of a step (launch from a CUDA graph, "
               "first and last wave)", min=0),
         Param("host_overhead", "s", "0 s", "host time per step not hidden behind the GPU (scheduler)", min=0),
@@ -526,7 +556,7 @@ def plan_quantities_price(ctx):
     if b is None:
         return
     eng = ctx.block("engine")
-    tp_num = int(ctx.nominal(eng.q("tp"))) if eng is not None else int(b.value("tp"))
+    tp_num = int(eng.value("tp")) if eng is not None else int(b.value("tp"))
     if tp_num > 1 and not b.given("link"):
         b.error_at("tp", f"`use serving_step` with tp = {tp_num} needs the link its all-reduces cross",
                    "add `link = nvlink4` (a link declaration) to `use serving_step`", code="missing-parameter")
