@@ -85,14 +85,10 @@ def link_fields(ws, name):
 
 
 def ours_static(c, b, isl, osl):
-    import numpy as np
-    from plugins.serving_step import step_time
+    from plugins.serving_step import static_batch
 
-    ttft = float(step_time(c, b * isl, 0, 0, prefill_seqs=b))
-    j = np.arange(1, osl)
-    tpot = float(np.mean(step_time(c, 0 * j, b + 0 * j, b * (isl + j))))
-    thr = b * osl / (ttft + (osl - 1) * tpot) / c["tp"]
-    return ttft, tpot, thr
+    ttft, tpot = static_batch(c, b, isl, osl)
+    return ttft, tpot, b * osl / (ttft + (osl - 1) * tpot) / c["tp"]
 
 
 def ours_agg(c, b, isl, osl, layers):
@@ -143,6 +139,8 @@ def main(argv=None):
     ap.add_argument("--osl", type=int, default=256)
     ap.add_argument("--backend", default="vllm")
     ap.add_argument("--csv", help="write the AIConfigurator figures and ours to this CSV")
+    ap.add_argument("--store", help="write only the AIConfigurator figures to this CSV (the form of "
+                    "specs/data/serving/aiconfigurator-*.csv)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.disable(logging.WARNING)
@@ -174,7 +172,7 @@ def main(argv=None):
                 for mode in args.modes.split(","):
                     for b in map(int, args.batches.split(",")):
                         try:
-                            at, ap_, athr, _ = aic(MODELS[m], s, mode, b, tp, args.isl, args.osl, args.backend)
+                            at, ap_, athr, res = aic(MODELS[m], s, mode, b, tp, args.isl, args.osl, args.backend)
                         except Exception as e:     # an unsupported point: say so, go on
                             print(f"{mode:6} {m:14} {s:9} {tp:>2} {b:>3} | AIConfigurator: {type(e).__name__}: "
                                   f"{str(e)[:80]}")
@@ -191,6 +189,7 @@ def main(argv=None):
                               f"{ap_ * 1e3:8.3f} {op * 1e3:8.3f} {rp:6.3f} | {athr:13.1f} {othr:9.1f} {rthr:6.3f}"
                               + ("" if abs(rt - 1) <= 0.15 and abs(rp - 1) <= 0.15 else "  <- outside 15 %"))
                         rows.append({"mode": mode, "model": MODELS[m], "system": s, "backend": args.backend,
+                                     "backend_version": res.raw.get("backend_version", res.raw.get("version", "")),
                                      "tp": tp, "batch": b, "isl": args.isl, "osl": args.osl,
                                      "aic_ttft_ms": f"{at * 1e3:.3f}", "aic_tpot_ms": f"{ap_ * 1e3:.3f}",
                                      "aic_tokens_per_s_per_gpu": f"{athr:.2f}",
@@ -202,6 +201,12 @@ def main(argv=None):
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    if args.store:
+        keep = [k for k in rows[0] if not k.startswith("ours_")]
+        with open(args.store, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=keep, extrasaction="ignore", lineterminator="\n")
             w.writeheader()
             w.writerows(rows)
     return 0

@@ -21,7 +21,9 @@ batch grows comes out of the arithmetic, with no switch:
 2. **routed experts** (MoE): 2·T·k·N_expert FLOPs against the experts the step's tokens hit —
    E·(1 − (1 − k/E)^T) distinct experts per MoE layer, the expected number when each of the T
    tokens picks k of the E experts uniformly (an inclusion–exclusion count; balanced routers
-   aim at the uniform load).
+   aim at the uniform load).  η = η_expert·F/(F + F_half) at the size of one grouped GEMM (two
+   per MoE layer: gate/up and down, as vLLM's fused MoE kernel runs every expert of a layer in
+   one launch); η_expert is the ``expert_efficiency`` knob.
 3. **LM head**: 2·h·V per position that emits logits (each decoding sequence, and the last
    position of the prefill) against one read of V·h.
 4. **attention** of the prefill chunk (causal pairs inside the chunk plus the pairs with a
@@ -56,13 +58,21 @@ Sources of the generic values:
   H100 SXM5, about 360 TFLOP/s of 989 (Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608,
   fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)"); FlashAttention-3 reaches
   about 0.6, so the default is the conservative engine-agnostic kernel.
+* ``expert_efficiency`` 0.5: a gathered/scattered grouped GEMM with the gated activation fused
+  in (the fused MoE kernels of vLLM and SGLang) sustains "roughly half of the H100's dense bf16
+  peak" at best — 523 TFLOP/s for Qwen3-30B-A3B's expert shape (E = 128, h = 2,048, f_e = 768,
+  top-8) after tuning (linkedin/Liger-Kernel pull request 1294); untuned Triton and CUTLASS
+  grouped GEMMs reach 0.16–0.22 of peak on the same shape (tgale96/grouped_gemm pull request 37,
+  ByteDance-Seed/VeOmni pull request 460).
 * ``kernel_overhead`` 2 µs: the fixed cost of one kernel of a step beyond its bandwidth or
   FLOP time — launch from a captured CUDA graph (about 0.9 µs per kernel: 80 small kernels in
   70 µs, CUDA.jl documentation "Graphs") plus the DRAM latency and tail of the first and last
   wave (about 1 µs).
-* ``kernels_per_layer`` 9: two fused add+RMSNorm, QKV, rotary/q-k norm, attention, O, gate/up,
-  activation, down (vLLM's Qwen3/Llama forward with its fused custom ops); 4 more per step
-  (embedding, final norm, LM head, sampling).
+* kernels per layer 10 (+2 with q/k norms, +4 on an MoE layer, 4 more per step): the forward
+  of vLLM's decoder layers (vllm-project/vllm vllm/model_executor/models/qwen3.py at
+  002456df36fc7a63ca4463f335a49d05634ab2ab: input_layernorm, qkv_proj, q_norm, k_norm,
+  rotary_emb, attn — cache write and attention kernel —, o_proj, post_attention_layernorm,
+  gate_up_proj, act_fn, down_proj); see :func:`kernels_per_step`.
 * ``host_overhead`` 0 s: vLLM V1 and SGLang overlap the scheduler with the GPU (asynchronous
   scheduling); set it for an engine whose step waits for the host.
 * all-reduce latency α 5 µs per ring step when the link states none: NCCL's small-message
@@ -79,19 +89,22 @@ from . import flops
 from .layout_model import ops
 
 ACT_BYTES = 2            # 16-bit activations in elementwise kernels and TP all-reduces
-FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": sp.Rational(1, 2)}
 
 GENERIC = {
     "matmul_efficiency": 0.8,
     "matmul_half_flops": 1e9,
     "mem_efficiency": 0.9,
     "attention_efficiency": 0.37,
+    "expert_efficiency": 0.5,
     "kernel_overhead": 2e-6,
-    "kernels_per_layer": 9,
+    "kernels_per_layer": None,       # None: counted from the architecture (kernels_per_step)
     "kernels_per_step": 4,
     "host_overhead": 0.0,
     "link_latency": 5e-6,
 }
+
+KNOBS = ("attention_efficiency", "expert_efficiency", "kernel_overhead", "host_overhead")
 
 REFERENCES = (
     "Williams, Waterman, Patterson 2009, 'Roofline: an insightful visual performance model' (time = "
@@ -150,11 +163,24 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         (B/s per direction) and optionally ``latency`` (s), ``efficiency``, ``launch`` for tp > 1.
     :param weights, kv: formats of the weights read and of the KV cache.
     :param knobs: overrides of :data:`GENERIC` (attention_efficiency, kernel_overhead, …).
-    :return: dict in base units; see the keys below.
+    :return: dict in base units (per GPU after the TP split): ``peak``, ``mem_bw``, ``eta_mm``,
+        ``F_half``, ``eta_mem``, ``eta_attn``; ``dense_params``/``dense_bytes`` (matrices outside
+        the routed experts), ``E``, ``k``, ``moe_layers``, ``expert_params``/``expert_bytes``
+        (one expert in every MoE layer), ``head_flops``/``head_bytes`` (LM head),
+        ``attn_per_pair`` (FLOP per query–key pair, all layers), ``kv_bytes_per_token``,
+        ``elementwise_bytes`` (per token), ``allreduces``, ``allreduce_bytes_per_token``,
+        ``link_*``, ``kernels``, ``kernel_overhead``, ``host_overhead``, ``weights_per_gpu``;
+        and the summaries ``active_params`` (a token's matrices with the LM head),
+        ``peak_eff`` (peak·η_max), ``mem_bw_eff`` (mem_bw·η_mem), ``step_overhead`` (s).
     """
     k_ = dict(GENERIC)
     k_.update({key: v for key, v in (knobs or {}).items() if v is not None})
+    if any(isinstance(v, sp.Basic) for v in a.values()):
+        # symbolic constants: exact rationals for the generic values (readable explanations)
+        k_ = {key: (sp.nsimplify(v) if isinstance(v, float) else v) for key, v in k_.items()}
     wb, kvb = FORMAT_BYTES[weights], FORMAT_BYTES[kv]
+    if not any(isinstance(v, sp.Basic) for v in a.values()):
+        wb, kvb = (float(x) if isinstance(x, sp.Basic) else x for x in (wb, kvb))
     moe = m is not None and m.get("moe", False)
     dense_m = m if moe else None
     block = flops.block_matrix_params(a, dense_m)          # a token's matrices, all blocks
@@ -174,7 +200,7 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
     per_pair = a["L"] * flops.attention_core(a["nq"], d_qk, d_v, 1)
     kv_width = a["L"] * _kv_width(a, m)
     mla = m is not None and m.get("mla", False)
-    kv_split = 1 if mla else min_(tp, a["nkv"])
+    kv_split = 1 if (mla or (isinstance(tp, int) and tp == 1)) else min_(tp, a["nkv"])
     f_active = a["f"] if not moe else (m["k"] + m["ks"]) * m["fe"]
     if moe and not _is_zero(m["Ld"]):
         f_active = (m["Ld"] * a["f"] + Lm * (m["k"] + m["ks"]) * m["fe"]) / a["L"]
@@ -187,12 +213,12 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
         "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
         "eta_attn": k_["attention_efficiency"],
+        "eta_expert": k_["expert_efficiency"],
         "mem_bw": dev["mem_bw"],
         # matrices a token multiplies outside the routed experts, per GPU (params)
         "dense_params": dense / tp,
         "dense_bytes": wb * dense / tp,
         "gemms": 4 * a["L"],
-        "mats": a["mats"],
         # routed experts (0 for a dense model)
         "E": E, "k": k, "moe_layers": Lm,
         "expert_params": expert_all / tp,                    # one expert in every MoE layer, per GPU
@@ -213,12 +239,32 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         "link_latency": (link or {}).get("latency", k_["link_latency"]),
         "link_efficiency": (link or {}).get("efficiency", 1),
         "link_launch": (link or {}).get("launch", 0),
-        "kernels": a["L"] * k_["kernels_per_layer"] + k_["kernels_per_step"],
+        "kernels": kernels_per_step(a, m, k_),
         "kernel_overhead": k_["kernel_overhead"],
         "host_overhead": k_["host_overhead"],
         "weights_per_gpu": wb * (block + (expert_all * (E - k) if moe else 0)) / tp + wb * a["V"] * a["h"] / tp,
     }
+    # summary keys (the contract's names) for callers that price a step their own way
+    c["active_params"] = (block + a["V"] * a["h"]) / tp
+    c["peak_eff"] = c["peak"] * c["eta_mm"]
+    c["mem_bw_eff"] = c["mem_bw"] * c["eta_mem"]
+    c["step_overhead"] = c["kernels"] * c["kernel_overhead"] + c["host_overhead"]
     return c
+
+
+def kernels_per_step(a, m, knobs=None):
+    """Kernels one step launches: per layer two fused add+RMSNorm, QKV, rotary, the KV-cache
+    write, attention, O, gate/up, activation, down (10); + 2 with q/k norms; an MoE layer
+    replaces the 3 FFN kernels by router GEMM, top-k softmax, token alignment, two grouped
+    GEMMs, activation and the weighted sum (+4); per step the embedding, final norm, LM head
+    and sampling (4).  ``knobs["kernels_per_layer"]`` overrides the per-layer count."""
+    k_ = dict(GENERIC)
+    k_.update({key: v for key, v in (knobs or {}).items() if v is not None})
+    if k_["kernels_per_layer"] is not None:
+        return a["L"] * k_["kernels_per_layer"] + k_["kernels_per_step"]
+    per = 10 + (2 if a.get("qk_norm") else 0)
+    moe_layers = (a["L"] - m["Ld"]) if (m is not None and m.get("moe")) else 0
+    return a["L"] * per + 4 * moe_layers + k_["kernels_per_step"]
 
 
 def _kv_width(a, m):
@@ -260,14 +306,14 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         blk = ctx.block("serving_step")
         eng = ctx.block("engine")
         conv = (lambda x: _num(ctx.nominal(x))) if numeric else (lambda x: x)
-        tp_v = tp if tp is not None else _block_tp(blk, eng, numeric, conv)
+        tp_v = tp if tp is not None else _block_tp(blk, eng)
         if link is None and blk is not None and blk.given("link"):
             link = _link_fields(blk.ref("link"), conv)
-        weights = weights or (blk.value("weights") if blk is not None else "bf16")
-        kv = kv or (blk.value("kv") if blk is not None else "bf16")
+        weights = weights or _format(blk, eng, "weights")
+        kv = kv or _format(blk, eng, "kv")
         kn = dict(knobs or {})
         if blk is not None:
-            for key in ("attention_efficiency", "kernel_overhead", "host_overhead"):
+            for key in KNOBS:
                 kn.setdefault(key, conv(blk.q(key)))
     else:
         ev = src
@@ -275,8 +321,25 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         dname = _decl_name(ev.python_value(f"{plan}.device"))
         model, dev = _EvalView(ev, mname), _EvalView(ev, dname)
         conv = _num
-        tp_v = tp if tp is not None else 1
-        weights, kv, kn = weights or "bf16", kv or "bf16", dict(knobs or {})
+        kn = dict(knobs or {})
+        pre = f"{plan}.serving_step."
+        blk_tp = ev.value(pre + "tp") if ev.has(pre + "tp") else 1
+        eng_tp = f"{plan}.engine.tp"
+        tp_v = tp if tp is not None else int(ev.value(eng_tp) if ev.has(eng_tp) else blk_tp)
+        given = ev.uses(plan).get("serving_step", {})
+        fmt = {}
+        for name in ("weights", "kv"):
+            for nid in ((pre + name) if name in given else None, f"{plan}.engine.{name}", pre + name):
+                if nid is not None and ev.has(nid):
+                    fmt[name] = ev.python_value(nid)
+                    break
+        weights, kv = weights or fmt.get("weights"), kv or fmt.get("kv")
+        if ev.has(pre + "weights"):
+            for key in KNOBS:
+                kn.setdefault(key, _num(ev.value(pre + key)))
+            if link is None and ev.has(pre + "link"):
+                link = _link_fields(_EvalView(ev, _decl_name(ev.python_value(pre + "link"))), _num)
+        weights, kv = weights or "bf16", kv or "bf16"
     a, m = architecture(model), moe_architecture(model)
     a = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in a.items()}
     m = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in m.items()}
@@ -288,9 +351,18 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
     return constants(a, m, d, tp=tp_v, link=link, weights=weights, kv=kv, knobs=kn)
 
 
-def _block_tp(blk, eng, numeric, conv):
+def _format(blk, eng, name):
+    """The format ``name`` (weights / kv) stated by `use serving_step`, else by `use engine`."""
+    if blk is not None and (blk.given(name) or eng is None):
+        return blk.value(name)
     if eng is not None:
-        return int(conv(eng.q("tp"))) if numeric else eng.q("tp")
+        return eng.value(name)
+    return "bf16"
+
+
+def _block_tp(blk, eng):
+    if eng is not None:
+        return int(eng.value("tp"))          # a structural whole number (kind int)
     if blk is not None:
         return int(blk.value("tp"))
     return 1
@@ -358,8 +430,9 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     if not _is_zero(c["moe_layers"]):
         F = 2 * T * c["k"] * c["expert_params"]
         hit = distinct_experts(c["E"], c["k"], T)
-        Fg = F / (c["moe_layers"] * c["mats"] * o.max(hit, 1))   # mean GEMM of one expert
-        tc, tm = F / (peak * matmul_efficiency(c, Fg)), hit * c["expert_bytes"] / bw
+        Fg = F / (2 * c["moe_layers"])     # two grouped GEMMs per MoE layer (gate/up, down)
+        eta = c["eta_expert"] * Fg / (Fg + c["F_half"])
+        tc, tm = F / (peak * eta), hit * c["expert_bytes"] / bw
         out["experts"] = (o.max(tc, tm), tc, tm)
     # 3. LM head: each decode and the last position of each prefill
     ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
@@ -404,18 +477,28 @@ def step_time(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_pr
     return total
 
 
-def bound(c, prefill_tokens, decode_seqs, context_tokens, prefill_prefix=0):
-    """"compute" or "memory": which side of the rooflines takes more of the step (numbers only),
-    and the two sums (s)."""
+def static_batch(c, batch, isl, osl, o=None):
+    """(TTFT, TPOT) in s of a static batch: ``batch`` prompts of ``isl`` tokens prefilled in one
+    step, then osl − 1 decode steps of the batch as each context grows from isl + 1 to
+    isl + osl − 1 (TPOT their mean).  Numbers only (the decode steps are summed in numpy)."""
+    import numpy as np
+
+    o = o or ops("numpy")
+    ttft = step_time(c, batch * isl, 0, 0, o, prefill_seqs=batch)
+    j = np.arange(1, max(int(osl), 2))
+    tpot = np.mean(step_time(c, 0 * j, batch + 0 * j, batch * (isl + j), o))
+    return float(ttft), float(tpot)
+
+
+def bound(c, prefill_tokens, decode_seqs, context_tokens, prefill_prefix=0, prefill_seqs=None):
+    """("compute" | "memory", FLOP time, memory time): the FLOP and memory times of the step's
+    roofline operations, each summed over the operations (numbers only), and the larger side."""
     o = ops("numpy")
     comp = mem = 0.0
-    for _, tc, tm in step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix).values():
-        if tc is None and tm is None:
-            continue
-        if tc is None or float(tm) >= float(tc):
-            mem += float(tm)
-        else:
-            comp += float(tc)
+    parts = step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
+    for _, tc, tm in parts.values():
+        comp += float(tc) if tc is not None else 0.0
+        mem += float(tm) if tm is not None else 0.0
     return ("compute" if comp > mem else "memory"), comp, mem
 
 
@@ -446,6 +529,8 @@ SERVING_STEP = UseSpec(
         Param("kv", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the KV cache"),
         Param("attention_efficiency", "", "37 %", "fraction of peak_flops attention kernels reach "
               "(FlashAttention-2 forward on H100)", min=0, min_open=True, max=1),
+        Param("expert_efficiency", "", "50 %", "fraction of peak_flops the grouped expert GEMMs of an MoE layer "
+              "reach (fused MoE kernel)", min=0, min_open=True, max=1),
         Param("kernel_overhead", "s", "2 us", "fixed time of each kernel of a step (launch from a CUDA graph, "
               "first and last wave)", min=0),
         Param("host_overhead", "s", "0 s", "host time per step not hidden behind the GPU (scheduler)", min=0),
@@ -471,7 +556,7 @@ def plan_quantities_price(ctx):
     if b is None:
         return
     eng = ctx.block("engine")
-    tp_num = int(ctx.nominal(eng.q("tp"))) if eng is not None else int(b.value("tp"))
+    tp_num = int(eng.value("tp")) if eng is not None else int(b.value("tp"))
     if tp_num > 1 and not b.given("link"):
         b.error_at("tp", f"`use serving_step` with tp = {tp_num} needs the link its all-reduces cross",
                    "add `link = nvlink4` (a link declaration) to `use serving_step`", code="missing-parameter")

@@ -1,0 +1,254 @@
+"""The step time of an engine iteration (plugins/serving_step.py) and `use serving_step`.
+
+Hand computations use a toy decoder whose sizes keep the arithmetic short; the comparison
+points come from NVIDIA AIConfigurator 0.12 (specs/data/serving/aiconfigurator-0.12-qwen3-8b-h100.csv,
+its README states the command and database).
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import dsl
+from dsl.syntax.diagnostics import PlanError
+from plugins import serving_step as st
+from plugins.layout_model import ops
+
+ROOT = Path(__file__).resolve().parents[1]
+AIC_CSV = ROOT / "specs" / "data" / "serving" / "aiconfigurator-0.12-qwen3-8b-h100.csv"
+
+# A toy decoder: 2 layers, h = 4, SwiGLU FFN 8, 2 query heads and 1 KV head of width 2, V = 16.
+# Matrices per layer: q,o 2·4·2·2 = 32, k,v 2·4·1·2 = 16, FFN 3·4·8 = 96 → 144; both layers 288.
+# A device of 1,000 FLOP/s and 100 B/s at full efficiency, F_half = 0, no kernel overhead.
+TOY = """
+device d { peak_flops = 1000 FLOP/s; mem_bw = 100 B/s; matmul_efficiency = 100 %
+           matmul_half_flops = 0 FLOP; mem_efficiency = 100 % }
+model toy { layers = 2; hidden = 4; ffn = 8; heads = 2; kv_heads = 1; head_dim = 2; vocab = 16 }
+plan p { model = toy; device = d
+  use serving_step { batch = 2 seq; context = 5 token; prefill = 16 token
+                     attention_efficiency = 100 %; kernel_overhead = 0 s } }
+"""
+
+
+@pytest.fixture(scope="module")
+def toy():
+    ws = dsl.load("toy.plan", text=TOY)
+    return ws, st.step_constants(ws, "p")
+
+
+def test_toy_constants_by_hand(toy):
+    _, c = toy
+    assert c["dense_params"] == 288 and c["dense_bytes"] == 576          # bf16: 2 B per weight
+    assert c["head_flops"] == 2 * 4 * 16 and c["head_bytes"] == 2 * 16 * 4
+    # QKᵀ and AV: 2·n_q·(d + d) per pair and layer = 2·2·4 = 16, two layers
+    assert c["attn_per_pair"] == 32
+    # K and V of 1 head of 2 per layer, 2 layers, 2 B: 16 B per token
+    assert c["kv_bytes_per_token"] == 16
+    # elementwise: per layer 2·4·h + 3·f = 32 + 24 = 56 elements of 2 B, two layers
+    assert c["elementwise_bytes"] == 224
+    # kernels: 10 per layer (no q/k norm) and 4 per step
+    assert c["kernels"] == 24
+
+
+def test_decode_step_by_hand(toy):
+    _, c = toy
+    # 2 sequences decoding, 10 cached tokens in all:
+    #   dense: FLOPs 2·2·288 = 1,152 → 1.152 s; weights 576 B / 100 B/s = 5.76 s → 5.76 s
+    #   LM head: 2 positions · 128 = 256 FLOP → 0.256 s; 128 B → 1.28 s → 1.28 s
+    #   attention: (10 + 2) pairs · 32 = 384 FLOP → 0.384 s; 12 tokens · 16 B = 192 B → 1.92 s
+    #   elementwise: 2 tokens · 224 B = 448 B → 4.48 s
+    assert st.step_time(c, 0, 2, 10) == pytest.approx(5.76 + 1.28 + 1.92 + 4.48, rel=1e-12)
+    kind, comp, mem = st.bound(c, 0, 2, 10)
+    # FLOP side 1.152 + 0.256 + 0.384 s, memory side 5.76 + 1.28 + 1.92 + 4.48 s
+    assert kind == "memory"
+    assert comp == pytest.approx(1.792, rel=1e-12) and mem == pytest.approx(13.44, rel=1e-12)
+
+
+def test_prefill_by_hand(toy):
+    _, c = toy
+    # one prefill of 16 tokens:
+    #   dense: 2·16·288 = 9,216 FLOP → 9.216 s (weights 5.76 s) → compute-bound
+    #   LM head (one position): 0.128 s of FLOPs, 1.28 s of weights → 1.28 s
+    #   attention: 16·17/2 = 136 pairs · 32 = 4,352 FLOP → 4.352 s; KV read and written
+    #   2·16·16 B = 512 B → 5.12 s; elementwise 16·224 = 3,584 B → 35.84 s
+    assert st.step_time(c, 16, 0, 0) == pytest.approx(9.216 + 1.28 + 5.12 + 35.84, rel=1e-12)
+    # after a cached prefix of 4 tokens: pairs (20·21 − 4·5)/2 = 200 → 6.4 s of FLOPs,
+    # KV (4 + 32)·16 B = 576 B → 5.76 s; the prefill attention becomes compute-bound
+    assert st.step_time(c, 16, 0, 0, prefill_prefix=4) == pytest.approx(9.216 + 1.28 + 6.4 + 35.84, rel=1e-12)
+    # two sequences of 8 in one step: 2·36 = 72 pairs → 2.304 s, KV 5.12 s; two logits rows
+    # (256 FLOP, 1.28 s of weights)
+    assert st.step_time(c, 16, 0, 0, prefill_seqs=2) == pytest.approx(9.216 + 1.28 + 5.12 + 35.84, rel=1e-12)
+
+
+def test_chunked_prefill_mixes_prefill_and_decode(toy):
+    _, c = toy
+    # a chunk of 8 tokens with 2 decodes (10 cached): T = 10 tokens through the matrices
+    #   dense 2·10·288 = 5,760 FLOP → 5.76 s = the weight read 5.76 s
+    #   LM head 3 positions: 384 FLOP → 0.384 s vs 1.28 s;  prefill attention 36 pairs → 1.152 s
+    #   vs KV 16·16 B → 2.56 s;  decode attention 1.92 s;  elementwise 10·224 B → 22.4 s
+    assert st.step_time(c, 8, 2, 10) == pytest.approx(5.76 + 1.28 + 2.56 + 1.92 + 22.4, rel=1e-12)
+    # one mixed step is cheaper than the prefill step plus the decode step (one weight read)
+    assert st.step_time(c, 8, 2, 10) < st.step_time(c, 8, 0, 0) + st.step_time(c, 0, 2, 10)
+
+
+def test_crossover_batch_by_hand(toy):
+    _, c = toy
+    # dense FLOP time 2·b·288/1000 equals the weight read 576/100 at b = 10
+    assert st.crossover_batch(c) == pytest.approx(10, rel=1e-12)
+    dense = lambda b: st.step_parts(c, 0, b, 0, ops("numpy"))["dense"]    # noqa: E731
+    t9, c9, m9 = dense(9)
+    t11, c11, m11 = dense(11)
+    assert c9 < m9 and c11 > m11 and t11 == c11 and t9 == m9
+
+
+def test_kernel_and_host_overhead(toy):
+    _, c = toy
+    c2 = dict(c, kernel_overhead=0.01, host_overhead=0.5)
+    assert st.step_time(c2, 0, 2, 10) - st.step_time(c, 0, 2, 10) == pytest.approx(24 * 0.01 + 0.5, rel=1e-12)
+
+
+def test_expected_distinct_experts_by_hand():
+    # one token hits its k experts; two tokens: E·(1 − (1 − k/E)²) = 128·(1 − (15/16)²) = 15.5
+    assert st.distinct_experts(128, 8, 1) == pytest.approx(8, rel=1e-12)
+    assert st.distinct_experts(128, 8, 2) == pytest.approx(15.5, rel=1e-12)
+    # many tokens hit every expert
+    assert st.distinct_experts(128, 8, 10_000) == pytest.approx(128, rel=1e-12)
+    # top-2 of 8 at 3 tokens: 8·(1 − 0.75³) = 8·0.578125 = 4.625
+    assert st.distinct_experts(8, 2, 3) == pytest.approx(4.625, rel=1e-12)
+
+
+def test_moe_reads_only_the_hit_experts():
+    ws = dsl.load("moe.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_30b_a3b; device = h100_sxm }
+""")
+    c = st.step_constants(ws, "p")
+    # Qwen3-30B-A3B: 128 experts, top-8, 48 MoE layers of 3·2,048·768 = 4,718,592 weights each
+    assert (c["E"], c["k"], c["moe_layers"]) == (128, 8, 48)
+    assert c["expert_params"] == 48 * 3 * 2048 * 768
+    o = ops("numpy")
+    one = st.step_parts(c, 0, 1, 0, o)["experts"][2]
+    many = st.step_parts(c, 0, 4096, 0, o)["experts"][2]
+    bw = c["mem_bw"] * c["eta_mem"]
+    assert one == pytest.approx(8 * c["expert_bytes"] / bw, rel=1e-12)
+    assert many == pytest.approx(st.distinct_experts(128, 8, 4096) * c["expert_bytes"] / bw, rel=1e-12)
+
+
+def test_numpy_equals_sympy(toy):
+    _, c = toy
+    P, D, C = sp.symbols("P D C", nonnegative=True)
+    expr = st.step_time(c, P, D, C, ops("sympy"))
+    f = sp.lambdify((P, D, C), expr, "numpy")
+    pts = np.array([[0, 1, 7], [16, 0, 0], [8, 2, 10], [3, 40, 900], [64, 5, 30]], dtype=float)
+    num = st.step_time(c, pts[:, 0], pts[:, 1], pts[:, 2], ops("numpy"))
+    for (p, d, cc), v in zip(pts, num):
+        assert float(expr.subs({P: p, D: d, C: cc})) == pytest.approx(v, rel=1e-12)
+        assert f(p, d, cc) == pytest.approx(v, rel=1e-12)
+
+
+def test_block_matches_the_function(toy):
+    ws, c = toy
+    assert ws.get("p.ttft_floor", "s") == pytest.approx(st.step_time(c, 16, 0, 0), rel=1e-12)
+    assert ws.get("p.decode_step_time", "s") == pytest.approx(st.step_time(c, 0, 2, 10), rel=1e-12)
+    assert ws.get("p.tpot", "s") == ws.get("p.decode_step_time", "s")
+    assert ws.get("p.decode_tokens_per_s", "token/s") == pytest.approx(2 / 13.44, rel=1e-12)
+    assert ws.get("p.prefill_tokens_per_s", "token/s") == pytest.approx(16 / 51.456, rel=1e-12)
+    assert ws.get("p.step_crossover_batch", "seq") == pytest.approx(10, rel=1e-12)
+
+
+def test_explanation_names_the_bound():
+    ws = dsl.load("q.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_8b; device = h100_sxm
+  use serving_step { batch = 32 seq; context = 2048 token; prefill = 2048 token } }
+""")
+    assert "compute-bound" in ws.nodes["p.ttft_floor"].doc
+    assert "memory-bound" in ws.nodes["p.decode_step_time"].doc
+
+
+def test_tp_needs_a_link():
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_8b; device = h100_sxm; use serving_step { tp = 2 } }
+""")
+    assert any(d.code == "missing-parameter" and "link" in d.summary for d in e.value.diagnostics)
+
+
+def test_tp_splits_the_weights_and_adds_all_reduces():
+    ws = dsl.load("t.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan one { model = qwen3_8b; device = h100_sxm; use serving_step { } }
+plan two { model = qwen3_8b; device = h100_sxm; use serving_step { tp = 2; link = nvlink4 } }
+""")
+    c1, c2 = st.step_constants(ws, "one"), st.step_constants(ws, "two")
+    assert c2["dense_bytes"] == pytest.approx(c1["dense_bytes"] / 2, rel=1e-12)
+    # 8 KV heads over 2 GPUs: half the KV per GPU
+    assert c2["kv_bytes_per_token"] == pytest.approx(c1["kv_bytes_per_token"] / 2, rel=1e-12)
+    parts = st.step_parts(c2, 0, 8, 8 * 2048, ops("numpy"))
+    # 72 all-reduces of 8 tokens · 4,096 · 2 B = 65,536 B: ring of 2 → 2 steps of α = 5 µs and
+    # 65,536 B at 450 GB/s
+    assert parts["tp_allreduce"][0] == pytest.approx(72 * (2 * 5e-6 + 65536 / 450e9), rel=1e-12)
+    assert ws.get("two.decode_step_time", "s") < ws.get("one.decode_step_time", "s")
+
+
+# ---------------------------------------------------------------- AIConfigurator 0.12
+def _aic_rows():
+    with AIC_CSV.open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("aic_compare", ROOT / "benchmarks" / "aiconfigurator_compare.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def h100():
+    ws = dsl.load("h.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_8b; device = h100_sxm }
+""")
+    link = {"bandwidth": float(ws.value("nvlink4.bandwidth"))}
+    return {1: st.step_constants(ws, "p", tp=1), 2: st.step_constants(ws, "p", tp=2, link=link)}
+
+
+POINTS = [("static", 1, 1), ("static", 1, 8), ("static", 1, 64), ("static", 2, 8), ("static", 2, 64),
+          ("agg", 1, 1), ("agg", 1, 32), ("agg", 2, 8)]
+
+
+@pytest.mark.parametrize("mode,tp,batch", POINTS)
+def test_within_15_percent_of_aiconfigurator(h100, mode, tp, batch):
+    """Source: NVIDIA AIConfigurator 0.12.0, vLLM 0.24.0 database measured on H100 SXM, Qwen3-8B BF16,
+    2,048 tokens in / 256 out (`aiconfigurator cli estimate --estimate-mode static|agg`; see
+    specs/data/serving/README.md).  Ours from the catalog's H100 SXM and the generic efficiencies."""
+    row = next(r for r in _aic_rows() if (r["mode"], int(r["tp"]), int(r["batch"])) == (mode, tp, batch)
+               and r["system"] == "h100_sxm" and r["model"] == "Qwen/Qwen3-8B")
+    c = h100[tp]
+    if mode == "static":
+        ttft, tpot = st.static_batch(c, batch, int(row["isl"]), int(row["osl"]))
+    else:
+        ttft, tpot, _ = _bench().ours_agg(c, batch, int(row["isl"]), int(row["osl"]), 36)
+    assert ttft * 1e3 == pytest.approx(float(row["aic_ttft_ms"]), rel=0.15)
+    assert tpot * 1e3 == pytest.approx(float(row["aic_tpot_ms"]), rel=0.15)
+
+
+def test_the_stored_aiconfigurator_rows_are_complete():
+    rows = _aic_rows()
+    assert {r["mode"] for r in rows} == {"static", "agg"}
+    assert {int(r["tp"]) for r in rows} == {1, 2}
+    assert all(r["backend"] == "vllm" and r["isl"] == "2048" and r["osl"] == "256" for r in rows)
+    assert all(math.isfinite(float(r["aic_ttft_ms"])) for r in rows)
