@@ -150,6 +150,14 @@ ENGINE = UseSpec(
               "max_num_batched_tokens", "max_model_len", "serving_tp", "serving_pp"),
 )
 
+REFERENCES = {
+    "total": ("vLLM vllm/worker/worker.py determine_num_available_blocks: (total × gpu_memory_utilization − "
+              "peak) // block bytes, the peak profiled by model_runner.profile_run",
+              "SGLang model_runner.profile_max_num_token: available − total × (1 − mem_fraction_static)"),
+    "free": ("TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction: the fraction of the memory free after the "
+             "weights and buffers",),
+}
+
 CONCERN = "serving_engine"
 STANDARD = (
     QuantitySpec("weights_per_gpu", "GiB", "weights one GPU holds", concern=CONCERN),
@@ -269,6 +277,12 @@ def _device_memory(b, dev):
 
 # ---------------------------------------------------------------- pricing
 def _price(ctx, b):
+    for other in ("decode_bound", "call_chain"):
+        if ctx.block(other) is not None:
+            ctx.error(f"`use engine` and `use {other}` both define kv_bytes_per_token in plan '{ctx.name}': per GPU "
+                      f"after the TP/PP split here, for one full copy of the model there",
+                      f"price them in two plans, e.g. `plan {ctx.name}_{other} extends {ctx.name} {{ … }}` without "
+                      "`use engine`", span=b.span, code="duplicate")
     eng = b.ref("engine")
     m, dev = ctx.ref("model"), ctx.ref("device")
     a, mo = architecture(m), moe_architecture(m)
@@ -332,8 +346,12 @@ def _price(ctx, b):
                     "KV cache of one token on one GPU: its KV-head share of every layer on the stage",
                     headline=True)
     block_bytes = ctx.define("kv_block_bytes", bs * kv, "MiB", "one KV block: block_size tokens")
-    act_q = ctx.define("activation_reserve", act, "GiB",
-                       "profiled peak of the largest scheduled batch: the larger of the forward, tokens · "
+    act_q = ctx.define("activation_reserve", act, "GiB", references=(
+                           "vLLM model_runner.profile_run: a dummy batch of max_num_batched_tokens tokens in "
+                           "max_num_seqs sequences, sampled",
+                           "vLLM issue #10517 (profiled peak against max_model_len), PR #10511 (the same peak at "
+                           "TP 1 and TP 2)"),
+                       doc="profiled peak of the largest scheduled batch: the larger of the forward, tokens · "
                        "(FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab logits", headline=True)
     rt_q = ctx.define("runtime_overhead", rt, "GiB", "non-PyTorch memory, TP communication buffers, CUDA graphs "
                       "and context charged to the budget", headline=True)
@@ -346,7 +364,8 @@ def _price(ctx, b):
     nominal = _num(ctx, kvmem)
     if not nominal > 0:
         _not_fit(ctx, b, eng, m, dev, tp, budget_at, nominal, wb)
-    budget = ctx.define("kv_budget", expr, "GiB", f"memory for the KV cache on one GPU: {how}", headline=True)
+    budget = ctx.define("kv_budget", expr, "GiB", f"memory for the KV cache on one GPU: {how}", headline=True,
+                        references=REFERENCES[frac_of])
     blocks = ctx.define("kv_blocks", sp.floor(budget / block_bytes), "", "whole KV blocks in the budget",
                         headline=True)
     tokens = ctx.define("kv_tokens", blocks * bs, "token", "tokens the KV cache holds: blocks × block_size",

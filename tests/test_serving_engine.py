@@ -303,3 +303,14 @@ def test_every_preset_field_and_serving_gpu_names_its_source(tmp_path):
             assert cat.nodes[f"{dev}.{fld}"].source, (dev, fld)
     # the totals CUDA reports, as the cited logs print them
     assert qval(cat, "rtx3090.cuda_memory", "GiB") == 23.58 and qval(cat, "rtx_a6000.cuda_memory", "GiB") == 47.54
+
+
+def test_engine_and_decode_bound_in_one_plan_is_a_located_error(write_plan):
+    f = write_plan(HEAD + '''plan p {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token }
+  use decode_bound { batch = 8 seq; context = 2048 token }
+}''')
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and f"{f.name}:6:7: error[duplicate]:" in err and "extends p" in err
+    assert err.count("error[") == 1
