@@ -281,8 +281,8 @@ def _price(ctx, b):
         if ctx.block(other) is not None:
             ctx.error(f"`use engine` and `use {other}` both define kv_bytes_per_token in plan '{ctx.name}': per GPU "
                       f"after the TP/PP split here, for one full copy of the model there",
-                      f"price them in two plans, e.g. `plan {ctx.name}_{other} extends {ctx.name} {{ … }}` without "
-                      "`use engine`", span=b.span, code="duplicate")
+                      f"price them in two plans: move `use {other}` to a plan of its own with the same model and "
+                      "device", span=b.span, code="duplicate")
     eng = b.ref("engine")
     m, dev = ctx.ref("model"), ctx.ref("device")
     a, mo = architecture(m), moe_architecture(m)

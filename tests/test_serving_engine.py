@@ -312,5 +312,5 @@ def test_engine_and_decode_bound_in_one_plan_is_a_located_error(write_plan):
   use decode_bound { batch = 8 seq; context = 2048 token }
 }''')
     code, out, err = run_cli("eval", f)
-    assert code == 1 and f"{f.name}:6:7: error[duplicate]:" in err and "extends p" in err
+    assert code == 1 and f"{f.name}:6:7: error[duplicate]:" in err and "a plan of its own" in err
     assert err.count("error[") == 1
