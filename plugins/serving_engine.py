@@ -20,7 +20,8 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   the LM head split over TP along the vocabulary, padded to a multiple of 64 rows (vLLM
   ``VocabParallelEmbedding`` / ``ParallelLMHead``, ``DEFAULT_VOCAB_PADDING_SIZE = 64``); with
   pp > 1 the first stage holds the embedding and the last the head (a tied head is a copy).
-  Per-layer norm vectors are counted as split (≤ 0.01 % of a block).
+  Per-layer norm vectors are counted as split (≤ 0.01 % of a block), and so are latent
+  attention's small down-projections, which vLLM replicates.
 * **KV per token** = bytes(kv) · ⌈L/pp⌉/L · s · (``kv_cache_width_global`` +
   ``kv_cache_width_local``), the share s = 1/tp of the KV heads when tp ≤ kv_heads, 1/kv_heads
   (one head, replicated) when tp > kv_heads; latent attention (MLA) caches its compressed
@@ -32,7 +33,7 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   A = max(T · bytes(act) · (w_ffn + 3h), S · V · ``sampler_bytes``): the larger of the
   forward's peak — w_ffn the FFN's intermediate width per GPU (``ffn_matrices``·f/tp for a
   dense FFN: the gate-up output and the activation; k·(``ffn_matrices``·f_e/tp + h) for routed
-  experts), 3h the residual, the normed input and the FFN output — and the sampler's pass over
+  experts, plus ``ffn_matrices``·f_e/tp per shared expert), 3h the residual, the normed input and the FFN output — and the sampler's pass over
   the [S × V] logits, which runs after the forward's activations are freed and is not split by
   TP (gathered on the first rank).  On Llama-3.1-8B the forward term is 110,592 B per token:
   vLLM's profiled peak in issue #10517 grows 0.92 GiB from max_model_len 20,000 to 29,000
@@ -254,7 +255,7 @@ def _activation_per_token(a, mo, tp: int, actb):
     h, mats = a["h"], a["mats"]
     dense = mats * a["f"] / tp
     if mo["moe"]:
-        moe = mo["k"] * (mats * mo["fe"] / tp + h)
+        moe = mo["k"] * (mats * mo["fe"] / tp + h) + mo["ks"] * mats * mo["fe"] / tp
         width = sp.Max(dense, moe) if _has_dense(mo) else moe
     else:
         width = dense
