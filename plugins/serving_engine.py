@@ -33,8 +33,8 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   A = max(T · bytes(act) · (w_ffn + 3h), S · V · ``sampler_bytes``): the larger of the
   forward's peak — w_ffn the FFN's intermediate width per GPU (``ffn_matrices``·f/tp for a
   dense FFN: the gate-up output and the activation; k·(``ffn_matrices``·f_e/tp + h) for routed
-  experts, plus ``ffn_matrices``·f_e/tp per shared expert), 3h the residual, the normed input and the FFN output — and the sampler's pass over
-  the [S × V] logits, which runs after the forward's activations are freed and is not split by
+  experts, plus ``ffn_matrices``·f_e/tp per shared expert), 3h the residual, the normed
+  input and the FFN output — and the sampler's pass over the [S × V] logits, which runs after the forward's activations are freed and is not split by
   TP (gathered on the first rank).  On Llama-3.1-8B the forward term is 110,592 B per token:
   vLLM's profiled peak in issue #10517 grows 0.92 GiB from max_model_len 20,000 to 29,000
   (2.07 → 2.99 GiB, 110 KB per token); at 8,192 tokens the sampler term dominates and vLLM
@@ -46,8 +46,8 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
 Budget: ``memory_fraction_of = "total"`` (vLLM, SGLang) KV = u·M − W − A − R (A only when
 ``reserve_activations``); ``"free"`` (TensorRT-LLM) KV = u·(M − W − A − R); M is the device's
 ``memory`` — or its ``cuda_memory`` field, or the block's ``device_memory``: what
-``torch.cuda.mem_get_info`` reports, a little below the nominal capacity.  Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks ·
-block_size, sequences at a context c = blocks / ⌈c / block_size⌉ (with sliding-window layers,
+``torch.cuda.mem_get_info`` reports, a little below the nominal capacity.
+Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks · block_size, sequences at a context c = blocks / ⌈c / block_size⌉ (with sliding-window layers,
 weighted by the global and windowed widths).
 
 A model that does not fit — a budget ≤ 0, tp not dividing the query heads (or neither
@@ -353,7 +353,8 @@ def _price(ctx, b):
                            "vLLM issue #10517 (profiled peak against max_model_len), PR #10511 (the same peak at "
                            "TP 1 and TP 2)"),
                        doc="profiled peak of the largest scheduled batch: the larger of the forward, tokens · "
-                       "(FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab logits", headline=True)
+                       "(FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab logits",
+                       headline=True)
     rt_q = ctx.define("runtime_overhead", rt, "GiB", "non-PyTorch memory, TP communication buffers, CUDA graphs "
                       "and context charged to the budget", headline=True)
     if frac_of == "free":
