@@ -34,8 +34,9 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   forward's peak — w_ffn the FFN's intermediate width per GPU (``ffn_matrices``·f/tp for a
   dense FFN: the gate-up output and the activation; k·(``ffn_matrices``·f_e/tp + h) for routed
   experts, plus ``ffn_matrices``·f_e/tp per shared expert), 3h the residual, the normed
-  input and the FFN output — and the sampler's pass over the [S × V] logits, which runs after the forward's activations are freed and is not split by
-  TP (gathered on the first rank).  On Llama-3.1-8B the forward term is 110,592 B per token:
+  input and the FFN output — and the sampler's pass over the [S × V] logits, which runs
+  after the forward's activations are freed and is not split by TP (gathered on the first
+  rank).  On Llama-3.1-8B the forward term is 110,592 B per token:
   vLLM's profiled peak in issue #10517 grows 0.92 GiB from max_model_len 20,000 to 29,000
   (2.07 → 2.99 GiB, 110 KB per token); at 8,192 tokens the sampler term dominates and vLLM
   logs the same 1.26 GiB peak at TP 1 and TP 2 (PR #10511).
@@ -47,8 +48,9 @@ Budget: ``memory_fraction_of = "total"`` (vLLM, SGLang) KV = u·M − W − A �
 ``reserve_activations``); ``"free"`` (TensorRT-LLM) KV = u·(M − W − A − R); M is the device's
 ``memory`` — or its ``cuda_memory`` field, or the block's ``device_memory``: what
 ``torch.cuda.mem_get_info`` reports, a little below the nominal capacity.
-Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks · block_size, sequences at a context c = blocks / ⌈c / block_size⌉ (with sliding-window layers,
-weighted by the global and windowed widths).
+Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks · block_size, sequences at a
+context c = blocks / ⌈c / block_size⌉ (with sliding-window layers, weighted by the global and
+windowed widths).
 
 A model that does not fit — a budget ≤ 0, tp not dividing the query heads (or neither
 dividing nor a multiple of the KV heads), pp above the layer count — is a located error with
