@@ -273,6 +273,11 @@ def test_worked_case_qwen3_8b():
     # FP8 on an L40S: 0.9 × 48 GB − 8.19 GB of weights − max(2,048 tokens' forward, 256 × V × 40 B) − 0.35 GiB
     A = max(2048 * 2 * (3 * 12288 + 3 * 4096), 256 * 151_936 * 40)
     assert qval(ws, "l40s_fp8.kv_budget") == pytest.approx(0.9 * 48e9 - W / 2 - A - 0.35 * GIB, rel=1e-12)
+    # Qwen3-30B-A3B: 30,532,122,624 parameters (vocabulary 151,936, a multiple of 64), 48 layers
+    # of 4 KV heads × 128; TP 2 halves both
+    assert qval(ws, "moe_h100_tp2.weights_per_gpu") == 30_532_122_624
+    assert qval(ws, "moe_h100_tp1.kv_bytes_per_token") == 48 * 2 * 4 * 128 * 2
+    assert qval(ws, "moe_h100_tp2.kv_bytes_per_token") == 48 * 2 * 2 * 128 * 2
     assert ws["on_4090"].requirements["holds_max_model_len"] is False
     assert ws["h100_sglang"].requirements["holds_max_model_len"] is True
 
