@@ -20,7 +20,8 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   the LM head split over TP along the vocabulary, padded to a multiple of 64 rows (vLLM
   ``VocabParallelEmbedding`` / ``ParallelLMHead``, ``DEFAULT_VOCAB_PADDING_SIZE = 64``); with
   pp > 1 the first stage holds the embedding and the last the head (a tied head is a copy).
-  Per-layer norm vectors are counted as split (≤ 0.01 % of a block).
+  Per-layer norm vectors are counted as split (≤ 0.01 % of a block), and so are latent
+  attention's small down-projections, which vLLM replicates.
 * **KV per token** = bytes(kv) · ⌈L/pp⌉/L · s · (``kv_cache_width_global`` +
   ``kv_cache_width_local``), the share s = 1/tp of the KV heads when tp ≤ kv_heads, 1/kv_heads
   (one head, replicated) when tp > kv_heads; latent attention (MLA) caches its compressed
@@ -32,9 +33,10 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   A = max(T · bytes(act) · (w_ffn + 3h), S · V · ``sampler_bytes``): the larger of the
   forward's peak — w_ffn the FFN's intermediate width per GPU (``ffn_matrices``·f/tp for a
   dense FFN: the gate-up output and the activation; k·(``ffn_matrices``·f_e/tp + h) for routed
-  experts), 3h the residual, the normed input and the FFN output — and the sampler's pass over
-  the [S × V] logits, which runs after the forward's activations are freed and is not split by
-  TP (gathered on the first rank).  On Llama-3.1-8B the forward term is 110,592 B per token:
+  experts, plus ``ffn_matrices``·f_e/tp per shared expert), 3h the residual, the normed
+  input and the FFN output — and the sampler's pass over the [S × V] logits, which runs
+  after the forward's activations are freed and is not split by TP (gathered on the first
+  rank).  On Llama-3.1-8B the forward term is 110,592 B per token:
   vLLM's profiled peak in issue #10517 grows 0.92 GiB from max_model_len 20,000 to 29,000
   (2.07 → 2.99 GiB, 110 KB per token); at 8,192 tokens the sampler term dominates and vLLM
   logs the same 1.26 GiB peak at TP 1 and TP 2 (PR #10511).
@@ -45,9 +47,10 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
 Budget: ``memory_fraction_of = "total"`` (vLLM, SGLang) KV = u·M − W − A − R (A only when
 ``reserve_activations``); ``"free"`` (TensorRT-LLM) KV = u·(M − W − A − R); M is the device's
 ``memory`` — or its ``cuda_memory`` field, or the block's ``device_memory``: what
-``torch.cuda.mem_get_info`` reports, a little below the nominal capacity.  Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks ·
-block_size, sequences at a context c = blocks / ⌈c / block_size⌉ (with sliding-window layers,
-weighted by the global and windowed widths).
+``torch.cuda.mem_get_info`` reports, a little below the nominal capacity.
+Blocks = ⌊KV / (block_size · KV per token)⌋, tokens = blocks · block_size, sequences at a
+context c = blocks / ⌈c / block_size⌉ (with sliding-window layers, weighted by the global and
+windowed widths).
 
 A model that does not fit — a budget ≤ 0, tp not dividing the query heads (or neither
 dividing nor a multiple of the KV heads), pp above the layer count — is a located error with
@@ -150,6 +153,14 @@ ENGINE = UseSpec(
               "max_num_batched_tokens", "max_model_len", "serving_tp", "serving_pp"),
 )
 
+REFERENCES = {
+    "total": ("vLLM vllm/worker/worker.py determine_num_available_blocks: (total × gpu_memory_utilization − "
+              "peak) // block bytes, the peak profiled by model_runner.profile_run",
+              "SGLang model_runner.profile_max_num_token: available − total × (1 − mem_fraction_static)"),
+    "free": ("TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction: the fraction of the memory free after the "
+             "weights and buffers",),
+}
+
 CONCERN = "serving_engine"
 STANDARD = (
     QuantitySpec("weights_per_gpu", "GiB", "weights one GPU holds", concern=CONCERN),
@@ -246,7 +257,7 @@ def _activation_per_token(a, mo, tp: int, actb):
     h, mats = a["h"], a["mats"]
     dense = mats * a["f"] / tp
     if mo["moe"]:
-        moe = mo["k"] * (mats * mo["fe"] / tp + h)
+        moe = mo["k"] * (mats * mo["fe"] / tp + h) + mo["ks"] * mats * mo["fe"] / tp
         width = sp.Max(dense, moe) if _has_dense(mo) else moe
     else:
         width = dense
@@ -269,6 +280,12 @@ def _device_memory(b, dev):
 
 # ---------------------------------------------------------------- pricing
 def _price(ctx, b):
+    for other in ("decode_bound", "call_chain"):
+        if ctx.block(other) is not None:
+            ctx.error(f"`use engine` and `use {other}` both define kv_bytes_per_token in plan '{ctx.name}': per GPU "
+                      f"after the TP/PP split here, for one full copy of the model there",
+                      f"price them in two plans: move `use {other}` to a plan of its own with the same model and "
+                      "device", span=b.span, code="duplicate")
     eng = b.ref("engine")
     m, dev = ctx.ref("model"), ctx.ref("device")
     a, mo = architecture(m), moe_architecture(m)
@@ -332,9 +349,14 @@ def _price(ctx, b):
                     "KV cache of one token on one GPU: its KV-head share of every layer on the stage",
                     headline=True)
     block_bytes = ctx.define("kv_block_bytes", bs * kv, "MiB", "one KV block: block_size tokens")
-    act_q = ctx.define("activation_reserve", act, "GiB",
-                       "profiled peak of the largest scheduled batch: the larger of the forward, tokens · "
-                       "(FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab logits", headline=True)
+    act_q = ctx.define("activation_reserve", act, "GiB", references=(
+                           "vLLM model_runner.profile_run: a dummy batch of max_num_batched_tokens tokens in "
+                           "max_num_seqs sequences, sampled",
+                           "vLLM issue #10517 (profiled peak against max_model_len), PR #10511 (the same peak at "
+                           "TP 1 and TP 2)"),
+                       doc="profiled peak of the largest scheduled batch: the larger of the forward, tokens · "
+                       "(FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab logits",
+                       headline=True)
     rt_q = ctx.define("runtime_overhead", rt, "GiB", "non-PyTorch memory, TP communication buffers, CUDA graphs "
                       "and context charged to the budget", headline=True)
     if frac_of == "free":
@@ -346,7 +368,8 @@ def _price(ctx, b):
     nominal = _num(ctx, kvmem)
     if not nominal > 0:
         _not_fit(ctx, b, eng, m, dev, tp, budget_at, nominal, wb)
-    budget = ctx.define("kv_budget", expr, "GiB", f"memory for the KV cache on one GPU: {how}", headline=True)
+    budget = ctx.define("kv_budget", expr, "GiB", f"memory for the KV cache on one GPU: {how}", headline=True,
+                        references=REFERENCES[frac_of])
     blocks = ctx.define("kv_blocks", sp.floor(budget / block_bytes), "", "whole KV blocks in the budget",
                         headline=True)
     tokens = ctx.define("kv_tokens", blocks * bs, "token", "tokens the KV cache holds: blocks × block_size",

@@ -68,9 +68,11 @@ def test_logged_weights_per_gpu(logs):
     # PR #10511 prints 14.96 GiB at TP 1 and 7.48 GiB at TP 2 (the last digit printed: ±0.005)
     assert qval(logs, "pr10511_llama3_8b_tp1.weights_per_gpu", "GiB") == pytest.approx(14.96, abs=0.005)
     assert qval(logs, "pr10511_llama3_8b_tp2.weights_per_gpu", "GiB") == pytest.approx(7.48, abs=0.005)
-    # issue #10517 prints 14.9888 (GiB): the parameters only (the rotary tables vLLM also
-    # allocates are not weights here), within 0.5 %
-    assert qval(logs, "i10517_llama31_8b_20k.weights_per_gpu", "GiB") == pytest.approx(14.9888, rel=5e-3)
+    # issue #10517 prints 14.9888 (GiB): the parameters plus vLLM's rotary cos/sin table, which is
+    # not a weight here — Llama-3.1's 131,072 positions × 128 × 2 B (to the last printed digit)
+    rotary = 131072 * 128 * 2
+    got = (qval(logs, "i10517_llama31_8b_20k.weights_per_gpu") + rotary) / GIB
+    assert got == pytest.approx(14.9888, abs=5e-5)
 
 
 def test_capacity_falls_with_max_model_len_and_29k_does_not_start(logs):
@@ -271,6 +273,11 @@ def test_worked_case_qwen3_8b():
     # FP8 on an L40S: 0.9 × 48 GB − 8.19 GB of weights − max(2,048 tokens' forward, 256 × V × 40 B) − 0.35 GiB
     A = max(2048 * 2 * (3 * 12288 + 3 * 4096), 256 * 151_936 * 40)
     assert qval(ws, "l40s_fp8.kv_budget") == pytest.approx(0.9 * 48e9 - W / 2 - A - 0.35 * GIB, rel=1e-12)
+    # Qwen3-30B-A3B: 30,532,122,624 parameters (vocabulary 151,936, a multiple of 64), 48 layers
+    # of 4 KV heads × 128; TP 2 halves both
+    assert qval(ws, "moe_h100_tp2.weights_per_gpu") == 30_532_122_624
+    assert qval(ws, "moe_h100_tp1.kv_bytes_per_token") == 48 * 2 * 4 * 128 * 2
+    assert qval(ws, "moe_h100_tp2.kv_bytes_per_token") == 48 * 2 * 2 * 128 * 2
     assert ws["on_4090"].requirements["holds_max_model_len"] is False
     assert ws["h100_sglang"].requirements["holds_max_model_len"] is True
 
@@ -303,3 +310,14 @@ def test_every_preset_field_and_serving_gpu_names_its_source(tmp_path):
             assert cat.nodes[f"{dev}.{fld}"].source, (dev, fld)
     # the totals CUDA reports, as the cited logs print them
     assert qval(cat, "rtx3090.cuda_memory", "GiB") == 23.58 and qval(cat, "rtx_a6000.cuda_memory", "GiB") == 47.54
+
+
+def test_engine_and_decode_bound_in_one_plan_is_a_located_error(write_plan):
+    f = write_plan(HEAD + '''plan p {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token }
+  use decode_bound { batch = 8 seq; context = 2048 token }
+}''')
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and f"{f.name}:6:7: error[duplicate]:" in err and "a plan of its own" in err
+    assert err.count("error[") == 1
