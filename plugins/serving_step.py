@@ -389,6 +389,13 @@ def matmul_efficiency(c, F):
     return c["eta_mm"] * F / (F + c["F_half"])
 
 
+def gemm_time(c, F, n, eta_max):
+    """FLOP time of n equal GEMMs of F FLOPs in all at η(F/n) = η_max·(F/n)/(F/n + F_half):
+    F/(peak·η) = (F + n·F_half)/(peak·η_max) — each GEMM costs F_half more at full efficiency
+    (finite for F = 0)."""
+    return (F + n * c["F_half"]) / (c["peak"] * eta_max)
+
+
 def roofline(c, F, B, o, eta=None):
     """max(F / (peak·η), B / (mem_bw·η_mem)) in s; η = η(F) unless given."""
     e = matmul_efficiency(c, F) if eta is None else eta
@@ -430,29 +437,28 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     out = {}
     # 1. dense matrices: one weight read, 2·T·N FLOPs at η of the mean GEMM
     F = 2 * T * c["dense_params"]
-    Fg = F / c["gemms"]
-    tc, tm = F / (peak * matmul_efficiency(c, Fg)), c["dense_bytes"] / bw
+    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / bw
     out["dense"] = (o.max(tc, tm), tc, tm)
     # 2. routed experts
     if not _is_zero(c["moe_layers"]):
         F = 2 * T * c["k"] * c["expert_params"]
         hit = distinct_experts(c["E"], c["k"], T)
-        Fg = F / (2 * c["moe_layers"])     # two grouped GEMMs per MoE layer (gate/up, down)
-        eta = c["eta_expert"] * Fg / (Fg + c["F_half"])
-        tc, tm = F / (peak * eta), hit * c["expert_bytes"] / bw
+        # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency
+        tc, tm = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"]), hit * c["expert_bytes"] / bw
         out["experts"] = (o.max(tc, tm), tc, tm)
     # 3. LM head: each decode and the last position of each prefill
     ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
     logits = D + (o.min(P, 1) if prefill_seqs is None else prefill_seqs)
     F = c["head_flops"] * logits
-    tc, tm = F / (peak * matmul_efficiency(c, F)), c["head_bytes"] / bw
+    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / bw
     out["lm_head"] = (o.max(tc, tm), tc, tm)
     # 4. attention: the prefill chunk of each of the ns sequences (P/ns tokens, causal inside,
     # full to its prefix of K tokens), then the decodes
     K = prefill_prefix
     pairs = ns * (flops.attention_pairs(K + P / ns) - flops.attention_pairs(K))
     tc = pairs * c["attn_per_pair"] / (peak * c["eta_attn"])
-    tm = (ns * K + 2 * P) * c["kv_bytes_per_token"] / bw     # prefixes + chunks read, chunks written
+    # prefixes (when there is a chunk) and chunks read, chunks written
+    tm = (o.min(P, 1) * ns * K + 2 * P) * c["kv_bytes_per_token"] / bw
     out["prefill_attention"] = (o.max(tc, tm), tc, tm)
     tc = (C + D) * c["attn_per_pair"] / (peak * c["eta_attn"])
     tm = (C + D) * c["kv_bytes_per_token"] / bw               # the context read, one token written
@@ -473,15 +479,22 @@ def step_time(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_pr
     """Seconds of one engine iteration: ``prefill_tokens`` prefilled — ``prefill_seqs``
     sequences of equal chunks (default one), each after ``prefill_prefix`` cached tokens —
     and ``decode_seqs`` sequences decoding one token while reading ``context_tokens`` cached
-    tokens in all.  Vectorised over numpy arrays; sympy
-    expressions give an expression.  See the module docstring for the terms."""
+    tokens in all.  Vectorised over numpy arrays; sympy expressions give an expression.  A step
+    with no tokens (numbers or array elements) takes no time.  See the module docstring for the
+    terms."""
     if o is None:
         o = ops("numpy")
     parts = step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
     total = 0
     for t, _, _ in parts.values():
         total = total + t
-    return total
+    T = prefill_tokens + decode_seqs
+    if isinstance(T, sp.Basic):
+        return total
+    import numpy as np
+    if isinstance(T, np.ndarray) or isinstance(total, np.ndarray):
+        return np.where(np.asarray(T) > 0, total, 0.0)       # an empty step takes no time
+    return total if T > 0 else 0.0
 
 
 def static_batch(c, batch, isl, osl, o=None):

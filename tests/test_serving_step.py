@@ -107,6 +107,23 @@ def test_crossover_batch_by_hand(toy):
     assert c9 < m9 and c11 > m11 and t11 == c11 and t9 == m9
 
 
+def test_small_gemms_lose_efficiency(toy):
+    _, c = toy
+    c2 = dict(c, F_half=100, eta_mm=0.5)
+    # 8 GEMMs (4 per layer) of 9,216/8 = 1,152 FLOP each at η = 0.5·1,152/1,252:
+    # 9,216/(1,000·η) = (9,216 + 8·100)/(1,000·0.5) = 20.032 s
+    dense = st.step_parts(c2, 16, 0, 0, ops("numpy"))["dense"]
+    assert dense[1] == pytest.approx(20.032, rel=1e-12)
+    assert dense[1] == pytest.approx(9216 / (1000 * st.matmul_efficiency(c2, 9216 / 8)), rel=1e-12)
+
+
+def test_an_empty_step_takes_no_time(toy):
+    _, c = toy
+    assert st.step_time(c, 0, 0, 0) == 0
+    t = st.step_time(c, np.array([0.0, 16.0]), np.array([0.0, 0.0]), np.array([0.0, 0.0]))
+    assert t[0] == 0 and t[1] == pytest.approx(51.456, rel=1e-12)
+
+
 def test_kernel_and_host_overhead(toy):
     _, c = toy
     c2 = dict(c, kernel_overhead=0.01, host_overhead=0.5)
