@@ -269,3 +269,16 @@ def test_the_stored_aiconfigurator_rows_are_complete():
     assert {int(r["tp"]) for r in rows} == {1, 2}
     assert all(r["backend"] == "vllm" and r["isl"] == "2048" and r["osl"] == "256" for r in rows)
     assert all(math.isfinite(float(r["aic_ttft_ms"])) for r in rows)
+
+
+def test_decode_bound_and_serving_step_in_one_plan_is_a_located_error():
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_8b; device = h100_sxm
+  use serving_step { }
+  use decode_bound { batch = 8 seq; context = 100 token } }
+""")
+    d = next(d for d in e.value.diagnostics if d.code == "duplicate")
+    assert "decode_step_time" in d.summary and d.span is not None
