@@ -282,3 +282,23 @@ plan p { model = qwen3_8b; device = h100_sxm
 """)
     d = next(d for d in e.value.diagnostics if d.code == "duplicate")
     assert "decode_step_time" in d.summary and d.span is not None
+
+
+def test_tp_and_formats_come_from_use_engine():
+    """With `use engine` (plugins/serving_engine.py, when installed) the step reads its tp and formats."""
+    from dsl.plugin.manager import get_plugins
+    if "engine" not in get_plugins().blocks:
+        pytest.skip("use engine is not installed in this tree")
+    ws = dsl.load("e.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+import "@catalog/engines.plan"
+plan p { model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; tp = 2; max_model_len = 8192 token; weights = "fp8" }
+  use serving_step { link = nvlink4 } }
+""")
+    c = st.step_constants(ws, "p")
+    assert c["tp"] == 2
+    # fp8 weights split over 2 GPUs: 1 B per weight, half of the dense matrices per GPU
+    assert c["dense_bytes"] == pytest.approx(c["dense_params"], rel=1e-12)
+    assert ws.get("p.decode_step_time", "s") == pytest.approx(st.step_time(c, 0, 32, 32 * 2048), rel=1e-9)
