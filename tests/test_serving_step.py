@@ -1,8 +1,8 @@
 """The step time of an engine iteration (plugins/serving_step.py) and `use serving_step`.
 
 Hand computations use a toy decoder whose sizes keep the arithmetic short; the comparison
-points come from NVIDIA AIConfigurator 0.12 (specs/data/serving/aiconfigurator-0.12-qwen3-8b-h100.csv;
-specs/data/serving/aiconfigurator-0.12-README.md states the command and database).
+points come from NVIDIA AIConfigurator 0.12 (specs/data/serving/aiconfigurator-0.12-qwen3-8b-h100.csv,
+its README states the command and database).
 """
 from __future__ import annotations
 
@@ -251,7 +251,7 @@ POINTS = [("static", 1, 1), ("static", 1, 8), ("static", 1, 64), ("static", 2, 8
 def test_within_15_percent_of_aiconfigurator(h100, mode, tp, batch):
     """Source: NVIDIA AIConfigurator 0.12.0, vLLM 0.24.0 database measured on H100 SXM, Qwen3-8B BF16,
     2,048 tokens in / 256 out (`aiconfigurator cli estimate --estimate-mode static|agg`; see
-    specs/data/serving/aiconfigurator-0.12-README.md).  Ours from the catalog's H100 SXM and the generic efficiencies."""
+    specs/data/serving/README.md).  Ours from the catalog's H100 SXM and the generic efficiencies."""
     row = next(r for r in _aic_rows() if (r["mode"], int(r["tp"]), int(r["batch"])) == (mode, tp, batch)
                and r["system"] == "h100_sxm" and r["model"] == "Qwen/Qwen3-8B")
     c = h100[tp]
