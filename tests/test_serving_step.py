@@ -213,9 +213,15 @@ plan two { model = qwen3_8b; device = h100_sxm; use serving_step { tp = 2; link 
     # 8 KV heads over 2 GPUs: half the KV per GPU
     assert c2["kv_bytes_per_token"] == pytest.approx(c1["kv_bytes_per_token"] / 2, rel=1e-12)
     parts = st.step_parts(c2, 0, 8, 8 * 2048, ops("numpy"))
-    # 72 all-reduces of 8 tokens · 4,096 · 2 B = 65,536 B: ring of 2 → a 4 µs launch, 2 steps of
-    # α = 1 µs and 2·(1/2)·65,536 B at 0.8 · 450 GB/s (the generic link values)
-    assert parts["tp_allreduce"][0] == pytest.approx(72 * (4e-6 + 2 * 1e-6 + 65536 / (0.8 * 450e9)), rel=1e-12)
+    # 72 all-reduces (2 per layer) of 8 tokens · 4,096 · 2 B = 65,536 B each
+    one = st.all_reduce_time(2, 65536, c2, ops("numpy"))
+    assert parts["tp_allreduce"][0] == pytest.approx(72 * one, rel=1e-12)
+    # the ring fallback by hand: a 4 µs launch, 2 steps of α = 1 µs and 2·(1/2)·65,536 B at
+    # 0.8 · 450 GB/s (the generic link values)
+    link = {"bandwidth": 450e9, "latency": 1e-6, "launch": 4e-6, "efficiency": 0.8}
+    assert st.ring_all_reduce(2, 65536, link) == pytest.approx(4e-6 + 2e-6 + 65536 / (0.8 * 450e9), rel=1e-12)
+    # 8 GPUs: 14 steps, 2·7/8 of the buffer
+    assert st.ring_all_reduce(8, 65536, link) == pytest.approx(4e-6 + 14e-6 + 1.75 * 65536 / 360e9, rel=1e-12)
     assert ws.get("two.decode_step_time", "s") < ws.get("one.decode_step_time", "s")
 
 
