@@ -67,10 +67,10 @@ link nvlink3 {{ bandwidth = 300 GB/s }}
 
 
 def load_constants(points):
-    """{(model, device): Evaluation plan name} for a workspace holding one plan per pair."""
+    """(workspace, {(model, device): plan name}): one plan per model and device."""
     import dsl
 
-    pairs = sorted({(MODELS_KEY, SYSTEMS[s][0]) for MODELS_KEY, s in points})
+    pairs = sorted({(m, SYSTEMS[s][0]) for m, s in points})
     names = {pr: f"p{i}" for i, pr in enumerate(pairs)}
     text = PLAN.format(plans="\n".join(f"plan {n} {{ model = {m}; device = {d} }}" for (m, d), n in names.items()))
     with tempfile.TemporaryDirectory() as tmp:

@@ -37,23 +37,24 @@ batch grows comes out of the arithmetic, with no switch:
 7. **fixed time**: kernels per step × ``kernel_overhead`` plus a host-side ``host_overhead``.
 
 Weights, KV and heads are split over ``tp`` GPUs (KV heads replicated when tp > n_kv; an MLA
-latent cache is replicated).  Per-token FLOP formulas come from :mod:`plugins.flops` and the KV
+latent cache is replicated).  Sliding-window layers are priced as full-attention layers (an
+upper bound on their KV reads).  Per-token FLOP formulas come from :mod:`plugins.flops` and the KV
 bytes from :mod:`plugins.llmstate`; this module adds no FLOP formula of its own.
 
 Efficiencies are fields of the device (``matmul_efficiency`` η_max, ``matmul_half_flops``
 F_half, ``mem_efficiency`` η_mem); a device without them uses :data:`GENERIC`.  The attention
-efficiency, kernel overhead and host overhead are knobs of ``use serving_step`` (defaults in
-:data:`GENERIC`).
+and expert efficiencies, the kernel overhead and the host overhead are knobs of
+``use serving_step`` (defaults in :data:`GENERIC`).
 
 Sources of the generic values:
 
-* ``mem_efficiency`` 0.9: a streaming copy/triad on an H100 SXM (3.35 TB/s nominal) sustains
-  about 3.0–3.1 TB/s, 0.90–0.92 of the nominal bandwidth (STREAM triad and device-to-device
-  copy timed with CUDA events on an H100 80GB HBM3).
-* ``matmul_efficiency`` 0.8 and ``matmul_half_flops`` 1 GFLOP: large BF16 cuBLAS GEMMs reach
-  0.75–0.85 of the dense tensor peak on Hopper and Ampere; the half-efficiency size puts the
-  curve at 0.8·(1 − 1/7) ≈ 0.69 for a 2,048 × 4,096 × 4,096-token projection (about 7 GFLOP
-  per GEMM at 1 GFLOP half size would be 0.7).  Catalog devices override both.
+* ``mem_efficiency`` 0.9: memory-bound kernels stream at about 0.9 of the nominal HBM bandwidth
+  on Hopper — FlashMLA's decode kernel reaches "up to 3000 GB/s in memory-bound
+  configuration" on an H800 SXM5 (3.35 TB/s nominal HBM3; deepseek-ai/FlashMLA README).
+* ``matmul_efficiency`` 0.8 and ``matmul_half_flops`` 1 GFLOP: a generic curve for BF16
+  GEMMs — large ones at 0.8 of the dense tensor peak, a 2,048-token projection of Qwen3-8B
+  (2·2,048·4,096·4,096 ≈ 69 GFLOP) at 0.8·69/70 ≈ 0.79, a decode GEMM of a few tokens far below
+  (where the weight read bounds it anyway).  A device's own fields replace both.
 * ``attention_efficiency`` 0.37: FlashAttention-2's forward at 2k tokens, head dim 128, on an
   H100 SXM5, about 360 TFLOP/s of 989 (Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608,
   fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)"); FlashAttention-3 reaches
@@ -75,9 +76,10 @@ Sources of the generic values:
   gate_up_proj, act_fn, down_proj); see :func:`kernels_per_step`.
 * ``host_overhead`` 0 s: vLLM V1 and SGLang overlap the scheduler with the GPU (asynchronous
   scheduling); set it for an engine whose step waits for the host.
-* all-reduce latency α 5 µs per ring step when the link states none: NCCL's small-message
-  all-reduce latency inside one NVLink domain is a few microseconds (one ring step each of
-  reduce-scatter and all-gather per peer).
+* TP all-reduces when the link states no ``latency``, ``launch`` or ``efficiency``: 4 µs per
+  call and 1 µs per ring step (2 H100 SXM GPUs all-reduce a small message in about 6 µs with
+  CUDA graphs: NVIDIA/nccl issue 1259), and 0.8 of the link bandwidth (ring all-reduce bus
+  bandwidth 365–370 GB/s of NVLink 4's 450 GB/s on 8 H100 SXM: NVIDIA/nccl issue 1455).
 """
 from __future__ import annotations
 
@@ -101,7 +103,9 @@ GENERIC = {
     "kernels_per_layer": None,       # None: counted from the architecture (kernels_per_step)
     "kernels_per_step": 4,
     "host_overhead": 0.0,
-    "link_latency": 5e-6,
+    "link_latency": 1e-6,
+    "link_launch": 4e-6,
+    "link_efficiency": 0.8,
 }
 
 KNOBS = ("attention_efficiency", "expert_efficiency", "kernel_overhead", "host_overhead")
@@ -115,6 +119,13 @@ REFERENCES = (
     "(decode reads the weights once per step and each sequence's KV)",
     "Agrawal et al. 2024, 'Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve' "
     "(chunked prefill: a prefill chunk and the decodes share one step)",
+    "deepseek-ai/FlashMLA README (memory-bound decode kernel up to 3000 GB/s on H800 SXM5: about 0.9 of HBM)",
+    "linkedin/Liger-Kernel pull request 1294 (fused MoE grouped GEMM at roughly half of the H100 BF16 peak)",
+    "CUDA.jl documentation, 'Graphs' (80 small kernels in 70 µs from a CUDA graph)",
+    "NVIDIA/nccl issues 1259 (about 6 µs for a small all-reduce on 2 H100 SXM) and 1455 (ring all-reduce "
+    "bus bandwidth 365–370 GB/s on 8 H100 SXM)",
+    "vllm-project/vllm vllm/model_executor/models/qwen3.py at 002456df36fc7a63ca4463f335a49d05634ab2ab "
+    "(the kernels of one decoder layer)",
     "NVIDIA AIConfigurator 0.12 (ai-dynamo/aiconfigurator), per-operation step times measured on H100 "
     "SXM with vLLM 0.24.0 — the validation in benchmarks/aiconfigurator_compare.py",
 )
@@ -153,7 +164,7 @@ def _decl_name(ref):
 
 
 # ---------------------------------------------------------------- constants
-def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=None):
+def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=None):
     """The step constants from an architecture and a device (numbers or sympy expressions).
 
     :param a: :func:`plugins.decoder.architecture`; :param m: :func:`plugins.decoder.moe_architecture`.
@@ -161,7 +172,9 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         ``matmul_efficiency``, ``matmul_half_flops``, ``mem_efficiency``.
     :param tp: tensor-parallel degree (a whole number); :param link: dict with ``bandwidth``
         (B/s per direction) and optionally ``latency`` (s), ``efficiency``, ``launch`` for tp > 1.
-    :param weights, kv: formats of the weights read and of the KV cache.
+    :param kv_bytes: KV-cache bytes per token of the whole model (all layers, before the TP
+        split): :func:`plugins.llmstate.kv_bytes_per_token`.
+    :param weights: format of the weights read.
     :param knobs: overrides of :data:`GENERIC` (attention_efficiency, kernel_overhead, …).
     :return: dict in base units (per GPU after the TP split): ``peak``, ``mem_bw``, ``eta_mm``,
         ``F_half``, ``eta_mem``, ``eta_attn``; ``dense_params``/``dense_bytes`` (matrices outside
@@ -178,9 +191,9 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
     if any(isinstance(v, sp.Basic) for v in a.values()):
         # symbolic constants: exact rationals for the generic values (readable explanations)
         k_ = {key: (sp.nsimplify(v) if isinstance(v, float) else v) for key, v in k_.items()}
-    wb, kvb = FORMAT_BYTES[weights], FORMAT_BYTES[kv]
-    if not any(isinstance(v, sp.Basic) for v in a.values()):
-        wb, kvb = (float(x) if isinstance(x, sp.Basic) else x for x in (wb, kvb))
+    wb = FORMAT_BYTES[weights]
+    if not any(isinstance(v, sp.Basic) for v in a.values()) and isinstance(wb, sp.Basic):
+        wb = float(wb)
     moe = m is not None and m.get("moe", False)
     dense_m = m if moe else None
     block = flops.block_matrix_params(a, dense_m)          # a token's matrices, all blocks
@@ -198,7 +211,6 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         expert_all, Lm, dense, E, k = 0, 0, block, 1, 0
     d_qk, d_v = flops.head_widths(a, m)
     per_pair = a["L"] * flops.attention_core(a["nq"], d_qk, d_v, 1)
-    kv_width = a["L"] * _kv_width(a, m)
     mla = m is not None and m.get("mla", False)
     kv_split = 1 if (mla or (isinstance(tp, int) and tp == 1)) else min_(tp, a["nkv"])
     f_active = a["f"] if not moe else (m["k"] + m["ks"]) * m["fe"]
@@ -228,7 +240,7 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         "head_bytes": wb * a["V"] * a["h"] / tp,
         # attention: FLOPs per (query, key) pair over all layers, KV bytes per token, per GPU
         "attn_per_pair": per_pair / tp,
-        "kv_bytes_per_token": kvb * kv_width / kv_split,
+        "kv_bytes_per_token": kv_bytes / kv_split,
         # elementwise traffic per token, all layers: two add+norms (x and residual read and
         # written: 4·h each) and the gated activation (mats·f: inputs read, output written)
         "elementwise_bytes": ACT_BYTES * a["L"] * (2 * 4 * a["h"] + a["mats"] * f_active / tp),
@@ -237,8 +249,8 @@ def constants(a, m, dev, *, tp=1, link=None, weights="bf16", kv="bf16", knobs=No
         "allreduce_bytes_per_token": ACT_BYTES * a["h"],
         "link_bw": (link or {}).get("bandwidth", 0) or 0,
         "link_latency": (link or {}).get("latency", k_["link_latency"]),
-        "link_efficiency": (link or {}).get("efficiency", 1),
-        "link_launch": (link or {}).get("launch", 0),
+        "link_efficiency": (link or {}).get("efficiency", k_["link_efficiency"]),
+        "link_launch": (link or {}).get("launch", k_["link_launch"]),
         "kernels": kernels_per_step(a, m, k_),
         "kernel_overhead": k_["kernel_overhead"],
         "host_overhead": k_["host_overhead"],
@@ -267,14 +279,6 @@ def kernels_per_step(a, m, knobs=None):
     return a["L"] * per + 4 * moe_layers + k_["kernels_per_step"]
 
 
-def _kv_width(a, m):
-    """K/V elements per token per layer: 2·n_kv·d_h, or r_kv + d_r with MLA (the model's
-    ``kv_cache_width``, plugins/decoder.py)."""
-    if m is not None and m.get("mla"):
-        return m["rkv"] + m["dr"]
-    return 2 * a["nkv"] * a["dh"]
-
-
 def _is_zero(x):
     try:
         return float(x) == 0
@@ -299,6 +303,7 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         plan's inputs (``numeric=False``).
     """
     from .decoder import architecture, moe_architecture
+    from .llmstate import kv_bytes_per_token
 
     if hasattr(src, "ref") and hasattr(src, "nominal"):
         ctx = src
@@ -348,7 +353,9 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
     for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", "")):
         if dev.has(f):
             d[f] = conv(dev.q(f, unit))
-    return constants(a, m, d, tp=tp_v, link=link, weights=weights, kv=kv, knobs=kn)
+    kvb = FORMAT_BYTES[kv]
+    kv_bytes = conv(kv_bytes_per_token(model, kvb if isinstance(kvb, sp.Basic) else sp.Integer(kvb)))
+    return constants(a, m, d, kv_bytes=kv_bytes, tp=tp_v, link=link, weights=weights, knobs=kn)
 
 
 def _format(blk, eng, name):
@@ -380,6 +387,13 @@ def _link_fields(view, conv):
 def matmul_efficiency(c, F):
     """η(F) = η_max · F / (F + F_half): the fraction of peak a GEMM of F FLOPs reaches."""
     return c["eta_mm"] * F / (F + c["F_half"])
+
+
+def gemm_time(c, F, n, eta_max):
+    """FLOP time of n equal GEMMs of F FLOPs in all at η(F/n) = η_max·(F/n)/(F/n + F_half):
+    F/(peak·η) = (F + n·F_half)/(peak·η_max) — each GEMM costs F_half more at full efficiency
+    (finite for F = 0)."""
+    return (F + n * c["F_half"]) / (c["peak"] * eta_max)
 
 
 def roofline(c, F, B, o, eta=None):
@@ -423,29 +437,28 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     out = {}
     # 1. dense matrices: one weight read, 2·T·N FLOPs at η of the mean GEMM
     F = 2 * T * c["dense_params"]
-    Fg = F / c["gemms"]
-    tc, tm = F / (peak * matmul_efficiency(c, Fg)), c["dense_bytes"] / bw
+    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / bw
     out["dense"] = (o.max(tc, tm), tc, tm)
     # 2. routed experts
     if not _is_zero(c["moe_layers"]):
         F = 2 * T * c["k"] * c["expert_params"]
         hit = distinct_experts(c["E"], c["k"], T)
-        Fg = F / (2 * c["moe_layers"])     # two grouped GEMMs per MoE layer (gate/up, down)
-        eta = c["eta_expert"] * Fg / (Fg + c["F_half"])
-        tc, tm = F / (peak * eta), hit * c["expert_bytes"] / bw
+        # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency
+        tc, tm = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"]), hit * c["expert_bytes"] / bw
         out["experts"] = (o.max(tc, tm), tc, tm)
     # 3. LM head: each decode and the last position of each prefill
     ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
     logits = D + (o.min(P, 1) if prefill_seqs is None else prefill_seqs)
     F = c["head_flops"] * logits
-    tc, tm = F / (peak * matmul_efficiency(c, F)), c["head_bytes"] / bw
+    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / bw
     out["lm_head"] = (o.max(tc, tm), tc, tm)
     # 4. attention: the prefill chunk of each of the ns sequences (P/ns tokens, causal inside,
     # full to its prefix of K tokens), then the decodes
     K = prefill_prefix
     pairs = ns * (flops.attention_pairs(K + P / ns) - flops.attention_pairs(K))
     tc = pairs * c["attn_per_pair"] / (peak * c["eta_attn"])
-    tm = (ns * K + 2 * P) * c["kv_bytes_per_token"] / bw     # prefixes + chunks read, chunks written
+    # prefixes (when there is a chunk) and chunks read, chunks written
+    tm = (o.min(P, 1) * ns * K + 2 * P) * c["kv_bytes_per_token"] / bw
     out["prefill_attention"] = (o.max(tc, tm), tc, tm)
     tc = (C + D) * c["attn_per_pair"] / (peak * c["eta_attn"])
     tm = (C + D) * c["kv_bytes_per_token"] / bw               # the context read, one token written
@@ -466,15 +479,22 @@ def step_time(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_pr
     """Seconds of one engine iteration: ``prefill_tokens`` prefilled — ``prefill_seqs``
     sequences of equal chunks (default one), each after ``prefill_prefix`` cached tokens —
     and ``decode_seqs`` sequences decoding one token while reading ``context_tokens`` cached
-    tokens in all.  Vectorised over numpy arrays; sympy
-    expressions give an expression.  See the module docstring for the terms."""
+    tokens in all.  Vectorised over numpy arrays; sympy expressions give an expression.  A step
+    with no tokens (numbers or array elements) takes no time.  See the module docstring for the
+    terms."""
     if o is None:
         o = ops("numpy")
     parts = step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
     total = 0
     for t, _, _ in parts.values():
         total = total + t
-    return total
+    T = prefill_tokens + decode_seqs
+    if isinstance(T, sp.Basic):
+        return total
+    import numpy as np
+    if isinstance(T, np.ndarray) or isinstance(total, np.ndarray):
+        return np.where(np.asarray(T) > 0, total, 0.0)       # an empty step takes no time
+    return total if T > 0 else 0.0
 
 
 def static_batch(c, batch, isl, osl, o=None):

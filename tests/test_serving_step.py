@@ -107,6 +107,23 @@ def test_crossover_batch_by_hand(toy):
     assert c9 < m9 and c11 > m11 and t11 == c11 and t9 == m9
 
 
+def test_small_gemms_lose_efficiency(toy):
+    _, c = toy
+    c2 = dict(c, F_half=100, eta_mm=0.5)
+    # 8 GEMMs (4 per layer) of 9,216/8 = 1,152 FLOP each at η = 0.5·1,152/1,252:
+    # 9,216/(1,000·η) = (9,216 + 8·100)/(1,000·0.5) = 20.032 s
+    dense = st.step_parts(c2, 16, 0, 0, ops("numpy"))["dense"]
+    assert dense[1] == pytest.approx(20.032, rel=1e-12)
+    assert dense[1] == pytest.approx(9216 / (1000 * st.matmul_efficiency(c2, 9216 / 8)), rel=1e-12)
+
+
+def test_an_empty_step_takes_no_time(toy):
+    _, c = toy
+    assert st.step_time(c, 0, 0, 0) == 0
+    t = st.step_time(c, np.array([0.0, 16.0]), np.array([0.0, 0.0]), np.array([0.0, 0.0]))
+    assert t[0] == 0 and t[1] == pytest.approx(51.456, rel=1e-12)
+
+
 def test_kernel_and_host_overhead(toy):
     _, c = toy
     c2 = dict(c, kernel_overhead=0.01, host_overhead=0.5)
@@ -196,9 +213,15 @@ plan two { model = qwen3_8b; device = h100_sxm; use serving_step { tp = 2; link 
     # 8 KV heads over 2 GPUs: half the KV per GPU
     assert c2["kv_bytes_per_token"] == pytest.approx(c1["kv_bytes_per_token"] / 2, rel=1e-12)
     parts = st.step_parts(c2, 0, 8, 8 * 2048, ops("numpy"))
-    # 72 all-reduces of 8 tokens · 4,096 · 2 B = 65,536 B: ring of 2 → 2 steps of α = 5 µs and
-    # 65,536 B at 450 GB/s
-    assert parts["tp_allreduce"][0] == pytest.approx(72 * (2 * 5e-6 + 65536 / 450e9), rel=1e-12)
+    # 72 all-reduces (2 per layer) of 8 tokens · 4,096 · 2 B = 65,536 B each
+    one = st.all_reduce_time(2, 65536, c2, ops("numpy"))
+    assert parts["tp_allreduce"][0] == pytest.approx(72 * one, rel=1e-12)
+    # the ring fallback by hand: a 4 µs launch, 2 steps of α = 1 µs and 2·(1/2)·65,536 B at
+    # 0.8 · 450 GB/s (the generic link values)
+    link = {"bandwidth": 450e9, "latency": 1e-6, "launch": 4e-6, "efficiency": 0.8}
+    assert st.ring_all_reduce(2, 65536, link) == pytest.approx(4e-6 + 2e-6 + 65536 / (0.8 * 450e9), rel=1e-12)
+    # 8 GPUs: 14 steps, 2·7/8 of the buffer
+    assert st.ring_all_reduce(8, 65536, link) == pytest.approx(4e-6 + 14e-6 + 1.75 * 65536 / 360e9, rel=1e-12)
     assert ws.get("two.decode_step_time", "s") < ws.get("one.decode_step_time", "s")
 
 
@@ -252,3 +275,36 @@ def test_the_stored_aiconfigurator_rows_are_complete():
     assert {int(r["tp"]) for r in rows} == {1, 2}
     assert all(r["backend"] == "vllm" and r["isl"] == "2048" and r["osl"] == "256" for r in rows)
     assert all(math.isfinite(float(r["aic_ttft_ms"])) for r in rows)
+
+
+def test_decode_bound_and_serving_step_in_one_plan_is_a_located_error():
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_8b; device = h100_sxm
+  use serving_step { }
+  use decode_bound { batch = 8 seq; context = 100 token } }
+""")
+    d = next(d for d in e.value.diagnostics if d.code == "duplicate")
+    assert "decode_step_time" in d.summary and d.span is not None
+
+
+def test_tp_and_formats_come_from_use_engine():
+    """With `use engine` (plugins/serving_engine.py, when installed) the step reads its tp and formats."""
+    from dsl.plugin.manager import get_plugins
+    if "engine" not in get_plugins().blocks:
+        pytest.skip("use engine is not installed in this tree")
+    ws = dsl.load("e.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+import "@catalog/engines.plan"
+plan p { model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; tp = 2; max_model_len = 8192 token; weights = "fp8" }
+  use serving_step { link = nvlink4 } }
+""")
+    c = st.step_constants(ws, "p")
+    assert c["tp"] == 2
+    # fp8 weights split over 2 GPUs: 1 B per weight, half of the dense matrices per GPU
+    assert c["dense_bytes"] == pytest.approx(c["dense_params"], rel=1e-12)
+    assert ws.get("p.decode_step_time", "s") == pytest.approx(st.step_time(c, 0, 32, 32 * 2048), rel=1e-9)
