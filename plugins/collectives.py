@@ -25,13 +25,14 @@ Communication Operations in MPICH", IJHPCA 19(1), §4: ring / pairwise-exchange 
 Patarasuk & Yuan 2009 for the bandwidth-optimal ring all-reduce; Sanders, Speck & Träff 2009,
 "Two-tree algorithms for full bandwidth broadcast, reduction and scan", and NCCL 2.4's double
 binary trees for the tree; NVIDIA NCCL ``src/graph/tuning.cc`` ``ncclTopoTuneModel`` for the
-step counts, the tree's 2·S bytes per rank (bus-to-algorithm ratio ½) and the NVLS latency):
+step counts, the tree's 2·S bytes per rank (bus-to-algorithm ratio ½) and its 0.92 bandwidth
+factor, and the NVLS latency):
 
 ====================  ==========  =====================================================
 op                    algorithm   time
 ====================  ==========  =====================================================
 all_reduce            ring        λ + 2(k−1)·α + 2(k−1)/k · S/B_e
-all_reduce            tree        λ + 2⌈log₂k⌉·α + 2·S/B_e
+all_reduce            tree        λ + 2⌈log₂k⌉·α + 2·S/(0.92·B_e)
 all_reduce            nvls        Λ + S/(B·η_nvls)      (only where the link has ``nvls``)
 reduce_scatter,       ring        λ + (k−1)·α + (k−1)/k · S/B_e
 all_gather
@@ -51,7 +52,8 @@ hosts, ``intra`` the GPU's own link, ``inter`` the NIC *as one GPU's share of th
 hosts (2(k_inter−1) of its steps pay the NIC's α, the others the link's; it runs at the
 narrowest cut min(B_e,intra, k_intra·B_e,inter), NCCL ``tuning.cc``), NCCL's tree (a chain in
 each host, a double binary tree across hosts: 2((k_intra−1)·α_intra + ⌈log₂k_inter⌉·α_inter),
-2·S through each chain and 2·S — S with two hosts — through a host's NICs) and
+2·S through each chain and 2·S — S with two hosts — through a host's NICs, at 0.92 of the
+bandwidth) and
 :func:`hierarchical_time` (intra-host reduce-scatter, inter-host all-reduce of S/k_intra
 over the NICs, intra-host all-gather).
 """
@@ -69,6 +71,9 @@ _ONE_LINK = {"all_reduce": ("ring", "tree", "nvls"), "reduce_scatter": ("ring",)
              "all_to_all": ("direct",), "send": ("direct",)}
 _SPANNING = {"all_reduce": ("ring", "tree", "hierarchical"), "reduce_scatter": ("ring", "hierarchical"),
              "all_gather": ("ring", "hierarchical"), "all_to_all": ("direct",), "send": ("direct",)}
+# NCCL's tuner scales the tree all-reduce's bandwidth by 0.92 (src/graph/tuning.cc,
+# ncclTopoTuneModel: "if (a == NCCL_ALGO_TREE && coll == ncclFuncAllReduce) busBw = min(busBw*.92, …)")
+TREE_EFFICIENCY = 0.92
 # nccl-tests bus-bandwidth factors (doc/PERFORMANCE.md "Summary"; sendrecv.cu: factor 1)
 _BUS = {"all_reduce": lambda k: 2 * (k - 1) / k, "reduce_scatter": lambda k: (k - 1) / k,
         "all_gather": lambda k: (k - 1) / k, "all_to_all": lambda k: (k - 1) / k, "send": lambda k: 1}
@@ -143,7 +148,7 @@ def candidates(op: str, k, size, link: dict, o) -> dict:
     out = {}
     if op == "all_reduce":
         out["ring"] = lam + 2 * (k - 1) * a + 2 * (k - 1) / k * S / B
-        out["tree"] = lam + 2 * _log2_ceil(k) * a + 2 * S / B
+        out["tree"] = lam + 2 * _log2_ceil(k) * a + 2 * S / (B * TREE_EFFICIENCY)
         if _get(link, "nvls"):
             out["nvls"] = _get(link, "nvls_latency") + S / (link["bandwidth"] * _get(link, "nvls_efficiency"))
     elif op in ("reduce_scatter", "all_gather"):
@@ -216,7 +221,7 @@ def spanning_candidates(op: str, k_intra, k_inter, size, intra: dict, inter: dic
     if op == "all_reduce":
         chain = o.where(k_intra > 1, 2 * S / Bi, 0 * S)
         net = o.where(k_inter > 2, 2 * S, S) / (k_intra * Bn)
-        out["tree"] = lam + 2 * ((k_intra - 1) * ai + _log2_ceil(k_inter) * an) + o.max(chain, net)
+        out["tree"] = lam + 2 * ((k_intra - 1) * ai + _log2_ceil(k_inter) * an) + o.max(chain, net) / TREE_EFFICIENCY
     if op in ("all_reduce", "reduce_scatter", "all_gather"):
         out["hierarchical"] = hierarchical_time(op, k_intra, k_inter, S, intra, inter, o)
     if op == "all_to_all":
