@@ -288,6 +288,23 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
     return K, mo["moe"]
 
 
+def _link_constants(link_ref, nic_ref) -> dict:
+    """The collective fields (``latency``, ``launch``, ``efficiency``, ``nvls`` …) of the link
+    and of the NIC (default: the link) as the ``K`` keys of :func:`plugins.layout_model.link_dicts`;
+    the step reads them in roofline mode only."""
+    from .collectives import link_fields
+    out = {}
+    for prefix, ref in (("link", link_ref), ("nic", nic_ref if nic_ref is not None else link_ref)):
+        if ref is None:
+            continue
+        f = link_fields(ref)
+        out[prefix + "_nvls"] = f["nvls"]
+        for key, suffix in lm.LINK_KEYS:
+            if key in f:
+                out[prefix + suffix] = f[key]
+    return out
+
+
 def _offload_knobs(ctx, kn, K, X, link):
     """`offload = "optimizer"` (ZeRO-Offload): the host link and host bandwidth into ``K``."""
     X["off"] = int(kn.value("offload") == "optimizer")
@@ -367,6 +384,7 @@ def plan_quantities_price(ctx):
     link = link_ref.q("bandwidth", "B/s", positive=True) if link_ref is not None else None
     nic = nic_ref.q("bandwidth", "B/s", positive=True) if nic_ref is not None else None
     K, moe = symbolic_constants(ctx, kn, link, nic)
+    K.update(_link_constants(link_ref, nic_ref))        # collectives in roofline mode
     t, p, c, e, v = (int(kn.value(k)) for k in ("tp", "pp", "cp", "ep", "virtual"))
     gpus = ctx.param("gpus")
     explicit_dp = kn.value("dp") is not None

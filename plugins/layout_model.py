@@ -12,6 +12,7 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
+from . import collectives as coll
 from . import flops
 
 # Terms of the step time, in the order the explanation lists them.
@@ -159,6 +160,39 @@ def group_bandwidth(k, stride, K, o):
     return o.where(spans, cross, K["link"]), spans
 
 
+# link-dict key of plugins.collectives -> suffix of its K key (K["link_alpha"], K["nic_eff"] …)
+LINK_KEYS = (("latency", "_alpha"), ("launch", "_launch"), ("efficiency", "_eff"), ("nvls_efficiency", "_nvls_eff"),
+             ("nvls_latency", "_nvls_lat"))
+
+
+def link_dicts(K: dict):
+    """Roofline mode: the GPU's ``link`` and one GPU's share of its host's NICs
+    (nics·nic / gpus_per_host) as link dicts of :mod:`plugins.collectives`, from the ``K`` keys
+    ``link_alpha``/``nic_alpha`` (α, s), ``*_launch`` (s), ``*_eff``, ``*_nvls`` (bool),
+    ``*_nvls_eff``, ``*_nvls_lat`` (s); absent keys take the collectives' defaults."""
+    def one(prefix, bw):
+        d = {"bandwidth": bw, "nvls": bool(K.get(prefix + "_nvls", False))}
+        for key, suffix in LINK_KEYS:
+            if K.get(prefix + suffix) is not None:
+                d[key] = K[prefix + suffix]
+        return d
+    return one("link", K["link"]), one("nic", K["nics"] * K["nic"] / K["gph"])
+
+
+def comm_time(op, k, stride, size, K, o):
+    """Roofline mode: time (s) of one ``op`` (:data:`plugins.collectives.OPS`) of ``size``
+    bytes (nccl-tests convention) in a group of k GPUs ``stride`` ranks apart, placed as
+    :func:`group_bandwidth` places it: on one host the GPU's link (the fastest of ring, tree,
+    NVLS), across hosts :func:`plugins.collectives.spanning_time` (the fastest of the flat
+    ring over the host cut, NCCL's tree and the hierarchical form) with the members of one
+    host as ``k_intra``."""
+    intra, inter = link_dicts(K)
+    per_host = o.max(1, o.min(k, K["gph"] / stride))
+    local = coll.collective_time(op, k, size, intra, o)
+    across = coll.spanning_time(op, per_host, k / per_host, size, intra, inter, o)
+    return o.where(k > per_host, across, local)
+
+
 def attention_per_token(K: dict):
     """Attention-core forward FLOPs per token, all layers (:mod:`plugins.flops`):
     2·n_q·(d_h + d_v)·(query–key pairs per token summed over the layers), d_v = ``K["dv"]``
@@ -209,11 +243,20 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     tp_bw, tp_spans = group_bandwidth(t, 1, K, o)
     act = b * s_loc * h * ACT_BYTES
     n_tp = o.where(r == 2, 6, 4) * (L / p) * m
-    tp = n_tp * o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
+    roof = K.get("mode", "mfu") == "roofline"             # collectives from plugins.collectives
+    if roof:
+        tp_call = o.where(sp_on == 1, comm_time("reduce_scatter", t, 1, act, K, o)
+                          + comm_time("all_gather", t, 1, act, K, o), comm_time("all_reduce", t, 1, act, K, o))
+        tp = n_tp * tp_call
+    else:
+        tp = n_tp * o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
     # ---- CP: K and V of the local chunk go round the ring forward; backward again plus dK, dV
     cp_bw, _ = group_bandwidth(c, t, K, o)
     kv_bytes = 2 * b * s_loc * kv * dh * ACT_BYTES
-    cp = 3 * (L / p) * m * o.where(c > 1, (c - 1) * (kv_bytes / cp_bw + K["latency"]), 0 * act)
+    if roof:
+        cp = 3 * (L / p) * m * (c - 1) * comm_time("send", c, t, kv_bytes, K, o)
+    else:
+        cp = 3 * (L / p) * m * o.where(c > 1, (c - 1) * (kv_bytes / cp_bw + K["latency"]), 0 * act)
     # ---- MoE: routing imbalance, expert TP, and the dispatch/combine all-to-all
     et = X.get("et", t)                                    # expert-TP degree (Megatron's ETP; default tp)
     imb = K.get("imb", 1)                                  # most loaded EP rank's dispatches / the mean
@@ -222,14 +265,21 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
         imbalance = (imb - 1) * K.get("exp_tok", 0) * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
         ep_bw, _ = group_bandwidth(e, t * c, K, o)
         # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks
-        a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
+        if roof:   # the most loaded rank sends imb × the mean all-to-all buffer
+            a2a = comm_time("all_to_all", e, t * c, imb * act * K["topk"], K, o)
+        else:
+            a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
         ep = 4 * (K["L_moe"] / p) * m * o.where(e > 1, a2a, 0 * act)
         # expert TP other than tp: the MoE layers' MLP all-reduces run in the expert-TP group
         # on the dispatched tokens instead of the TP group
         etp_bw, _ = group_bandwidth(et, 1, K, o)
         n_mlp = o.where(r == 2, 3, 2) * (K["L_moe"] / p) * m
-        et_ring = o.where(et > 1, ring_time(et, act * K["topk"], etp_bw, K["latency"], 2), 0 * act)
-        tp_ring = o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
+        if roof:
+            et_ring = comm_time("all_reduce", et, 1, act * K["topk"], K, o)
+            tp_ring = tp_call
+        else:
+            et_ring = o.where(et > 1, ring_time(et, act * K["topk"], etp_bw, K["latency"], 2), 0 * act)
+            tp_ring = o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
         etp_extra = o.where(et == t, 0 * act, n_mlp * (et_ring - tp_ring))
     else:
         imbalance = 0 * act
@@ -240,7 +290,8 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     # ---- PP: boundary sends (point-to-point) on the critical path of the schedule
     pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
     pp_bytes = act / o.where(sp_on == 1, t, 1)
-    pp = o.where(p > 1, pp_crossings(p, v, m, o) * (pp_bytes / pp_bw + K["latency"]), 0 * act)
+    pp_msg = comm_time("send", p, t * c * d, pp_bytes, K, o) if roof else pp_bytes / pp_bw + K["latency"]
+    pp = o.where(p > 1, pp_crossings(p, v, m, o) * pp_msg, 0 * act)
     # ---- DP / ZeRO over d (book §10.3.3, plugins/zero.py); model-parallel shard first
     # dense parameters are split by tp·pp and data-parallel over d; routed experts by
     # ep·etp·pp and data-parallel over the expert-data-parallel group d·tp·cp/(ep·etp)
@@ -259,6 +310,15 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     if moe:
         vol = vol + _vol(K["bytes_W"] * P_exp, K["bytes_G"] * P_exp, (d_exp - 1) / d_exp)
     dp_bw, dp_spans = group_bandwidth(d, t * c, K, o)
+    if roof:
+        # the bus bandwidth the DP collectives reach (vol counts bus bytes, so vol / busbw is
+        # their time): one call per layer of the stage (FSDP units; DDP / Megatron buckets),
+        # an all-reduce of the gradient shard under ZeRO-0, a reduce-scatter otherwise
+        g_call = K["bytes_G"] * P_mp / (L / p)
+        dp_ops = ("all_reduce", "reduce_scatter")
+        dp_t = [o.where(d > 1, comm_time(op, d, t * c, g_call, K, o), 1 + 0 * g_call) for op in dp_ops]
+        bus = [coll.bus_bandwidth(op, d, g_call, x) for op, x in zip(dp_ops, dp_t)]
+        dp_bw = o.where((d > 1) & (g_call > 0), o.where(z == 0, bus[0], bus[1]), dp_bw)
     dp_time = vol / dp_bw
     emb = K["N_emb"] / t / P_mp                             # embedding share of the shard
     head = o.where(z >= 1, frac * W * emb / dp_bw, 0 * W)   # first AllGather (embedding)
@@ -298,7 +358,7 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
                memory=persistent + activation, tp_bw=tp_bw, tp_spans=tp_spans, dp_bw=dp_bw,
                dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
-               activation_per_layer=per_layer, logits=logits, pp_message=pp_bytes / pp_bw + K["latency"],
+               activation_per_layer=per_layer, logits=logits, pp_message=pp_msg,
                pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"])
     return out
 

@@ -159,6 +159,15 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "input": val(f"{plan}.input_wait"),
          "transient": val(f"{plan}.transient_memory") if has(f"{plan}.transient_memory") else 0.0}
     K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
+    # collective fields of the link and the NIC (roofline mode, plugins.collectives)
+    from plugins.layout_model import LINK_KEYS
+    for prefix, ref in (("link", link), ("nic", nic_ref.name if nic_ref is not None else link)):
+        if ref is None:
+            continue
+        K[prefix + "_nvls"] = bool(ws.python_value(f"{ref}.nvls")) if f"{ref}.nvls" in ws.nodes else False
+        for key, suffix in LINK_KEYS:
+            if has(f"{ref}.{key}"):
+                K[prefix + suffix] = val(f"{ref}.{key}")
     # sliding-window layers and encoders: the same pair count as the plan (plugins.decoder)
     window = val(f"{model}.sliding_window") if has(f"{model}.sliding_window") else None
     bidir = f"{model}.attention" in ws.nodes and ws.python_value(f"{model}.attention") == "bidirectional"
