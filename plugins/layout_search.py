@@ -28,6 +28,7 @@ KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro
               "z": "zero", "r": "recompute", "sp": "sequence_parallel", "off": "offload"}
 OFFLOAD = ("none", "optimizer")
 GRID_ORDER = ("t", "p", "c", "e", "v", "b", "z", "r", "sp", "off")
+MEMORY_REASON = "memory per GPU exceeds the usable memory"   # usable: capped at the device memory
 
 
 class SearchError(Exception):
@@ -208,6 +209,9 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
             "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
+            # what a GPU can hold: the usable memory, never more than the device's own memory
+            "capacity": min(val(f"{plan}.usable_memory"),
+                            val(f"{dev}.memory") if has(f"{dev}.memory") else float("inf")),
             "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,
             "steps": float(sp.ceiling(sp.Rational(ws.value(f"{wl}.tokens")) /
                                       (sp.Rational(ws.value(f"{wl}.seq_len")) *
@@ -334,7 +338,11 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
             rv = np.broadcast_to(np.asarray(rhs(K, Xf), dtype=float), fail.shape)
             ok = {"==": np.abs(lv - rv) <= 1e-9 * np.maximum(1, np.abs(rv)), "<=": lv <= rv}[op]
             fail = np.where((fail < 0) & ~ok, i, fail)
-        fail = np.where((fail < 0) & (out["memory"] > meta["usable"]), len(R), fail)
+        # a layout fits only when its memory is a number no larger than the usable memory and the
+        # device's capacity (a NaN or a usable budget stated above the device never passes)
+        limit = meta.get("capacity", meta["usable"])
+        fits = np.asarray(out["memory"], dtype=float) <= limit
+        fail = np.where((fail < 0) & ~fits, len(R), fail)
     cols = {k: np.broadcast_to(np.asarray(v, dtype=float), fail.shape).copy()
             for k, v in out.items() if k in lm.TERMS or k in ("step", "memory", "persistent", "activation", "m")}
     cols["fail"] = fail
@@ -411,7 +419,7 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
         raise SearchError(f"unknown engine '{engine}' (valid: local, dask)")
     R = lm.rules(meta["moe"], meta["cross_host_tp"])
     names = [r[0] for r in R] + ["fits_memory"]
-    reasons = np.array([r[1] for r in R] + ["memory per GPU exceeds the usable memory"] + [""], dtype=object)
+    reasons = np.array([r[1] for r in R] + [MEMORY_REASON] + [""], dtype=object)
     res = SearchResult(plan, meta=meta)
     c = res.columns
     c.update(X)
@@ -670,7 +678,7 @@ def _diagnosis_lines(res: SearchResult) -> list:
         return []
     from plugins.layout_model import rules
     reason = {r[0]: r[1] for r in rules(res.meta["moe"], res.meta["cross_host_tp"])}.get(
-        d["most_common"], "memory per GPU exceeds the usable memory")
+        d["most_common"], MEMORY_REASON)
     lines = [f"  why: most candidates ({d['rejected_by_it']} of {d['candidates']}) break {d['most_common']} "
              f"({reason})"]
     B = int(res.meta["global_batch"])
