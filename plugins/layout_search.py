@@ -604,7 +604,8 @@ def table(res: SearchResult, top: int = 10):
         rows.append((_short(r), round(r["step_s"], 3), round(r["memory_gib"], 2),
                      round(r["finish_day"], 2) if r["finish_day"] is not None else "", r["binding"],
                      "yes" if int(i) in res.pareto else ""))
-    notes = [f"{len(res)} candidates, {int(idx.size)} valid; activations: {res.meta['activations']}"]
+    notes = [f"{len(res)} candidates, {int(idx.size)} valid; activations: {res.meta['activations']}"
+             + ("; compute: efficiency = roofline" if res.meta.get("efficiency") == "roofline" else "")]
     notes += [f"{e['label']} ({_short(e['layout'])}) loses by {e['step_delta_s']:.3g} s: {e['reason']}"
               for e in res.explanations]
     notes += [f"rejected by {k}: {n}" for k, n in res.meta["rejections"].items()]
