@@ -327,7 +327,9 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
         K["mfu"] = ctx.param("mfu")
     else:
         K.update(device_curve(dev))
-        K.update(lm.shape_constants(a, mo, attention_params(a, mo, matrices_only=True)))
+        # no shared experts: a structural zero, so that the layer table has no empty GEMM
+        mo_s = dict(mo, ks=sp.Integer(0)) if mo["moe"] and ctx.nominal(mo["ks"]) == 0 else mo
+        K.update(lm.shape_constants(a, mo_s, attention_params(a, mo, matrices_only=True)))
     if mem is not None:
         for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"),
                          ("bytes_O", "optimizer")):

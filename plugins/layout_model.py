@@ -201,7 +201,9 @@ def gemm_time(M, N, Kd, K, o, e=2, nbytes=None):
     ``nbytes`` is given (a fused kernel that keeps its intermediate on chip)."""
     F = 2 * M * N * Kd
     b = e * (M * Kd + Kd * N + M * N) if nbytes is None else nbytes
-    return o.max(F / (K["peak"] * eta_matmul(F, K)), b / (K["mem_bw"] * K["eta_mem"]))
+    # F / (peak·η(F)) written as (F + F_half) / (peak·η_max): the same for F > 0, finite at F = 0
+    # (numpy would give 0/0, sympy cancels F — both paths must agree)
+    return o.max((F + K["F_half"]) / (K["peak"] * K["eta_mm"]), b / (K["mem_bw"] * K["eta_mem"]))
 
 
 def stream_time(nbytes, K):

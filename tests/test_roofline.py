@@ -220,3 +220,27 @@ def test_mt_nlg_roofline_best_evaluates_to_its_search_row(tmp_path, mtnlg):
     assert qval(ev, "published_roofline_best.step_time", "s") == pytest.approx(row["step_s"], rel=1e-9)
     assert qval(ev, "published_roofline_best.memory_per_gpu", "GiB") == pytest.approx(row["memory_gib"], rel=1e-9)
     assert ev.requirement("published_roofline_best", "fits_memory")["ok"]
+
+
+MOE = """
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq }
+plan p {
+  model = %s; workload = w; device = h100_sxm; gpus = 16; gpus_per_host = 8
+  use memory { usable = 80 GB }
+  use layout { ep = 8; zero = 1; link = nvlink4; nic = nic_400g; nics_per_host = 8; routing_imbalance = 1.5 }
+}
+"""
+
+
+@pytest.mark.parametrize("model", ["qwen3_30b_a3b", "deepseek_v3"])
+def test_moe_roofline_searches_to_its_plan_value(write_plan, model):
+    """MoE (routed experts with their token counts, the imbalance on their time) and MLA
+    (DeepSeek-V3's projections folded into one GEMM of the same FLOPs), sympy vs numpy."""
+    ws = dsl.load(write_plan(MOE % model))
+    res = search.run(ws, "p")
+    assert res.meta["efficiency"] == "roofline"
+    assert res.columns["step"][0] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
+    assert res.columns["imbalance"][0] == pytest.approx(qval(ws, "p.imbalance_time", "s"), rel=1e-9)
+    assert res.columns["imbalance"][0] > 0
