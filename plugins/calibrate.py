@@ -330,10 +330,15 @@ def gpt_constants(run: Run, hw: dict, mode: str = "mfu") -> tuple[dict, dict]:
          "link": hw["link"], "nic": hw["nic"], "nics": hw["nics"], "latency": hw["latency"], "overlap": 0.0,
          "input": 0.0, "prefetch": int(run.dp_overlap), "act_bytes": 2, "flash": 0, "dropout": 1, "logits": 1,
          "exp_tok": 0, "imb": 1, "transient": 0.0, "bytes_W": 2.0, "bytes_G": 2.0, "bytes_M": 4.0, "bytes_O": 8.0,
-         "mode": mode}
+         "mode": mode,
+         # matrix shapes of the roofline mode: fused QKV 3h wide, output projection h, the MLP
+         "qkv_w": 3 * h, "o_w": h, "f_dense": f, "fe": 0, "ks": 0}
+    # a device field neither stated nor fitted takes the roofline module's generic value
+    generic = getattr(lm, "GENERIC_DEVICE", {})
     for name, (key, _unit, _b, _s) in FIELDS.items():
-        if name in hw["values"]:
-            K[key] = hw["values"][name]
+        v = hw["values"].get(name, generic.get(name))
+        if v is not None:
+            K[key] = v
     K.setdefault("mfu", 1.0)
     X = {"t": run.tp, "p": run.pp, "d": run.dp, "c": 1, "e": 1, "et": run.tp, "v": run.virtual,
          "b": run.micro_batch, "z": 0, "r": RECOMPUTE.index(run.recompute), "sp": 0}
