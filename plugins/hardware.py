@@ -4,15 +4,18 @@ This plugin prices nothing; it documents the fields the other plugins (and the c
 that a typo such as ``memroy = 94 GB`` gets an ``unknown-field`` warning with a did-you-mean
 instead of being ignored.
 
-======== =========== ========= ==========================================================
-kind     field       unit      meaning
-======== =========== ========= ==========================================================
-device   peak_flops  FLOP/s    dense BF16 tensor peak
-device   memory      B         nominal memory capacity
-device   mem_bw      B/s       peak memory bandwidth
-link     bandwidth   B/s       per direction
-storage  bandwidth   B/s       sustained write (checkpoint) bandwidth
-======== =========== ========= ==========================================================
+======== ================== ========= ==================================================
+kind     field              unit      meaning
+======== ================== ========= ==================================================
+device   peak_flops         FLOP/s    dense BF16 tensor peak
+device   memory             B         nominal memory capacity
+device   mem_bw             B/s       peak memory bandwidth
+device   matmul_efficiency            fraction of peak large GEMMs reach (roofline)
+device   matmul_half_flops  FLOP      GEMM size at which η is half of matmul_efficiency
+device   mem_efficiency               fraction of mem_bw streaming kernels reach
+link     bandwidth          B/s       per direction
+storage  bandwidth          B/s       sustained write (checkpoint) bandwidth
+======== ================== ========= ==================================================
 """
 from __future__ import annotations
 
@@ -27,6 +30,12 @@ def plan_kinds_register():
             Param("peak_flops", "FLOP/s", doc="dense BF16 tensor peak", optional=True),
             Param("memory", "B", doc="nominal memory capacity", optional=True),
             Param("mem_bw", "B/s", doc="peak memory bandwidth", optional=True),
+            Param("matmul_efficiency", "", doc="fraction of peak_flops large matrix products reach (η_max of the "
+                  "roofline step model)", optional=True, min=0, min_open=True, max=1),
+            Param("matmul_half_flops", "FLOP", doc="matrix-product size F = 2·M·N·K at which the efficiency is half "
+                  "of matmul_efficiency", optional=True, min=0, min_open=True),
+            Param("mem_efficiency", "", doc="fraction of mem_bw streaming (memory-bound) kernels reach",
+                  optional=True, min=0, min_open=True, max=1),
         )),
         KindSpec("link", "an interconnect, bandwidth per direction", (
             Param("bandwidth", "B/s", doc="bandwidth per direction", optional=True),

@@ -85,6 +85,10 @@ KNOB_PARAMS = (
     Param("latency", "s", "0 s", "per-call latency of one ring step", min=0),
     Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute", min=0, max=1),
     Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
+    Param("efficiency", kind="choice", choices=lm.EFFICIENCY, optional=True,
+          doc="how compute is priced: mfu (every FLOP at the plan's `mfu`) or roofline (each matrix product on "
+              "the device's efficiency curve, memory-bound work at its bandwidth); default mfu when the plan "
+              "states `mfu`, else roofline"),
     Param("offload", default='"none"', kind="choice", choices=("none", "optimizer"),
           doc="optimizer: ZeRO-Offload keeps master weights and optimizer states in host memory and runs the "
               "optimizer step on the CPU"),
@@ -100,7 +104,8 @@ PLAN_PARAMS = (
     Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
     Param("gpus", "", doc="number of GPUs", min=1, whole=True),
     Param("gpus_per_host", "", "8", "GPUs in one host", min=1, whole=True),
-    Param("mfu", "", doc="single-GPU compute efficiency (fraction of peak)", min=0, min_open=True, max=1),
+    Param("mfu", "", doc="single-GPU compute efficiency (fraction of peak); optional with efficiency = "
+          "\"roofline\"", min=0, min_open=True, max=1, optional=True),
     Param("micro_batch", "seq", "1 seq", "sequences per micro-batch", min=0, min_open=True, whole=True),
     Param("input_wait", "s", "0 s", "exposed wait for input data per step", min=0),
 )
@@ -114,6 +119,8 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
                  "memory_margin", "steps", "train_time", "finish_time")
 # with `offload = "optimizer"` (ZeRO-Offload)
 STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
+# achieved utilisation (both modes), and with efficiency = "roofline" the optimizer step on the GPU
+STEP_PROVIDES += ("mfu_achieved", "compute_mfu", "optimizer_time")
 
 LAYOUT = UseSpec(
     "layout",
@@ -159,7 +166,7 @@ DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routin
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "lm_head": True, "link": None,
             "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False,
-            "offload": "none", "host_link": None, "host_bandwidth": None}
+            "offload": "none", "host_link": None, "host_bandwidth": None, "efficiency": None}
 
 
 @hookimpl
@@ -235,10 +242,40 @@ def _mlp_width(a, mo):
     return (Ld * dense + (a["L"] - Ld) * moe_w) / a["L"]
 
 
+def efficiency_mode(ctx, kn: Knobs) -> str:
+    """The compute mode of the plan's step: the `efficiency` knob, else "mfu" when the plan
+    states `mfu` and "roofline" when it does not."""
+    given = kn.value("efficiency")
+    stated = ctx.value("mfu") is not None
+    mode = given if given is not None else ("mfu" if stated else "roofline")
+    if mode == "mfu" and not stated:
+        kn.error_at("efficiency", f"efficiency = \"mfu\" prices compute at the plan's `mfu`, which plan "
+                    f"'{ctx.name}' does not state", "add `mfu = 40 %` to the plan, or set efficiency = \"roofline\"",
+                    code="missing-parameter")
+    return mode
+
+
+# device field -> (key of K, unit)
+DEVICE_CURVE = {"matmul_efficiency": ("eta_mm", ""), "matmul_half_flops": ("F_half", "FLOP"),
+                "mem_efficiency": ("eta_mem", "")}
+
+
+def device_curve(dev) -> dict:
+    """The roofline keys of ``K`` from a device declaration: its `matmul_efficiency`,
+    `matmul_half_flops` and `mem_efficiency` when it states them, else the generic defaults
+    of :data:`plugins.layout_model.GENERIC_DEVICE`; and its `mem_bw`."""
+    out = {}
+    for field, (key, unit) in DEVICE_CURVE.items():
+        out[key] = (dev.q(field, unit, positive=True) if dev.has(field)
+                    else sp.Rational(str(lm.GENERIC_DEVICE[field])))
+    out["mem_bw"] = dev.q("mem_bw", "B/s", positive=True)
+    return out
+
+
 def symbolic_constants(ctx, kn: Knobs, link, nic):
     """The constants ``K`` of :func:`plugins.layout_model.evaluate` as sympy symbols of the
     plan (model fields, workload, device, links, memory bytes per parameter)."""
-    from .decoder import architecture, attention_pairs, moe_architecture
+    from .decoder import architecture, attention_pairs, attention_params, moe_architecture
 
     model, wl, dev = ctx.ref("model"), ctx.ref("workload"), ctx.ref("device")
     a = architecture(model)
@@ -262,7 +299,7 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "attn_pairs": (attention_pairs(a, wl.q("seq_len", "token")) / wl.q("seq_len", "token")
                         if a.get("window") is not None or not a.get("causal", True) else None),
          "s": wl.q("seq_len", "token", positive=True), "B": wl.q("global_batch", "seq", positive=True),
-         "peak": dev.q("peak_flops", "FLOP/s", positive=True), "mfu": ctx.param("mfu"),
+         "peak": dev.q("peak_flops", "FLOP/s", positive=True),
          "gpus": ctx.param("gpus"), "gph": int(ctx.value("gpus_per_host")),
          "link": link if link is not None else sp.oo, "nic": nic if nic is not None else (link if link is not None
                                                                                           else sp.oo),
@@ -278,6 +315,12 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
                  if mo["moe"] and ctx.provided("max_device_rows") and not kn.given("routing_imbalance")
                  else kn.q("routing_imbalance")),
          "transient": ctx.q("transient_memory", "B") if mem is not None else sp.Integer(0)}
+    K["mode"] = efficiency_mode(ctx, kn)
+    if K["mode"] == "mfu":
+        K["mfu"] = ctx.param("mfu")
+    else:
+        K.update(device_curve(dev))
+        K.update(lm.shape_constants(a, mo, attention_params(a, mo, matrices_only=True)))
     if mem is not None:
         for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"),
                          ("bytes_O", "optimizer")):
@@ -421,9 +464,21 @@ def plan_quantities_price(ctx):
                    "training FLOPs of all tokens", fallback=True)
     ctx.define("dp", d, "", "data-parallel degree", headline=True, rank=1.5)
     m = ctx.define("micro_batches", m, "", "micro-batches per pipeline per step: B / (dp·b)", headline=True, rank=2)
-    comp = ctx.define("compute_time", r["compute"], "s",
-                      "per-GPU compute of one step at the stated MFU: F_step / (p·P·η)", headline=True, rank=6,
-                      references=("Book ch. 10 §10.1.3 (per-GPU compute time)",))
+    roof = K["mode"] == "roofline"
+    if roof:
+        comp = ctx.define("compute_time", r["compute"], "s",
+                          "per-GPU compute of one step, efficiency = roofline: each matrix product at "
+                          "max(F/(peak·η(F)), bytes/(mem_bw·η_mem)), η(F) = matmul_efficiency·F/(F + "
+                          "matmul_half_flops), norms, activations, softmax, residual adds at mem_efficiency·mem_bw",
+                          headline=True, rank=6,
+                          references=("Williams et al. 2009, 'Roofline: an insightful visual performance model'",
+                                      "NVIDIA, 'Matrix Multiplication Background User's Guide' (GEMM efficiency by size)",
+                                      "Isaev et al. 2023, 'Calculon' (per-layer matrix and vector work on efficiency "
+                                      "curves)"))
+    else:
+        comp = ctx.define("compute_time", r["compute"], "s",
+                          "per-GPU compute of one step at the stated MFU: F_step / (p·P·η)", headline=True, rank=6,
+                          references=("Book ch. 10 §10.1.3 (per-GPU compute time)",))
     ctx.define("compute_per_microbatch", comp / m, "s", "per-GPU compute time of one micro-batch")
     if ctx.block("recompute") is not None:
         rec = ctx.q("recompute_time", "s")
@@ -481,10 +536,15 @@ def plan_quantities_price(ctx):
                    "link time of the per-step AllGather of updated weights (stages 1–2)")
         ctx.define("dp_comm", ctx.q("step_time", "s") - chain - ctx.param("input_wait")
                    - (ctx.q("optimizer_offload_time", "s") if X["off"] else 0)
+                   - (r["optimizer"] if roof and not X["off"] else 0)
                    - (ctx.q("straggler_delay", "s") if ctx.provided("straggler_delay") else 0), "s",
                    "exposed DP/ZeRO collectives per step", headline=X["t"] * p * c > 1, rank=7)
+    opt_t = None
+    if roof and not X["off"]:
+        opt_t = ctx.define("optimizer_time", r["optimizer"], "s", lm.TERM_NAMES["optimizer"] + ", after the last "
+                           "gradient reduction, at mem_efficiency·mem_bw", headline=True, rank=7.6)
     ctx.define("comm_wait", ctx.q("step_time", "s") - comp - (imb_t if imb_t is not None else 0) - rec - bubble
-               - ctx.param("input_wait"), "s",
+               - ctx.param("input_wait") - (opt_t if opt_t is not None else 0), "s",
                "exposed communication and waits per step: step time − compute − recomputation − bubble − input wait",
                headline=True, rank=8)
     ctx.define("input_wait", ctx.param("input_wait"), "s", "exposed wait for input data per step",
@@ -498,6 +558,15 @@ def plan_quantities_price(ctx):
         ctx.define("optimizer_cpu_time", r["offload_cpu"], "s", "CPU optimizer step (memory-bound)")
         ctx.define("host_memory_per_gpu", r["offload_host_bytes"], "GiB",
                    "master weights and optimizer states held in host memory for one GPU")
+    # ---- achieved utilisation: the model's FLOPs (exact count) over the step at every GPU's peak
+    step_flops_exact = 3 * (K["fwd_tok"] + attn_tok) * K["s"] * K["B"]
+    ctx.define("mfu_achieved", step_flops_exact / (ctx.q("step_time", "s") * gpus * K["peak"]), "%",
+               f"model FLOP utilisation of the step (efficiency = {K['mode']}): training FLOPs, exact count, over "
+               "step time × gpus × peak", headline=roof, rank=9.5,
+               references=("Chowdhery et al. 2022, 'PaLM', appendix B (model FLOPs utilization)",))
+    ctx.define("compute_mfu", step_flops_exact / (comp * gpus * K["peak"]), "%",
+               "utilisation of the compute alone (no bubble, communication or waits)"
+               + (": the single MFU the roofline implies" if roof else ": the stated mfu"), headline=False)
     # ---- memory per GPU
     if ctx.block("memory") is not None:
         states = {"weights": "bytes_W", "grads": "bytes_G", "master": "bytes_M", "optimizer": "bytes_O"}
@@ -568,9 +637,13 @@ def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
     else:
         chunks = None
     per_stage = sp.Rational(L, p)             # layers of an average stage: the work of `forward`/`backward`
-    fwd_mb = comp / (3 * r["m"])              # one micro-batch's forward on an average stage
+    if K["mode"] == "roofline":               # the roofline's own forward/backward split
+        fwd_mb = r["forward"] / r["m"]
+        bwd = (comp - r["forward"]) / r["m"] + rec / r["m"]
+    else:
+        fwd_mb = comp / (3 * r["m"])          # one micro-batch's forward on an average stage
+        bwd = 2 * fwd_mb + rec / r["m"]       # backward (+ recomputed forward)
     f = fwd_mb
-    bwd = 2 * fwd_mb + rec / r["m"]           # backward (+ recomputed forward)
     layers_int = int(per_stage) if per_stage == int(per_stage) else 1
     if layers_int != per_stage:               # uneven: durations per layer, stage = 1 layer unit
         f, bwd = f / per_stage, bwd / per_stage

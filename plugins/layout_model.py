@@ -15,9 +15,10 @@ from __future__ import annotations
 from . import flops
 
 # Terms of the step time, in the order the explanation lists them.
-TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "offload", "input")
+TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload", "input")
 TERM_NAMES = {
     "compute": "compute (forward + backward at the stated MFU)",
+    "optimizer": "optimizer step (memory-bound: gradients, master weights, moments)",
     "imbalance": "MoE routing imbalance (the most loaded expert-parallel rank's extra expert work)",
     "recompute": "recomputation (extra forward)",
     "bubble": "pipeline bubble (p−1)/(v·m)",
@@ -29,6 +30,13 @@ TERM_NAMES = {
     "offload": "optimizer offload (gradients down, CPU Adam, weights up)",
     "input": "input wait",
 }
+# the compute term as the roofline mode prices it
+ROOFLINE_COMPUTE = "compute (forward + backward, roofline: GEMMs on the device's efficiency curve, memory-bound ops)"
+
+
+def term_name(k: str, mode: str = "mfu") -> str:
+    """The explanation's name of step-time term ``k`` under efficiency ``mode``."""
+    return ROOFLINE_COMPUTE if k == "compute" and mode == "roofline" else TERM_NAMES[k]
 RECOMPUTE = ("none", "selective", "full")
 ACT_BYTES = 2            # 16-bit boundary messages and TP/CP collectives (Korthikanti et al. 2022)
 PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -172,6 +180,213 @@ def attention_per_token(K: dict):
     return flops.attention_core(K["a"], K["dh"], K["dh"] if dv is None else dv, pairs)
 
 
+# ---------------------------------------------------------------- roofline step model
+EFFICIENCY = ("mfu", "roofline")
+# Generic device curves for a device that states none (a recent datacenter GPU under cuBLAS):
+# large GEMMs at 80 % of peak, half of that at 1 GFLOP, streaming kernels at 80 % of mem_bw.
+# Not measured on any one device: the catalog's devices carry their own, with their sources.
+GENERIC_DEVICE = {"matmul_efficiency": 0.8, "matmul_half_flops": 1e9, "mem_efficiency": 0.8}
+OPT_BYTES = "bytes_G + 2·bytes_M + 2·bytes_O + bytes_W"   # the optimizer step's traffic per parameter
+
+
+def eta_matmul(F, K):
+    """Fraction of ``peak`` a GEMM of F = 2·M·N·K FLOPs reaches: η(F) = η_max·F / (F + F_half)
+    (``K["eta_mm"]`` = η_max, ``K["F_half"]`` the size at which η is half of η_max)."""
+    return K["eta_mm"] * F / (F + K["F_half"])
+
+
+def gemm_time(M, N, Kd, K, o, e=2, nbytes=None):
+    """Roofline time of one [M, Kd]·[Kd, N] product: max(F / (peak·η(F)), bytes / (mem_bw·η_mem)),
+    F = 2·M·N·Kd, bytes = e·(M·Kd + Kd·N + M·N) (inputs read, output written once) unless
+    ``nbytes`` is given (a fused kernel that keeps its intermediate on chip)."""
+    F = 2 * M * N * Kd
+    b = e * (M * Kd + Kd * N + M * N) if nbytes is None else nbytes
+    return o.max(F / (K["peak"] * eta_matmul(F, K)), b / (K["mem_bw"] * K["eta_mem"]))
+
+
+def stream_time(nbytes, K):
+    """Memory-bound work: ``nbytes`` read and written at mem_bw·η_mem."""
+    return nbytes / (K["mem_bw"] * K["eta_mem"])
+
+
+def layer_ops(K, X, o, moe_layer=False, head=False):
+    """The forward operations of one transformer layer (or, with ``head``, of the LM head)
+    for one micro-batch on one GPU under the layout — the one table both the plan (sympy)
+    and the search (numpy) price.
+
+    Tokens on the GPU: T = b·s/cp (CP splits the sequence); SP splits the tokens of the
+    norms, residual adds and dropouts by tp as well (without SP every TP rank repeats them).
+    TP splits N of the column-parallel matrices (QKV, MLP up/gate, LM head) and K of the
+    row-parallel ones (attention output, MLP down).
+
+    :returns: ``(gemms, streams)``.  ``gemms``: tuples ``(name, M, N, K, count, part,
+        nbytes)`` — ``part`` ∈ {"layer", "attention", "expert", "head"} (the attention core
+        is what selective recomputation repeats; routed experts carry the routing
+        imbalance), ``nbytes`` None for a plain GEMM, else the fused kernel's traffic.
+        ``streams``: tuples ``(name, bytes, part)`` of memory-bound work.  Backward of every
+        GEMM is two GEMMs of the same FLOPs (dgrad [M, N]·[N, K], wgrad [K, M]·[M, N]);
+        backward of a stream moves twice its forward bytes (read the saved input and the
+        incoming gradient, write the outgoing one).
+
+    ``K`` keys: h a kv dh dv s L act_bytes (e) flash dropout mats V qkv_w o_w f_dense fe E
+    topk ks attn_pairs (optional); ``X``: t c b sp e et.
+    """
+    t, c, b = X["t"], X["c"], X["b"]
+    e = K["act_bytes"]
+    s = K["s"]
+    T = b * s / c
+    Tn = o.where(X["sp"] == 1, T / t, T)               # tokens of the norms and adds (SP splits them)
+    h = K["h"]
+    if head:
+        g = [("lm_head", T, K["V"] / t, h, 1, "head", None)]
+        # logits cast to FP32 and the cross-entropy's softmax over them (vocabulary-parallel)
+        st = [("loss (fp32 cast, softmax, cross-entropy)", T * K["V"] / t * (e + 4 + 4) * K["logits"], "head"),
+              ("embedding lookup", 2 * e * Tn * h, "head")]
+        return g, st
+    a, dh, dv = K["a"], K["dh"], K.get("dv")
+    dv = dh if dv is None else dv
+    heads = b * a / t                                   # (sequence, head) pairs on this GPU
+    s_q = s / c
+    pairs = K.get("attn_pairs")
+    kv_len = (pairs / K["L"]) if pairs is not None else (s + 1) / 2     # keys per query, averaged
+    g = [("qkv", T, K["qkv_w"] / t, h, 1, "layer", None),
+         ("attention_out", T, h, K["o_w"] / t, 1, "layer", None)]
+    if K["flash"] == 1:
+        # fused attention: per head QKᵀ and AV over the (causal) pairs; Q, K, V read and O written once
+        g += [("attention_qk", s_q, kv_len, dh, heads, "attention", e * (s_q * dh + s * dh)),
+              ("attention_av", s_q, dv, kv_len, heads, "attention", e * (s * dv + s_q * dv))]
+        st = []
+    else:
+        # eager attention computes the whole s_q×s score matrix (the causal mask is applied to it)
+        g += [("attention_qk", s_q, s, dh, heads, "attention", None),
+              ("attention_av", s_q, dv, s, heads, "attention", None)]
+        st = [("softmax", 2 * e * heads * s_q * s, "attention")]
+        if K["dropout"]:
+            st.append(("attention dropout", (2 * e + 1) * heads * s_q * s, "attention"))
+    mats = K["mats"]
+    if moe_layer:
+        fe, E, k, ks = K["fe"], K["E"], K["topk"], K["ks"]
+        et = X.get("et", t)
+        M_e = k * T * X["e"] * et / (E * t)               # tokens of one routed expert on this GPU
+        n_exp = E / X["e"]
+        g += [("router", T, E, h, 1, "layer", None),
+              ("expert_up", M_e, fe / et, h, (mats - 1) * n_exp, "expert", None),
+              ("expert_down", M_e, h, fe / et, n_exp, "expert", None)]
+        st.append(("expert activation", mats * e * k * T * fe / t, "expert"))
+        if not _is_zero(ks):
+            g += [("shared_up", T, ks * fe / t, h, mats - 1, "layer", None),
+                  ("shared_down", T, h, ks * fe / t, 1, "layer", None)]
+            st.append(("shared activation", mats * e * T * ks * fe / t, "layer"))
+    else:
+        f = K["f_dense"]
+        g += [("mlp_up", T, f / t, h, mats - 1, "layer", None),
+              ("mlp_down", T, h, f / t, 1, "layer", None)]
+        st.append(("activation function", mats * e * T * f / t, "layer"))
+    st += [("norms", 2 * 2 * e * Tn * h, "layer"), ("residual adds", 2 * 3 * e * Tn * h, "layer")]
+    if K["dropout"]:
+        st.append(("dropout", 2 * (2 * e + 1) * Tn * h, "layer"))
+    return g, st
+
+
+def _is_zero(x):
+    """True for a literal zero (int, float, sympy number), False for a symbol or an array."""
+    try:
+        return float(x) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _price(ops_, K, o, parts=None):
+    """(forward, backward) time of a :func:`layer_ops` table, only ``parts`` when given."""
+    gemms, streams = ops_
+    fwd = bwd = 0
+    e = K["act_bytes"]
+    for _, M, N, Kd, n, part, nb in gemms:
+        if parts is not None and part not in parts:
+            continue
+        fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb)
+        if nb is None:
+            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e) + gemm_time(Kd, N, M, K, o, e))
+        else:          # fused: the backward kernel moves twice the forward's bytes
+            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, 2 * nb) + gemm_time(Kd, N, M, K, o, e, 2 * nb))
+    for _, nb, part in streams:
+        if parts is not None and part not in parts:
+            continue
+        fwd = fwd + stream_time(nb, K)
+        bwd = bwd + 2 * stream_time(nb, K)
+    return fwd, bwd
+
+
+def roofline(K, X, o, m, P_opt, moe=False):
+    """Compute time of one step on one GPU from the device curves (``K["mode"] == "roofline"``).
+
+    Per micro-batch a GPU runs L/p layers (the dense and MoE layers in proportion) and 1/p
+    of the LM head (spread over the stages, as the MFU mode spreads all FLOPs evenly), each
+    priced op by op from :func:`layer_ops`; m micro-batches per step.  The optimizer step
+    streams (``bytes_G + 2·bytes_M + 2·bytes_O + bytes_W``) bytes for each of the ``P_opt``
+    parameters this GPU updates (its ZeRO shard; 0 with the optimizer offloaded).
+
+    :returns: dict ``compute`` (forward + backward), ``forward`` (its forward share),
+        ``recompute`` (the forward work recomputation repeats), ``expert`` (forward + backward
+        of the routed experts, for the routing imbalance), ``optimizer`` (s), ``flops``
+        (FLOPs the GEMMs execute, forward + backward, excluding recomputation).
+    """
+    p, r = X["p"], X["r"]
+    L = K["L"]
+    L_moe = K.get("L_moe", 0) if moe else 0
+    L_d = L - L_moe
+    dense = layer_ops(K, X, o, moe_layer=False)
+    fd, bd = _price(dense, K, o)
+    ad, _ = _price(dense, K, o, parts=("attention",))
+    hf, hb = _price(layer_ops(K, X, o, head=True), K, o)
+    fwd = L_d * fd + hf
+    bwd = L_d * bd + hb
+    attn_fwd = L_d * ad
+    expert = 0 * fd
+    if moe:
+        mo = layer_ops(K, X, o, moe_layer=True)
+        fm, bm = _price(mo, K, o)
+        am, _ = _price(mo, K, o, parts=("attention",))
+        fe_, be_ = _price(mo, K, o, parts=("expert",))
+        fwd, bwd, attn_fwd = fwd + L_moe * fm, bwd + L_moe * bm, attn_fwd + L_moe * am
+        expert = L_moe * (fe_ + be_)
+    layers_fwd = fwd - hf
+    rec = o.where(r == 2, layers_fwd, o.where(r == 1, attn_fwd, 0 * fwd))
+    opt = stream_time((K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * P_opt, K)
+    opt = opt * (1 - X.get("off", 0))
+    return {"compute": m * (fwd + bwd) / p, "forward": m * fwd / p, "recompute": m * rec / p,
+            "expert": m * expert / p, "optimizer": opt}
+
+
+def op_flops(K, X, o, moe=False):
+    """Forward GEMM FLOPs of one micro-batch on one GPU, per part, from :func:`layer_ops`
+    (for the tests and the report: their sum × 3 × m is the step's GEMM work)."""
+    out = {}
+    L_moe = K.get("L_moe", 0) if moe else 0
+    tables = [(K["L"] - L_moe, layer_ops(K, X, o)), (1, layer_ops(K, X, o, head=True))]
+    if moe:
+        tables.append((L_moe, layer_ops(K, X, o, moe_layer=True)))
+    for mult, (gemms, _) in tables:
+        for name, M, N, Kd, n, part, _ in gemms:
+            out[name] = out.get(name, 0) + mult * n * 2 * M * N * Kd
+    return out
+
+
+def shape_constants(a: dict, mo: dict, attn_matrices) -> dict:
+    """The matrix shapes :func:`layer_ops` needs, from the model's architecture
+    (:func:`plugins.decoder.architecture` / ``moe_architecture`` dicts, symbols or floats):
+    ``qkv_w`` — output width of the fused input projections, the attention matrices less the
+    output projection over h (MLA's compressions and up-projections folded into one GEMM of
+    the same FLOPs), ``o_w`` = n_q·d_v, ``f_dense``, ``fe``, ``ks``."""
+    dv = a["dh"]
+    if mo.get("mla"):
+        dv = mo["dv"] if mo.get("dv") is not None else a["dh"] - mo["dr"]
+    o_w = a["nq"] * dv
+    return {"qkv_w": (attn_matrices - o_w * a["h"]) / a["h"], "o_w": o_w,
+            "f_dense": a["f"] if a.get("f") is not None else 0,
+            "fe": mo["fe"] if mo.get("moe") else 0, "ks": mo["ks"] if mo.get("moe") else 0}
+
+
 def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False) -> dict:
     """Step time terms and memory of layouts.
 
@@ -180,6 +395,15 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     bytes_W bytes_G bytes_M bytes_O transient.  ``X`` knobs (ints or int arrays): t p d c e b
     v z (ZeRO stage) r (recompute 0/1/2) sp (0/1).
 
+    Compute mode ``K["mode"]`` (a Python string, the same for every candidate): ``"mfu"``
+    (the default; ``K["mfu"]`` prices all FLOPs: 3·F_fwd·B/(gpus·peak·mfu)) or
+    ``"roofline"`` (:func:`roofline`: each op of :func:`layer_ops` at
+    max(F/(peak·η(F)), bytes/(mem_bw·η_mem)), η(F) = η_mm·F/(F + F_half)).  Roofline keys:
+    ``K["eta_mm"]`` (device ``matmul_efficiency``, fraction), ``K["F_half"]``
+    (``matmul_half_flops``, FLOP), ``K["eta_mem"]`` (``mem_efficiency``, fraction),
+    ``K["mem_bw"]`` (B/s), plus the shapes of :func:`shape_constants` (``qkv_w o_w f_dense fe
+    ks``), ``dv`` and ``mats``.  ``K["mfu"]`` is not read in roofline mode.
+
     Placement (innermost first): TP ranks are adjacent (stride 1), then CP (stride t),
     DP (stride t·c; EP is the innermost e of the DP ranks), PP outermost (stride t·c·d):
     the most frequent, latency-bound collectives (TP, per layer) get the fastest link; PP
@@ -187,7 +411,9 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
 
     :returns: dict of arrays/expressions: ``m`` micro-batches, each term of :data:`TERMS`
         (s), ``step`` (s), ``persistent``/``activation``/``memory`` (bytes per GPU),
-        ``tp_bw``/``dp_bw`` (B/s), ``tp_spans`` (bool), ``dp_volume`` (B).
+        ``tp_bw``/``dp_bw`` (B/s), ``tp_spans`` (bool), ``dp_volume`` (B), ``forward`` (the
+        forward share of ``compute``), ``mfu_achieved`` (model FLOPs over step time × gpus ×
+        peak), ``mfu_compute`` (the same over the compute term alone).
     """
     t, p, d, c, e, b, v, z, r, sp_on = (X[k] for k in ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp"))
     L, h, kv, dh, s = K["L"], K["h"], K["kv"], K["dh"], K["s"]
@@ -196,13 +422,26 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     # ---- compute: 6ND-style FLOPs of the matrices + causal attention, per GPU (§10.1.3)
     attn_tok = attention_per_token(K)                      # attention FLOP per token (QKᵀ, AV)
     fwd_tok = K["fwd_tok"] + attn_tok
-    ideal = 3 * fwd_tok * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
-    # full recomputation repeats the layers' forward (not the LM head): ≈ 8ND instead of 6ND;
-    # selective recomputes the attention core (QKᵀ, softmax, AV) — the work a fused
-    # FlashAttention backward redoes as well
-    layers_fwd = fwd_tok - K["head_tok"]
-    extra = o.where(r == 2, layers_fwd / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal))
-    recompute = ideal * extra
+    roof = K.get("mode", "mfu") == "roofline"
+    if roof:
+        # roofline: every op of the layer table on the device curves (see :func:`roofline`);
+        # the optimizer step streams this GPU's ZeRO shard of the states
+        zsh = z >= 1
+        P_d = (K["N"] - K["N_exp"]) / (t * p)
+        P_e = K["N_exp"] / (e * X.get("et", t) * p)
+        P_opt = P_d * o.where(zsh, 1 / d, 1) + P_e * o.where(zsh, 1 / (d * t * c / (e * X.get("et", t))), 1)
+        rf = roofline(K, X, o, m, P_opt, moe)
+        ideal, recompute, optimizer = rf["compute"], rf["recompute"], rf["optimizer"]
+        forward = rf["forward"]
+    else:
+        ideal = 3 * fwd_tok * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
+        # full recomputation repeats the layers' forward (not the LM head): ≈ 8ND instead of 6ND;
+        # selective recomputes the attention core (QKᵀ, softmax, AV) — the work a fused
+        # FlashAttention backward redoes as well
+        layers_fwd = fwd_tok - K["head_tok"]
+        extra = o.where(r == 2, layers_fwd / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal))
+        recompute = ideal * extra
+        optimizer, forward = 0 * ideal, ideal / 3
     bubble = (ideal + recompute) * (p - 1) / (v * m)       # (p−1)/(v·m) of the ideal time
     # ---- TP: 2 all-reduces forward, 2 backward per layer and micro-batch (+2 with full
     # recomputation); reduce-scatter + all-gather with SP move the same bytes
@@ -219,7 +458,10 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     imb = K.get("imb", 1)                                  # most loaded EP rank's dispatches / the mean
     if moe:
         # the most loaded rank's routed-expert work beyond the mean (Switch/GShard imbalance)
-        imbalance = (imb - 1) * K.get("exp_tok", 0) * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
+        if roof:
+            imbalance = (imb - 1) * rf["expert"]
+        else:
+            imbalance = (imb - 1) * K.get("exp_tok", 0) * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
         ep_bw, _ = group_bandwidth(e, t * c, K, o)
         # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks
         a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
@@ -276,7 +518,7 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
     off = offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o)
     terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
-             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "offload": off["time"],
+             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "optimizer": optimizer, "offload": off["time"],
              "input": K["input"] + 0 * ideal}
     step = sum(terms.values())
     # ---- memory per GPU
@@ -294,6 +536,11 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
         # first stage's in-flight micro-batches and the last stage's one plus the logits
         activation = o.where(p == 1, stage + logits, o.max(stage * inflight(p, v, o), stage + logits))
     out = dict(terms)
+    # achieved model FLOP utilisation: the model's FLOPs (exact count, no recomputation) over
+    # the step time at the peak of every GPU; and the compute's own (the MFU the roofline implies)
+    model_flops = 3 * fwd_tok * s * K["B"]
+    out.update(forward=forward, mfu_achieved=model_flops / (step * K["gpus"] * K["peak"]),
+               mfu_compute=model_flops / (ideal * K["gpus"] * K["peak"]))
     out.update(m=m, step=step, persistent=persistent, activation=activation,
                memory=persistent + activation, tp_bw=tp_bw, tp_spans=tp_spans, dp_bw=dp_bw,
                dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,

@@ -471,11 +471,16 @@ class DeclarationsMixin:
                 self._default_node(nid, info, p, (info.name, bname), f"use {bname}")
                 self._register_spec(nid, p)
             for p in spec.plan_params:
-                plan_params.setdefault(p.name, p)
+                prev = plan_params.get(p.name)
+                # required wins: a plan parameter is optional only when every block reading it says so
+                if prev is None or (prev.optional and prev.default is None and not p.optional):
+                    plan_params[p.name] = p
         for pname, p in plan_params.items():
             nid = f"{info.name}.{pname}"
             if pname in info.fields:
                 self._register_spec(nid, p)
+                continue
+            if p.default is None and p.optional:
                 continue
             if p.default is None:
                 users = sorted(b for b in info.uses if any(q.name == pname for q in blocks[b].plan_params))
