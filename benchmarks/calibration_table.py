@@ -27,11 +27,14 @@ def markdown() -> str:
     from plugins import calibrate as cal
 
     ws = dsl.load(CASE)
-    t = cal._table(ws, "fit")
-    lines = [BEGIN, "", "| run | published TFLOP/s per GPU | predicted | error % | |", "|---|---:|---:|---:|---|"]
-    for r in t.rows:
-        lines.append(f"| {r[0]} | {r[3]} | {r[4]} | {r[5]} | {'fitted' if r[6] == 'fit' else ''} |")
-    lines += ["", f"{t.notes[0]}.", "", END]
+    roof, simple = cal._table(ws, "fit"), cal._table(ws, "fit_mfu")
+    lines = [BEGIN, "", "| run | published TFLOP/s per GPU | roofline mode | error % | simple mode | error % |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r, q in zip(roof.rows, simple.rows):
+        mark = " (fitted)" if r[6] == "fit" else ""
+        lines.append(f"| {r[0]}{mark} | {r[3]} | {r[4]} | {r[5]} | {q[4]} | {q[5]} |")
+    lines += ["", f"Roofline mode, {roof.notes[0].split(': ', 1)[1]}; simple mode, "
+              f"{simple.notes[0].split(': ', 1)[1]}.", "", END]
     return "\n".join(lines)
 
 

@@ -401,6 +401,11 @@ def fit(runs: list[Run], hw: dict, names: list[str], selected: list[Run], flop_c
             "nfev": int(res.nfev)}
 
 
+def _clean(x: float) -> float:
+    """x, with rounding noise below 1e-9 shown as 0 (a fitted run's error prints +0.0, not -0.0)."""
+    return 0.0 if abs(x) < 1e-9 else x
+
+
 def table_rows(runs, hw, selected_names, flop_count, mode):
     """One dict per run: measured and predicted step time and TFLOP/s per GPU, error %, fitted."""
     preds = predict(runs, hw, mode)
@@ -411,7 +416,7 @@ def table_rows(runs, hw, selected_names, flop_count, mode):
         out.append({"run": run.name, "measured_step": meas, "predicted_step": p["step"],
                     "measured_tflops": F / (run.gpus * meas) / 1e12,
                     "predicted_tflops": F / (run.gpus * p["step"]) / 1e12,
-                    "error": (meas / p["step"] - 1) * 100, "fitted": run.name in selected_names, "terms": p})
+                    "error": _clean((meas / p["step"] - 1) * 100), "fitted": run.name in selected_names, "terms": p})
     return out
 
 
