@@ -95,6 +95,9 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                                                 "min_mfu, or a requirement such as gpus48.meets_deadline "
                                                 "(prints true/false)")
     g.add_argument("--in", dest="unit", metavar="UNIT", help="unit to print in, e.g. day, GiB, s, %%")
+    g.add_argument("--rate", dest="rates", action="append", default=[], metavar="RATE",
+                   help="an exchange rate for --in across currencies, e.g. --in EUR --rate '0.92 EUR/USD' "
+                        "(a value in USD, or in USD/h, is multiplied by it); repeatable")
     g.add_argument("--expr", action="store_true",
                    help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
     g.add_argument("--with-unit", action="store_true",
@@ -405,16 +408,57 @@ def _load(path: str, evaluate: bool = True, plans=None):
         return partial
 
 
-def _display(ws, nid: str, unit: str | None = None) -> tuple[float | None, str]:
-    from dsl.engine.units import check_unit_for, convert
+def parse_rate(text: str):
+    """A command-line exchange rate such as ``0.92 EUR/USD`` (or ``0.92EUR/USD``): (value in
+    base units, dimension).  Parsed as a number and a unit of the unit table — never
+    evaluated as an expression.
+
+    :raises UnitError: not a positive number followed by a unit of one currency per another.
+    """
+    import re
+    from dsl.engine.units import CURRENCIES, UnitError, parse_unit
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z][A-Za-z0-9/^*·]*)\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise UnitError(f"--rate '{text}' is not an exchange rate", "write a positive number and a unit of one "
+                        "currency per another, e.g. --rate '0.92 EUR/USD'", code="usage")
+    u = parse_unit(m.group(2))
+    exps = dict(u.dim.exps)
+    if len(exps) != 2 or sorted(exps.values()) != [-1, 1] or not set(exps) <= set(CURRENCIES):
+        raise UnitError(f"--rate '{text}' is not in one currency per another", "e.g. --rate '0.92 EUR/USD'",
+                        code="usage")
+    return float(m.group(1)) * float(u.scale), u.dim
+
+
+def _display(ws, nid: str, unit: str | None = None, rates=()) -> tuple[float | None, str]:
+    """Value of ``nid`` in ``unit`` (default its own); ``rates`` (``--rate '0.92 EUR/USD'``)
+    convert between currencies: the value is multiplied by the rate (or divided by it, for
+    the inverse direction) that makes its dimension the requested unit's."""
+    from dsl.engine.units import CURRENCIES, UnitError, check_unit_for, convert, parse_unit
 
     n = ws.nodes[nid]
     u = n.unit if unit is None else unit
     v = ws.value(nid)
     if v is None:
         return None, u
-    check_unit_for(n.dim, u)
-    return convert(float(v), u), u
+    dim, val = n.dim, float(v)
+    if rates and u and u != "1":
+        want = parse_unit(u).dim
+        for text in rates:
+            r, rdim = parse_rate(text)
+            if dim != want and dim * rdim == want:
+                dim, val = dim * rdim, val * r
+            elif dim != want and dim / rdim == want:
+                dim, val = dim / rdim, val / r
+    try:
+        check_unit_for(dim, u)
+    except UnitError as e:
+        money = [b for b, _ in dim.exps if b in CURRENCIES]
+        other = [b for b, _ in parse_unit(u).dim.exps if b in CURRENCIES] if u and u != "1" else []
+        if money and other and money != other:
+            raise UnitError(str(e), f"pass the exchange rate, e.g. --rate 'R {other[0]}/{money[0]}'") from None
+        raise
+    return convert(val, u), u
 
 
 def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, tables: str = "default") -> dict:
@@ -851,7 +895,7 @@ def cmd_get(args) -> int:
         from dsl.present.explain import show_value
         return _emit(args, n.value if isinstance(n.value, (str, bool)) else show_value(ws, nid))
     try:
-        val, shown_unit = _display(ws, nid, args.unit)
+        val, shown_unit = _display(ws, nid, args.unit, getattr(args, "rates", ()))
     except UnitError as e:
         print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_USAGE

@@ -125,6 +125,9 @@ MODEL_FIELDS = (
           kind="int", min=1, optional=True),
     Param("shared_expert_gate", default="false", kind="bool",
           doc="a sigmoid gate h → 1 on the shared expert (Qwen2-MoE)"),
+    Param("router_bias", default="false", kind="bool",
+          doc="a per-expert bias on the router's scores, E values per MoE layer (DeepSeek-V3's "
+              "e_score_correction_bias for auxiliary-loss-free balancing)"),
     Param("dense_layers", doc="first layers with a dense FFN (DeepSeek first_k_dense_replace)", kind="int",
           min=0, optional=True),
     Param("q_lora_rank", doc="MLA query compression rank", kind="int", min=1, optional=True),
@@ -138,7 +141,7 @@ MODEL_FIELDS = (
 
 @hookimpl
 def plan_kinds_register():
-    return [KindSpec("model", "a transformer architecture (decoder or encoder)", MODEL_FIELDS)]
+    return [KindSpec("model", "a transformer architecture (decoder or encoder)", MODEL_FIELDS, fixed=True)]
 
 
 @hookimpl
@@ -183,7 +186,7 @@ def architecture(view):
     a["dh"] = q("head_dim", a["h"] / a["nq"] if a["h"] is not None and a["nq"] is not None else None)
     a["mats"] = q("ffn_matrices", sp.Integer(3))
     for k in ("tied_embeddings", "qk_norm", "qkv_bias", "out_bias", "mlp_bias", "lm_head_bias",
-              "embedding_norm", "pooler", "parallel_attention", "shared_expert_gate"):
+              "embedding_norm", "pooler", "parallel_attention", "shared_expert_gate", "router_bias"):
         a[k] = bool(view.value(k, False))
     a["final_norm"] = bool(view.value("final_norm", True))
     a["nf"] = sp.Integer(2) if view.value("norm", "rmsnorm") == "layernorm" else sp.Integer(1)
@@ -310,7 +313,7 @@ def plan_declaration_derive(ctx):
         Lm = L - Ld
         expert = ffn_params(a, fe)
         shared = ffn_params(a, ctx.view.q("shared_expert_ffn")) if ctx.has("shared_expert_ffn") else expert
-        router = h * E + (h if a["shared_expert_gate"] else 0)
+        router = h * E + (h if a["shared_expert_gate"] else 0) + (E if a["router_bias"] else 0)
         moe = attn + norms + router + E * expert + ks * shared
         moe_active = attn + norms + router + k * expert + ks * shared
         ctx.define("layer_params", moe, "param", "parameters of one MoE block with all its experts")

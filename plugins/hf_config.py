@@ -290,6 +290,10 @@ def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
             out["shared_expert_gate"] = (True, None)
         else:
             out["shared_experts"] = (str(config.get("n_shared_experts") or 0), None)
+        if mt == "deepseek_v3" or config.get("topk_method") == "noaux_tc":
+            # DeepSeek-V3's router keeps a per-expert score bias (e_score_correction_bias,
+            # auxiliary-loss-free load balancing; modeling_deepseek_v3 DeepseekV3TopkRouter)
+            out["router_bias"] = (True, None)
         if "ffn" not in out:
             out["ffn"] = (str(fe), None)
     elif f is None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dsl.plugin import KindSpec, QuantitySpec, SlotSpec, hookimpl
 
 KINDS = (
-    KindSpec("model", "a neural network architecture (fields such as layers, hidden, heads)"),
+    KindSpec("model", "a neural network architecture (fields such as layers, hidden, heads)", fixed=True),
     KindSpec("device", "an accelerator (peak_flops, memory, mem_bw …)"),
     KindSpec("link", "an interconnect (bandwidth per direction)"),
     KindSpec("storage", "a storage tier (bandwidth)"),

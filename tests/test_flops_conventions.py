@@ -195,7 +195,9 @@ def _deepseek_expected(conv, s):
     attn_mm = h * rq + rq * nq * dqk + h * (rkv + dr) + rkv * nq * (dqk - dr + dv) + nq * dv * h
     norms = rq + rkv + 2 * h                                   # MLA's two norms, the two block norms
     expert = 3 * h * fe
-    active = (Ld * (attn_mm + norms + 3 * h * f) + Lm * (attn_mm + norms + h * E + (k + ks) * expert)
+    # the router's per-expert score bias (e_score_correction_bias, E per MoE layer) is a
+    # parameter but no matrix: in N-based conventions, not in the matrix count
+    active = (Ld * (attn_mm + norms + 3 * h * f) + Lm * (attn_mm + norms + h * E + E + (k + ks) * expert)
               + 2 * V * h + h)
     blocks = Ld * (attn_mm + 3 * h * f) + Lm * (attn_mm + h * E + (k + ks) * expert)
     if conv == "exact":
@@ -226,9 +228,9 @@ def test_deepseek_active_params_by_hand():
     h, nq, rq, rkv, dr, dv, dqk = (d[x] for x in ("h", "nq", "rq", "rkv", "rope", "dv", "dqk"))
     attn = h * rq + rq + rq * nq * dqk + h * (rkv + dr) + rkv + rkv * nq * (dqk - dr + dv) + nq * dv * h
     dense = attn + 3 * h * d["f"] + 2 * h
-    moe_active = attn + 2 * h + h * d["E"] + (d["k"] + d["ks"]) * 3 * h * d["fe"]
+    moe_active = attn + 2 * h + h * d["E"] + d["E"] + (d["k"] + d["ks"]) * 3 * h * d["fe"]   # + score bias
     active = d["Ld"] * dense + d["Lm"] * moe_active + 2 * d["V"] * h + h
-    assert active == 37_552_282_624
+    assert active == 37_552_282_624 + 58 * 256
     ev = _plans("deepseek_v3", 4096)
     assert qval(ev, "deepseek_v3.active_params") == active
 

@@ -41,12 +41,14 @@ def moe(L, h, nq, nkv, dh, V, E, k, fe, ks=0, Ld=0, f=0, qk_norm=False):
     return total, active
 
 
-def deepseek_mla(L, h, nq, rq, rkv, d_nope, d_rope, dv, V, E, k, ks, fe, Ld, f):
-    """DeepSeek-V2/V3: MLA attention (q_a, q_a_norm, q_b, kv_a with rope, kv_a_norm, kv_b, o)."""
+def deepseek_mla(L, h, nq, rq, rkv, d_nope, d_rope, dv, V, E, k, ks, fe, Ld, f, router_bias=False):
+    """DeepSeek-V2/V3: MLA attention (q_a, q_a_norm, q_b, kv_a with rope, kv_a_norm, kv_b, o);
+    V3's router also keeps one score bias per expert (gate.e_score_correction_bias, E values per
+    MoE layer, in the published checkpoint's weight map)."""
     attn = h * rq + rq + rq * nq * (d_nope + d_rope) + h * (rkv + d_rope) + rkv + \
         rkv * nq * (d_nope + dv) + nq * dv * h
     dense = attn + 3 * h * f + 2 * h
-    base = attn + 2 * h + h * E
+    base = attn + 2 * h + h * E + (E if router_bias else 0)
     total = Ld * dense + (L - Ld) * (base + (E + ks) * 3 * h * fe) + 2 * V * h + h
     active = Ld * dense + (L - Ld) * (base + (k + ks) * 3 * h * fe) + 2 * V * h + h
     return total, active
@@ -122,7 +124,7 @@ CASES = [
     ("DeepSeek-V2-key-fields.json", "DeepSeek-V2",
      *deepseek_mla(60, 5120, 128, 1536, 512, 128, 64, 128, 102400, 160, 6, 2, 1536, 1, 12288)),
     ("DeepSeek-V3.json", "DeepSeek-V3",
-     *deepseek_mla(61, 7168, 128, 1536, 512, 128, 64, 128, 129280, 256, 8, 1, 2048, 3, 18432)),
+     *deepseek_mla(61, 7168, 128, 1536, 512, 128, 64, 128, 129280, 256, 8, 1, 2048, 3, 18432, router_bias=True)),
     ("gemma-2-9b-key-fields.json", "Gemma 2", gemma(42, 3584, 14336, 16, 8, 256, 256000, False), None),
     ("gemma3-12b-key-fields.json", "Gemma 3", gemma(48, 3840, 15360, 16, 8, 256, 262208, True), None),
     ("phi-2.json", "Phi-2", phi2(32, 2560, 10240, 51200), None),

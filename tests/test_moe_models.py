@@ -41,8 +41,9 @@ def deepseek_v3():
             + nq * dv * h)                                      # o
     dense = attn + 2 * h + 3 * h * 18432
     expert = 3 * h * 2048
-    moe = attn + 2 * h + 256 * h + (256 + 1) * expert
-    moe_active = attn + 2 * h + 256 * h + (8 + 1) * expert
+    router = 256 * h + 256                                      # gate weight, e_score_correction_bias
+    moe = attn + 2 * h + router + (256 + 1) * expert
+    moe_active = attn + 2 * h + router + (8 + 1) * expert
     total = 3 * dense + 58 * moe + 2 * V * h + h
     active = 3 * dense + 58 * moe_active + 2 * V * h + h
     return total, active, moe

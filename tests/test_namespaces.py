@@ -69,3 +69,32 @@ def test_namespace_errors(tmp_path):
     f = _write(tmp_path, f'import "{lib.name}" as lib\n', "p.plan")
     rc, _, err = run_main("check", f)
     assert rc == 1 and "imported with a name" in err
+
+
+# ---------------------------------------------------------------- overriding a catalog entry
+
+def test_a_users_file_overrides_a_catalog_entry_under_its_own_name(tmp_path):
+    """`device h100_sxm extends h100_sxm { … }` replaces the catalog's entry for every reader:
+    the changed field takes the user's value, the others keep the datasheet's (80 GB,
+    3,350 GB/s: NVIDIA H100 SXM5 datasheet), and another file that reads the entry reads the
+    override."""
+    _write(tmp_path, 'import "@catalog/hardware.plan"\n'
+                     'device h100_sxm extends h100_sxm { peak_flops = 900 TFLOP/s }\n', "my-hardware.plan")
+    _write(tmp_path, 'import "@catalog/hardware.plan"\nplan theirs { peak = h100_sxm.peak_flops }\n', "theirs.plan")
+    f = _write(tmp_path, 'import "my-hardware.plan"\nimport "theirs.plan"\nplan p { peak = h100_sxm.peak_flops; mem = h100_sxm.memory\n'
+                         '  bw = h100_sxm.mem_bw }\n')
+    rc, out, err = run_main("get", f, "p.peak", "--in", "TFLOP/s")
+    assert rc == 0 and float(out) == 900, err
+    assert float(run_main("get", f, "p.mem", "--in", "GB")[1]) == 80
+    assert float(run_main("get", f, "p.bw", "--in", "GB/s")[1]) == 3350
+    assert float(run_main("get", f, "theirs.peak", "--in", "TFLOP/s")[1]) == 900   # another file's reference
+
+
+def test_override_needs_the_entry_from_another_file(tmp_path):
+    f = _write(tmp_path, 'device h100_sxm extends h100_sxm { peak_flops = 900 TFLOP/s }\n')
+    rc, _, err = run_main("check", f)
+    assert rc == 1 and "error[cycle]" in err and "import the file (the catalog) that declares it" in err
+    g = _write(tmp_path, 'import "@catalog/hardware.plan"\nlink h100_sxm extends h100_sxm { bandwidth = 9 GB/s }\n',
+               "kind.plan")
+    rc, _, err = run_main("check", g)
+    assert rc == 1 and "error[duplicate]" in err   # another kind is a collision, not an override

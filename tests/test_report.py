@@ -164,3 +164,73 @@ def test_html_renders_in_headless_chromium(html_text, tmp_path):
     assert "<mi>train_time</mi>" in dom
     console = [ln for ln in p.stderr.splitlines() if "CONSOLE" in ln]
     assert console == [], console
+
+
+# ---------------------------------------------------------------- verdict, side by side, layout
+
+def test_verdict_opens_with_which_plan_meets_what_and_by_how_much(data):
+    """Design case: 48 GPUs finish in ~24.6 of 30 days (5.4 days of room, 17.9 % of the
+    deadline); 32 GPUs miss it by ~4.3 days (34.3 − 30)."""
+    v = {row["plan"]: row for row in data["verdict"]}
+    assert v["gpus48"]["ok"] and not v["gpus32"]["ok"]
+    d48 = _row(v["gpus48"]["requirements"], name="meets_deadline")
+    d32 = _row(v["gpus32"]["requirements"], name="meets_deadline")
+    assert d48["ok"] and not d32["ok"]
+    assert float(d48["margin"].split()[0]) == pytest.approx(30 - 24.64, abs=0.01)
+    assert d48["relative"] == "+17.9 %"
+    assert float(d32["margin"].split()[0]) == pytest.approx(30 - 34.33, abs=0.01)
+    text = report.render_text(data)
+    assert text.index("verdict") < text.index("== plan gpus48 ==")
+    assert "gpus32  fails 1 of 4: meets_deadline" in text
+
+
+def test_plans_side_by_side(data):
+    comp = data["compare"]
+    assert comp["columns"] == ["gpus48", "gpus32"]
+    row = next(r for r in comp["rows"] if r[0] == "finish_time")
+    assert row[1] == "day" and float(row[2]) == pytest.approx(24.6, abs=0.05) \
+        and float(row[3]) == pytest.approx(34.3, abs=0.05)
+
+
+def test_break_even_rows_only_for_inputs_a_user_can_change(data):
+    """A model's architecture (heads, layers …) is a fixed artefact: no 'heads <= 63.9' row;
+    the deadline, GPU count, MFU and the device still flip requirements."""
+    inputs = {b["input"] for b in data["plans"]["gpus48"]["break_even"]}
+    assert not any(i.startswith("qwen3_8b.") for i in inputs)
+    assert {"gpus48.gpus", "gpus48.mfu", "cpt.deadline", "rtx4090.peak_flops"} <= inputs
+
+
+def _chromium_flags(tmp_path):
+    return [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
+def test_report_layout_in_headless_chromium(html_text, tmp_path):
+    """The page as a person sees it in a 900-px-wide window: the verdict is the first thing
+    under the title, no formula or table makes the page scroll sideways, and a screenshot
+    renders."""
+    probe = ("<script>window.addEventListener('load', () => { const v = document.getElementById('verdict');"
+             "const f = [...document.querySelectorAll('.formula')].map(e => e.scrollWidth - e.clientWidth);"
+             "document.body.setAttribute('data-probe', JSON.stringify({sw: document.documentElement.scrollWidth,"
+             "w: window.innerWidth, vtop: v.getBoundingClientRect().top, formulas: f.length,"
+             "overflow: Math.max(0, ...f)}));});</script>")
+    page = tmp_path / "report.html"
+    page.write_text(html_text.replace("</body>", probe + "</body>"), encoding="utf-8")
+    p = subprocess.run(_chromium_flags(tmp_path) + ["--window-size=900,1200", "--dump-dom", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    import html as _html
+    import json
+    m = re.search(r'data-probe="([^"]*)"', p.stdout)
+    assert m, "the probe script did not run"
+    probe_out = json.loads(_html.unescape(m.group(1)))
+    assert probe_out["sw"] <= probe_out["w"], probe_out          # no horizontal scrolling
+    assert probe_out["vtop"] < 150, probe_out                      # the verdict opens the page
+    assert probe_out["formulas"] >= 10 and probe_out["overflow"] <= 1, probe_out   # formulas wrap
+    shot = tmp_path / "report.png"
+    p = subprocess.run(_chromium_flags(tmp_path) + ["--window-size=900,1200", f"--screenshot={shot}",
+                                                    page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and shot.stat().st_size > 20_000, p.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

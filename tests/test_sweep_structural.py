@@ -84,3 +84,20 @@ def test_solve_over_a_structural_input_rebuilds_the_plan_at_the_answer(tmp_path)
     # q == 12 gives n = 6, below 10: the rebuilt plan has the same structure
     r = _solve(ev, "p.n for p.q == 12")
     assert r.value == pytest.approx(6) and "structure is the same there" in r.note
+
+
+def test_a_structural_sweep_draws_a_progress_bar_on_stderr_only(tmp_path):
+    """With PLAN_PROGRESS=1 (as on a terminal) the bar goes to stderr and stdout is the same
+    bytes as without it; PLAN_PROGRESS=0 draws nothing."""
+    pytest.importorskip("rich")
+    import os
+    import subprocess
+    import sys
+    args = [sys.executable, "-m", "dsl.cli", "sweep", str(ZERO), "--plan", "stage0", "--vary",
+            "stage0.layout.zero=0:3:4"]
+    env = dict(os.environ, PLAN_PROGRESS="1", COLUMNS="100")
+    on = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    off = subprocess.run(args, capture_output=True, text=True, env=dict(env, PLAN_PROGRESS="0"), timeout=300)
+    assert on.returncode == off.returncode == 0, on.stderr
+    assert on.stdout == off.stdout
+    assert "sweeping 4 structural values" in on.stderr and "sweeping" not in off.stderr

@@ -286,3 +286,23 @@ def test_format_number_sig():
 ])
 def test_format_quantity(base, unit, text):
     assert format_quantity(base, unit) == text
+
+
+# ---------------------------------------------------------------- exchange rates on the command line
+
+def test_plan_get_converts_currency_only_with_a_rate(tmp_path):
+    """100 USD at 0.92 EUR/USD is 92 EUR (and 0.092 kEUR); 92 EUR back at the same rate is
+    100 USD; a rate per hour unit works on a price per hour (2 USD/h → 1.84 EUR/h)."""
+    from conftest import run_main
+    f = tmp_path / "c.plan"
+    f.write_text("plan p {\n  cost = 100 USD\n  eur = cost * 0.92 EUR/USD\n  price = 2 USD/h\n}\n", encoding="utf-8")
+    ok = lambda *a: float(run_main("get", f, *a)[1])  # noqa: E731
+    assert ok("p.cost", "--in", "EUR", "--rate", "0.92 EUR/USD") == pytest.approx(92, abs=1e-9)
+    assert ok("p.cost", "--in", "kEUR", "--rate", "0.92EUR/USD") == pytest.approx(0.092, abs=1e-12)
+    assert ok("p.eur", "--in", "USD", "--rate", "0.92 EUR/USD") == pytest.approx(100, abs=1e-9)
+    assert ok("p.price", "--in", "EUR/h", "--rate", "0.92 EUR/USD") == pytest.approx(1.84, abs=1e-12)
+    rc, _, err = run_main("get", f, "p.cost", "--in", "EUR")
+    assert rc == 2 and "--rate 'R EUR/USD'" in err
+    for bad in ("abc", "2 GB/s", "-1 EUR/USD"):
+        rc, _, err = run_main("get", f, "p.cost", "--in", "EUR", "--rate", bad)
+        assert rc == 2 and "error[usage]" in err and "Traceback" not in err, (bad, err)

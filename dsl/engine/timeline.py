@@ -58,6 +58,10 @@ _BASIC = None
 _limits = None      # dsl.syntax.limits, bound on first use (add() and hold() ask for every item)
 
 
+#: activities from which scheduling a timeline draws a progress bar (on a terminal)
+LARGE_TIMELINE = 200_000
+
+
 def _activity_limit() -> int:
     global _limits
     if _limits is None:
@@ -1183,28 +1187,32 @@ class Timeline:
         np.cumsum(gsz, out=gofs[1:])
         ecs = np.zeros(len(order) + 1, dtype=np.int64)
         np.cumsum(cnt_o, out=ecs[1:])
-        for g in range(1, len(gens)):
-            F = gens[g]
-            a, b = ecs[gofs[g]], ecs[gofs[g + 1]]
-            vals = T[pe_g[a:b]] + lag_g[a:b]
-            loc = ecs[gofs[g]:gofs[g + 1]] - a
-            if b - a == len(F):                   # one predecessor each
-                s, first = vals, np.arange(len(F))
-            else:
-                s = np.maximum.reduceat(vals, loc)
-                hit = np.flatnonzero(vals == np.repeat(s, cnt_o[gofs[g]:gofs[g + 1]]))
-                first = hit[np.searchsorted(hit, loc)]
-            be = e_of[a + first]
-            if any_rel:
-                r = rel[F]
-                win = r >= s                      # a release binds on ties
-                if win.any():
-                    s = np.where(win, r, s)
-                    bsrc[F[win]] = -2
-                    be = np.where(win, -1, be)
-            bedge[F] = be
-            T[2 * F] = s
-            T[2 * F + 1] = s + dur[F]
+        from .progress import progress
+        with progress(len(gens) // 1000 if n >= LARGE_TIMELINE else 0, f"scheduling {n:,} activities") as advance:
+            for g in range(1, len(gens)):
+                F = gens[g]
+                a, b = ecs[gofs[g]], ecs[gofs[g + 1]]
+                vals = T[pe_g[a:b]] + lag_g[a:b]
+                loc = ecs[gofs[g]:gofs[g + 1]] - a
+                if b - a == len(F):                   # one predecessor each
+                    s, first = vals, np.arange(len(F))
+                else:
+                    s = np.maximum.reduceat(vals, loc)
+                    hit = np.flatnonzero(vals == np.repeat(s, cnt_o[gofs[g]:gofs[g + 1]]))
+                    first = hit[np.searchsorted(hit, loc)]
+                be = e_of[a + first]
+                if any_rel:
+                    r = rel[F]
+                    win = r >= s                      # a release binds on ties
+                    if win.any():
+                        s = np.where(win, r, s)
+                        bsrc[F[win]] = -2
+                        be = np.where(win, -1, be)
+                bedge[F] = be
+                T[2 * F] = s
+                T[2 * F + 1] = s + dur[F]
+                if g % 1000 == 0:
+                    advance()
         has_e = bedge >= 0
         bsrc[has_e] = src[bedge[has_e]]
         start, finish = T[0::2], T[1::2]

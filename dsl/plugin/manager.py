@@ -235,7 +235,7 @@ class Plugins:
             else:  # several plugins read fields of one kind: the documented fields merge
                 have = {f.name for f in prev.fields}
                 self.kinds[k.name] = dataclasses.replace(
-                    prev, doc=prev.doc or k.doc, fields=prev.fields + tuple(f for f in k.fields if f.name not in have),
+                    prev, doc=prev.doc or k.doc, fixed=prev.fixed or k.fixed, fields=prev.fields + tuple(f for f in k.fields if f.name not in have),
                     references=prev.references + tuple(r for r in k.references if r not in prev.references))
         for rec in self._results("plan_vocabulary_register"):
             if isinstance(rec, SlotSpec):

@@ -83,6 +83,10 @@ class KindSpec:
     fields: tuple[Param, ...] = ()
     plugin: str = ""
     references: tuple[str, ...] = ()
+    #: the fields describe a fixed artefact (a model's architecture), not a choice a user tunes
+    #: to meet a requirement: reports show no break-even rows for them (``plan solve`` still
+    #: answers for them on request)
+    fixed: bool = False
 
 
 @dataclass(frozen=True)

@@ -84,11 +84,32 @@ def formula(ws, nid: str, plan: str) -> dict:
         text = text.replace(s.name, names[s])
     latex = sp.latex(e, symbol_names={s: r"\mathrm{" + names[s].replace("_", r"\_") + "}" for s in syms})
     ph = dict(zip(syms, _alpha_names(len(syms))))
-    mm = sp.mathml(e.xreplace({s: sp.Symbol(ph[s]) for s in syms}), printer="presentation", mul_symbol="dot")
-    for s in syms:
-        mm = mm.replace(f"<mi>{ph[s]}</mi>", f"<mi>{html.escape(names[s])}</mi>")
-    return {"text": text, "latex": latex, "mathml": f'<math xmlns="http://www.w3.org/1998/Math/MathML" '
-                                                    f'display="inline"><mstyle displaystyle="true">{mm}</mstyle></math>'}
+
+    def math(x) -> str:
+        mm = sp.mathml(x.xreplace({s: sp.Symbol(ph[s]) for s in syms}), printer="presentation", mul_symbol="dot")
+        for s in syms:
+            mm = mm.replace(f"<mi>{ph[s]}</mi>", f"<mi>{html.escape(names[s])}</mi>")
+        return (f'<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">'
+                f'<mstyle displaystyle="true">{mm}</mstyle></math>')
+    return {"text": text, "latex": latex, "mathml": _wrapping_mathml(e, math)}
+
+
+def _wrapping_mathml(e, math) -> str:
+    """MathML of ``e`` that a browser can wrap: a sum is one ``<math>`` element per term
+    joined by + / − (line breaks fall between terms), a Max/Min one per argument; anything
+    else is one element.  (Browsers do not break lines inside a MathML formula.)"""
+    if isinstance(e, sp.Add) and len(e.args) > 1:
+        terms = sp.Add.make_args(e)
+        out = [math(terms[0])]
+        for t in terms[1:]:
+            neg = t.could_extract_minus_sign()
+            out.append(('<span class="op"> − </span>' if neg else '<span class="op"> + </span>') + math(-t if neg else t))
+        return " ".join(out)
+    if isinstance(e, (sp.Max, sp.Min)) and len(e.args) > 1:
+        name = "max" if isinstance(e, sp.Max) else "min"
+        parts = [math(a) for a in sorted(e.args, key=sp.default_sort_key)]
+        return f'<span class="op">{name}(</span>' + '<span class="op">, </span> '.join(parts) + '<span class="op">)</span>'
+    return math(e)
 
 
 def _fmt(ws, nid: str, v_si: float) -> str:
@@ -115,22 +136,76 @@ def _fast_sides(ws, req, inputs: list[str]):
     return [sp.lambdify(syms, full_expression(ws, e), modules="math") for e in (req.lhs, req.rhs)]
 
 
+def tunable(ws, nid: str) -> bool:
+    """Whether input ``nid`` is something a user can change to meet a requirement: not a
+    field of a declaration whose kind describes a fixed artefact (``KindSpec.fixed``: a
+    model's architecture — "heads ≤ 63.9" is no design answer)."""
+    kind = ws.kind(ws.nodes[nid].owner)
+    spec = ws.plugins.kinds.get(kind) if kind else None
+    return not (spec is not None and spec.fixed)
+
+
 def break_even_table(ws, plan: str) -> list[dict]:
-    """For every requirement of ``plan`` and every input it depends on: the value at which
-    it flips (others nominal), or None ("never").  Rows: requirement, input, nominal, value,
-    holds (side), display unit."""
+    """For every requirement of ``plan`` and every input it depends on that a user can
+    change (:func:`tunable`): the value at which it flips (others nominal), or None
+    ("never").  Rows: requirement, input, nominal, value, holds (side), display unit."""
     from dsl.results.sensitivity import full_expression, break_even, inputs_of
     rows = []
     for r in ws.requirements:
         if r.plan != plan:
             continue
-        deps = inputs_of(ws, full_expression(ws, r.lhs - r.rhs))
+        deps = [nid for nid in inputs_of(ws, full_expression(ws, r.lhs - r.rhs)) if tunable(ws, nid)]
         for nid in deps:
             be = break_even(ws, r, nid)
             rows.append({"requirement": r.name, "input": nid, "nominal": _fmt(ws, nid, be["nominal"]),
                          "value": None if be["value"] is None else _fmt(ws, nid, be["value"]),
                          "holds": be["holds"], "op": r.op})
     return rows
+
+
+def _margin(res: dict) -> tuple[str, str]:
+    """How far a requirement is from flipping, in its unit and relative to its bound:
+    bound − value for ``<=``/``<``, value − bound for ``>=``/``>``, |difference| for ``==``
+    (positive: room left; negative: by how much it fails)."""
+    lv, rv = res["lhs_si"], res["rhs_si"]
+    m = {"<=": rv - lv, "<": rv - lv, ">=": lv - rv, ">": lv - rv}.get(res["op"], -abs(lv - rv))
+    if m == 0:
+        return format_quantity(0.0, res["unit"]), ""
+    rel = f"{100 * m / abs(rv):+.1f} %".replace("-", "−") if rv and math.isfinite(m) else ""
+    return format_quantity(m, res["unit"]), rel
+
+
+def verdict(ws, plans: list[str]) -> list[dict]:
+    """One row per plan: its requirements met/failed and, for each, the margin (value and
+    relative to the bound) — the summary a report opens with."""
+    rows = []
+    for p in plans:
+        reqs = []
+        for res in ws.requirement_results(p):
+            m, rel = _margin(res)
+            reqs.append({"name": res["name"], "ok": res["ok"], "margin": m, "relative": rel,
+                         "lhs": format_quantity(res["lhs_si"], res["unit"]), "op": res["op"],
+                         "rhs": format_quantity(res["rhs_si"], res["unit"])})
+        rows.append({"plan": p, "ok": all(r["ok"] for r in reqs), "met": sum(r["ok"] for r in reqs),
+                     "total": len(reqs), "requirements": reqs})
+    return rows
+
+
+def compare(ws, plans: list[str]) -> dict:
+    """The plans' headline values side by side: ``columns`` (plans) and ``rows`` of
+    [quantity, unit, value per plan] (— where a plan has no such quantity), in the order the
+    headlines first appear."""
+    order, cells = [], {}
+    for p in plans:
+        for n in ws.headline(p):
+            key = (n.name, n.unit)
+            if key not in cells:
+                order.append(key)
+                cells[key] = {}
+            v = ws.value(n.id)
+            cells[key][p] = "—" if v is None else format_number(convert(float(v), n.unit))
+    return {"columns": list(plans),
+            "rows": [[name, unit] + [cells[(name, unit)].get(p, "—") for p in plans] for name, unit in order]}
 
 
 def build(ws, plans: list[str], figures: bool = True) -> dict:
@@ -141,7 +216,7 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
     """
     from dsl.syntax import limits as L
 
-    out = {"file": ws.path, "plans": {}}
+    out = {"file": ws.path, "plans": {}, "verdict": verdict(ws, plans), "compare": compare(ws, plans)}
     for p in plans:
         budget = 4 * L.current().seconds
         try:
@@ -313,11 +388,54 @@ def _be_text(r: dict) -> str:
     return f"{r['holds'] or 'at'} {r['value']}" if r["holds"] else r["value"]
 
 
+def _verdict_rows(data: dict) -> tuple[list[str], list[list]]:
+    """The verdict as a table: one row per requirement name, one column per plan; a cell is
+    (ok, "margin (relative)") or None when the plan has no such requirement."""
+    plans = [v["plan"] for v in data.get("verdict", [])]
+    names: list[str] = []
+    cell: dict = {}
+    for v in data.get("verdict", []):
+        for r in v["requirements"]:
+            if r["name"] not in names:
+                names.append(r["name"])
+            cell[(r["name"], v["plan"])] = (r["ok"], r["margin"] + (f" ({r['relative']})" if r["relative"] else ""))
+    return plans, [[n] + [cell.get((n, p)) for p in plans] for n in names]
+
+
+def _verdict_summary(v: dict) -> str:
+    if not v["total"]:
+        return "no requirements"
+    if v["ok"]:
+        return f"meets all {v['total']} requirements"
+    failed = ", ".join(r["name"] for r in v["requirements"] if not r["ok"])
+    return f"fails {v['total'] - v['met']} of {v['total']}: {failed}"
+
+
+def _verdict_text(data: dict) -> list[str]:
+    from dsl.present.tables import render_table
+    if not data.get("verdict"):
+        return []
+    lines = render_table("verdict", ["plan", "requirements"],
+                         [[v["plan"], _verdict_summary(v)] for v in data["verdict"]])
+    plans, rows = _verdict_rows(data)
+    if rows:
+        lines.append("")
+        lines += render_table("margins (room left before a requirement flips; negative: by how much it fails)",
+                               ["requirement"] + plans,
+                               [[r[0]] + ["—" if c is None else ("ok " if c[0] else "FAIL ") + c[1] for c in r[1:]]
+                                for r in rows])
+    comp = data.get("compare") or {}
+    if len(comp.get("columns", [])) > 1:
+        lines.append("")
+        lines += render_table("plans side by side", ["quantity", "unit"] + comp["columns"], comp["rows"])
+    return lines
+
+
 def render_text(data: dict) -> str:
     """The report for a terminal: formulas as plain text, tables as aligned columns."""
     from dsl.present.tables import render_table
 
-    lines = [f"report: {data['file']}"]
+    lines = [f"report: {data['file']}", ""] + _verdict_text(data)
     for p, rep in data["plans"].items():
         lines += ["", f"== plan {p} =="]
         lines += render_table("headline", ["quantity", "value", "unit", "formula"],
@@ -396,6 +514,21 @@ def render_markdown(data: dict) -> str:
     """The report as GitHub Markdown (for PR comments): formulas as ``$$ LaTeX $$``; figures
     are not embedded (use the HTML report)."""
     L = [f"# plan report: `{str(data['file']).replace('`', chr(39))}`"]
+    if data.get("verdict"):
+        L += ["", "## Verdict", ""]
+        L += _md_table(["plan", "requirements"], [[f"`{v['plan']}`", ("✅ " if v["ok"] else "❌ ") + _verdict_summary(v)]
+                                                 for v in data["verdict"]])
+        plans, rows = _verdict_rows(data)
+        if rows:
+            L += ["", "Margins (room left before a requirement flips; negative: by how much it fails):", ""]
+            L += _md_table(["requirement"] + [f"`{p}`" for p in plans],
+                           [[f"`{r[0]}`"] + ["—" if c is None else ("✅ " if c[0] else "❌ ") + c[1] for c in r[1:]]
+                            for r in rows])
+        comp = data.get("compare") or {}
+        if len(comp.get("columns", [])) > 1:
+            L += ["", "## Plans side by side", ""]
+            L += _md_table(["quantity", "unit"] + [f"`{p}`" for p in comp["columns"]],
+                           [[f"`{r[0]}`", r[1]] + r[2:] for r in comp["rows"]])
     for p, rep in data["plans"].items():
         L += ["", f"## plan `{p}`", "", "### Headline values", ""]
         L += _md_table(["quantity", "value", "unit", "meaning"],
@@ -444,11 +577,13 @@ def render_markdown(data: dict) -> str:
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;color:#222}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;padding:0 1em;max-width:72em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.2em .6em;font-size:.9em}
 th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .ok{color:#1a7f37;font-weight:bold}.fail{color:#cf222e;font-weight:bold}
-code{background:#f6f8fa;padding:0 .2em}.formula{margin:.4em 0 .8em 1.5em;overflow-x:auto}math{font-size:1.1em}
+code{background:#f6f8fa;padding:0 .2em}.formula{margin:.4em 0 .8em 1.5em;overflow-wrap:anywhere}math{font-size:1.1em}
+.formula math{display:inline-block;max-width:100%;overflow-x:auto;vertical-align:middle}
+td{overflow-wrap:break-word}td.n,.verdict td.ok,.verdict td.fail{white-space:nowrap}
 figure{margin:1em 0}figcaption{font-size:.85em;color:#555}svg{max-width:100%;height:auto}
 """
 
@@ -476,6 +611,23 @@ def render_html(data: dict) -> str:
     B = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
          f"<title>plan report: {_h(data['file'])}</title>", f"<style>{_CSS}</style></head><body>",
          f"<h1>plan report: <code>{_h(data['file'])}</code></h1>"]
+    if data.get("verdict"):
+        B.append('<section id="verdict" class="verdict"><h2>Verdict</h2>')
+        B.append(_html_table(["plan", "requirements"],
+                             [[(f'<a href="#plan-{_h(v["plan"])}"><code>{_h(v["plan"])}</code></a>', "plan"),
+                               (_h(_verdict_summary(v)), "ok" if v["ok"] else "fail")] for v in data["verdict"]]))
+        plans, rows = _verdict_rows(data)
+        if rows:
+            B.append("<p>Margins: the room left before each requirement flips (negative: by how much it fails).</p>")
+            B.append(_html_table(["requirement"] + plans,
+                                 [[r[0]] + [("—", "n") if c is None else (_h(c[1]), "ok" if c[0] else "fail")
+                                            for c in r[1:]] for r in rows]))
+        comp = data.get("compare") or {}
+        if len(comp.get("columns", [])) > 1:
+            B.append("<h2>Plans side by side</h2>")
+            B.append(_html_table(["quantity", "unit"] + comp["columns"], comp["rows"],
+                                 set(range(2, 2 + len(comp["columns"])))))
+        B.append("</section>")
     for p, rep in data["plans"].items():
         B.append(f'<section id="plan-{_h(p)}"><h2>plan <code>{_h(p)}</code></h2>')
         B.append("<h3>Headline values</h3>")

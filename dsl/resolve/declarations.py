@@ -105,7 +105,10 @@ class DeclarationsMixin:
             elif d.name in chain or parent.name == d.name:
                 cyc = " -> ".join((chain[chain.index(d.name):] if d.name in chain else [d.name]) + [d.name])
                 self.rep.error("cycle", f"'extends' forms a cycle: {cyc}", d.extends_span,
-                               "a declaration cannot extend itself, directly or indirectly")
+                               "a declaration cannot extend itself, directly or indirectly"
+                               + (f"; `{d.kind} {d.name} extends {d.name}` overrides an entry of another "
+                                  "file, so import the file (the catalog) that declares it"
+                                  if d.extends == d.name else ""))
             elif parent.kind != d.kind:
                 self.rep.error("kind-mismatch", f"{d.kind} '{d.name}' cannot extend {parent.kind} '{parent.name}'",
                                d.extends_span, f"extend a {d.kind}")

@@ -115,6 +115,8 @@ class LoaderMixin:
         self._files = {m.file: Path(m.file) for m in self.modules}
         for mod in self.modules:
             for d in mod.decls:
+                if d.name in self.decls and self._override(d):
+                    continue
                 if d.name in self.decls:
                     first = self.decls[d.name].ast
                     mine, other, note = d, first, "first declared"
@@ -129,6 +131,24 @@ class LoaderMixin:
                                    related=((note, other.name_span),))
                     continue
                 self.decls[d.name] = DeclInfo(d.name, d.kind, d)
+
+    def _override(self, d) -> bool:
+        """``device h100_sxm extends h100_sxm { … }`` in one file and ``h100_sxm`` in another
+        (a catalog): the first is an override.  The overridden entry stays as
+        ``original.NAME``; the override extends it and takes its name, so every reference —
+        the catalog's own included — reads the override.  True when ``d`` was such a pair."""
+        from dataclasses import replace
+        first = self.decls[d.name].ast
+        if (d.extends == d.name) == (first.extends == first.name) or d.kind != first.kind \
+                or d.name_span.file == first.name_span.file:
+            return False
+        over, base = (d, first) if d.extends == d.name else (first, d)
+        hidden = f"original.{d.name}"
+        if hidden in self.decls:
+            return False
+        self.decls[hidden] = DeclInfo(hidden, base.kind, replace(base, name=hidden))
+        self.decls[d.name] = DeclInfo(d.name, over.kind, replace(over, extends=hidden))
+        return True
 
     @staticmethod
     def _import_path(base: Path, path: str) -> Path:

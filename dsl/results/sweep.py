@@ -304,8 +304,6 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
     is NaN (a requirement: not met) at its points."""
     import numpy as np
 
-    from dsl.results.evaluation import evaluate_file
-
     combos = sorted({tuple(float(arrays[i][k]) for i in structural) for k in range(size)})
     if len(combos) > STRUCTURAL_POINTS:
         raise PlanError([Diagnostic("error", "sweep", f"{len(combos)} values of structural inputs would each need "
@@ -316,26 +314,37 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
     units = [ws.nodes[i].unit for i in ids]
     reqs = [r for r in ws.requirements if r.plan == plan]
     out = [np.full(size, np.nan) for _ in range(len(ids) + 2 * len(reqs))]
-    for combo in combos:
-        over = {varies[i].id: _exact(x, _whole(ws, varies[i].id)) for i, x in zip(structural, combo)}
-        ev = evaluate_file(ws.path, plugins=ws.plugins, overrides=over)
-        mask = np.ones(size, dtype=bool)
-        for i, x in zip(structural, combo):
-            mask &= arrays[i] == x
-        have = [i for i in ids if i in ev.nodes]
-        fn, _, _, ev_reqs = compile_outputs(ev, plan, [varies[i].id for i in continuous], have)
-        with np.errstate(all="ignore"):
-            part = [np.broadcast_to(np.asarray(x, dtype=float), (int(mask.sum()),))
-                    for x in fn(*[arrays[i][mask] for i in continuous])]
-        for k, i in enumerate(have):
-            out[ids.index(i)][mask] = part[k]
-        by_name = {r.name: n for n, r in enumerate(ev_reqs)}
-        for n, r in enumerate(reqs):
-            m = by_name.get(r.name)
-            if m is not None:
-                out[len(ids) + 2 * n][mask] = part[len(have) + 2 * m]
-                out[len(ids) + 2 * n + 1][mask] = part[len(have) + 2 * m + 1]
+    from dsl.engine.progress import progress
+    with progress(len(combos), f"sweeping {len(combos)} structural values") as advance:
+        for combo in combos:
+            _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo)
+            advance()
     return out, ids, units, reqs
+
+
+def _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo) -> None:
+    """Fill ``out`` at the points of one combination of structural values (one evaluation)."""
+    import numpy as np
+
+    from dsl.results.evaluation import evaluate_file
+    over = {varies[i].id: _exact(x, _whole(ws, varies[i].id)) for i, x in zip(structural, combo)}
+    ev = evaluate_file(ws.path, plugins=ws.plugins, overrides=over)
+    mask = np.ones(size, dtype=bool)
+    for i, x in zip(structural, combo):
+        mask &= arrays[i] == x
+    have = [i for i in ids if i in ev.nodes]
+    fn, _, _, ev_reqs = compile_outputs(ev, plan, [varies[i].id for i in continuous], have)
+    with np.errstate(all="ignore"):
+        part = [np.broadcast_to(np.asarray(x, dtype=float), (int(mask.sum()),))
+                for x in fn(*[arrays[i][mask] for i in continuous])]
+    for k, i in enumerate(have):
+        out[ids.index(i)][mask] = part[k]
+    by_name = {r.name: n for n, r in enumerate(ev_reqs)}
+    for n, r in enumerate(reqs):
+        m = by_name.get(r.name)
+        if m is not None:
+            out[len(ids) + 2 * n][mask] = part[len(have) + 2 * m]
+            out[len(ids) + 2 * n + 1][mask] = part[len(have) + 2 * m + 1]
 
 
 def _exact(x: float, whole: bool):
