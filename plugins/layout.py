@@ -541,8 +541,9 @@ def plan_quantities_price(ctx):
                    "exposed DP/ZeRO collectives per step", headline=X["t"] * p * c > 1, rank=7)
     opt_t = None
     if roof and not X["off"]:
-        opt_t = ctx.define("optimizer_time", r["optimizer"], "s", lm.TERM_NAMES["optimizer"] + ", after the last "
-                           "gradient reduction, at mem_efficiency·mem_bw", headline=True, rank=7.6)
+        opt_t = ctx.define("optimizer_time", r["optimizer"], "s", "optimizer step on the GPU after the last gradient "
+                           "reduction: gradients read, master weights and moments read and written, 16-bit weights "
+                           "written for this GPU's ZeRO shard, at mem_efficiency·mem_bw", headline=True, rank=7.6)
     ctx.define("comm_wait", ctx.q("step_time", "s") - comp - (imb_t if imb_t is not None else 0) - rec - bubble
                - ctx.param("input_wait") - (opt_t if opt_t is not None else 0), "s",
                "exposed communication and waits per step: step time − compute − recomputation − bubble − input wait",
@@ -701,6 +702,9 @@ def plan_activities_schedule(ctx):
         prev = k
         chain.append(dur)
     if not priced:
+        if ctx.defined("optimizer_time"):
+            tl.add("optimizer_step", ctx.q("optimizer_time"), "gpu", after=[prev],
+                   doc="optimizer step (memory-bound, roofline)", kind="compute")
         if ctx.defined("optimizer_offload_time"):
             tl.add("optimizer_offload", ctx.q("optimizer_offload_time"), "host", after=[prev],
                    doc="offloaded optimizer: gradients down (beyond the last backward), CPU Adam, weights up",
@@ -733,6 +737,9 @@ def plan_activities_schedule(ctx):
                doc="gradient reduction overlapped with the backward passes", kind="comm")
         tl.add(last, tail, "link", after=[prev, "grad_reduce"], doc="last collective (word embedding gradient)",
                kind="comm")
+    if ctx.defined("optimizer_time"):
+        tl.add("optimizer_step", ctx.q("optimizer_time"), "gpu", after=[prev, last],
+               doc="optimizer step after the last gradient reduction (memory-bound, roofline)", kind="compute")
     if ctx.defined("optimizer_offload_time"):
         tl.add("optimizer_offload", ctx.q("optimizer_offload_time"), "host", after=[prev, last],
                doc="offloaded optimizer: gradients down (beyond the last backward), CPU Adam, weights up",

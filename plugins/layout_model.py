@@ -18,7 +18,7 @@ from . import flops
 TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload", "input")
 TERM_NAMES = {
     "compute": "compute (forward + backward at the stated MFU)",
-    "optimizer": "optimizer step (memory-bound: gradients, master weights, moments)",
+    "optimizer": "optimizer step (memory-bound)",
     "imbalance": "MoE routing imbalance (the most loaded expert-parallel rank's extra expert work)",
     "recompute": "recomputation (extra forward)",
     "bubble": "pipeline bubble (p−1)/(v·m)",
@@ -31,7 +31,7 @@ TERM_NAMES = {
     "input": "input wait",
 }
 # the compute term as the roofline mode prices it
-ROOFLINE_COMPUTE = "compute (forward + backward, roofline: GEMMs on the device's efficiency curve, memory-bound ops)"
+ROOFLINE_COMPUTE = "compute (forward + backward, roofline)"
 
 
 def term_name(k: str, mode: str = "mfu") -> str:

@@ -28,6 +28,7 @@ KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro
               "z": "zero", "r": "recompute", "sp": "sequence_parallel", "off": "offload"}
 OFFLOAD = ("none", "optimizer")
 GRID_ORDER = ("t", "p", "c", "e", "v", "b", "z", "r", "sp", "off")
+MEMORY_REASON = "memory per GPU exceeds the usable memory"   # usable: capped at the device memory
 
 
 class SearchError(Exception):
@@ -151,7 +152,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "L_moe": L - (val(f"{model}.dense_layers") if has(f"{model}.dense_layers") else 0.0) if moe else 0.0,
          "fwd_tok": val(f"{model}.flops_per_token_forward"),
          "s": val(f"{wl}.seq_len"), "B": val(f"{wl}.global_batch"),
-         "peak": val(f"{dev}.peak_flops"), "mfu": val(f"{plan}.mfu"), "gpus": val(f"{plan}.gpus"),
+         "peak": val(f"{dev}.peak_flops"), "gpus": val(f"{plan}.gpus"),
          "gph": val(f"{plan}.gpus_per_host"), "link": val(f"{link}.bandwidth") if link else None,
          "nic": (val(f"{nic_ref.name}.bandwidth") if nic_ref is not None else val(f"{link}.bandwidth") if link
                  else None),
@@ -196,17 +197,21 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
                                     "add `link = …` (the GPU's own link inside a host) to `use layout`")])
     for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"), ("bytes_O", "optimizer")):
         K[k] = val(f"{plan}.{state}_memory") / N
+    K.update(_efficiency_constants(ws, plan, model, dev, h, a, K))
     deadline = val(f"{wl}.deadline") if has(f"{wl}.deadline") else None
     mode = ws.python_value(pre + "activations")
     if mode == "auto":
         declared = ("memory" in ws.decls[plan].uses and "transient" in ws.decls[plan].uses["memory"]) or \
             "buffers" in ws.decls[plan].uses
         mode = "transient" if declared else "formula"
-    meta = {"activations": mode, "moe": moe,
+    meta = {"activations": mode, "moe": moe, "efficiency": K["mode"],
             "stage_layers": pre + "stage_layers" in ws.nodes and ws.python_value(pre + "stage_layers") is not None,
             "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
+            # what a GPU can hold: the usable memory, never more than the device's own memory
+            "capacity": min(val(f"{plan}.usable_memory"),
+                            val(f"{dev}.memory") if has(f"{dev}.memory") else float("inf")),
             "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,
             "steps": float(sp.ceiling(sp.Rational(ws.value(f"{wl}.tokens")) /
                                       (sp.Rational(ws.value(f"{wl}.seq_len")) *
@@ -218,6 +223,33 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
             "batch_tolerance": val(f"{plan}.layout_search.batch_tolerance")
             if f"{plan}.layout_search.batch_tolerance" in ws.nodes else 0.0}
     return K, meta
+
+
+def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
+    """``K["mode"]`` and, in roofline mode, the device curve (the device's fields or the
+    generic defaults) and the matrix shapes — as ``use layout`` reads them."""
+    from plugins.decoder import attention_params
+    from plugins.layout import DEVICE_CURVE
+    from plugins.layout_model import GENERIC_DEVICE, shape_constants
+
+    has = lambda nid: nid in ws.nodes and ws.value(nid) is not None   # noqa: E731
+    node = f"{plan}.layout.efficiency"
+    given = ws.python_value(node) if node in ws.nodes else None
+    mode = given if given is not None else ("mfu" if has(f"{plan}.mfu") else "roofline")
+    if mode == "mfu":
+        return {"mode": mode, "mfu": float(ws.value(f"{plan}.mfu"))}
+    out = {"mode": mode, "mem_bw": float(ws.value(f"{dev}.mem_bw"))}
+    for field, (key, _) in DEVICE_CURVE.items():
+        out[key] = float(ws.value(f"{dev}.{field}")) if has(f"{dev}.{field}") else GENERIC_DEVICE[field]
+
+    def opt(name, default=None):
+        return float(ws.value(f"{model}.{name}")) if has(f"{model}.{name}") else default
+    arch = {"h": h, "nq": a, "nkv": K["kv"], "dh": K["dh"], "f": opt("ffn")}
+    mo = {"moe": has(f"{model}.experts"), "mla": has(f"{model}.kv_lora_rank"), "rkv": opt("kv_lora_rank"),
+          "rq": opt("q_lora_rank"), "dr": opt("qk_rope_dim", 0.0), "dv": opt("v_head_dim"),
+          "fe": opt("expert_ffn"), "ks": opt("shared_experts", 0.0)}
+    out.update(shape_constants(arch, mo, attention_params(arch, mo, matrices_only=True)))
+    return out
 
 
 def knob_lists(ws, plan: str) -> dict:
@@ -306,7 +338,11 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
             rv = np.broadcast_to(np.asarray(rhs(K, Xf), dtype=float), fail.shape)
             ok = {"==": np.abs(lv - rv) <= 1e-9 * np.maximum(1, np.abs(rv)), "<=": lv <= rv}[op]
             fail = np.where((fail < 0) & ~ok, i, fail)
-        fail = np.where((fail < 0) & (out["memory"] > meta["usable"]), len(R), fail)
+        # a layout fits only when its memory is a number no larger than the usable memory and the
+        # device's capacity (a NaN or a usable budget stated above the device never passes)
+        limit = meta.get("capacity", meta["usable"])
+        fits = np.asarray(out["memory"], dtype=float) <= limit
+        fail = np.where((fail < 0) & ~fits, len(R), fail)
     cols = {k: np.broadcast_to(np.asarray(v, dtype=float), fail.shape).copy()
             for k, v in out.items() if k in lm.TERMS or k in ("step", "memory", "persistent", "activation", "m")}
     cols["fail"] = fail
@@ -383,7 +419,7 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
         raise SearchError(f"unknown engine '{engine}' (valid: local, dask)")
     R = lm.rules(meta["moe"], meta["cross_host_tp"])
     names = [r[0] for r in R] + ["fits_memory"]
-    reasons = np.array([r[1] for r in R] + ["memory per GPU exceeds the usable memory"] + [""], dtype=object)
+    reasons = np.array([r[1] for r in R] + [MEMORY_REASON] + [""], dtype=object)
     res = SearchResult(plan, meta=meta)
     c = res.columns
     c.update(X)
@@ -406,7 +442,7 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
     time_u = c["finish"] / dl if dl else np.zeros(len(fail))
     c["binding"] = np.where(time_u >= mem_u, "deadline", "memory").astype(object)
     meta["rejections"] = {names[i]: int((fail == i).sum()) for i in range(len(names)) if (fail == i).any()}
-    meta["constants"] = {k: float(v) for k, v in K.items()}
+    meta["constants"] = {k: float(v) for k, v in K.items() if not isinstance(v, str)}
     _rank(res)
     res._inputs = (K, X, names, fail)
     return res
@@ -528,11 +564,12 @@ def _rank(res: SearchResult) -> None:
 def explain(res: SearchResult, best: int, other: int, label: str) -> dict:
     """Why layout ``other`` loses to ``best``: step-time difference and each critical-path
     term's difference (s), largest first; memory difference (GiB)."""
-    from plugins.layout_model import TERMS, TERM_NAMES
+    from plugins.layout_model import TERMS, term_name
     c = res.columns
     diffs = sorted(((float(c[k][other] - c[k][best]), k) for k in TERMS), key=lambda x: -x[0])
     main = [d for d in diffs if d[0] > 1e-12]
-    reason = (f"{TERM_NAMES[main[0][1]]} +{main[0][0]:.3g} s" if main else "no slower term")
+    reason = (f"{term_name(main[0][1], res.meta.get('efficiency', 'mfu'))} +{main[0][0]:.3g} s" if main
+              else "no slower term")
     if not res.columns["meets_deadline"][other] and res.columns["meets_deadline"][best]:
         reason += "; misses the deadline"
     return {"label": label, "layout": res.layout(other), "step_delta_s": float(c["step"][other] - c["step"][best]),
@@ -574,7 +611,7 @@ def table(res: SearchResult, top: int = 10):
 def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str:
     """The search as text: summary, best layout and its terms, why the others lose, the
     Pareto front, the top valid layouts and the rejected ones with their reasons."""
-    from plugins.layout_model import TERMS, TERM_NAMES
+    from plugins.layout_model import TERMS, term_name
     np = _np()
     c, m = res.columns, res.meta
     n_valid = int(c["valid"].sum())
@@ -583,6 +620,8 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
     lines = [f"layout search: plan {res.plan} — {int(m['constants']['gpus'])} GPUs, "
              f"{int(m['constants']['gph'])} per host, link {m['link']}" + (f", NIC {m['nic']}" if m["nic"] else ""),
              f"activations: {act}",
+             *([f"compute: efficiency = roofline (matrix products on {m['device']}'s efficiency curve, "
+                "memory-bound work at its bandwidth)"] if m.get("efficiency") == "roofline" else []),
              *([f"pipelines: priced by the 1F1B closed form (interleaved when virtual > 1), not the plan's "
                 f"{'uneven stage_layers' if m.get('stage_layers') else m['schedule'] + ' schedule'}; --emit writes "
                 "the schedule priced"] if m.get("stage_layers") or m.get("schedule") not in ("1f1b", "interleaved")
@@ -602,7 +641,7 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
                  f"{'meets' if b['meets_deadline'] else 'MISSES'} the deadline, binding: {b['binding']}")
     for k in TERMS:
         if b["terms_s"][k]:
-            lines.append(f"    {TERM_NAMES[k]:<48} {b['terms_s'][k]:10.4g} s")
+            lines.append(f"    {term_name(k, m.get('efficiency', 'mfu')):<48} {b['terms_s'][k]:10.4g} s")
     if m.get("ties"):
         lines.append(f"  {len(m['ties'])} other layout(s) tie with it in step time and memory: "
                      + "; ".join(_short(t) for t in m["ties"][:3]) + (" …" if len(m["ties"]) > 3 else ""))
@@ -639,7 +678,7 @@ def _diagnosis_lines(res: SearchResult) -> list:
         return []
     from plugins.layout_model import rules
     reason = {r[0]: r[1] for r in rules(res.meta["moe"], res.meta["cross_host_tp"])}.get(
-        d["most_common"], "memory per GPU exceeds the usable memory")
+        d["most_common"], MEMORY_REASON)
     lines = [f"  why: most candidates ({d['rejected_by_it']} of {d['candidates']}) break {d['most_common']} "
              f"({reason})"]
     B = int(res.meta["global_batch"])
