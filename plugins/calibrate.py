@@ -100,6 +100,8 @@ FIELD_DOCS = {
     "matmul_half_flops": "matrix-product size at which η is half of η_max, fitted to the measured runs",
 }
 FLOP_COUNTS = ("narayanan2021", "model")
+# collective fields of a link declaration (plugins/collectives.py), passed to the step when present
+LINK_FIELDS = (("latency", "s"), ("launch", "s"), ("efficiency", ""), ("nvls_efficiency", ""), ("nvls_latency", "s"))
 
 INT_COLUMNS = ("heads", "hidden", "layers", "seq_len", "vocab", "tp", "pp", "gpus", "batch", "micro_batch")
 REQUIRED = ("run",) + INT_COLUMNS
@@ -340,6 +342,12 @@ def gpt_constants(run: Run, hw: dict, mode: str = "mfu") -> tuple[dict, dict]:
         if v is not None:
             K[key] = v
     K.setdefault("mfu", 1.0)
+    # the links' collective fields under the step's K keys (K["link_alpha"], K["nic_eff"] …)
+    for prefix, fields in hw.get("links", {}).items():
+        K[prefix + "_nvls"] = bool(fields.get("nvls", False))
+        for key, suffix in getattr(lm, "LINK_KEYS", ()):
+            if key in fields:
+                K[prefix + suffix] = fields[key]
     X = {"t": run.tp, "p": run.pp, "d": run.dp, "c": 1, "e": 1, "et": run.tp, "v": run.virtual,
          "b": run.micro_batch, "z": 0, "r": RECOMPUTE.index(run.recompute), "sp": 0}
     return K, X
@@ -489,11 +497,16 @@ def _hw_from_ctx(ctx, b, names):
     for n, (_k, unit, _b, _s) in FIELDS.items():
         if n != "mfu" and n not in names and dev.has(n):
             values[n] = num(dev.q(n, unit))
+    links = {}
+    for prefix, ref in (("link", link), ("nic", nic if nic is not None else link)):
+        d = {f: num(ref.q(f, unit)) for f, unit in LINK_FIELDS if ref.has(f)}
+        d["nvls"] = bool(ref.value("nvls", False))
+        links[prefix] = d
     return {"peak": num(dev.q("peak_flops", "FLOP/s", positive=True)),
             "mem_bw": num(dev.q("mem_bw", "B/s", positive=True)) if dev.has("mem_bw") else math.inf,
             "gph": int(ctx.value("gpus_per_host")), "link": link_bw,
             "nic": num(nic.q("bandwidth", "B/s", positive=True)) if nic is not None else link_bw,
-            "nics": num(b.q("nics_per_host")), "latency": num(b.q("latency")), "values": values}
+            "nics": num(b.q("nics_per_host")), "latency": num(b.q("latency")), "values": values, "links": links}
 
 
 def _selected(b, runs):
@@ -561,7 +574,12 @@ def _hw_from_ws(ws, plan, names):
     values = {n: num(f"{dev}.{n}") for n in FIELDS if n != "mfu" and n not in names and f"{dev}.{n}" in ws.nodes}
     values.update({n: num(f"{plan}.{n}") for n in names})
     link_bw = num(f"{link}.bandwidth")
-    return {"peak": num(f"{dev}.peak_flops"),
+    links = {}
+    for prefix, name in (("link", link), ("nic", nic_ref.name if nic_ref is not None else link)):
+        d = {f: num(f"{name}.{f}") for f, _u in LINK_FIELDS if f"{name}.{f}" in ws.nodes}
+        d["nvls"] = bool(ws.python_value(f"{name}.nvls")) if f"{name}.nvls" in ws.nodes else False
+        links[prefix] = d
+    return {"links": links, "peak": num(f"{dev}.peak_flops"),
             "mem_bw": num(f"{dev}.mem_bw") if f"{dev}.mem_bw" in ws.nodes else math.inf,
             "gph": int(num(f"{plan}.gpus_per_host")), "link": link_bw,
             "nic": num(f"{nic_ref.name}.bandwidth") if nic_ref is not None else link_bw,

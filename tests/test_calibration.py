@@ -126,6 +126,14 @@ def test_fit_two_runs_is_the_least_squares_of_relative_errors(write_plan, qval):
     assert t.rows[1][5] == "-20.0"
 
 
+def test_achieved_throughput_counted_as_the_model_counts(write_plan, qval):
+    """`flop_count = "model"`: 0.4 TFLOP/s achieved on a 1 TFLOP/s device, FLOPs counted as the
+    step counts them, is an efficiency of 0.4 exactly (no communication on one GPU)."""
+    write_plan(TOY_HEADER.replace("step_time", "achieved_tflops") + "a,4,64,2,16,128,1,1,1,8,8,0.4\n", "runs.csv")
+    ws = dsl.load(write_plan(TOY_PLAN.format(rows="")))
+    assert qval(ws, "fit.mfu") == pytest.approx(0.4, rel=1e-9)
+
+
 def test_a_fitted_value_drives_another_plan(write_plan, qval):
     """`mfu = fit.mfu` in a training plan: its compute time is the toy's FLOPs at the fitted 0.4."""
     write_plan(TOY_HEADER + f"a,4,64,2,16,128,1,1,1,8,8,{TOY_FLOPS / 0.4e12!r}\n", "runs.csv")
