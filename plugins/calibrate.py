@@ -548,6 +548,13 @@ def plan_quantities_price(ctx):
         ctx.error("calibration needs numpy and scipy", 'pip install "plan-dsl[numeric]"', code="missing-dependency")
     mode = "mfu" if "mfu" in names else "roofline"
     for n in names:
+        lo, hi = FIELDS[n][2]
+        v = got["values"][n]
+        if min(abs(v - lo) / lo, abs(hi - v) / hi) < 1e-6:
+            ctx.warn(f"the fitted {n} of '{ctx.name}' sits at its bound ({v:.6g}): the model cannot match the "
+                     "selected runs within the allowed range",
+                     "check the runs' layouts and measured values, or fit other fields (see the calibration table)")
+    for n in names:
         unit = FIELDS[n][1]
         ctx.define(n, sp.Float(got["values"][n], 15), "%" if unit == "" else "GFLOP", FIELD_DOCS[n], headline=True,
                    rank=1, references=REFERENCES[:1] + REFERENCES[2:])
