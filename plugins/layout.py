@@ -13,6 +13,13 @@ ZeRO-0).  The older spellings are thin aliases of the same model: ``use compute 
 the step with the default layout, and ``use zero { stage; group; link; nic; nics_per_host;
 prefetch }`` sets ``zero``, ``dp``, ``link``, ``nic``, ``nics_per_host`` and ``prefetch``.
 
+Compute is priced one of two ways (``efficiency``): ``"mfu"`` — every FLOP at the plan's
+``mfu`` (the default when the plan states it) — or ``"roofline"`` — each matrix product and
+memory-bound operation of a layer on the device's curves (``matmul_efficiency``,
+``matmul_half_flops``, ``mem_efficiency``, ``mem_bw``; :func:`plugins.layout_model.roofline`),
+the default when the plan states no ``mfu``.  ``mfu_achieved`` reports the step's model FLOP
+utilisation in both modes.
+
 The closed forms live in :mod:`plugins.layout_model` (one text for this block's sympy
 quantities and the search's numpy grid): Korthikanti et al. 2022 activation bytes
 generalised per tensor (FlashAttention keeps no s×s scores; activation precision), ring

@@ -6,10 +6,14 @@ memory, checkpoint overhead) are read at their nominal values; the candidate gri
 product of the knob lists; dp = gpus / (tp·pp·cp)) is a set of integer numpy arrays, and
 :func:`plugins.layout_model.evaluate` — the same closed forms ``use layout`` prices
 symbolically — runs once over all of them.  Each candidate is either rejected with the
-first validity rule it breaks (:func:`plugins.layout_model.rules`, then memory) or kept
+first validity rule it breaks (:func:`plugins.layout_model.rules`, then memory: a layout fits
+only when its memory per GPU is a number no larger than the usable memory and the device's own
+memory) or kept
 with its step time, memory per GPU, finish time and binding constraint.  The result holds
 the Pareto front (step time vs memory) and the best layout with the terms by which the
-runner-up (and the best layout of every other tp) loses.
+runner-up (and the best layout of every other tp) loses.  Under ``efficiency = "roofline"``
+every candidate's compute comes from the same per-layer operation table as the plan's
+(:func:`plugins.layout_model.layer_ops`), vectorised over the grid.
 
 Engines: ``local`` evaluates the grid in one numpy call; ``dask`` splits it into chunks run
 as tasks on a Dask cluster (``distributed.Client(address)`` or a ``LocalCluster``) and
