@@ -33,7 +33,7 @@ def plan_kinds_register():
             Param("matmul_efficiency", "", doc="fraction of peak_flops large matrix products reach (η_max of the "
                   "roofline step model)", optional=True, min=0, min_open=True, max=1),
             Param("matmul_half_flops", "FLOP", doc="matrix-product size F = 2·M·N·K at which the efficiency is half "
-                  "of matmul_efficiency", optional=True, min=0, min_open=True),
+                  "of matmul_efficiency (0: every product at matmul_efficiency)", optional=True, min=0),
             Param("mem_efficiency", "", doc="fraction of mem_bw streaming (memory-bound) kernels reach",
                   optional=True, min=0, min_open=True, max=1),
         )),

@@ -253,7 +253,7 @@ def efficiency_mode(ctx, kn: Knobs) -> str:
     """The compute mode of the plan's step: the `efficiency` knob, else "mfu" when the plan
     states `mfu` and "roofline" when it does not."""
     given = kn.value("efficiency")
-    stated = ctx.value("mfu") is not None
+    stated = ctx.stated("mfu")
     mode = given if given is not None else ("mfu" if stated else "roofline")
     if mode == "mfu" and not stated:
         kn.error_at("efficiency", f"efficiency = \"mfu\" prices compute at the plan's `mfu`, which plan "

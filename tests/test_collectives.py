@@ -309,15 +309,21 @@ def test_cli_prints_the_answer(tmp_path):
 def search_case():
     from dsl.results.evaluation import evaluate_file
     from plugins import layout_search as ls
-    ws = evaluate_file(ROOT / "specs/cases/layout-qwen3-8b-4090.plan")
+    case = ROOT / "specs/cases/layout-qwen3-8b-4090.plan"
+    ws = evaluate_file(case)
     plan = next(p for p, d in ws.decls.items() if "layout_search" in d.uses)
     K, meta = ls.constants(ws, plan)
     X = ls.grid(ls.knob_lists(ws, plan), int(K["gpus"]))
-    return K, meta, X
+    # the same case priced in roofline mode (the device curve and the matrix shapes in K)
+    text = case.read_text(encoding="utf-8").replace("  use layout {", '  use layout { efficiency = "roofline"', 1)
+    wr = evaluate_file(case, text=text)
+    R, _ = ls.constants(wr, plan)
+    assert R["mode"] == "roofline"
+    return K, meta, X, R
 
 
 def test_mfu_mode_is_unchanged(search_case):
-    K, meta, X = search_case
+    K, meta, X, _ = search_case
     a = lm.evaluate(K, X, NUM, meta["activations"], meta["moe"])
     b = lm.evaluate(dict(K, mode="mfu"), X, NUM, meta["activations"], meta["moe"])
     # mfu mode: the ring at the link's bandwidth and the layout's latency knob, whatever the link's
@@ -330,8 +336,7 @@ def test_mfu_mode_is_unchanged(search_case):
 
 
 def test_roofline_mode_prices_collectives_with_the_algorithm_model(search_case):
-    K, meta, X = search_case
-    R = dict(K, mode="roofline")
+    K, meta, X, R = search_case
     r = lm.evaluate(R, X, NUM, meta["activations"], meta["moe"])
     intra, inter = lm.link_dicts(R)
     assert intra == {"bandwidth": 32e9, "latency": 5.7e-6, "launch": 8.4e-6, "efficiency": 0.75, "nvls": False}
@@ -353,8 +358,7 @@ def test_roofline_mode_prices_collectives_with_the_algorithm_model(search_case):
 
 
 def test_roofline_dp_bandwidth_is_the_collectives_bus_bandwidth(search_case):
-    K, meta, X = search_case
-    R = dict(K, mode="roofline")
+    K, meta, X, R = search_case
     r = lm.evaluate(R, X, NUM, meta["activations"], meta["moe"])
     j = next(j for j in range(len(X["t"])) if X["z"][j] == 0 and X["t"][j] == 1 and X["p"][j] == 1)
     d = int(X["d"][j])

@@ -310,6 +310,16 @@ class PlanContext(_ContextBase):
         self.ws.used.add(nid)
         return self.ws.python_value(nid)
 
+    def stated(self, name: str) -> bool:
+        """True when plan-level parameter ``name`` is written (in the plan or a plan it extends)
+        or has a default — without reading its value, so the parameter stays a plain input
+        (not structural: a sweep over it needs no re-evaluation)."""
+        nid = f"{self.name}.{name}"
+        if nid in self.ws.nodes:
+            self.ws.used.add(nid)
+            return True
+        return False
+
     def ref(self, name: str) -> DeclView:
         """The declaration a plan-level parameter refers to (``model``, ``device`` …)."""
         nid = f"{self.name}.{name}"
