@@ -60,6 +60,7 @@ over the NICs, intra-host all-gather).
 from __future__ import annotations
 
 import math
+import sys
 
 from dsl.plugin import hookimpl
 from dsl.plugin import KindSpec, Param, UseSpec
@@ -101,12 +102,9 @@ def _get(link: dict, key: str):
 
 def _log2_ceil(k):
     """⌈log₂ k⌉ for numbers, sympy expressions and numpy arrays (k ≥ 1)."""
-    try:
-        import numpy as np
-        if isinstance(k, np.ndarray):
-            return np.ceil(np.log2(np.maximum(k, 1)))
-    except ImportError:        # pragma: no cover - numpy is a core dependency
-        pass
+    np = sys.modules.get("numpy")     # an array exists only once numpy is imported
+    if np is not None and isinstance(k, np.ndarray):
+        return np.ceil(np.log2(np.maximum(k, 1)))
     if isinstance(k, (int, float)):
         return math.ceil(math.log2(k)) if k >= 1 else 0
     import sympy as sp

@@ -12,6 +12,8 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
+import sys
+
 from . import collectives as coll
 from . import flops
 
@@ -645,12 +647,9 @@ def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):
 
 
 def _floor(x):
-    try:
-        import numpy as np
-        if isinstance(x, np.ndarray):
-            return np.floor(x)
-    except ImportError:       # pragma: no cover - numpy is optional
-        pass
+    np = sys.modules.get("numpy")     # an array exists only once numpy is imported
+    if np is not None and isinstance(x, np.ndarray):
+        return np.floor(x)
     if isinstance(x, (int, float)):
         import math
         return math.floor(x)
@@ -659,12 +658,9 @@ def _floor(x):
 
 
 def _mod(x, k):
-    try:
-        import numpy as np
-        if isinstance(x, np.ndarray) or isinstance(k, np.ndarray):
-            return np.mod(x, k)
-    except ImportError:       # pragma: no cover - numpy is optional
-        pass
+    np = sys.modules.get("numpy")     # an array exists only once numpy is imported
+    if np is not None and (isinstance(x, np.ndarray) or isinstance(k, np.ndarray)):
+        return np.mod(x, k)
     import sympy as sp
     return sp.Mod(x, k)
 
