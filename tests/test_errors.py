@@ -1,7 +1,8 @@
 """Every error class of the language, run through the CLI as a user would.
 
-Each test writes a small `.plan` file to ``tmp_path``, runs ``python -m dsl.cli`` from the
-repository root and checks the diagnostic contract: exit code 1 (2 for usage errors),
+Each test writes a small `.plan` file to ``tmp_path``, runs the CLI from the repository root
+(in this process; ``python -m dsl.cli`` in a new interpreter for the tests marked so below and
+for all of them under ``PLAN_TEST_CLI_PROCESS=1``) and checks the diagnostic contract: exit code 1 (2 for usage errors),
 ``file:line:column: error[code]: summary`` on stderr, the offending source line quoted with a
 caret under the offending text, a ``hint:`` and never a Python traceback.
 """
@@ -47,7 +48,17 @@ plan p {
 
 
 # ---------------------------------------------------------------- helpers
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def run(*args: str, cwd: Path = ROOT, process: bool | None = None) -> subprocess.CompletedProcess:
+    """The CLI on ``args``: in this process (``conftest.run_cli``, the same ``dsl.cli.main``
+    without ≈1 s of interpreter start-up per call) unless ``process=True`` or
+    ``PLAN_TEST_CLI_PROCESS=1``; then ``python -m dsl.cli`` in a new interpreter."""
+    from conftest import run_cli
+
+    if process is None:
+        process = bool(os.environ.get("PLAN_TEST_CLI_PROCESS"))
+    if not process:
+        rc, out, err = run_cli(*args, cwd=cwd, process=False)
+        return subprocess.CompletedProcess(["plan", *args], rc, out, err)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run([sys.executable, "-m", "dsl.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
@@ -126,7 +137,7 @@ def assert_diag(r: subprocess.CompletedProcess, code: str, *, file: str | Path |
 def test_syntax_error_lists_expected_tokens(tmp_path):
     text = "device d {\n  memory = 24 GB\n  mem_bw 1008 GB/s\n}\n"
     p = write(tmp_path, text)
-    r = run("check", str(p))
+    r = run("check", str(p), process=True)     # as a user runs it: a new interpreter
     assert_diag(r, "syntax", file=p, at=line_col(text, "1008"), quoted="1008",
                         hint="name = value", summary="unexpected '1008'; expected '='")
 
@@ -428,7 +439,7 @@ def test_solve_statement_unknown_target_in_file(tmp_path):
 
 
 def test_missing_root_file(tmp_path):
-    r = run("check", str(tmp_path / "none.plan"))
+    r = run("check", str(tmp_path / "none.plan"), process=True)
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     assert "error[missing-file]" in r.stderr and "hint:" in r.stderr
