@@ -1,7 +1,7 @@
 """Cold-process CPU time and peak memory of the commands the speed work targets, optionally
 next to another checkout of this project in the same run (before/after tables).
 
-Run:  python benchmarks/bench_speed.py [--repeat 3] [--baseline DIR] [--cases]
+Run:  python benchmarks/bench_speed.py [--repeat 3] [--baseline DIR] [--cases] [--eval FILE ...]
 
 Method: every figure is a new Python process (``python -m dsl.cli …`` with the checkout as the
 working directory, so its own ``dsl`` and ``plugins`` are imported), timed by ``os.wait4`` as
@@ -67,6 +67,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--baseline", type=Path, help="another checkout of this project (e.g. `git archive` of main)")
     ap.add_argument("--cases", action="store_true", help="also every file of specs/cases/ (once each)")
+    ap.add_argument("--eval", nargs="+", metavar="FILE", default=None,
+                    help="only `plan eval FILE` of these files (paths relative to the checkout), --repeat runs each")
     ap.add_argument("--imports", action="store_true",
                     help="only the import tree of `plan eval` of the design case (python -X importtime)")
     ap.add_argument("--no-bytecode", action="store_true",
@@ -85,7 +87,9 @@ def main() -> None:
                                                 str(tmp / "r.html")]),
             ("plan eval moe-capacity", ["eval", "specs/cases/moe-capacity.plan"]),
             ("plan eval pipeline-scale", ["eval", "specs/cases/pipeline-scale.plan"])]
-    for w in ("7.5", "3.75", "1.875"):
+    if a.eval:
+        jobs = [(f"plan eval {Path(f).name}", ["eval", f]) for f in a.eval]
+    for w in (() if a.eval else ("7.5", "3.75", "1.875")):
         f = tmp / f"trace-{w}.plan"
         f.write_text(TRACE % (conv, w), encoding="utf-8")
         jobs.append((f"trace, {w} s windows ({int(3540 / float(w))}-ish)", ["eval", str(f)]))
