@@ -46,6 +46,9 @@ class Limits:
     chain: int = 2_000
     #: activities on one timeline (pipeline steps, checkpoints, trace requests …)
     activities: int = 1_000_000
+    #: output tokens one serving simulation (`use batching`) follows; it keeps each token's
+    #: inter-token latency (up to ~70 bytes a token when every iteration decodes a large batch)
+    sim_tokens: int = 10_000_000
     #: points of one `plan sweep` grid or random sample, or one layout search space
     points: int = 1_000_000
     #: columns or rows asked for on the command line (`plan timeline --width`)
