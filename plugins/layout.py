@@ -143,17 +143,20 @@ LAYOUT = UseSpec(
     provides=STEP_PROVIDES,
 )
 
+#: largest degree or micro-batch a search list may hold (a product of three stays within int64)
+SEARCH_MAX = 1_000_000
+
 SEARCH = UseSpec(
     "layout_search",
     "the knob values `plan search` tries around the plan's `use layout` (dp = gpus / (tp·pp·cp))",
     params=(
-        Param("tp", "", "[1, 2, 4, 8]", "tensor-parallel degrees", kind="list"),
-        Param("pp", "", "[1]", "pipeline-parallel degrees", kind="list"),
-        Param("cp", "", "[1]", "context-parallel degrees", kind="list"),
-        Param("ep", "", "[1]", "expert-parallel degrees", kind="list"),
-        Param("virtual", "", "[1]", "interleaved virtual stages", kind="list"),
-        Param("micro_batch", "seq", "[1 seq]", "micro-batch sizes", kind="list"),
-        Param("zero", "", "[0, 1, 2, 3]", "ZeRO stages", kind="list"),
+        Param("tp", "", "[1, 2, 4, 8]", "tensor-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("pp", "", "[1]", "pipeline-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("cp", "", "[1]", "context-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("ep", "", "[1]", "expert-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("virtual", "", "[1]", "interleaved virtual stages", kind="list", min=1, max=SEARCH_MAX),
+        Param("micro_batch", "seq", "[1 seq]", "micro-batch sizes", kind="list", min=1, max=SEARCH_MAX),
+        Param("zero", "", "[0, 1, 2, 3]", "ZeRO stages", kind="list", min=0, max=3),
         Param("recompute", default='["none", "selective", "full"]', kind="list", item="string",
               doc="recomputation modes (none, selective, full)"),
         Param("sequence_parallel", default='["off", "on"]', kind="list", item="string",
