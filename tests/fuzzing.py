@@ -28,7 +28,9 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parent.parent
-CASES = sorted((REPO / "specs" / "cases").glob("*.plan"))
+#: the files mutated: the case files, then seeds for blocks no case uses yet (tests/fuzz_seeds/README.md)
+CASES = (sorted((REPO / "specs" / "cases").glob("*.plan"))
+         + sorted((REPO / "tests" / "fuzz_seeds").glob("*.plan")))
 
 
 @lru_cache(maxsize=None)
