@@ -838,3 +838,15 @@ def test_layout_search_lists(new, words):
         p.unlink()
     clean(rc, err)
     assert words in err, err
+
+
+# ---------------------------------------------------------------- catalog overrides
+def test_an_entry_overridden_twice_says_so(tmp_path):
+    """Two files each overriding `h100_sxm` (`device h100_sxm extends h100_sxm`, importing each
+    other) were "declared twice … rename one", which does not say how to change both fields."""
+    write(tmp_path, 'import "b.plan"\ndevice h100_sxm extends h100_sxm { memory = 1 GB }\n', "a.plan")
+    write(tmp_path, 'import "a.plan"\ndevice h100_sxm extends h100_sxm { memory = 2 GB }\n', "b.plan")
+    p = write(tmp_path, 'import "@catalog/hardware.plan"\nimport "a.plan"\nplan p { m = h100_sxm.memory }\n')
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert "error[duplicate]" in err and "an entry is overridden once" in err, err
