@@ -290,6 +290,8 @@ def _price(ctx, b):
     m, dev = ctx.ref("model"), ctx.ref("device")
     a, mo = architecture(m), moe_architecture(m)
     tp, pp = int(b.value("tp")), int(b.value("pp"))
+    for f in ("heads", "layers"):     # read as numbers below: a model without them is located here
+        m.q(f)
     heads = int(m.value("heads"))
     nkv_v = int(m.value("kv_heads", heads))
     layers = int(m.value("layers"))

@@ -850,3 +850,14 @@ def test_an_entry_overridden_twice_says_so(tmp_path):
     rc, _, err = cli("check", p)
     clean(rc, err)
     assert "error[duplicate]" in err and "an entry is overridden once" in err, err
+
+
+def test_engine_on_a_model_without_heads(tmp_path):
+    """`model m { }` under `use engine` was "TypeError: int() argument must be … not 'NoneType'"
+    with a bug note."""
+    p = write(tmp_path, 'import "@catalog/hardware.plan"\nimport "@catalog/engines.plan"\nmodel m { }\n'
+                        "plan p {\n  model = m; device = h100_sxm\n"
+                        "  use engine { engine = vllm; max_model_len = 8192 token }\n}\n")
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert "error[missing-field]: model 'm' has no field 'heads'" in err and "bug in plugin" not in err, err
