@@ -31,7 +31,8 @@ latencies are percentiles of a simulation.
    (:func:`plugins.serving_engine.per_gpu_sizes`: weights, KV bytes per token per GPU and the
    activation reserve per profiled token), then the KV tokens of every candidate follow in
    numpy from its max_num_seqs and chunk.  A layout that does not fit — tp not dividing the
-   heads, pp above the layers, a KV budget ≤ 0, fewer KV tokens than ``max_model_len``, a chunk
+   heads, pp above the layers, a KV budget ≤ 0, fewer KV tokens (per pipeline micro-batch) than
+   ``max_model_len``, a chunk
    below max_num_seqs — is skipped and counted by reason, never an error.
 3. *Screen* (vectorised numpy over all candidates of a layout, the step model of
    :func:`plugins.serving_step.step_time`).  With λ the trace's arrival rate split evenly over
@@ -39,9 +40,11 @@ latencies are percentiles of a simulation.
    state runs N = λ·Ḡ·t decoding sequences and prefills λ·P̄·t tokens per step of time t,
    t = step(λ·P̄·t, N, N·(P̄ + Ḡ/2)) — a fixed point found by iteration from the empty step
    (it converges from below when the engine keeps up; when it does not, the candidate is
-   overloaded).  Also overloaded: N above max_num_seqs, N·(P̄ + Ḡ) above the KV tokens, or
+   overloaded).  λ is the rate of the trace's busiest minute (its input + output tokens against
+   the mean minute's): a deployment that keeps up with the mean but not with the bursts queues.  Also overloaded: N above max_num_seqs, N·(P̄ + Ḡ) above the KV tokens, or
    the tokens of a step above the chunk.  Estimated TPOT = t; estimated TTFT = the iterations
-   the p95 prompt needs at the chunk left beside the decodes, plus one step.  A disaggregated
+   the p95 prompt needs at the chunk left beside the decodes, plus one step, over (1 − u) with
+   u the share of that chunk the arriving prompts use (a queue of prompts waiting for the budget).  A disaggregated
    prefill engine is an M/G/1 queue of prefills (service time of each of the trace's prompts,
    chunked; estimated TTFT = the p95 prompt's prefill + 3 × the Pollaczek–Khinchine mean wait);
    a decode engine the fixed point above without prefills, its TPOT plus the mean prompt's KV
@@ -50,10 +53,12 @@ latencies are percentiles of a simulation.
    chunk, as vLLM's pipeline-parallel scheduler), each step a pass over all stages — the tp
    step of the whole model plus (pp − 1) activation sends on the TP link.
 4. *Simulate* (:func:`plugins.serving_sim.simulate_replicas`, the whole trace, round-robin
-   dispatch) the candidates the screen ranks first: the ``simulate`` cheapest (objective, then
-   estimated latency relative to the targets) whose estimates are within ``screen_margin`` of
-   both targets, and the best-estimated candidate of each of up to ``simulate`` / 2 cheaper
-   objective levels (to show what is lost below the chosen one).  A disaggregated candidate
+   dispatch) the candidates the screen ranks first: in the order (objective, estimated latency
+   relative to the targets) those whose estimates are within ``screen_margin`` of both targets,
+   until ``simulate`` are simulated and one meets the targets (at most 3 × ``simulate``); and
+   the best-estimated candidate (at the busiest minute's load, then at the mean load) of each
+   of up to ``simulate`` / 2 cheaper objective levels the screen rejected (an independent look
+   below the screen's line).  A disaggregated candidate
    is two simulations: the prefill pool (each request's prompt and first token; TTFT), then
    the decode pool (requests arriving when their KV has crossed ``kv_link`` — one ``send`` per
    TP rank of its shard, :func:`plugins.collectives.collective_time` — already prefilled:
@@ -61,9 +66,9 @@ latencies are percentiles of a simulation.
    longest prompt so a transfer lands in one iteration).  TPOT = (t_G − t_1)/(G − 1) with t_1
    the prefill pool's first token (DistServe's definition), so the transfer counts.
 5. *Choose*: among the simulated candidates meeting both p95 targets, the least objective
-   (``"gpus"``, or ``"cost"``: GPUs × ``gpu_hour`` / tokens per hour, tokens = input + output
-   of the trace over the simulated span, per million), ties to fewer GPUs, lower cost, lower
-   TTFT p95, then the candidate order.  The Pareto front: the simulated candidates no other
+   (``"gpus"``, or ``"cost"``: GPUs × ``gpu_hour`` over the trace's duration per million of its
+   input + output tokens), ties to fewer GPUs, then the most headroom (the lower of TTFT p95 /
+   target and TPOT p95 / target, the larger of the two counting), then the candidate order.  The Pareto front: the simulated candidates no other
    simulated candidate dominates in (objective, TTFT p95, TPOT p95) — no worse in all three,
    better in one.
 
@@ -96,6 +101,7 @@ from .serving_step import constants as step_constants_of, step_time
 
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 SCREEN_ITERATIONS = 80
+SCREEN_WINDOW = 60.0       # s: the screen prices the busiest minute's load
 REASONS = ("tp does not divide the heads", "pp above the layers", "does not fit (KV budget)",
            "KV below max_model_len", "chunk below max_num_seqs")
 
@@ -155,6 +161,16 @@ class Workload:
     @property
     def rate(self) -> float:
         return len(self.arrival) / self.span
+
+    def peak_factor(self, window: float = 60.0) -> float:
+        """Tokens (input + output) arriving in the busiest ``window`` seconds over the mean
+        window's (≥ 1; 1 for a trace shorter than two windows)."""
+        if self.span < 2 * window:
+            return 1.0
+        b = np.floor((self.arrival - self.arrival.min()) / window).astype(np.int64)
+        tok = np.bincount(b, weights=(self.prompt + self.output).astype(float))
+        full = tok[:-1] if tok.size > 1 else tok           # the last window is partial
+        return max(float(full.max()) / float(full.mean()), 1.0)
 
 
 @dataclass
@@ -256,7 +272,7 @@ def _fixed_point(f, lam, P, G):
     (t, stable) — stable where the iteration has settled."""
     t = f(0.0 * lam, 0.0 * lam + 1.0)
     for _ in range(SCREEN_ITERATIONS):
-        t = f(lam * P * t, lam * G * t)
+        t = np.minimum(f(lam * P * t, lam * G * t), 1e6)
     t_next = f(lam * P * t, lam * G * t)
     stable = np.isfinite(t) & (t_next <= t * (1 + 1e-3)) & (t < 60.0)
     return t_next, stable
@@ -264,8 +280,16 @@ def _fixed_point(f, lam, P, G):
 
 def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None = None, chunked: bool = True):
     """Fill the feasibility (``valid``, ``reason``, ``kv``) and the steady-state estimates
-    (``est_ttft``, ``est_tpot`` in s; inf when overloaded) of every candidate (module
-    docstring, step 3)."""
+    (``est_ttft``, ``est_tpot`` in s; inf when overloaded) of every candidate at the busiest
+    minute's load (module docstring, step 3), and ``mean_ttft``/``mean_tpot`` at the mean load."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        mean = _screen(layouts, dict(cols), w, max_model_len, kv_link, chunked, 1.0)
+        cols = _screen(layouts, cols, w, max_model_len, kv_link, chunked, w.peak_factor(SCREEN_WINDOW))
+    cols["mean_ttft"], cols["mean_tpot"] = mean["est_ttft"], mean["est_tpot"]
+    return cols
+
+
+def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
     o = ops("numpy")
     n = len(cols["g"])
     kv = np.zeros(n, dtype=np.int64)
@@ -274,7 +298,7 @@ def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None 
     Pm, Gm = float(w.prompt.mean()), float(w.output.mean())
     P95 = float(sim.nearest_rank_np(w.prompt, sim.QUANTILES[2]))
     Pmax = int(w.prompt.max())
-    lam = w.rate
+    lam = w.rate * peak
     for gi, g in enumerate(layouts):
         idx = np.flatnonzero(cols["g"] == gi)
         if idx.size == 0:
@@ -285,7 +309,7 @@ def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None 
         S, T = cols["S"][idx].astype(float), cols["T"][idx].astype(float)
         kvt = g.kv_tokens(S, T)
         kv[idx] = kvt
-        bad = np.where(kvt <= 0, REASONS[2], np.where(kvt < max_model_len, REASONS[3],
+        bad = np.where(kvt <= 0, REASONS[2], np.where(kvt // g.pp < max_model_len, REASONS[3],
                        np.where(T < S, REASONS[4], "")))
         reason[idx] = bad
         c = g.c
@@ -305,7 +329,8 @@ def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None 
         chunk = np.minimum(P95, left)
         iters = np.ceil(P95 / chunk)
         t_chunk = step_fn(g)(c, chunk, N, N * (Pm + Gm / 2), o)
-        a_ttft = np.where(ok, iters * t_chunk + t, np.inf)
+        u = lam_e * Pm * t / left             # share of the chunk budget the prefills use
+        a_ttft = np.where(ok & (u < 1), (iters * t_chunk + t) / np.maximum(1 - u, 1e-12), np.inf)
         a_tpot = np.where(ok, t, np.inf)
         # disaggregated: prefill pool (M/G/1 over the trace's prompts), decode pool (fixed point)
         d_ttft, d_tpot = np.full(idx.size, np.inf), np.full(idx.size, np.inf)
@@ -347,7 +372,9 @@ def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None 
 # ---------------------------------------------------------------- simulate
 def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunked: bool = True) -> dict:
     """Simulate candidate i on the whole trace: p95 TTFT and TPOT (s), output throughput
-    (token/s), the span and, when priced, the cost per million tokens (input + output)."""
+    (token/s, over the simulated span), the span and, when priced, the cost per million tokens:
+    GPUs × price per GPU-second × the trace's span / its input + output tokens × 10⁶ (the
+    deployment runs for the trace's duration)."""
     cols = res.cols
     g = res.layouts[int(cols["g"][i])]
     S, T, kv = int(cols["S"][i]), int(cols["T"][i]), int(cols["kv"][i])
@@ -378,7 +405,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     out = {"ttft_p95": sim.nearest_rank_np(ttft, q),
            "tpot_p95": sim.nearest_rank_np(tpot, q) if tpot.size else 0.0,
            "throughput": float(w.output.sum()) / span, "span": span}
-    tokens_per_s = float(w.prompt.sum() + w.output.sum()) / span
+    tokens_per_s = float(w.prompt.sum() + w.output.sum()) / w.span
     out["cost"] = (int(cols["gpus"][i]) * g.price / tokens_per_s * 1e6) if g.price is not None else None
     return out
 
@@ -410,30 +437,47 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
     stable = valid & np.isfinite(score)
     passing = stable & (score <= margin)
     order = np.lexsort((np.arange(len(obj)), score, obj))          # objective, then score, then index
-    picked = [int(i) for i in order if passing[i]][:simulate_k]
-    if picked:
-        cheapest = obj[picked[0]]
-        below = [int(i) for i in order if stable[i] and obj[i] < cheapest]
+    ordered = [int(i) for i in order if passing[i]]
+    picked, meets = [], []
+
+    def run_one(i):
+        try:
+            res.sim[i] = simulate(res, i, w, kv_link, chunked)
+        except sim.SimError:           # a limit the screen did not see: the candidate cannot serve the trace
+            res.sim[i] = {"ttft_p95": math.inf, "tpot_p95": math.inf, "throughput": 0.0, "span": math.inf,
+                          "cost": None}
+        picked.append(i)
+        if res.sim[i]["ttft_p95"] <= slo_ttft and res.sim[i]["tpot_p95"] <= slo_tpot:
+            meets.append(i)
+
+    for i in ordered:                  # until k are simulated and one meets (at most 3k)
+        if len(picked) >= 3 * simulate_k or (len(picked) >= simulate_k and meets):
+            break
+        run_one(i)
+    if ordered:
+        cheapest = obj[ordered[0]]
+        below = [int(i) for i in order if valid[i] and obj[i] < cheapest]
         levels, seen = [], set()
-        for i in sorted(below, key=lambda j: (-obj[j], score[j], j)):      # nearest cheaper levels first
+        mscore = np.maximum(cols["mean_ttft"] / slo_ttft, cols["mean_tpot"] / slo_tpot)
+        msum = cols["mean_ttft"] / slo_ttft + cols["mean_tpot"] / slo_tpot
+        # nearest cheaper levels first, each by its estimate at the mean load
+        for i in sorted(below, key=lambda j: (-obj[j], score[j], mscore[j], msum[j], j)):
             if obj[i] not in seen:
                 seen.add(obj[i])
                 levels.append(i)
             if len(levels) >= max(simulate_k // 2, 1):
                 break
-        picked = sorted(set(picked) | set(levels), key=lambda j: (obj[j], score[j], j))
-    for i in picked:
-        res.sim[i] = simulate(res, i, w, kv_link, chunked)
+        for i in levels:
+            run_one(i)
+    picked.sort(key=lambda j: (obj[j], score[j], j))
     res.simulated = picked
-    meets = [i for i in picked if res.sim[i]["ttft_p95"] <= slo_ttft and res.sim[i]["tpot_p95"] <= slo_tpot]
 
     def objective_of(i):
         return float(res.sim[i]["cost"]) if objective == "cost" else float(cols["gpus"][i])
 
     if meets:
-        res.chosen = min(meets, key=lambda i: (objective_of(i), int(cols["gpus"][i]),
-                                               res.sim[i]["cost"] if res.sim[i]["cost"] is not None else 0.0,
-                                               res.sim[i]["ttft_p95"], i))
+        res.chosen = min(meets, key=lambda i: (objective_of(i), int(cols["gpus"][i]), max(
+            res.sim[i]["ttft_p95"] / slo_ttft, res.sim[i]["tpot_p95"] / slo_tpot), i))
     if picked:
         pts = [(objective_of(i), res.sim[i]["ttft_p95"], res.sim[i]["tpot_p95"]) for i in picked]
         res.front = [picked[j] for j in pareto(pts)]
