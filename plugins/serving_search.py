@@ -86,6 +86,7 @@ Kleinrock 1975, "Queueing Systems" vol. 1 (the Pollaczek–Khinchine mean wait o
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -425,7 +426,9 @@ def pareto(points) -> list:
 def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_model_len: int,
         kv_link: dict | None = None, objective: str = "gpus", simulate_k: int = 8, margin: float = 1.5,
         chunked: bool = True) -> SearchResult:
-    """Screen every candidate, simulate the screen's best (module docstring, steps 3–5)."""
+    """Screen every candidate, simulate the screen's best (module docstring, steps 3–5).
+    ``meta["seconds"]`` holds the wall time of the screen and of the simulations (benchmarks)."""
+    t0 = time.perf_counter()
     cols = screen(layouts, cols, w, max_model_len, kv_link, chunked)
     res = SearchResult(layouts, cols)
     valid = cols["valid"]
@@ -437,6 +440,7 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
     stable = valid & np.isfinite(score)
     passing = stable & (score <= margin)
     order = np.lexsort((np.arange(len(obj)), score, obj))          # objective, then score, then index
+    t1 = time.perf_counter()
     ordered = [int(i) for i in order if passing[i]]
     picked, meets = [], []
 
@@ -484,7 +488,8 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
     res.meta = {"candidates": len(obj), "valid": int(valid.sum()), "stable": int(stable.sum()),
                 "passing": int(passing.sum()), "simulated": len(picked), "objective": objective,
                 "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
-                "skipped": {r: int((cols["reason"] == r).sum()) for r in sorted(set(cols["reason"]) - {""})}}
+                "skipped": {r: int((cols["reason"] == r).sum()) for r in sorted(set(cols["reason"]) - {""})},
+                "seconds": {"screen": t1 - t0, "simulate": time.perf_counter() - t1}}
     return res
 
 
