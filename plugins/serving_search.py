@@ -506,7 +506,14 @@ SERVING_SEARCH = UseSpec(
     params=(
         Param("engine", kind="ref", ref_kind="engine", doc="the engine preset (vllm, sglang, trtllm …)"),
         Param("max_model_len", "token", None, "longest request the engine accepts", min=1),
-        Param("trace", kind="file", doc="CSV of requests (arrived_at, num_prefill_tokens, num_decode_tokens)"),
+        Param("trace", kind="file", optional=True,
+              doc="CSV of requests (arrived_at, num_prefill_tokens, num_decode_tokens)"),
+        Param("rate", "request/s", None, "without a trace: Poisson arrivals at this rate", min=0, min_open=True,
+              optional=True),
+        Param("requests", "", None, "without a trace: requests to simulate", min=1, optional=True),
+        Param("input", "token", None, "without a trace: input tokens of every request", min=1, optional=True),
+        Param("output", "token", None, "without a trace: output tokens of every request", min=1, optional=True),
+        Param("seed", "", "0", "seed of the Poisson arrivals", kind="int", min=0),
         Param("devices", kind="list", item="ref", ref_kind="device", min_items=1, doc="the GPU types tried"),
         Param("links", kind="list", item="ref", ref_kind="link", optional=True,
               doc="the TP group's link of each device (one for all, or one per device); needed when tp or pp > 1"),
@@ -667,15 +674,33 @@ def _layouts(ctx, b, model):
 
 
 def _workload(ctx, b) -> Workload:
+    """The trace's requests, or Poisson arrivals of fixed lengths; arrival times over ``load``."""
     from . import serving_trace as st
 
-    try:
-        tr = st.load_trace(b.path("trace"))
-    except st.TraceError as e:
-        b.error_at("trace", f"cannot read trace: {e}", code="bad-trace")
     load = float(b.value("load"))
-    return Workload(np.asarray(tr.arrived, dtype=float) / load, np.asarray(tr.prefill, dtype=np.int64),
-                    np.asarray(tr.decode, dtype=np.int64))
+    if b.given("trace"):
+        for p in ("rate", "requests", "input", "output"):
+            if b.given(p):
+                b.error_at(p, f"'{p}' sets synthetic requests, but the requests come from the trace",
+                           f"remove '{p}' or the trace")
+        try:
+            tr = st.load_trace(b.path("trace"))
+        except st.TraceError as e:
+            b.error_at("trace", f"cannot read trace: {e}", code="bad-trace")
+        return Workload(np.asarray(tr.arrived, dtype=float) / load, np.asarray(tr.prefill, dtype=np.int64),
+                        np.asarray(tr.decode, dtype=np.int64))
+    for p in ("rate", "requests", "input", "output"):
+        if not b.given(p):
+            b.error_at(p, f"without a trace the search needs '{p}' (Poisson arrivals of fixed lengths)",
+                       'add `trace = "requests.csv"`, or `rate = 5 request/s; requests = 2000; input = 1024 token; '
+                       'output = 256 token`', code="missing-parameter")
+    n = int(b.value("requests"))
+    if n > 1_000_000:
+        b.error_at("requests", f"{n:,} requests is more than a search simulates (1,000,000)",
+                   "percentiles settle within a few thousand requests")
+    A = sim.poisson_arrivals(float(b.value("rate")), n, int(b.value("seed"))) / load
+    return Workload(A, np.full(n, int(b.value("input")), dtype=np.int64),
+                    np.full(n, int(b.value("output")), dtype=np.int64))
 
 
 @hookimpl
