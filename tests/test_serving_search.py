@@ -201,3 +201,18 @@ def test_errors_are_located(tmp_path):
         d = e.value.diagnostics[0]
         assert d.code == code and words in d.summary, d.summary
         assert d.span.line > 5
+
+
+def test_pipeline_step_adds_the_stage_sends_by_hand(small):
+    from dataclasses import replace
+
+    from plugins.serving_step import step_time
+    _, res, _ = small
+    g1 = next(g for g in res.layouts if g.tp == 1 and g.device == "h100_sxm")
+    link = {"bandwidth": 450e9, "efficiency": 0.824, "latency": 3.4e-6, "launch": 8.4e-6}   # nvlink4 fields
+    g2 = replace(g1, pp=2, link=link)
+    base = step_time(g1.c, 100, 10, 1000)
+    # one send between the two stages of the step's 110 tokens × 4,096 hidden × 2 B
+    send = 8.4e-6 + 3.4e-6 + 110 * 4096 * 2 / (450e9 * 0.824)
+    assert ss.step_fn(g2)(g2.c, 100, 10, 1000) == pytest.approx(base + send, rel=1e-12)
+    assert ss.step_fn(g1)(g1.c, 100, 10, 1000) == base
