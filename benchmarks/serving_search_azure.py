@@ -77,7 +77,8 @@ def main() -> int:
     print(f"total (load, size, screen, simulate): {total:.3f} s")
     if res.chosen is not None:
         r = res.row(res.chosen)
-        print(f"chosen: {ss.describe(r)}, max_num_seqs {r['max_num_seqs']}, chunk {r['chunk']}: {r['gpus']} GPU{'s' if r['gpus'] > 1 else ''}, "
+        gpus = f"{r['gpus']} GPU" + ("s" if r["gpus"] > 1 else "")
+        print(f"chosen: {ss.describe(r)}, max_num_seqs {r['max_num_seqs']}, chunk {r['chunk']}: {gpus}, "
               f"TTFT p95 {r['ttft_p95']:.3f} s, TPOT p95 {r['tpot_p95'] * 1e3:.1f} ms")
     return 0
 

@@ -41,11 +41,12 @@ latencies are percentiles of a simulation.
    t = step(λ·P̄·t, N, N·(P̄ + Ḡ/2)) — a fixed point found by iteration from the empty step
    (it converges from below when the engine keeps up; when it does not, the candidate is
    overloaded).  λ is the rate of the trace's busiest minute (its input + output tokens against
-   the mean minute's): a deployment that keeps up with the mean but not with the bursts queues.  Also overloaded: N above max_num_seqs, N·(P̄ + Ḡ) above the KV tokens, or
+   the mean minute's): a deployment that keeps up with the mean but not with the bursts queues.
+   Also overloaded: N above max_num_seqs, N·(P̄ + Ḡ) above the KV tokens, or
    the tokens of a step above the chunk.  Estimated TPOT = t; estimated TTFT = the iterations
    the p95 prompt needs at the chunk left beside the decodes, plus one step, over (1 − u) with
-   u the share of that chunk the arriving prompts use (a queue of prompts waiting for the budget).  A disaggregated
-   prefill engine is an M/G/1 queue of prefills (service time of each of the trace's prompts,
+   u the share of that chunk the arriving prompts use (a queue of prompts waiting for the
+   budget).  A disaggregated prefill engine is an M/G/1 queue of prefills (service time of each of the trace's prompts,
    chunked; estimated TTFT = the p95 prompt's prefill + 3 × the Pollaczek–Khinchine mean wait);
    a decode engine the fixed point above without prefills, its TPOT plus the mean prompt's KV
    transfer spread over Ḡ tokens.  Pipeline parallelism: a replica runs pp micro-batches in
@@ -69,7 +70,8 @@ latencies are percentiles of a simulation.
    (``"gpus"``, or ``"cost"``: GPUs × ``gpu_hour`` over the trace's duration per million of its
    input + output tokens), ties to fewer GPUs, then the most headroom (the lower of TTFT p95 /
    target and TPOT p95 / target, the larger of the two counting), then the candidate order —
-   always a front member (whatever dominates a configuration that meets the targets meets them).  The Pareto front: the simulated candidates no other
+   always a front member (whatever dominates a configuration that meets the targets meets them).
+   The Pareto front: the simulated candidates no other
    simulated candidate dominates in (objective, TTFT p95, TPOT p95) — no worse in all three,
    better in one.
 
