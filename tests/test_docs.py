@@ -179,3 +179,17 @@ def test_plugins_doc_covers_every_record():
     assert all(hasattr(dsl.plugin, r) for r in records)
     missing = [r for r in records if f"`{r}(" not in text]
     assert not missing, f"docs/plugins.md does not document records {missing}"
+
+
+def test_readme_sample_output_is_what_plan_eval_prints():
+    """The README's "What it prints" block is the head of `plan eval` on the design case: its
+    quantity rows are the output's first rows, in order (the sample stops at "...")."""
+    from conftest import run_cli
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sample = re.search(r"## What it prints\n\n```\n(.*?)^\.\.\.$", readme, re.M | re.S).group(1)
+    code, out, err = run_cli("eval", ROOT / "specs" / "cases" / "cpt-qwen3-8b-4090.plan")
+    assert code == 0, err
+    got = [line.rstrip() for line in out.splitlines()]
+    want = [line.rstrip() for line in sample.splitlines()]
+    start = got.index(want[0])
+    assert got[start:start + len(want)] == want
