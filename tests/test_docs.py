@@ -193,3 +193,27 @@ def test_readme_sample_output_is_what_plan_eval_prints():
     want = [line.rstrip() for line in sample.splitlines()]
     start = got.index(want[0])
     assert got[start:start + len(want)] == want
+
+
+def test_readme_cli_reference_lists_every_option():
+    """Each row of README.md's CLI reference names every option its command's --help offers
+    (the options every command shares, --limit and --allow-outside-root, are described once)."""
+    import argparse
+    from dsl import cli
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## CLI reference", 1)[1].split("\n\n", 2)[1]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `plan (?:--disable-plugin NAME )?([a-z]+).*$", table, re.M)}
+    parser = cli._parser(cli._plugin_commands(()))
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    shared = {"-h", "--help", "--limit", "--allow-outside-root"}
+    missing = {}
+    for name, p in sub.choices.items():
+        assert name in rows, f"README's CLI reference has no row for `plan {name}`"
+        gone = sorted(a.option_strings[-1] for a in p._actions
+                      if a.option_strings and not shared & set(a.option_strings)
+                      and not any(re.search(re.escape(o) + r"(?![\w-])", rows[name]) for o in a.option_strings))
+        if gone:
+            missing[name] = gone
+    assert not missing, missing
+    for opt in ("--limit", "--allow-outside-root"):
+        assert opt in readme
