@@ -940,7 +940,12 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
         return f"at {k}: {fmt(p.lv)} {op if holds(p, rel if op != '==' else '==') else neg[op]} {fmt(p.rv)}"
 
     if bracket is not None:
-        notes.append("left and right sides " + ", ".join(at(k) for k in bracket))
+        a, b = bracket
+        if answer is not None:        # the nearest value tried on the failing side that could be built
+            side = [k for k, p in probes.items() if not p.error and (k < answer if up else k > answer)]
+            if side:
+                a, b = (max(side), answer) if up else (answer, min(side))
+        notes.append("left and right sides " + ", ".join(at(k) for k in (a, b)))
     if answer is None:
         span_txt = f"{lo} to {max(order)}"
         if op == "==" and bracket is not None:
