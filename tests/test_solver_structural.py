@@ -185,3 +185,35 @@ def test_engine_replicas_for_a_ttft_target_match_brute_force(tmp_path):
     assert brute is not None and brute > 1           # one replica does not keep up
     assert s.answer == brute and s.method == "re-evaluation"
     assert "smallest whole number" in s.note
+
+
+def _branching_plugin():
+    import types
+
+    from dsl.plugin import hookimpl
+
+    @hookimpl
+    def plan_quantities_price(ctx):
+        if not ctx.defined("n"):
+            return
+        factor = 2 if ctx.value("n") < 10 else 3      # a structural decision on the nominal value
+        ctx.define("q", factor * ctx.param("n"), "", "n times a factor chosen by n")
+
+    mod = types.ModuleType("ext_branching_whole")
+    mod.plan_quantities_price = plan_quantities_price
+    return mod
+
+
+def test_closed_form_answer_whose_structure_differs_is_replaced_by_a_search(tmp_path):
+    from dsl.testing import evaluate_snippet
+    ev = evaluate_snippet("plan p {\n  n = 5\n}\n", plugins=[_branching_plugin()], directory=tmp_path)
+    assert "p.n" in ev.structural
+    # the expressions (q = 2n, the structure at n = 5) answer n >= 15; rebuilt, q = 2n below 10
+    # and 3n from 10 on: q(9) = 18 < 30, q(10) = 30, so 10 is the smallest whole n
+    s = _solve(ev, "p.n for p.q >= 30")
+    assert s.method == "re-evaluation" and s.answer == 10
+    assert "the plan rebuilt at the closed-form answer differs" in s.note
+    assert "at 9: 18 < 30, at 10: 30 >= 30" in s.note
+    # below 10 the structure is the one of the nominal value: the closed form stands
+    s = _solve(ev, "p.n for p.q >= 12")
+    assert s.method == "symbolic" and s.answer == 6 and "structure is the same there" in s.note
