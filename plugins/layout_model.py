@@ -534,7 +534,15 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     # ---- PP: boundary sends (point-to-point) on the critical path of the schedule
     pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
     pp_bytes = act / o.where(sp_on == 1, t, 1)
-    pp_msg = comm_time("send", p, t * c * d, pp_bytes, K, o) if roof else pp_bytes / pp_bw + K["latency"]
+    if roof:
+        # Megatron's scatter/gather (Narayanan et al. 2021 §4.1): each TP rank sends 1/t of the
+        # boundary activation and the receiving stage all-gathers it over its TP group's link
+        # (with sequence parallelism the activation is split already: no gather)
+        gather = comm_time("all_gather", t, 1, act, K, o)
+        pp_msg = comm_time("send", p, t * c * d, act / t, K, o) \
+            + o.where((t > 1) & (sp_on == 0), gather, 0 * act)
+    else:
+        pp_msg = pp_bytes / pp_bw + K["latency"]
     pp = o.where(p > 1, pp_crossings(p, v, m, o) * pp_msg, 0 * act)
     # ---- DP / ZeRO over d (book §10.3.3, plugins/zero.py); model-parallel shard first
     # dense parameters are split by tp·pp and data-parallel over d; routed experts by

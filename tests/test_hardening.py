@@ -665,3 +665,12 @@ def test_a_plan_extending_a_plan_dropped_for_a_bad_config(tmp_path):
     assert rc == 1 and "internal error" not in err and "Traceback" not in err, err
     assert "plan 'b' is not evaluated: it builds on plan 'a'" in err
     assert "c" in out          # the unrelated plan still evaluates
+
+
+def test_outside_root_hint_says_where_the_root_is_without_a_repository(tmp_path):
+    """A plan in a directory without .git or pyproject.toml (tmp_path) has its own directory as
+    root: the hint must say so, not only name .git/pyproject.toml, which the user has none of."""
+    p = write(tmp_path, 'import "../elsewhere.plan"\n')
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert "outside the project root" in err and "else the root file's own directory" in err
