@@ -81,7 +81,7 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                         "shared by several plans once), all, or none.  JSON lists every table unless "
                         "this is given")
     e.add_argument("--sources", action="store_true",
-                   help="also show the references (papers, books, measurements) behind the shown "
+                   help="also show the references (papers, chapters, measurements) behind the shown "
                         "quantities, the blocks the plans use and the tables shown")
 
     g = sub.add_parser("get", help="print one quantity as a bare number (for scripts and CI)",

@@ -627,10 +627,10 @@ def _table(ws, plan):
         rows.append((r["run"], f"{r['measured_step']:.4g}", f"{r['predicted_step']:.4g}",
                      f"{r['measured_tflops']:.4g}", f"{r['predicted_tflops']:.4g}", f"{r['error']:+.1f}",
                      "fit" if r["fitted"] else "predicted"))
-    fitted = ", ".join(f"{n} = {hw['values'][n]:.4g}" for n in names)
+    fitted = ", ".join(f"{n} = {hw['values'][n]:.4g}" + (" FLOP" if n == "matmul_half_flops" else "") for n in names)
     notes = (f"fitted ({mode} mode): {fitted}",
              "measured step = FLOPs / (GPUs × achieved TFLOP/s), FLOPs counted as "
-             + ("Narayanan et al. 2021 count them (96·B·s·l·h²·(1 + s/6h + V/16lh) with full recomputation)"
+             + ("Narayanan et al. 2021 count them (96·B·s·l·h²·(1 + s/6h + V/16lh) with full recomputation, 72·B·s·l·h²·(1 + s/6h) + 6·B·s·h·V without)"
                 if flop_count == "narayanan2021" else "the training step counts them")
              + "; predicted step = the training step's whole time (compute, recomputation, bubble, exposed "
                "communication)",

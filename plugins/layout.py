@@ -262,6 +262,12 @@ def efficiency_mode(ctx, kn: Knobs) -> str:
         kn.error_at("efficiency", f"efficiency = \"mfu\" prices compute at the plan's `mfu`, which plan "
                     f"'{ctx.name}' does not state", "add `mfu = 40 %` to the plan, or set efficiency = \"roofline\"",
                     code="missing-parameter")
+    own = any(getattr(a, "name", None) == "mfu" for a in ctx.info.ast.assigns)   # written here, not inherited
+    if mode == "roofline" and own and given is not None:
+        ctx.warn(f"plan '{ctx.name}' states `mfu`, but efficiency = \"roofline\" prices its training step from "
+                 "the device's curves: the step does not read that mfu", "drop `mfu` (blocks that read it, such as "
+                 "`use recompute`, still do), or set efficiency = \"mfu\" to price the step at it",
+                 code="unused")
     return mode
 
 

@@ -861,3 +861,12 @@ def test_engine_on_a_model_without_heads(tmp_path):
     rc, _, err = cli("eval", p)
     clean(rc, err)
     assert "error[missing-field]: model 'm' has no field 'heads'" in err and "bug in plugin" not in err, err
+
+
+def test_outside_root_hint_says_where_the_root_is_without_a_repository(tmp_path):
+    """A plan in a directory without .git or pyproject.toml (tmp_path) has its own directory as
+    root: the hint must say so, not only name .git/pyproject.toml, which the user has none of."""
+    p = write(tmp_path, 'import "../elsewhere.plan"\n')
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert "outside the project root" in err and "else the root file's own directory" in err

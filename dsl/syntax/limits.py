@@ -55,6 +55,10 @@ class Limits:
     width: int = 10_000
     #: seconds the solver, or one symbolic simplification, may take before giving up
     seconds: float = 30.0
+    #: evaluations of the whole plan one `solve` may make when its target is a whole number a
+    #: plugin reads to build the plan (a replica count, a TP degree): it is answered by
+    #: re-evaluating the plan at candidate values
+    solve_evaluations: int = 40
     #: read imports, configs and data files outside the root file's project (and symlinks)
     allow_outside_root: bool = False
 
