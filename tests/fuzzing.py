@@ -44,8 +44,9 @@ def scratch() -> Path:
     return root
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """The per-input alarm: a BaseException, so that the CLI's own catch-all does not report a slow
+    input as "internal error: Hang" (it is a hang, or a machine too loaded for the budget)."""
 
 
 def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz.plan"):
