@@ -15,6 +15,7 @@ import re
 import resource
 import signal
 import subprocess
+import zlib
 import sys
 from pathlib import Path
 
@@ -833,7 +834,7 @@ def test_layout_search_lists(new, words):
     pytest.importorskip("numpy")
     text = (CASES / "layout-mt-nlg-530b.plan").read_text(encoding="utf-8")
     assert "tp = [1, 2, 4, 8, 16]" in text
-    p = CASES / f"_hardening_search_{abs(hash(new)) % 10**8}.plan"     # its own file: tests may run in parallel
+    p = CASES / f"_hardening_search_{zlib.crc32(new.encode())}.plan"     # its own file: tests run in parallel
     p.write_text(text.replace("tp = [1, 2, 4, 8, 16]", new, 1), encoding="utf-8")
     try:
         rc, _, err = cli("search", p, seconds=120)
