@@ -15,8 +15,8 @@ import re
 import resource
 import signal
 import subprocess
-import zlib
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
