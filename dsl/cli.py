@@ -81,7 +81,7 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                         "shared by several plans once), all, or none.  JSON lists every table unless "
                         "this is given")
     e.add_argument("--sources", action="store_true",
-                   help="also show the references (papers, books, measurements) behind the shown "
+                   help="also show the references (papers, chapters, measurements) behind the shown "
                         "quantities, the blocks the plans use and the tables shown")
 
     g = sub.add_parser("get", help="print one quantity as a bare number (for scripts and CI)",
@@ -417,11 +417,16 @@ def parse_rate(text: str):
     """
     import re
     from dsl.engine.units import CURRENCIES, UnitError, parse_unit
+    from dsl.syntax.limits import current as current_limits
 
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z][A-Za-z0-9/^*·]*)\s*", text)
     if not m or float(m.group(1)) <= 0:
         raise UnitError(f"--rate '{text}' is not an exchange rate", "write a positive number and a unit of one "
                         "currency per another, e.g. --rate '0.92 EUR/USD'", code="usage")
+    x, top = float(m.group(1)), current_limits().exponent
+    if not (10.0 ** -top <= x <= 10.0 ** top):   # 1e400 reads as inf
+        raise UnitError(f"--rate '{text}' is beyond what a plan can hold (magnitudes from 1e-{top} to 1e{top})",
+                        "write the exchange rate as a plain number, e.g. --rate '0.92 EUR/USD'", code="usage")
     u = parse_unit(m.group(2))
     exps = dict(u.dim.exps)
     if len(exps) != 2 or sorted(exps.values()) != [-1, 1] or not set(exps) <= set(CURRENCIES):

@@ -182,6 +182,10 @@ def read_runs(path: str | Path) -> list[Run]:
     except csv.Error as e:
         raise RunsError(path, 1, None, f"not valid CSV: {e}") from None
     pos = {h: i for i, h in enumerate(header)}
+    dup = next((h for i, h in enumerate(header) if h and pos[h] != i), None)
+    if dup is not None:
+        raise RunsError(path, 1, dup, f"the header names column '{dup}' twice", pos[dup],
+                        "keep one column of each name")
     for c in REQUIRED:
         if c not in pos:
             raise RunsError(path, 1, c, f"the header has no column '{c}'", None,
@@ -199,7 +203,7 @@ def read_runs(path: str | Path) -> list[Run]:
                 raise RunsError(path, line, None, "empty row", hint="remove blank lines from the file")
             runs.append(_row(path, line, r, header, pos, seen))
     except csv.Error as e:
-        raise RunsError(path, line, None, f"not valid CSV: {e}") from None
+        raise RunsError(path, max(line, rows.line_num), None, f"not valid CSV: {e}") from None
     if not runs:
         raise RunsError(path, 2, None, "the file has a header but no runs")
     return runs
@@ -365,7 +369,7 @@ def predict(runs: list[Run], hw: dict, mode: str = "mfu") -> list[dict]:
 
 
 def fit(runs: list[Run], hw: dict, names: list[str], selected: list[Run], flop_count: str = "narayanan2021",
-        start: dict | None = None) -> dict:
+        start: dict | None = None, path=None) -> dict:
     """Least squares over the ``selected`` runs of the relative step-time residuals
     (predicted − measured) / measured, in the fields ``names`` (bounded by :data:`FIELDS`;
     ``*_flops`` fields fitted on a log scale).  Starts from ``start`` (default: the values in
@@ -402,6 +406,15 @@ def fit(runs: list[Run], hw: dict, names: list[str], selected: list[Run], flop_c
         pred = np.array([p["step"] for p in predict(selected, h2, mode)])
         return pred / measured - 1
 
+    with np.errstate(all="ignore"):
+        r0 = residuals(np.array(x0))
+    bad = np.flatnonzero(~(np.isfinite(r0) & (np.abs(r0) < 1e100)))
+    if bad.size:      # a measurement no field value can match (a step of 0 s, 1e300 TFLOP/s per GPU)
+        run = selected[int(bad[0])]
+        col = "step_time" if run.step_time is not None else "achieved_tflops"
+        raise RunsError(path, run.line, col, f"run '{run.name}' measures a step of {measured[int(bad[0])]:.3g} s, "
+                        "which no value of the fitted fields can match (its relative error is not finite)", None,
+                        f"check the run's {col} cell (TFLOP/s per GPU, or seconds per iteration)")
     res = least_squares(residuals, np.array(x0), bounds=(lo, hi), method="trf", x_scale="jac",
                         xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
     vals = values(res.x)
@@ -543,7 +556,9 @@ def plan_quantities_price(ctx):
     hw = _hw_from_ctx(ctx, b, names)
     flop_count = b.value("flop_count")
     try:
-        got = fit(runs, hw, names, selected, flop_count)
+        got = fit(runs, hw, names, selected, flop_count, path=b.path("runs"))
+    except RunsError as e:
+        _runs_error(ctx, b, e)
     except ImportError:
         ctx.error("calibration needs numpy and scipy", 'pip install "plan-dsl[numeric]"', code="missing-dependency")
     mode = "mfu" if "mfu" in names else "roofline"
@@ -612,10 +627,10 @@ def _table(ws, plan):
         rows.append((r["run"], f"{r['measured_step']:.4g}", f"{r['predicted_step']:.4g}",
                      f"{r['measured_tflops']:.4g}", f"{r['predicted_tflops']:.4g}", f"{r['error']:+.1f}",
                      "fit" if r["fitted"] else "predicted"))
-    fitted = ", ".join(f"{n} = {hw['values'][n]:.4g}" for n in names)
+    fitted = ", ".join(f"{n} = {hw['values'][n]:.4g}" + (" FLOP" if n == "matmul_half_flops" else "") for n in names)
     notes = (f"fitted ({mode} mode): {fitted}",
              "measured step = FLOPs / (GPUs × achieved TFLOP/s), FLOPs counted as "
-             + ("Narayanan et al. 2021 count them (96·B·s·l·h²·(1 + s/6h + V/16lh) with full recomputation)"
+             + ("Narayanan et al. 2021 count them (96·B·s·l·h²·(1 + s/6h + V/16lh) with full recomputation, 72·B·s·l·h²·(1 + s/6h) + 6·B·s·h·V without)"
                 if flop_count == "narayanan2021" else "the training step counts them")
              + "; predicted step = the training step's whole time (compute, recomputation, bubble, exposed "
                "communication)",

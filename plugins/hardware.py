@@ -27,9 +27,9 @@ from dsl.plugin import KindSpec, Param
 def plan_kinds_register():
     return [
         KindSpec("device", "an accelerator", (
-            Param("peak_flops", "FLOP/s", doc="dense BF16 tensor peak", optional=True),
+            Param("peak_flops", "FLOP/s", doc="dense BF16 tensor peak", optional=True, min=0, min_open=True),
             Param("memory", "B", doc="nominal memory capacity", optional=True),
-            Param("mem_bw", "B/s", doc="peak memory bandwidth", optional=True),
+            Param("mem_bw", "B/s", doc="peak memory bandwidth", optional=True, min=0, min_open=True),
             Param("matmul_efficiency", "", doc="fraction of peak_flops large matrix products reach (η_max of the "
                   "roofline step model)", optional=True, min=0, min_open=True, max=1),
             Param("matmul_half_flops", "FLOP", doc="matrix-product size F = 2·M·N·K at which the efficiency is half "
@@ -38,7 +38,7 @@ def plan_kinds_register():
                   optional=True, min=0, min_open=True, max=1),
         )),
         KindSpec("link", "an interconnect, bandwidth per direction", (
-            Param("bandwidth", "B/s", doc="bandwidth per direction", optional=True),
+            Param("bandwidth", "B/s", doc="bandwidth per direction", optional=True, min=0, min_open=True),
         )),
         KindSpec("storage", "a storage tier", (
             Param("bandwidth", "B/s", doc="sustained write bandwidth", optional=True),

@@ -143,17 +143,20 @@ LAYOUT = UseSpec(
     provides=STEP_PROVIDES,
 )
 
+#: largest degree or micro-batch a search list may hold (a product of three stays within int64)
+SEARCH_MAX = 1_000_000
+
 SEARCH = UseSpec(
     "layout_search",
     "the knob values `plan search` tries around the plan's `use layout` (dp = gpus / (tp·pp·cp))",
     params=(
-        Param("tp", "", "[1, 2, 4, 8]", "tensor-parallel degrees", kind="list"),
-        Param("pp", "", "[1]", "pipeline-parallel degrees", kind="list"),
-        Param("cp", "", "[1]", "context-parallel degrees", kind="list"),
-        Param("ep", "", "[1]", "expert-parallel degrees", kind="list"),
-        Param("virtual", "", "[1]", "interleaved virtual stages", kind="list"),
-        Param("micro_batch", "seq", "[1 seq]", "micro-batch sizes", kind="list"),
-        Param("zero", "", "[0, 1, 2, 3]", "ZeRO stages", kind="list"),
+        Param("tp", "", "[1, 2, 4, 8]", "tensor-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("pp", "", "[1]", "pipeline-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("cp", "", "[1]", "context-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("ep", "", "[1]", "expert-parallel degrees", kind="list", min=1, max=SEARCH_MAX),
+        Param("virtual", "", "[1]", "interleaved virtual stages", kind="list", min=1, max=SEARCH_MAX),
+        Param("micro_batch", "seq", "[1 seq]", "micro-batch sizes", kind="list", min=1, max=SEARCH_MAX),
+        Param("zero", "", "[0, 1, 2, 3]", "ZeRO stages", kind="list", min=0, max=3),
         Param("recompute", default='["none", "selective", "full"]', kind="list", item="string",
               doc="recomputation modes (none, selective, full)"),
         Param("sequence_parallel", default='["off", "on"]', kind="list", item="string",
@@ -259,6 +262,12 @@ def efficiency_mode(ctx, kn: Knobs) -> str:
         kn.error_at("efficiency", f"efficiency = \"mfu\" prices compute at the plan's `mfu`, which plan "
                     f"'{ctx.name}' does not state", "add `mfu = 40 %` to the plan, or set efficiency = \"roofline\"",
                     code="missing-parameter")
+    own = any(getattr(a, "name", None) == "mfu" for a in ctx.info.ast.assigns)   # written here, not inherited
+    if mode == "roofline" and own and given is not None:
+        ctx.warn(f"plan '{ctx.name}' states `mfu`, but efficiency = \"roofline\" prices its training step from "
+                 "the device's curves: the step does not read that mfu", "drop `mfu` (blocks that read it, such as "
+                 "`use recompute`, still do), or set efficiency = \"mfu\" to price the step at it",
+                 code="unused")
     return mode
 
 

@@ -219,9 +219,12 @@ def attention_per_token(K: dict):
 # ---------------------------------------------------------------- roofline step model
 EFFICIENCY = ("mfu", "roofline")
 # Generic device curves for a device that states none (a recent datacenter GPU under cuBLAS):
-# large GEMMs at 80 % of peak, half of that at 1 GFLOP, streaming kernels at 80 % of mem_bw.
+# large GEMMs at 80 % of peak, half of that at 1 GFLOP, streaming kernels at 90 % of mem_bw.
 # Not measured on any one device: the catalog's devices carry their own, with their sources.
-GENERIC_DEVICE = {"matmul_efficiency": 0.8, "matmul_half_flops": 1e9, "mem_efficiency": 0.8}
+# Streaming at 0.9 of nominal HBM bandwidth: FlashMLA's decode kernel reaches "up to 3000 GB/s in
+# memory-bound configuration" on an H800 SXM5 of 3.35 TB/s (deepseek-ai/FlashMLA README); the
+# inference step model (plugins/serving_step.py) reads the same generic values.
+GENERIC_DEVICE = {"matmul_efficiency": 0.8, "matmul_half_flops": 1e9, "mem_efficiency": 0.9}
 OPT_BYTES = "bytes_G + 2·bytes_M + 2·bytes_O + bytes_W"   # the optimizer step's traffic per parameter
 
 
@@ -536,7 +539,15 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
     # ---- PP: boundary sends (point-to-point) on the critical path of the schedule
     pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
     pp_bytes = act / o.where(sp_on == 1, t, 1)
-    pp_msg = comm_time("send", p, t * c * d, pp_bytes, K, o) if roof else pp_bytes / pp_bw + K["latency"]
+    if roof:
+        # Megatron's scatter/gather (Narayanan et al. 2021 §4.1): each TP rank sends 1/t of the
+        # boundary activation and the receiving stage all-gathers it over its TP group's link
+        # (with sequence parallelism the activation is split already: no gather)
+        gather = comm_time("all_gather", t, 1, act, K, o)
+        pp_msg = comm_time("send", p, t * c * d, act / t, K, o) \
+            + o.where((t > 1) & (sp_on == 0), gather, 0 * act)
+    else:
+        pp_msg = pp_bytes / pp_bw + K["latency"]
     pp = o.where(p > 1, pp_crossings(p, v, m, o) * pp_msg, 0 * act)
     # ---- DP / ZeRO over d (book §10.3.3, plugins/zero.py); model-parallel shard first
     # dense parameters are split by tp·pp and data-parallel over d; routed experts by

@@ -22,6 +22,8 @@ identical.  numpy (``numeric`` extra) is needed; dask (``dist`` extra) only for 
 """
 from __future__ import annotations
 
+import math
+
 import itertools
 from dataclasses import dataclass, field
 
@@ -273,15 +275,23 @@ def knob_lists(ws, plan: str) -> dict:
     pre, base = f"{plan}.layout_search.", f"{plan}.layout."
     searching = "layout_search" in ws.decls[plan].uses
 
+    def whole(name, values):
+        for x in values:
+            if x != int(x):
+                raise PlanError([Diagnostic("error", "search", f"'{name}' in `use layout_search` lists {x:g}, "
+                                            "not a whole number", ws.nodes[pre + name].span,
+                                            "list whole numbers, e.g. [1, 2, 4, 8]")])
+        return sorted({int(x) for x in values})
+
     def ints(name, single):
         if searching:
-            return sorted({int(round(x)) for x in ws.python_value(pre + name)})
+            return whole(name, ws.python_value(pre + name))
         return [int(ws.python_value(base + single))]
 
     out = {"t": ints("tp", "tp"), "p": ints("pp", "pp"), "c": ints("cp", "cp"), "e": ints("ep", "ep"),
            "v": ints("virtual", "virtual"), "z": ints("zero", "zero")}
     if searching:
-        out["b"] = sorted({int(round(x)) for x in ws.python_value(pre + "micro_batch")})
+        out["b"] = whole("micro_batch", ws.python_value(pre + "micro_batch"))
         rc = ws.python_value(pre + "recompute")
         sq = ws.python_value(pre + "sequence_parallel")
     else:
@@ -309,6 +319,14 @@ def knob_lists(ws, plan: str) -> dict:
                                     "of the CPU optimizer step", node.span if node is not None else None,
                                     "add `host_bandwidth = …` (e.g. 50 GB/s per GPU) to `use layout`")])
     out["off"] = sorted({OFFLOAD.index(x) for x in off})
+    from dsl.plugin import current_limits, limit_hint
+    n, cap = math.prod(len(v) for v in out.values()), current_limits().points
+    if n > cap:
+        node = ws.nodes.get(pre + "tp") if searching else None
+        span = ws.decls[plan].use_spans.get("layout_search") if searching else None
+        raise PlanError([Diagnostic("error", "limit", f"`use layout_search` in '{plan}' spans {n:,} layouts, "
+                                    f"above the limit of {cap:,} points", span or (node.span if node else None),
+                                    "list fewer values per knob, or " + limit_hint("points"))])
     return out
 
 

@@ -241,8 +241,17 @@ def _states_table(ws, plan):
                      round(_conv(_v(ws, f"{plan}.{k}_per_gpu"), "GiB"), 2)))
     rows.append(("total", "", round(_conv(_v(ws, f"{plan}.state_memory"), "GB"), 2), f"ZeRO-{stage}",
                  round(_conv(_v(ws, f"{plan}.persistent_memory"), "GiB"), 2)))
-    return Table(("state", "format", "whole model (GB)", "ZeRO split", "per GPU (GiB)"), tuple(rows),
-                 ("per GPU = whole / d for sharded states, whole for replicated ones",))
+    note = "per GPU = whole / d for sharded states, whole for replicated ones"
+    if _uses(ws, plan, "layout"):
+        tp, pp, ep = (int(ws.python_value(f"{plan}.layout.{k}")) for k in ("tp", "pp", "ep"))
+        if tp * pp > 1 or ep > 1:
+            # the states are first split over the model-parallel ranks (tp·pp; routed experts over
+            # ep·etp·pp, data-parallel over their own expert-data-parallel group)
+            mp = "tp·pp" + ("; routed experts ÷ ep·etp·pp, sharded over their expert-data-parallel group"
+                            if ep > 1 else "")
+            note = (f"per GPU = the model-parallel shard (whole ÷ {mp}) / d for sharded states, "
+                    "the shard for replicated ones")
+    return Table(("state", "format", "whole model (GB)", "ZeRO split", "per GPU (GiB)"), tuple(rows), (note,))
 
 
 def _peaks_table(ws, plan):

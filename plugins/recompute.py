@@ -123,6 +123,12 @@ def plan_activities_schedule(ctx):
         return
     L, m = int(b.value("layers")), int(b.value("in_flight"))
     selective = b.value("policy") == "selective"
+    from dsl.plugin import current_limits as current, limit_hint as raise_hint
+    cap = current().activities
+    if m * (1 + L) > cap:   # a forward per micro-batch and a backward per layer and micro-batch
+        b.error_at("layers" if L >= m else "in_flight", f"in_flight × (layers + 1) = {m:,} × {L + 1:,} would "
+                   f"schedule more than {cap:,} activities", raise_hint("activities"), code="limit")
+        return
     saved, ws = ctx.q("saved_per_layer"), ctx.q("recompute_workspace")
     tl = ctx.timeline(TIMELINE)
     for k in range(m):

@@ -269,6 +269,17 @@ def _has_dense(mo):
     return d is not None and d != 0
 
 
+def per_gpu_sizes(m, tp: int, pp: int = 1, weights: str = "bf16", kv: str = "bf16", activations: str = "bf16"):
+    """(weights bytes per GPU, KV bytes per token per GPU, activation bytes per profiled token)
+    of model ``m`` (a ``DeclView``) at structural ``tp``/``pp``: the formulas of ``use engine``
+    (module docstring) as sympy expressions of the model's fields, for callers that size many
+    layouts at once (``use serving_search``)."""
+    a, mo = architecture(m), moe_architecture(m)
+    w, kvt, _ = _sizes(m, a, mo, int(tp), int(pp), sp.nsimplify(FORMAT_BYTES[weights]),
+                       sp.nsimplify(FORMAT_BYTES[kv]))
+    return w, kvt, _activation_per_token(a, mo, int(tp), sp.nsimplify(FORMAT_BYTES[activations]))
+
+
 def _device_memory(b, dev):
     """M: the block's ``device_memory``, else the device's ``cuda_memory``, else its ``memory``."""
     if b.given("device_memory"):
@@ -290,6 +301,8 @@ def _price(ctx, b):
     m, dev = ctx.ref("model"), ctx.ref("device")
     a, mo = architecture(m), moe_architecture(m)
     tp, pp = int(b.value("tp")), int(b.value("pp"))
+    for f in ("heads", "layers"):     # read as numbers below: a model without them is located here
+        m.q(f)
     heads = int(m.value("heads"))
     nkv_v = int(m.value("kv_heads", heads))
     layers = int(m.value("layers"))

@@ -708,6 +708,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
 import sympy as sp  # noqa: E402
 
 from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, hookimpl  # noqa: E402
+from dsl.plugin import current_limits, limit_hint  # noqa: E402
 
 ENGINE_NAMES = (("kv_tokens", "token"), ("block_size", "token"), ("max_num_seqs", "seq"),
                 ("max_num_batched_tokens", "token"))
@@ -738,8 +739,8 @@ BATCHING = UseSpec(
         Param("rate", "request/s", None, "mean arrival rate of synthetic arrivals", min=0, min_open=True,
               optional=True),
         Param("requests", "", None, "synthetic requests to simulate", min=1, whole=True, optional=True),
-        Param("cv", "", "2", "coefficient of variation of the Gamma gaps (1: as random as Poisson)", min=0,
-              min_open=True),
+        Param("cv", "", "2", "coefficient of variation of the Gamma gaps (1: as random as Poisson; at most 100)",
+              min=0, min_open=True, max=100),
         Param("seed", "", "0", "seed of the synthetic arrivals and sampled lengths", kind="int", min=0),
         Param("input", "token", None, "input tokens of every request (default: sampled from the trace)",
               min=1, whole=True, optional=True),
@@ -830,10 +831,11 @@ def _workload(ctx, b):
             b.error_at("arrivals", f'synthetic arrivals ("{kind}") need \'{p}\'',
                        "add `rate = 5 request/s; requests = 2000`", code="missing-parameter")
     n = int(b.value("requests"))
-    cap = 10_000_000
+    cap = current_limits().activities
     if n > cap:
-        b.error_at("requests", f"{n} requests is more than a simulation takes ({cap:,})",
-                   "simulate fewer requests: percentiles settle within a few thousand")
+        b.error_at("requests", f"{n:,} requests is more than a simulation takes (the limit on activities is "
+                   f"{cap:,})", "simulate fewer requests (percentiles settle within a few thousand), or "
+                   + limit_hint("activities"), code="limit")
     rate, seed = b.value("rate"), int(b.value("seed"))
     A = poisson_arrivals(rate, n, seed) if kind == "poisson" else gamma_arrivals(rate, n, b.value("cv"), seed)
     if fixed_in is None or fixed_out is None:
@@ -845,6 +847,25 @@ def _workload(ctx, b):
     P = np.full(n, int(fixed_in), dtype=np.int64) if fixed_in is not None else Ps
     G = np.full(n, int(fixed_out), dtype=np.int64) if fixed_out is not None else Gs
     return A, P, G
+
+
+def _check_size(ctx, b, A, P, G) -> None:
+    """The work a simulation may do: requests within the limit on activities, output tokens
+    (each keeps its inter-token latency) within the limit on simulated tokens."""
+    cap = current_limits().activities
+    if len(A) > cap:
+        ctx.error(f"`use batching` in '{ctx.name}': the trace has {len(A):,} requests, more than a simulation "
+                  f"takes (the limit on activities is {cap:,})", limit_hint("activities"), span=b.span,
+                  code="limit")
+    tokens, cap = int(np.sum(G, dtype=np.float64)), current_limits().sim_tokens
+    if tokens > cap:
+        where = "output" if b.given("output") else "requests" if b.given("requests") else None
+        summary = (f"{len(A):,} requests with {tokens:,} output tokens in all is more than a simulation follows "
+                   f"({cap:,} tokens)")
+        hint = "simulate fewer or shorter requests, or " + limit_hint("sim_tokens")
+        if where is not None:
+            b.error_at(where, summary, hint, code="limit")
+        ctx.error(f"`use batching` in '{ctx.name}': {summary}", hint, span=b.span, code="limit")
 
 
 def _engine(ctx, b) -> Engine:
@@ -869,8 +890,19 @@ def _engine(ctx, b) -> Engine:
     if e is not None and not b.given("chunked_prefill"):       # the engine's choice (its block, else its preset)
         chunked = bool(e.value("enable_chunked_prefill")) if e.given("enable_chunked_prefill") \
             else bool(e.ref("engine").value("enable_chunked_prefill", False))
+    for name, unit in ENGINE_NAMES:    # the scheduler counts in 64-bit integers
+        if vals[name] > _COUNT_MAX:
+            summary = f"'{name}' = {vals[name]:.4g} {unit} is beyond what the simulation counts (at most 2^53)"
+            hint = f"give a realistic {name}; a pool or a budget larger than the workload behaves as unbounded"
+            if b.given(name):
+                b.error_at(name, summary, hint)
+            ctx.error(f"`use batching` in '{ctx.name}': {summary} (from the plan)", hint, span=b.span,
+                      code="out-of-range")
     return Engine(vals["kv_tokens"], vals["block_size"], vals["max_num_seqs"], vals["max_num_batched_tokens"],
                   chunked)
+
+
+_COUNT_MAX = 2 ** 53
 
 
 def _replicas(ctx) -> int:
@@ -886,6 +918,7 @@ def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o
         return simulate(arrival, prompt, output, eng, step_time, c, o)
     A, P, G = _arrays(arrival, prompt, output)
     order = np.argsort(A, kind="stable")
+    replicas = min(replicas, len(A))     # engines beyond the request count receive nothing
     parts = [simulate(A[idx], P[idx], G[idx], eng, step_time, c, o)
              for idx in (order[k::replicas] for k in range(replicas)) if idx.size]
     first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
@@ -940,6 +973,7 @@ def plan_activities_schedule(ctx):
     if b is None:
         return
     A, P, G = _workload(ctx, b)
+    _check_size(ctx, b, A, P, G)
     eng = _engine(ctx, b)
     step_time, c, o = _step_cost(ctx, b)
     try:

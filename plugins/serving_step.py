@@ -88,15 +88,13 @@ import sympy as sp
 from dsl.plugin import Param, UseSpec, hookimpl
 
 from . import flops
-from .layout_model import ops
+from .layout_model import GENERIC_DEVICE, ops
 
 ACT_BYTES = 2            # 16-bit activations in elementwise kernels and TP all-reduces
 FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": sp.Rational(1, 2)}
 
 GENERIC = {
-    "matmul_efficiency": 0.8,
-    "matmul_half_flops": 1e9,
-    "mem_efficiency": 0.9,
+    **GENERIC_DEVICE,            # the device curve a device without its own fields gets (one home)
     "attention_efficiency": 0.37,
     "expert_efficiency": 0.5,
     "kernel_overhead": 2e-6,

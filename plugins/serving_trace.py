@@ -111,6 +111,10 @@ def read_trace(path: str | Path) -> Trace:
             raise TraceError(path, 1, None, "the trace is empty (no header row)",
                              hint="the first row names the columns: " + ",".join(REQUIRED)) from None
         pos = {h: i for i, h in enumerate(header)}
+        dup = next((h for i, h in enumerate(header) if h and pos[h] != i), None)
+        if dup is not None:
+            raise TraceError(path, 1, dup, f"the header names column '{dup}' twice", pos[dup],
+                             "keep one column of each name")
         for c in REQUIRED:
             if c not in pos:
                 raise TraceError(path, 1, c, f"the header has no column '{c}'", None,
@@ -168,7 +172,7 @@ def read_trace(path: str | Path) -> Trace:
                     raise TraceError(path, line, "last_token_at", f"the last token ({r[iG]}) is returned before "
                                      f"the {'first token' if i1 is not None else 'request arrives'}", iG)
         except csv.Error as e:
-            raise TraceError(path, line, None, f"not valid CSV: {e}") from None
+            raise TraceError(path, max(line, rows.line_num), None, f"not valid CSV: {e}") from None
     if not arrived:
         raise TraceError(path, 2, None, "the trace has a header but no requests")
     return Trace(path, arrived, prefill, decode, first, last)

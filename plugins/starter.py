@@ -50,8 +50,8 @@ def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path) -> 
     head = ["# Starter plan written by `plan init`: edit the numbers marked below, then",
             f"#   plan eval {out.name}        (every quantity, requirement and named solve)",
             f"#   plan check {out.name} --strict   (the CI gate)",
-            'import "@catalog/hardware.plan"   # devices, links, storage tiers',
-            'import "@catalog/models.plan"     # catalog models', ""] + mlines
+            'import "@catalog/hardware.plan"  # devices, links, storage tiers',
+            'import "@catalog/models.plan"  # catalog models', ""] + mlines
     if serve:
         body = [
             "plan serve {",

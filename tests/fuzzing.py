@@ -28,7 +28,9 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parent.parent
-CASES = sorted((REPO / "specs" / "cases").glob("*.plan"))
+#: the files mutated: the case files, then seeds for blocks no case uses yet (tests/fuzz_seeds/README.md)
+CASES = (sorted((REPO / "specs" / "cases").glob("*.plan"))
+         + sorted((REPO / "tests" / "fuzz_seeds").glob("*.plan")))
 
 
 @lru_cache(maxsize=None)
@@ -42,8 +44,9 @@ def scratch() -> Path:
     return root
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """The per-input alarm: a BaseException, so that the CLI's own catch-all does not report a slow
+    input as "internal error: Hang" (it is a hang, or a machine too loaded for the budget)."""
 
 
 def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz.plan"):

@@ -175,6 +175,18 @@ def test_a_fit_at_its_bound_is_a_warning(write_plan, qval):
     assert any("sits at its bound" in d.summary for d in ws.warnings)
 
 
+
+def test_table_notes_give_units_and_both_flop_counts(write_plan):
+    """The notes name matmul_half_flops with its unit (FLOP, the unit the quantity is shown in) and
+    give the paper's count with and without full recomputation (rows may be either)."""
+    write_plan(TOY_HEADER + "a,4,64,2,16,128,1,1,1,8,8,0.001\nb,4,64,2,16,128,1,1,1,8,8,0.002\n", "runs.csv")
+    ws = dsl.load(write_plan(TOY_PLAN.format(rows="").replace(
+        'fit = ["mfu"]', 'fit = ["matmul_efficiency", "matmul_half_flops"]').replace(
+        '; flop_count = "model"', "")))
+    notes = cal._table(ws, "fit").notes
+    assert "matmul_half_flops = " in notes[0] and notes[0].endswith(" FLOP")
+    assert "with full recomputation, 72·B·s·l·h²·(1 + s/6h) + 6·B·s·h·V without" in notes[1]
+
 # ---------------------------------------------------------------- errors
 BAD = [
     ("a,4,64,2,16,128,1,1,1,8,8,x\n", 2, "step_time", "not a number"),

@@ -370,3 +370,23 @@ def test_roofline_dp_bandwidth_is_the_collectives_bus_bandwidth(search_case):
     else:
         t = coll.collective_time("all_reduce", d, g_call, intra, NUM)
     assert r["dp_bw"][j] == pytest.approx(2 * (d - 1) / d * g_call / t, rel=1e-9)
+
+
+def test_roofline_pipeline_send_is_scattered_over_the_tp_ranks(search_case):
+    """Megatron's scatter/gather (Narayanan et al. 2021 §4.1): a stage boundary sends 1/t of the
+    b·s·h·2-byte activation per TP rank and the next stage all-gathers the t pieces on its TP link
+    (no gather with sequence parallelism, whose activation is already split t ways)."""
+    K, meta, X, R = search_case
+    r = lm.evaluate(R, X, NUM, meta["activations"], meta["moe"])
+    intra, _ = lm.link_dicts(R)
+    picked = 0
+    for i in range(len(X["t"])):
+        t, p, c, d, sp_on = (int(X[k][i]) for k in ("t", "p", "c", "d", "sp"))
+        if p == 1 or t == 1 or c != 1:
+            continue
+        act = X["b"][i] * K["s"] * K["h"] * 2
+        send = lm.comm_time("send", p, t * c * d, act / t, R, NUM)
+        gather = 0.0 if sp_on else coll.collective_time("all_gather", t, act, intra, NUM)
+        assert r["pp_message"][i] == pytest.approx(send + gather, rel=1e-12)
+        picked += 1
+    assert picked > 0

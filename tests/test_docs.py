@@ -179,3 +179,41 @@ def test_plugins_doc_covers_every_record():
     assert all(hasattr(dsl.plugin, r) for r in records)
     missing = [r for r in records if f"`{r}(" not in text]
     assert not missing, f"docs/plugins.md does not document records {missing}"
+
+
+def test_readme_sample_output_is_what_plan_eval_prints():
+    """The README's "What it prints" block is the head of `plan eval` on the design case: its
+    quantity rows are the output's first rows, in order (the sample stops at "...")."""
+    from conftest import run_cli
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sample = re.search(r"## What it prints\n\n```\n(.*?)^\.\.\.$", readme, re.M | re.S).group(1)
+    code, out, err = run_cli("eval", ROOT / "specs" / "cases" / "cpt-qwen3-8b-4090.plan")
+    assert code == 0, err
+    got = [line.rstrip() for line in out.splitlines()]
+    want = [line.rstrip() for line in sample.splitlines()]
+    start = got.index(want[0])
+    assert got[start:start + len(want)] == want
+
+
+def test_readme_cli_reference_lists_every_option():
+    """Each row of README.md's CLI reference names every option its command's --help offers
+    (the options every command shares, --limit and --allow-outside-root, are described once)."""
+    import argparse
+    from dsl import cli
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## CLI reference", 1)[1].split("\n\n", 2)[1]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `plan (?:--disable-plugin NAME )?([a-z]+).*$", table, re.M)}
+    parser = cli._parser(cli._plugin_commands(()))
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    shared = {"-h", "--help", "--limit", "--allow-outside-root"}
+    missing = {}
+    for name, p in sub.choices.items():
+        assert name in rows, f"README's CLI reference has no row for `plan {name}`"
+        gone = sorted(a.option_strings[-1] for a in p._actions
+                      if a.option_strings and not shared & set(a.option_strings)
+                      and not any(re.search(re.escape(o) + r"(?![\w-])", rows[name]) for o in a.option_strings))
+        if gone:
+            missing[name] = gone
+    assert not missing, missing
+    for opt in ("--limit", "--allow-outside-root"):
+        assert opt in readme

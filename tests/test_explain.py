@@ -83,3 +83,17 @@ def test_graph_svg(run_cli, tmp_path):
     assert "<svg" in svg and "compute_time" in svg
     rc, _, err = run_cli("graph", CASE, "--plan", "gpus64")
     assert rc == 2 and "no plan 'gpus64'" in err
+
+
+def test_a_computed_number_has_no_fraction_for_a_formula(tmp_path):
+    """A simulated percentile is a number computed outside sympy: the tree shows its value and
+    doc, not the exact base-unit fraction (4426532444553999/50000000000000000) as a formula."""
+    import dsl
+    (tmp_path / "c.plan").write_text(
+        "plan chat { use batching { arrivals = \"poisson\"; rate = 5 request/s; requests = 50; seed = 1\n"
+        "  input = 2048 token; output = 16 token; kv_tokens = 200000 token\n"
+        "  step_overhead = 6 ms; step_token = 33 us/token; step_context = 55 ns/token } }\n")
+    ws = dsl.load(tmp_path / "c.plan")
+    t = explain.tree(ws, "chat.ttft_p95")
+    assert t["formula"] == "" and t["children"] == []
+    assert "/" not in explain.render(t, "chat").splitlines()[1]

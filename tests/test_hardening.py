@@ -16,6 +16,7 @@ import resource
 import signal
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -665,3 +666,211 @@ def test_a_plan_extending_a_plan_dropped_for_a_bad_config(tmp_path):
     assert rc == 1 and "internal error" not in err and "Traceback" not in err, err
     assert "plan 'b' is not evaluated: it builds on plan 'a'" in err
     assert "c" in out          # the unrelated plan still evaluates
+
+
+# ---------------------------------------------------------------- collectives, roofline fields, serving engine
+_HW = 'import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\n'
+_STEP = "plan p {\n  model = qwen3_8b; device = d\n  use serving_step { batch = 32 seq }\n}\n"
+_COLL = "plan p {\n  use collective { size = 1 GB; group = 8; link = l }\n}\n"
+
+
+@pytest.mark.parametrize("decl,rest,field", [
+    ("link l { bandwidth = 0 GB/s }", _COLL, "bandwidth"),
+    ("link l { bandwidth = 100 GB/s; efficiency = 0 }", _COLL, "efficiency"),
+    ("link l { bandwidth = 100 GB/s; nvls = true; nvls_efficiency = 0 }", _COLL, "nvls_efficiency"),
+    ("device d extends h100_sxm { matmul_efficiency = 0 }", _STEP, "matmul_efficiency"),
+    ("device d extends h100_sxm { mem_efficiency = 0 }", _STEP, "mem_efficiency"),
+    ("device d extends h100_sxm { peak_flops = 0 FLOP/s }", _STEP, "peak_flops"),
+    ("device d extends h100_sxm { mem_bw = 0 GB/s }", _STEP, "mem_bw"),
+])
+def test_zero_efficiency_or_bandwidth_is_located_at_the_field(tmp_path, decl, rest, field):
+    """Was error[plugin] "TypeError: Cannot convert complex to float" (a bug note) or
+    "ZeroDivisionError" at the `use` block: the range of a declaration's field is checked after
+    pricing, so the plugin failed first."""
+    p = write(tmp_path, _HW + decl + "\n" + rest)
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert f"error[out-of-range]: '{field}' = 0" in err and "x.plan:3:" in err, err
+    assert "error[plugin]" not in err, err
+
+
+# ---------------------------------------------------------------- use batching
+_SIM = ("kv_tokens = 200000 token; step_overhead = 6 ms; step_token = 33 us/token; "
+        "step_context = 55 ns/token")
+
+
+def _batching(tmp_path, params: str) -> Path:
+    return write(tmp_path, f"plan p {{\n  use batching {{ {params}; {_SIM} }}\n}}\n")
+
+
+def test_batching_requests_are_under_the_activities_limit(tmp_path):
+    """10^7 synthetic requests used to run out of memory after 24 s under a 2 GiB cap."""
+    p = _batching(tmp_path, 'arrivals = "poisson"; rate = 5 request/s; requests = 1e7; input = 10 token; '
+                            "output = 10 token")
+    rc, _, err = cli("eval", p, seconds=30)
+    clean(rc, err)
+    assert "error[limit]" in err and "10,000,000 requests" in err and "--limit activities=" in err
+
+
+def test_batching_output_tokens_are_under_the_sim_tokens_limit(tmp_path):
+    """10^5 requests of 1,000 output tokens decoded in one batch held ~70 bytes per token and
+    ran out of memory; the tokens a simulation follows are now a limit (here lowered to 1,000:
+    20 requests × 100 tokens = 2,000)."""
+    p = _batching(tmp_path, 'arrivals = "poisson"; rate = 5 request/s; requests = 20; input = 10 token; '
+                            "output = 100 token")
+    rc, _, err = cli("eval", p, "--limit", "sim_tokens=1000", seconds=30)
+    clean(rc, err)
+    assert "error[limit]" in err and "2,000 output tokens" in err and "--limit sim_tokens=" in err
+    assert cli("eval", p, seconds=60)[0] == 0
+
+
+@pytest.mark.parametrize("params,words", [
+    ('arrivals = "gamma"; rate = 5 request/s; cv = 1e200; requests = 10; input = 10 token; output = 10 token',
+     "'cv' = 1e+200 is outside (0, 100]"),
+])
+def test_batching_extreme_parameters(tmp_path, params, words):
+    """cv = 1e200 was "ZeroDivisionError: float division by zero" (a Gamma shape of 0)."""
+    p = _batching(tmp_path, params)
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert words in err and "error[plugin]" not in err, err
+
+
+def test_batching_pool_beyond_2_to_53(tmp_path):
+    """kv_tokens = 1e300 was "OverflowError: Python int too large to convert to C long"."""
+    p = write(tmp_path, 'plan p {\n  use batching { arrivals = "poisson"; rate = 5 request/s; requests = 10; '
+                        "input = 10 token; output = 10 token; kv_tokens = 1e300 token; step_overhead = 1 ms }\n}\n")
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert "'kv_tokens' = 1e+300 token is beyond what the simulation counts" in err and "x.plan:2:" in err
+
+
+def test_batching_replicas_beyond_the_requests(tmp_path):
+    """replicas = 1e9 looped over a billion empty engines until the 30 s budget; engines beyond
+    the request count receive nothing and are not simulated."""
+    p = write(tmp_path, _HW + 'import "@catalog/engines.plan"\nplan p {\n  model = qwen3_8b; device = h100_sxm\n'
+              "  use engine { engine = vllm; max_model_len = 8192 token; replicas = 1e9 }\n"
+              '  use batching { arrivals = "poisson"; rate = 10 request/s; requests = 100; input = 2048 token; '
+              "output = 16 token }\n}\n")
+    rc, out, err = cli("get", p, "p.sim_requests", "--limit", "seconds=20", seconds=60)
+    assert rc == 0 and out.strip() == "100", err
+
+
+TRACE_HEADER = "arrived_at,num_prefill_tokens,num_decode_tokens"
+
+
+def test_trace_with_a_duplicate_column(tmp_path):
+    """A second num_prefill_tokens column silently replaced the first."""
+    (tmp_path / "t.csv").write_text(TRACE_HEADER + ",num_prefill_tokens\n0,10,10,20\n", encoding="utf-8")
+    p = write(tmp_path, f'plan p {{\n  use batching {{ trace = "t.csv"; {_SIM} }}\n}}\n')
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert "t.csv:1:" in err and "names column 'num_prefill_tokens' twice" in err
+
+
+def test_trace_with_a_megabyte_line_names_its_row(tmp_path):
+    """A 1 MB cell on row 2 was reported on row 1 (the header)."""
+    (tmp_path / "t.csv").write_text(TRACE_HEADER + "\n0,10," + "1" * 1_000_000 + "\n", encoding="utf-8")
+    p = write(tmp_path, f'plan p {{\n  use batching {{ trace = "t.csv"; {_SIM} }}\n}}\n')
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert "t.csv:2:1: error[bad-trace]" in err and "row 2" in err and len(err) < 5000
+
+
+# ---------------------------------------------------------------- use calibrate
+_RUNS = REPO / "specs" / "data" / "calibration" / "narayanan2021-table1.csv"
+
+
+def _runs(tmp_path, header_extra: str = "", row_change=None) -> Path:
+    lines = _RUNS.read_text(encoding="utf-8").splitlines()
+    row = lines[1] if row_change is None else row_change(lines[1])
+    (tmp_path / "runs.csv").write_text(lines[0] + header_extra + "\n" + row + ("," + "x" if header_extra else "")
+                                       + "\n", encoding="utf-8")
+    return write(tmp_path, 'import "@catalog/hardware.plan"\nplan p {\n  device = a100_sxm_80gb\n'
+                           '  use calibrate { runs = "runs.csv"; fit = ["matmul_efficiency"]; link = nvlink4 }\n}\n')
+
+
+def test_calibrate_measurement_no_fit_can_match(tmp_path):
+    """achieved_tflops = 1e300 (a step of 0 s) was error[plugin] "ValueError: Residuals are not
+    finite in the initial point" at the block."""
+    pytest.importorskip("scipy")
+    # the 1.7B row: ...,full,true,137,44,4.4 (achieved_tflops is the third cell from the end)
+    p = _runs(tmp_path, row_change=lambda r: r.replace(",137,", ",1e300,"))
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert "runs.csv:2:" in err and "error[bad-data]" in err and "run '1.7B' measures a step of 0 s" in err
+    assert "error[plugin]" not in err
+
+
+def test_calibrate_duplicate_column(tmp_path):
+    """A second `run` column silently replaced the first."""
+    p = _runs(tmp_path, header_extra=",run")
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert "runs.csv:1:" in err and "names column 'run' twice" in err
+
+
+# ---------------------------------------------------------------- plan get --rate
+@pytest.mark.parametrize("rate", ["1e400 EUR/USD", "1e999999999999 EUR/USD"])
+def test_exchange_rate_beyond_range(tmp_path, rate):
+    """`--rate '1e400 EUR/USD'` printed `inf` with exit 0."""
+    p = write(tmp_path, "plan p {\n  a = 100 USD\n}\n")
+    rc, out, err = cli("get", p, "p.a", "--in", "EUR", "--rate", rate)
+    assert rc == 2 and "is beyond what a plan can hold" in err and "inf" not in out, (out, err)
+
+
+# ---------------------------------------------------------------- layout search lists
+@pytest.mark.parametrize("new,words", [
+    ("tp = [1, 1e30]", "item 2 of 'tp' = 1e+30 is outside [1, 1e+06]"),     # was OverflowError (internal)
+    ("tp = [0, -8]", "item 1 of 'tp' = 0 is outside [1, 1e+06]"),          # was a table with tp=-8, exit 0
+    ("tp = [1, 2.5]", "lists 2.5, not a whole number"),                    # was rounded to 2 silently
+    # 2,000 tp values × the case's other lists (8 pp · 4 micro-batches · 2 virtual · 4 ZeRO · 3 · 2) = 3,072,000
+    ("tp = [" + ", ".join(str(i) for i in range(1, 2001)) + "]", "spans 3,072,000 layouts, above the limit of "
+     "1,000,000 points"),
+], ids=["huge", "zero", "fraction", "grid"])
+def test_layout_search_lists(new, words):
+    """The lists of `use layout_search` had no range and the space no bound (a 2·10^8 grid was
+    a MemoryError)."""
+    pytest.importorskip("numpy")
+    text = (CASES / "layout-mt-nlg-530b.plan").read_text(encoding="utf-8")
+    assert "tp = [1, 2, 4, 8, 16]" in text
+    p = CASES / f"_hardening_search_{zlib.crc32(new.encode())}.plan"     # its own file: tests run in parallel
+    p.write_text(text.replace("tp = [1, 2, 4, 8, 16]", new, 1), encoding="utf-8")
+    try:
+        rc, _, err = cli("search", p, seconds=120)
+    finally:
+        p.unlink()
+    clean(rc, err)
+    assert words in err, err
+
+
+# ---------------------------------------------------------------- catalog overrides
+def test_an_entry_overridden_twice_says_so(tmp_path):
+    """Two files each overriding `h100_sxm` (`device h100_sxm extends h100_sxm`, importing each
+    other) were "declared twice … rename one", which does not say how to change both fields."""
+    write(tmp_path, 'import "b.plan"\ndevice h100_sxm extends h100_sxm { memory = 1 GB }\n', "a.plan")
+    write(tmp_path, 'import "a.plan"\ndevice h100_sxm extends h100_sxm { memory = 2 GB }\n', "b.plan")
+    p = write(tmp_path, 'import "@catalog/hardware.plan"\nimport "a.plan"\nplan p { m = h100_sxm.memory }\n')
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert "error[duplicate]" in err and "an entry is overridden once" in err, err
+
+
+def test_engine_on_a_model_without_heads(tmp_path):
+    """`model m { }` under `use engine` was "TypeError: int() argument must be … not 'NoneType'"
+    with a bug note."""
+    p = write(tmp_path, 'import "@catalog/hardware.plan"\nimport "@catalog/engines.plan"\nmodel m { }\n'
+                        "plan p {\n  model = m; device = h100_sxm\n"
+                        "  use engine { engine = vllm; max_model_len = 8192 token }\n}\n")
+    rc, _, err = cli("eval", p)
+    clean(rc, err)
+    assert "error[missing-field]: model 'm' has no field 'heads'" in err and "bug in plugin" not in err, err
+
+
+def test_outside_root_hint_says_where_the_root_is_without_a_repository(tmp_path):
+    """A plan in a directory without .git or pyproject.toml (tmp_path) has its own directory as
+    root: the hint must say so, not only name .git/pyproject.toml, which the user has none of."""
+    p = write(tmp_path, 'import "../elsewhere.plan"\n')
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert "outside the project root" in err and "else the root file's own directory" in err

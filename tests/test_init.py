@@ -55,3 +55,14 @@ def test_init_with_a_misspelt_device_leaves_no_file(tmp_path):
                           "-o", "bad.plan", cwd=tmp_path)
     assert rc == 1 and "did you mean 'h100_sxm'?" in err
     assert not (tmp_path / "bad.plan").exists()
+
+
+def test_init_writes_canonically_formatted_plans(tmp_path):
+    """A starter passes `plan fmt --check` as written (a CI gate on formatting must not fail on it)."""
+    shutil.copy(HF, tmp_path / "config.json")
+    for args in (("--model", "qwen3_8b", "--gpus", "64", "-o", "t.plan"),
+                 ("--model", "config.json", "--gpus", "2", "--serve", "-o", "s.plan")):
+        rc, _, err = run_main("init", "--device", "h100_sxm", *args, cwd=tmp_path)
+        assert rc == 0, err
+    rc, _, err = run_main("fmt", "--check", "t.plan", "s.plan", cwd=tmp_path)
+    assert rc == 0, err

@@ -64,3 +64,22 @@ def test_zero_without_link_needs_no_compute(ws):
     # a memory-only ZeRO plan prices no collective
     assert "d8_stage3.transfer_volume" not in ws.nodes
     assert not ws.errors
+
+
+def test_states_table_note_under_model_parallelism(tmp_path):
+    """With tp = 2 every state is first split over the tensor-parallel ranks: the replicated
+    16-bit weights are 2N/2 bytes per GPU, not the whole 2N the plain note would imply."""
+    src = ('import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\n'
+           "workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq }\n"
+           "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 16; mfu = 40 %\n"
+           '  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }\n'
+           "  use layout { tp = 2; zero = 1; link = nvlink4; nic = nic_400g } }\n")
+    (tmp_path / "p.plan").write_text(src)
+    code, out, err = run_cli("eval", tmp_path / "p.plan", "--format", "json")
+    assert code == 0, err
+    t = json.loads(out)["plans"]["p"]["tables"]["memory-states"]
+    rows = {r[0]: r for r in t["rows"]}
+    assert rows["weights"][3] == "replicated"
+    assert rows["weights"][4] == pytest.approx(2 * N / 2 / GiB, abs=0.005)   # 7.63 GiB
+    assert t["notes"] == ["per GPU = the model-parallel shard (whole ÷ tp·pp) / d for sharded states, "
+                          "the shard for replicated ones"]

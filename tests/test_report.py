@@ -234,3 +234,19 @@ def test_report_layout_in_headless_chromium(html_text, tmp_path):
                                                     page.as_uri()], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and shot.stat().st_size > 20_000, p.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_computed_number_reads_as_a_decimal(tmp_path):
+    """A quantity computed outside sympy (a simulated TTFT) is an exact rational in base units:
+    its formula shows the decimal, not 6102198163282847/125000000000000000."""
+    import dsl
+    src = ("plan chat { use batching { arrivals = \"poisson\"; rate = 5 request/s; requests = 50; seed = 1\n"
+           "  input = 2048 token; output = 16 token; kv_tokens = 200000 token\n"
+           "  step_overhead = 6 ms; step_token = 33 us/token; step_context = 55 ns/token } }\n")
+    (tmp_path / "c.plan").write_text(src)
+    ws = dsl.load(tmp_path / "c.plan")
+    f = report.formula(ws, "chat.ttft_mean", "chat")
+    assert "/" not in f["text"]
+    # a lone 2,048-token prompt: 6 ms + 2,048 × 33 µs = 73.584 ms, the floor of any TTFT
+    assert float(f["text"]) >= 0.073584
+    assert report.formula(ws, "chat.preemptions", "chat")["text"] == "0"

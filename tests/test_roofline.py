@@ -244,3 +244,22 @@ def test_moe_roofline_searches_to_its_plan_value(write_plan, model):
     assert res.columns["step"][0] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
     assert res.columns["imbalance"][0] == pytest.approx(qval(ws, "p.imbalance_time", "s"), rel=1e-9)
     assert res.columns["imbalance"][0] > 0
+
+
+def test_mfu_written_beside_roofline_is_warned_unless_inherited():
+    import dsl
+    base = """
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 256 seq }
+plan a { model = qwen3_8b; device = h100_sxm; gpus = 8; mfu = 40 %; workload = w
+  use layout { link = nvlink4; efficiency = "roofline" }
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" } }
+"""
+    ws = dsl.load("w.plan", text=base)
+    assert any(d.code == "unused" and "does not read that mfu" in d.summary for d in ws.warnings)
+    inherited = base.replace('mfu = 40 %; ', '').replace('efficiency = "roofline"', 'efficiency = "mfu"') \
+        .replace("plan a {", "plan m { mfu = 40 % }\nplan a extends m {") + \
+        'plan r extends a { use layout { efficiency = "roofline" } }\n'
+    ws = dsl.load("w.plan", text=inherited)
+    assert not any("does not read that mfu" in d.summary for d in ws.warnings)

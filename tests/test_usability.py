@@ -288,3 +288,17 @@ def test_check_reports_literal_out_of_range_with_percent_hint(run_cli, tmp_path)
                   "  use compute {} }\n")
     code, out, err = run_cli("check", _write(tmp_path, src))
     assert code == 1 and "error[out-of-range]" in err and "write 40 % for a percentage" in err
+
+
+def test_missing_quantity_of_a_used_block_hint(tmp_path):
+    """tp_comm is a quantity of `use layout` only when tp > 1: the hint must not send the user to
+    `use compute` (a block that also lists it) when the plan already uses `use layout`."""
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq; deadline = 9 day }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %\n"
+                  "  use memory {}\n  use layout { zero = 1; link = nvlink4; nic = nic_400g } }\n")
+    ws = Workspace(_write(tmp_path, src))
+    with pytest.raises(PlanError) as ei:
+        solve_query(ws, parse_query("p.mfu for p.tp_comm == 3 s"))
+    hint = ei.value.diagnostics[0].hint
+    assert "use compute" not in hint
+    assert "`use layout` defines 'tp_comm' only for some of its settings" in hint

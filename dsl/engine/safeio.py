@@ -108,7 +108,8 @@ def check(path: str | Path, *, root: Path | None = None, what: str = "file") -> 
         if base is not None and not _inside(rp, base.resolve()) and not any(_inside(rp, a) for a in _always):
             raise FileRefused("refused", f"the {what} '{text}' is outside the project root '{base}'",
                               "imports, configs and data files must lie under the project root (the nearest "
-                              "directory above the root file holding .git or pyproject.toml); "
+                              "directory above the root file holding .git or pyproject.toml, else the root file's own "
+                              "directory); "
                               + L.raise_hint("allow_outside_root"))
     try:
         st = os.stat(rp)

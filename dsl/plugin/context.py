@@ -48,6 +48,14 @@ class _ContextBase:
         if isinstance(exc, TimeoutError):
             ws.rep.error("limit", f"{where}: plugin '{plugin}' {text}", span, L.raise_hint("seconds"))
             return
+        if not isinstance(exc, (MemoryError, RecursionError)):
+            # an input outside its declared range (a device's efficiency of 0, a link's
+            # bandwidth of 0) is checked after pricing; when it is what made the plugin fail,
+            # report it at its own text instead of the plugin's exception
+            try:
+                ws.check_ranges(inputs_only=True)
+            except Exception:   # noqa: BLE001 - the plugin's failure is reported below
+                pass
         if ws.rep.errors:
             return
         if isinstance(exc, (MemoryError, RecursionError)):

@@ -75,7 +75,9 @@ def tree(ws, nid: str, max_depth: int | None = None) -> dict:
         if d["repeated"]:
             return d
         seen.add(i)
-        if n.expr is not None and not n.input:
+        # a number computed outside sympy (a simulated percentile) has no formula over other
+        # nodes: its value line says it all (not 4426532444553999/50000000000000000 in base units)
+        if n.expr is not None and not n.input and not n.expr.is_number:
             syms = sorted((s for s in n.expr.free_symbols if s.name in ws.nodes), key=lambda s: s.name)
             txt = sp.sstr(n.expr)
             for s in sorted(syms, key=lambda s: -len(s.name)):

@@ -77,6 +77,10 @@ def formula(ws, nid: str, plan: str) -> dict:
     e = n.expr
     if e is None:
         return {"text": "", "latex": "", "mathml": ""}
+    if e.is_Rational and e.q > 1000:
+        # a number computed outside sympy (a simulation's percentile) is exact in base units:
+        # 6102198163282847/125000000000000000 reads as its decimal
+        e = sp.Float(f"{float(e):.7g}")
     syms = sorted(e.free_symbols, key=lambda s: s.name)
     names = {s: _short(s.name, plan) for s in syms}
     text = sp.sstr(e.xreplace({s: sp.Symbol(names[s]) for s in syms}))

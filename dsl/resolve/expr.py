@@ -173,7 +173,14 @@ class ExprMixin:
         return spec.name if spec else plugin
 
     def _provider_hint(self, name: str, plan: str) -> str | None:
-        """"'x' is priced by `use B`" when a block that plan does not use provides ``name``."""
+        """"'x' is priced by `use B`" when a block that plan does not use provides ``name``; when a
+        block the plan uses lists ``name`` but its settings leave it undefined (``tp_comm`` at
+        tp = 1), says so instead of pointing at another block."""
+        uses = self.decls[plan].uses
+        for spec in sorted(self.plugins.blocks.values(), key=lambda s: s.name):
+            if name in spec.provides and spec.name in uses:
+                return (f"`use {spec.name}` defines '{name}' only for some of its settings, and those of "
+                        f"plan '{plan}' leave it undefined (`plan eval` lists the quantities it has)")
         for spec in sorted(self.plugins.blocks.values(), key=lambda s: s.name):
             if name in spec.provides and spec.name not in self.decls[plan].uses:
                 return f"'{name}' is priced by `use {spec.name}`, which plan '{plan}' does not use"

@@ -124,7 +124,10 @@ class LoaderMixin:
                         # point at the user's line, not into the catalog
                         mine, other, note = first, d, "also declared in the catalog"
                     hint = "names of declarations are global across imported files; rename one"
-                    if _is_catalog(other.name_span.file):
+                    if d.extends == d.name and first.extends in (d.name, f"original.{d.name}"):   # overridden twice
+                        hint = (f"an entry is overridden once: put both changes in one `{d.kind} {d.name} extends "
+                                f"{d.name} {{ … }}`, or extend it under a new name")
+                    elif _is_catalog(other.name_span.file):
                         hint += (f", or import the catalog with a name (import \"{CATALOG_PREFIX}…\" as hw) and "
                                  f"write hw.{d.name} for its entry")
                     self.rep.error("duplicate", f"'{d.name}' is declared twice", mine.name_span, hint,

@@ -93,7 +93,7 @@ def solve_query(ws, q: A.Query) -> Solution:
     target = ws.resolve(q.target.parts, span)
     node = ws.nodes.get(target) if isinstance(target, str) else None
     spec = ws.param_specs.get(target) if isinstance(target, str) else None
-    if spec is not None and spec.kind == "int":
+    if spec is not None and spec.kind == "int" and not _is_count(spec):
         raise PlanError([Diagnostic("error", "solve", f"'{q.target.dotted}' is a structural parameter: plugins "
                                     "fix it while building the plan, so it cannot be solved for", span,
                                     "compare plans that differ in it (plan a extends b { … })")])
@@ -113,7 +113,19 @@ def solve_query(ws, q: A.Query) -> Solution:
     text = query_text(q)
     x0v = ws.value(target)
     x0 = float(x0v) if x0v is not None else None
+    structural = target in getattr(ws, "structural", ())
+    whole_target = _whole_target(node, spec, x0)
+    if structural and whole_target and (x not in full.free_symbols or spec is not None and spec.kind == "int"):
+        # a count a plugin read to build the plan: the expressions hold it fixed, so the plan
+        # itself is rebuilt at candidate whole numbers
+        return _search_whole(ws, q, target, node, spec, x0, text, lhs.dim)
     if x not in full.free_symbols:
+        if structural:
+            raise PlanError([Diagnostic("error", "solve", f"'{text}' depends on {q.target.dotted} only through the "
+                                        "plan's structure (plugins read it as a number to build the plan), and it "
+                                        "is not a whole number, which a search over rebuilt plans needs", span,
+                                        f"compare values with `plan sweep FILE --vary {q.target.dotted}=START:STOP:N`, "
+                                        "or solve for a count")])
         raise PlanError([Diagnostic("error", "solve", f"'{text}' does not depend on {q.target.dotted}",
                                     span, "pick a target that the two sides depend on")])
     if node is not None and node.kind != "field" and x in (lhs.expr, rhs.expr):
@@ -243,8 +255,18 @@ def solve_query(ws, q: A.Query) -> Solution:
         failing = _requirements_failing_at(ws, x, free, nominal, whole if whole is not None else value)
         if failing:
             notes.append("at this value these requirements fail: " + ", ".join(failing))
-    if value is not None and target in getattr(ws, "structural", ()):
-        notes.extend(_structural_check(ws, q, target, whole if whole is not None else value, spec, resid, scale))
+    if value is not None and structural:
+        check, same = _structural_compare(ws, q, target, whole if whole is not None else value, spec, resid, scale)
+        if same is False and whole_target and q.op != "==":
+            # the structure changes between the nominal value and the answer: rebuild the plan instead
+            return _search_whole(ws, q, target, node, spec, x0, text, lhs.dim,
+                                 reason=f"the expressions keep the plan's structure at the nominal "
+                                 f"{q.target.dotted}, and the plan rebuilt at the closed-form answer differs")
+        notes.extend(check)
+    elif value is None and structural and whole_target and q.op != "==":
+        return _search_whole(ws, q, target, node, spec, x0, text, lhs.dim,
+                             reason="the expressions, which keep the plan's structure at the nominal "
+                             f"{q.target.dotted}, have no boundary")
     feasible = True
     if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
         from dsl.engine.units import parse_unit
@@ -601,6 +623,12 @@ def _structural_check(ws, q, target: str, value: float, spec, resid, scale: floa
     plan (a GPU count a layout divides): the answer assumed the structure of the nominal value,
     so the plan is rebuilt at the answer (a whole number where the target must be one) and its
     LHS − RHS compared with the one the expressions predict there."""
+    return _structural_compare(ws, q, target, value, spec, resid, scale)[0]
+
+
+def _structural_compare(ws, q, target: str, value: float, spec, resid, scale: float) -> tuple:
+    """:func:`_structural_check`'s notes and whether the rebuilt plan agrees with the expressions
+    (True, False, or None when it could not be compared)."""
     from dsl.results.evaluation import evaluate_file
 
     whole = spec is not None and (spec.whole or spec.kind == "int")
@@ -610,13 +638,364 @@ def _structural_check(ws, q, target: str, value: float, spec, resid, scale: floa
         ev = evaluate_file(ws.path, plugins=ws.plugins, overrides={target: at})
         lv, rv = ev.subs_value(ev.eval_expr(q.lhs).expr), ev.subs_value(ev.eval_expr(q.rhs).expr)
     except PlanError as e:
-        return [f"the plan rebuilt at {shown} has errors: {e.diagnostics[0].summary}"]
+        return [f"the plan rebuilt at {shown} has errors: {e.diagnostics[0].summary}"], None
     if lv is None or rv is None:
-        return []
+        return [], None
     rebuilt, predicted = float(lv - rv), resid(float(at))
     if predicted == predicted and abs(rebuilt - predicted) <= 1e-9 * max(scale, abs(predicted)):
         return [f"checked on the plan rebuilt at {shown}: plugins read it to build the plan, and the "
-                "structure is the same there"]
+                "structure is the same there"], True
     return [f"plugins read {q.target.dotted} to build the plan, and the plan rebuilt at {float(at):g} differs from "
             f"the expressions (left − right {rebuilt:.4g} instead of {predicted:.4g}, base units): the structure "
-            "changes there, so compare plans with `plan sweep` over it"]
+            "changes there, so compare plans with `plan sweep` over it"], False
+
+
+# ---------------------------------------------------------------- whole numbers plugins build from
+def _is_count(spec) -> bool:
+    """A ``kind="int"`` knob that counts something (a TP degree, replicas, buckets: its range
+    starts at 1 or above) rather than choosing (a ZeRO stage 0–3, a seed): only a count can be
+    searched for."""
+    return spec.kind == "int" and not spec.choices and spec.min is not None and spec.min >= 1
+
+
+def _whole_target(node, spec, x0) -> bool:
+    """The target is a whole number: a parameter declared whole (``whole=True``) or an integer
+    count knob; without a parameter spec, an input whose nominal value is a whole number and
+    whose dimension is a plain number or a count with a noun (``seq``, ``token``)."""
+    if spec is not None:
+        return bool(spec.whole) or _is_count(spec)
+    from dsl.engine.units import DIMENSIONLESS, count_noun
+    return (node is not None and node.input and x0 is not None and float(x0).is_integer()
+            and (node.dim == DIMENSIONLESS or count_noun(node.dim) is not None))
+
+
+def _whole_domain(ws, target: str, node, spec, x0) -> tuple[int, int | None]:
+    """The whole numbers a search may try: the parameter's allowed range and the input's
+    declared range ``in [lo, hi]``; without a lower bound, from 1 (from 0 when the nominal
+    value is 0)."""
+    import math
+    lo, hi, lo_open = param_domain(spec, x0) if spec is not None and (spec.min is not None or spec.max is not None) \
+        else (None, None, False)
+    wlo = None if lo is None else (math.floor(lo) + 1 if lo_open and float(lo).is_integer() else math.ceil(lo))
+    whi = None if hi is None else math.floor(hi)
+    rng = getattr(node, "range", None)
+    if rng is not None:
+        wlo = max(wlo if wlo is not None else -math.inf, math.ceil(float(rng[0])))
+        whi = min(whi if whi is not None else math.inf, math.floor(float(rng[1])))
+    if wlo is None:
+        wlo = 0 if x0 == 0 else 1
+    return int(wlo), (None if whi is None else int(whi))
+
+
+GROWTH = 2 ** 20   # without an upper bound, a search doubles up to this many times the nominal value
+
+
+class _Probe:
+    """The plan rebuilt at one whole value of the target: both sides (base units), or the
+    error that stopped the build; ``broken``: the plan's whole-number requirements that fail."""
+
+    __slots__ = ("k", "lv", "rv", "error", "broken", "ev")
+
+    def __init__(self, k, lv=None, rv=None, error=None, broken=(), ev=None):
+        self.k, self.lv, self.rv, self.error, self.broken, self.ev = k, lv, rv, error, tuple(broken), ev
+
+    @property
+    def r(self) -> float | None:
+        return None if self.error else self.lv - self.rv
+
+
+def _rounding_requirements(ev) -> dict:
+    """``{plan.name: ok}`` of the plan's whole-number requirements (equalities whose sides round:
+    the global batch splits into whole micro-batches) and ``{plan.name: ok}`` of the others."""
+    rounding, other = {}, {}
+    for r in ev.requirements:
+        lv, rv = ev.subs_value(r.lhs), ev.subs_value(r.rhs)
+        if lv is None or rv is None:
+            continue
+        lf, rf = float(lv), float(rv)
+        tol = 1e-9 * max(abs(lf), abs(rf), 1e-300)
+        ok = {"<=": lf <= rf + tol, ">=": lf >= rf - tol, "<": lf < rf, ">": lf > rf,
+              "==": abs(lf - rf) <= tol}[r.op]
+        rounds = r.op == "==" and any(
+            e.xreplace({s: ev.full_expr(s.name) for s in e.free_symbols}).has(sp.floor, sp.ceiling, sp.Mod, sp.frac)
+            for e in (r.lhs, r.rhs))
+        (rounding if rounds else other)[f"{r.plan}.{r.name}"] = ok
+    return rounding, other
+
+
+def _side_unit(ws, e) -> str | None:
+    """The unit to show a side of the query in: a quantity's own unit, a literal's unit."""
+    from dsl.syntax import ast as A
+    if isinstance(e, A.Ref):
+        try:
+            nid = ws.resolve(e.parts, e.span)
+        except PlanError:
+            return None
+        n = ws.nodes.get(nid) if isinstance(nid, str) else None
+        return n.unit if n is not None else None
+    if isinstance(e, A.Number):
+        return e.unit or ""
+    return None
+
+
+def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: str = "") -> Solution:
+    """Answer a query on a whole-number target that plugins read to build the plan (replicas of
+    an engine, a TP degree, a GPU count a layout divides) by **re-evaluating** the plan at
+    candidate values: from the lowest allowed value, doubling until the relation changes (the
+    nominal plan counts as one probe for free), then bisection between the last two values.
+    The relation is assumed monotone in the target — one change from failing to holding, or
+    the reverse — which is checked at the probed points (a note says when it is not).  A value
+    at which the plan cannot be built counts as not meeting the relation; a value that breaks
+    one of the plan's whole-number requirements (see :func:`_rounding_requirements`) is
+    skipped towards the side where the relation holds.  At most the limit
+    ``solve_evaluations`` re-evaluations (``error[limit]`` beyond)."""
+    import math
+
+    from dsl.engine.units import format_dim, format_quantity
+    from dsl.results.evaluation import evaluate_file
+    from dsl.syntax import limits as L
+
+    who = q.target.dotted
+    lo, hi = _whole_domain(ws, target, node, spec, x0)
+    if hi is not None and hi < lo:
+        raise PlanError([Diagnostic("error", "solve", f"{who} has no whole number in its allowed range", q.target.span,
+                                    "widen its range")])
+    if node is not None and not node.input:
+        raise PlanError([Diagnostic("error", "solve", f"'{who}' is computed from other inputs, so the plan cannot be "
+                                    "rebuilt at values of it", q.target.span,
+                                    "solve for the input it is computed from")])
+    limit = L.current().solve_evaluations
+    probes: dict[int, _Probe] = {}
+    order: list[int] = []
+    used = [0]
+    nominal_k = int(x0) if x0 is not None and float(x0).is_integer() else None
+    rounding0, _ = _rounding_requirements(ws)
+
+    def sides(ev):
+        return ev.subs_value(ev.eval_expr(q.lhs).expr), ev.subs_value(ev.eval_expr(q.rhs).expr)
+
+    def probe(k: int) -> _Probe:
+        if k in probes:
+            return probes[k]
+        if k == nominal_k:
+            ev = ws
+        else:
+            if used[0] >= limit:
+                shown = ", ".join(map(str, order))
+                raise PlanError([Diagnostic("error", "limit", f"solving '{text}' by rebuilding the plan at values of "
+                                            f"{who} needs more than {limit} evaluations of the plan (tried {shown})",
+                                            q.span, L.raise_hint("solve_evaluations"))])
+            used[0] += 1
+            try:
+                ev = evaluate_file(ws.path, plugins=ws.plugins, overrides={target: sp.Integer(k)})
+            except PlanError as e:
+                p = _Probe(k, error=e.diagnostics[0].summary if e.diagnostics else "it has errors")
+                probes[k] = p
+                order.append(k)
+                return p
+        try:
+            lv, rv = sides(ev)
+        except PlanError as e:
+            lv = rv = None
+            err = e.diagnostics[0].summary if e.diagnostics else "a side cannot be computed"
+        else:
+            err = None if lv is not None and rv is not None else "a side has no value"
+        if err is None:
+            rounding, _ = _rounding_requirements(ev)
+            broken = sorted(n for n, ok in rounding.items() if not ok and rounding0.get(n, True))
+            p = _Probe(k, float(lv), float(rv), None, broken, ev)
+        else:
+            p = _Probe(k, error=err)
+        probes[k] = p
+        order.append(k)
+        return p
+
+    op = q.op
+
+    def holds(p: _Probe, rel: str) -> bool:
+        if p.error:
+            return False      # a plan that cannot be built does not meet anything
+        lv, rv = p.lv, p.rv
+        tol = 1e-12 * max(abs(lv), abs(rv), 1e-300)
+        return {"<=": lv <= rv + tol, "<": lv < rv - tol, ">=": lv >= rv - tol, ">": lv > rv + tol,
+                "==": abs(lv - rv) <= tol}[rel]
+
+    def closeness(p: _Probe, rel: str) -> float:
+        """How far into the side where ``rel`` holds (positive: holds)."""
+        return (p.rv - p.lv) if rel in ("<=", "<") else (p.lv - p.rv)
+
+    # the candidates: lo, then doubling (with the nominal value where it falls), within the range
+    cap = hi if hi is not None else max(lo, 1, nominal_k or 1) * GROWTH
+    seq, k = [], lo
+    while k <= cap:
+        seq.append(k)
+        k = k * 2 if k > 0 else 1
+    if nominal_k is not None and lo <= nominal_k <= cap and nominal_k not in seq:
+        seq = sorted(seq + [nominal_k])
+    if hi is not None and seq[-1] != hi:
+        seq.append(hi)
+    if nominal_k is not None and lo <= nominal_k <= cap:
+        probe(nominal_k)                  # free: the plan as loaded
+    rel = op
+    if op == "==":
+        first = next((probe(k) for k in seq if not probe(k).error), None)
+        if first is None:
+            rel = "<="
+        else:
+            rel = "<=" if first.lv - first.rv > 0 else ">="
+    t0 = holds(probe(seq[0]), rel)
+    flip, stop, evaluable, prev = None, None, [], seq[0]
+    if not probe(seq[0]).error:
+        evaluable.append(probe(seq[0]))
+    for k in seq[1:]:
+        p = probe(k)
+        if holds(p, rel) != t0:
+            flip = (prev, k)
+            break
+        prev = k
+        if p.error:
+            if evaluable:
+                stop = "unbuildable"     # built below, not here: larger values will not build either
+                break
+            continue
+        evaluable.append(p)
+        if len(evaluable) >= 2:
+            a, b = evaluable[-2], evaluable[-1]
+            tol = 1e-12 * max(abs(a.lv), abs(a.rv), abs(b.lv), abs(b.rv), 1e-300)
+            d = closeness(b, rel) - closeness(a, rel)
+            if t0 and d > tol and a.k == evaluable[0].k:
+                stop = "holds-above"       # holds at the lowest value and more so above it
+                break
+            if not t0 and d < -tol:
+                stop = "fails-above"       # fails and moves away from holding as it grows
+                break
+            if len(evaluable) >= 3 and all(abs(closeness(x, rel) - closeness(evaluable[-1], rel)) <= tol
+                                           for x in evaluable[-3:]):
+                stop = "flat"
+                break
+    answer, up, bracket = None, True, flip
+    if flip is not None:
+        a, b = flip
+        ta = holds(probe(a), rel)
+        while b - a > 1:
+            m = (a + b) // 2
+            if holds(probe(m), rel) == ta:
+                a = m
+            else:
+                b = m
+        up = not ta                   # holds from b upwards, else up to a
+        answer, bracket = (b if up else a), (a, b)
+    elif stop == "holds-above":
+        answer, up = seq[0], True
+    # the plan's whole-number requirements: step towards the side where the relation holds
+    skipped: list[int] = []
+    broken_names: set = set()
+    if answer is not None:
+        step = 1 if up else -1
+        k = answer
+        while True:
+            p = probe(k)
+            if not holds(p, rel) or k < lo or (hi is not None and k > hi):
+                answer = None
+                break
+            if not p.broken:
+                answer = k
+                break
+            skipped.append(k)
+            broken_names.update(p.broken)
+            k += step
+            if k < lo or (hi is not None and k > hi) or (hi is None and k > cap):
+                answer = None
+                break
+    if op == "==" and answer is not None and not holds(probe(answer), "=="):
+        answer = None                     # the sides cross between two whole numbers
+    exact = answer is not None
+    # notes: the method, the bracket, monotonicity, errors
+    unit = _side_unit(ws, q.lhs) or _side_unit(ws, q.rhs)
+
+    def fmt(v: float) -> str:
+        if unit is None:
+            return format_quantity(v, "") + ("" if not dim.exps else f" {format_dim(dim)}")
+        return format_quantity(v, unit)
+
+    notes = []
+    if reason:
+        notes.append(reason + ": answered by rebuilding the plan instead")
+    tried = ", ".join(f"{k} (nominal)" if k == nominal_k else str(k) for k in order)
+    if answer is not None and op != "==":
+        which = "smallest" if up else "largest"
+        notes.append(f"re-evaluated the plan at {who} = {tried} (plugins read it to build the plan): {answer} is the "
+                     f"{which} whole number that meets it")
+    elif answer is not None:
+        notes.append(f"re-evaluated the plan at {who} = {tried} (plugins read it to build the plan): the two sides "
+                     f"are equal at {answer}")
+    else:
+        notes.append(f"re-evaluated the plan at {who} = {tried} (plugins read it to build the plan)")
+    neg = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!="}
+
+    def at(k: int) -> str:
+        p = probes[k]
+        if p.error:
+            return f"at {k}: cannot be built"
+        return f"at {k}: {fmt(p.lv)} {op if holds(p, rel if op != '==' else '==') else neg[op]} {fmt(p.rv)}"
+
+    if bracket is not None:
+        a, b = bracket
+        if answer is not None:        # the nearest value tried on the failing side that could be built
+            side = [k for k, p in probes.items() if not p.error and (k < answer if up else k > answer)]
+            if side:
+                a, b = (max(side), answer) if up else (answer, min(side))
+        notes.append("left and right sides " + ", ".join(at(k) for k in (a, b)))
+    if answer is None:
+        span_txt = f"{lo} to {max(order)}"
+        if op == "==" and bracket is not None:
+            a, b = bracket
+            notes.append(f"no whole number makes the two sides equal: they cross between {a} and {b}")
+        elif stop == "flat":
+            same = ", ".join(str(p.k) for p in evaluable[-3:])
+            notes.append(f"the sides stop changing with {who} (the same at {same}): the relation holds for "
+                         f"{'every value' if t0 else 'no value'} from {span_txt}, no boundary")
+        elif t0:
+            notes.append(f"the relation holds for every value tried ({span_txt}): no boundary")
+        elif broken_names:
+            notes.append(f"no whole number meets the relation together with {', '.join(sorted(broken_names))}")
+        else:
+            notes.append(f"the relation holds for no value tried ({span_txt})"
+                         + (": it moves away from holding as the value grows" if stop == "fails-above" else ""))
+    elif stop == "holds-above":
+        notes.append(f"it holds at {answer}, the lowest allowed value, and more so above")
+    if skipped:
+        notes.append(f"{', '.join(map(str, skipped))} break{'s' if len(skipped) == 1 else ''} "
+                     f"{', '.join(sorted(broken_names))}")
+    errors = sorted(k for k, p in probes.items() if p.error)
+    if errors:
+        notes.append(f"the plan cannot be built at {who} = {', '.join(map(str, errors))} "
+                     f"({probes[errors[0]].error}): counted as not meeting it")
+    # monotone in the target? the truth changes at most once, and LHS − RHS moves one way only
+    good = sorted((p for p in probes.values() if not p.error), key=lambda p: p.k)
+    truths = [holds(p, rel) for p in good]
+    changes = sum(1 for u, v in zip(truths, truths[1:]) if u != v)
+    rs = [p.lv - p.rv for p in good]
+    scale = max([abs(v) for p in good for v in (p.lv, p.rv)] + [1e-300])
+    steps = [v - u for u, v in zip(rs, rs[1:]) if abs(v - u) > 1e-9 * scale]
+    if changes > 1 or (steps and any((s > 0) != (steps[0] > 0) for s in steps)):
+        yes = [p.k for p, t in zip(good, truths) if t]
+        no = [p.k for p, t in zip(good, truths) if not t]
+        notes.append(f"warning: the relation is not monotone in {who} at the values tried (it holds at "
+                     f"{', '.join(map(str, yes)) or 'none'} and not at {', '.join(map(str, no)) or 'none'}): "
+                     f"other whole numbers may answer too, compare them with `plan sweep FILE --vary {who}=…`")
+    elif answer is not None or (op == "==" and bracket is not None):
+        notes.append(f"this assumes the relation changes once as {who} grows, as it does at the values tried")
+    if answer is not None and probes[answer].ev is not None:
+        _, other = _rounding_requirements(probes[answer].ev)
+        failing = sorted(n for n, ok in other.items() if not ok)
+        if failing:
+            notes.append("at this value these requirements fail: " + ", ".join(failing))
+    value = float(answer) if answer is not None and exact else None
+    holds_txt = intervals = None
+    if value is not None and op != "==":
+        holds_txt = f"{target} {'>=' if up else '<='} boundary"
+        intervals = [(value, float(hi) if hi is not None else None)] if up else [(float(lo), value)]
+    return Solution(text, target, node.unit, value, x0, "re-evaluation", None, holds_txt, "; ".join(notes), True,
+                    [value] if value is not None else [], intervals or [], q.name,
+                    value)

@@ -46,12 +46,19 @@ class Limits:
     chain: int = 2_000
     #: activities on one timeline (pipeline steps, checkpoints, trace requests …)
     activities: int = 1_000_000
+    #: output tokens one serving simulation (`use batching`) follows; it keeps each token's
+    #: inter-token latency (up to ~70 bytes a token when every iteration decodes a large batch)
+    sim_tokens: int = 10_000_000
     #: points of one `plan sweep` grid or random sample, or one layout search space
     points: int = 1_000_000
     #: columns or rows asked for on the command line (`plan timeline --width`)
     width: int = 10_000
     #: seconds the solver, or one symbolic simplification, may take before giving up
     seconds: float = 30.0
+    #: evaluations of the whole plan one `solve` may make when its target is a whole number a
+    #: plugin reads to build the plan (a replica count, a TP degree): it is answered by
+    #: re-evaluating the plan at candidate values
+    solve_evaluations: int = 40
     #: read imports, configs and data files outside the root file's project (and symlinks)
     allow_outside_root: bool = False
 

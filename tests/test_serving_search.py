@@ -1,0 +1,218 @@
+"""`use serving_search` (plugins/serving_search.py): the SLO search over serving deployments.
+
+The screen is checked against a brute force: every configuration of a small search simulated
+through serving_sim, the least objective among those meeting the targets, compared with the
+search's choice.  The KV transfer of a disaggregated pool is priced by hand from the model's
+shape and the link's datasheet fields.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import dsl
+from conftest import qval
+from dsl.syntax.diagnostics import PlanError
+from plugins import serving_search as ss
+
+HEAD = """\
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+import "@catalog/engines.plan"
+"""
+
+# 40 requests/s for 30 s, prompts of 1,000 and 3,000 tokens in turn, 20 output tokens: about
+# 80,000 prompt tokens/s, more than one H100 prefills (Qwen3-8B, ~16 GFLOP per token at
+# ~0.8 × 989 TFLOP/s ≈ 48,000 tokens/s), so the answer needs more than one GPU.
+def _trace(path, n=1200, rate=40.0):
+    rows = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
+    for i in range(n):
+        rows.append(f"{i / rate:.6f},{1000 if i % 2 == 0 else 3000},20")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+SMALL = HEAD + """
+plan small {
+  model = qwen3_8b
+  use serving_search {
+    engine = vllm; max_model_len = 4096 token; trace = "t.csv"
+    devices = [h100_sxm, a100_sxm_80gb]; links = [nvlink4]; gpu_hour = [3 USD/h, 2 USD/h]
+    tp = [1, 2]; replicas = [1, 2, 3]
+    max_num_seqs = [16 seq, 64 seq]; max_num_batched_tokens = [512 token, 4096 token]
+    slo_ttft = 500 ms; slo_tpot = 50 ms; simulate = 4
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("search")
+    _trace(d / "t.csv")
+    (d / "s.plan").write_text(SMALL, encoding="utf-8")
+    ws = dsl.load(d / "s.plan")
+    return ws, ss.result_of(ws, "small"), d
+
+
+def _workload(d):
+    from plugins.serving_trace import load_trace
+    tr = load_trace(d / "t.csv")
+    return ss.Workload(np.asarray(tr.arrived, float), np.asarray(tr.prefill, np.int64),
+                       np.asarray(tr.decode, np.int64))
+
+
+def test_choice_matches_a_brute_force_over_every_configuration(small):
+    ws, res, d = small
+    w = _workload(d)
+    assert len(res) == 2 * 2 * 3 * 2 * 2          # devices × tp × replicas × seqs × chunks
+    best = None
+    for i in range(len(res)):
+        if not res.cols["valid"][i]:
+            continue
+        s = ss.simulate(res, i, w, None)
+        if s["ttft_p95"] <= 0.5 and s["tpot_p95"] <= 0.05:
+            g = int(res.cols["gpus"][i])
+            best = g if best is None else min(best, g)
+    assert best is not None and best > 1            # one GPU cannot prefill 80,000 tokens/s
+    r = res.row(res.chosen)
+    assert r["gpus"] == best
+    assert r["ttft_p95"] <= 0.5 and r["tpot_p95"] <= 0.05
+    assert qval(ws, "small.search_gpus") == best
+    assert qval(ws, "small.search_ttft_p95", "s") == pytest.approx(r["ttft_p95"], rel=1e-12)
+
+
+def test_pareto_front_has_no_dominated_member(small):
+    _, res, _ = small
+    pts = {i: (res.row(i)["gpus"], res.row(i)["ttft_p95"], res.row(i)["tpot_p95"]) for i in res.simulated}
+    assert res.chosen in res.front and set(res.front) <= set(res.simulated)
+
+    def dominates(a, b):
+        return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+    for i in res.front:
+        assert not any(dominates(pts[j], pts[i]) for j in pts)
+    for i in set(res.simulated) - set(res.front):
+        assert any(dominates(pts[j], pts[i]) for j in res.front)
+    # by hand: (1, 5, 5) and (2, 1, 1) trade off; (2, 2, 1) is dominated by (2, 1, 1); duplicates stay
+    assert ss.pareto([(1, 5, 5), (2, 1, 1), (2, 2, 1), (2, 1, 1)]) == [0, 1, 3]
+
+
+def test_cost_is_gpus_times_price_over_the_trace_tokens(small):
+    _, res, d = small
+    w = _workload(d)
+    r = res.row(res.chosen)
+    price = {"h100_sxm": 3.0, "a100_sxm_80gb": 2.0}[r["device"]]
+    # the trace: 1,200 requests of (1,000 or 3,000) + 20 tokens over 1,199/40 = 29.975 s
+    tokens = 600 * 1020 + 600 * 3020
+    assert int(w.prompt.sum() + w.output.sum()) == tokens
+    assert r["cost"] == pytest.approx(r["gpus"] * price / 3600 * 29.975 / tokens * 1e6, rel=1e-9)
+
+
+def test_search_is_deterministic(small, run_cli):
+    _, _, d = small
+    outs = [run_cli("eval", "--format", "json", str(d / "s.plan"), cwd=d) for _ in range(2)]
+    assert outs[0][0] == 0 and outs[0][1] == outs[1][1]
+    assert "search_gpus" in json.dumps(json.loads(outs[0][1]))
+
+
+def test_layouts_that_do_not_fit_are_skipped(tmp_path):
+    _trace(tmp_path / "t.csv", n=200, rate=4.0)
+    body = HEAD + """
+plan moe {
+  model = qwen3_30b_a3b
+  use serving_search {
+    engine = vllm; max_model_len = 4096 token; trace = "t.csv"
+    devices = [rtx4090]; links = [pcie4_x16]
+    tp = [1, 2, 3, 4]; replicas = [1, 2]
+    max_num_seqs = [16 seq]; max_num_batched_tokens = [8 token, 4096 token]
+    slo_ttft = 5 s; slo_tpot = 200 ms; simulate = 2
+  }
+}
+"""
+    (tmp_path / "m.plan").write_text(body, encoding="utf-8")
+    ws = dsl.load(tmp_path / "m.plan")
+    res = ss.result_of(ws, "moe")
+    sk = res.meta["skipped"]
+    # 61 GB of BF16 weights: tp 1 and 2 leave no KV budget on a 24 GB card; 32 heads / 3 is no
+    # whole number; a chunk of 8 tokens is below max_num_seqs 16
+    assert sk["tp does not divide the heads"] == 4          # tp 3: 2 replicas × 2 chunks
+    assert sk["does not fit (KV budget)"] == 8              # tp 1, 2
+    assert sk["chunk below max_num_seqs"] == 2               # tp 4, chunk 8
+    assert res.meta["valid"] == 2
+    for i in res.simulated:
+        assert res.cols["valid"][i] and res.row(i)["tp"] == 4
+
+
+def test_kv_transfer_priced_by_hand(small):
+    _, res, _ = small
+    g = next(g for g in res.layouts if g.tp == 2)
+    # Qwen3-8B: 36 layers × 8 KV heads × 128 × (K, V) × 2 B = 147,456 B per token; tp 2 halves it
+    assert g.c["kv_bytes_per_token"] == pytest.approx(36 * 8 * 128 * 2 * 2 / 2, rel=1e-12)
+    # nic_400g: 400 Gbit/s = 50 GB/s at 94 %, 14 µs latency, 8.4 µs launch (catalog fields)
+    link = {"bandwidth": 50e9, "efficiency": 0.94, "latency": 14e-6, "launch": 8.4e-6}
+    t = float(ss.kv_transfer_time(g.c, 1000, link))
+    assert t == pytest.approx(8.4e-6 + 14e-6 + 1000 * 73728 / (50e9 * 0.94), rel=1e-12)   # 1.591 ms
+
+
+def test_disaggregated_tpot_counts_the_transfer(tmp_path):
+    _trace(tmp_path / "t.csv", n=100, rate=2.0)
+    body = HEAD + """
+plan dis {
+  model = qwen3_8b
+  use serving_search {
+    engine = vllm; max_model_len = 4096 token; trace = "t.csv"
+    devices = [h100_sxm]; tp = [1]; replicas = [1]
+    max_num_seqs = [64 seq]; max_num_batched_tokens = [4096 token]
+    prefill_replicas = [1]; decode_replicas = [1]; kv_link = nic_400g
+    slo_ttft = 2 s; slo_tpot = 100 ms; simulate = 2
+  }
+}
+"""
+    (tmp_path / "d.plan").write_text(body, encoding="utf-8")
+    ws = dsl.load(tmp_path / "d.plan")
+    res = ss.result_of(ws, "dis")
+    i = int(np.flatnonzero(res.cols["disagg"] == 1)[0])
+    assert res.row(i)["gpus"] == 2
+    w = _workload(tmp_path)
+    fast = ss.simulate(res, i, w, {"bandwidth": 1e15})
+    slow = ss.simulate(res, i, w, {"bandwidth": 1e9})
+    # at 1 GB/s a 3,000-token prompt's KV (3,000 × 147,456 B = 442 MB) arrives 0.442 s later,
+    # before its 19 decodes: its TPOT grows by 0.442 / 19 = 23.3 ms; TTFT is the prefill pool's
+    assert fast["ttft_p95"] == slow["ttft_p95"]
+    assert slow["tpot_p95"] - fast["tpot_p95"] == pytest.approx(3000 * 147456 / 1e9 / 19, rel=0.01)
+
+
+def test_errors_are_located(tmp_path):
+    _trace(tmp_path / "t.csv", n=20, rate=2.0)
+    base = SMALL.replace("gpu_hour = [3 USD/h, 2 USD/h]", "")
+    for text, code, words in (
+            (base.replace("simulate = 4", 'simulate = 4; objective = "cost"'), "missing-parameter", "GPU-hour"),
+            (base.replace("simulate = 4", "simulate = 4; prefill_replicas = [1]; decode_replicas = [1]"),
+             "missing-parameter", "link their KV"),
+            (base.replace("simulate = 4", "simulate = 4; prefill_replicas = [1]"), "missing-parameter",
+             "both prefill_replicas"),
+            (base.replace("links = [nvlink4]", ""), "missing-parameter", "needs the link")):
+        p = tmp_path / "e.plan"
+        p.write_text(text, encoding="utf-8")
+        with pytest.raises(PlanError) as e:
+            dsl.load(p)
+        d = e.value.diagnostics[0]
+        assert d.code == code and words in d.summary, d.summary
+        assert d.span.line > 5
+
+
+def test_pipeline_step_adds_the_stage_sends_by_hand(small):
+    from dataclasses import replace
+
+    from plugins.serving_step import step_time
+    _, res, _ = small
+    g1 = next(g for g in res.layouts if g.tp == 1 and g.device == "h100_sxm")
+    link = {"bandwidth": 450e9, "efficiency": 0.824, "latency": 3.4e-6, "launch": 8.4e-6}   # nvlink4 fields
+    g2 = replace(g1, pp=2, link=link)
+    base = step_time(g1.c, 100, 10, 1000)
+    # one send between the two stages of the step's 110 tokens × 4,096 hidden × 2 B
+    send = 8.4e-6 + 3.4e-6 + 110 * 4096 * 2 / (450e9 * 0.824)
+    assert ss.step_fn(g2)(g2.c, 100, 10, 1000) == pytest.approx(base + send, rel=1e-12)
+    assert ss.step_fn(g1)(g1.c, 100, 10, 1000) == base
