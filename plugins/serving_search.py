@@ -92,7 +92,6 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import sympy as sp
 
 from dsl.plugin import Param, Table, TableSpec, UseSpec, hookimpl
@@ -102,6 +101,19 @@ from .collectives import collective_time
 from .layout_model import ops
 from .serving_engine import per_gpu_sizes
 from .serving_step import constants as step_constants_of, step_time
+
+
+class _Numpy:
+    """numpy, imported on first use (as in plugins/serving_sim.py): loading the plugin does
+    not import it."""
+
+    def __getattr__(self, name):
+        import numpy
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np = _Numpy()
 
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 SCREEN_ITERATIONS = 80
