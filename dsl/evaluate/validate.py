@@ -140,8 +140,14 @@ class ValidateMixin:
                 hint = p.doc
                 if not p.unit and p.max == 1 and 1 < x <= 100:
                     hint = f"{p.doc}: write {x:g} % for a percentage"
-                self.rep.error("out-of-range", f"'{n.name}' = {shown}{(' ' + p.unit) if p.unit else ''} is outside "
-                               f"{rng}", span, hint)
+                # a declaration's field is named with its declaration (dd.peak_flops); a block's by itself
+                info = self.decls.get(n.owner)
+                who = n.id if info is not None and info.kind != "plan" and n.scope and n.scope[1] is None else n.name
+                unit = (' ' + p.unit) if p.unit else ''
+                if p.min == 0 and p.min_open and p.max is None:
+                    self.rep.error("out-of-range", f"'{who}' must be positive, got {shown}{unit}", span, hint)
+                else:
+                    self.rep.error("out-of-range", f"'{who}' = {shown}{unit} is outside {rng}", span, hint)
         if only is None:
             self._check_bounds(inputs_only)
 
