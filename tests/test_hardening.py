@@ -875,3 +875,19 @@ def test_outside_root_hint_says_where_the_root_is_without_a_repository(tmp_path)
     rc, _, err = cli("check", p)
     clean(rc, err)
     assert "outside the project root" in err and "else the root file's own directory" in err
+
+
+# ---------------------------------------------------------------- found by the 10^5-input fuzz run
+@pytest.mark.parametrize("text, where, what", [
+    # seed 85342: sqrt of a negative literal inside max() ("The argument 'I' is not comparable")
+    ("plan b {\n  layers = ceil(max(1, sqrt(-1)))\n}\n", "x.plan:2:29:", "sqrt() of a negative number"),
+    ("plan b {\n  x = log(0) + 1\n}\n", "x.plan:2:11:", "log() of 0 is not a real number"),
+    # seed 32946: a range that names the field itself ("'model.q' is not in list")
+    ("workload model {\n  q = .5 in [4294967297 * q, 3.0e12]\n}\n", "x.plan:2:14:",
+     "the bounds of a range must be numbers"),
+])
+def test_fuzz_finds_are_located_errors(tmp_path, text, where, what):
+    p = write(tmp_path, text)
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert rc == 1 and where in err and what in err, err

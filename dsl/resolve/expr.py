@@ -127,9 +127,9 @@ class ExprMixin:
         else:
             node.value = v
         node.source = node.assign.source if node.default is None else None
+        node.state = 2     # built: a range that names the field itself reads it as a formula, not a cycle
         if node.assign.range is not None and node.default is None:
             self._declared_range(node, v)
-        node.state = 2
         return node
 
     def _declared_range(self, node: Node, v) -> None:
@@ -339,10 +339,16 @@ class ExprMixin:
         if f == "abs":
             return Val(sp.Abs(a.expr), a.dim)
         if f == "sqrt":
+            if a.expr.is_number and a.expr.is_negative:
+                self._fail("out-of-range", f"sqrt() of a negative number ({sp.N(a.expr, 6)}) is not a real number",
+                           e.args[0].span, "a plan's quantities are real numbers")
             return Val(sp.sqrt(a.expr), a.dim ** Fraction(1, 2))
         if not a.dim.dimensionless:
             self._fail("unit-mismatch", f"{f}() needs a dimensionless argument, got {describe_dim(a.dim)}",
                        e.args[0].span, "divide by a unit first, e.g. ceil(x / y)")
+        if f == "log" and a.expr.is_number and not a.expr.is_positive:
+            self._fail("out-of-range", f"log() of {sp.N(a.expr, 6)} is not a real number", e.args[0].span,
+                       "log() needs a positive argument")
         fn = {"ceil": sp.ceiling, "floor": sp.floor, "log": sp.log, "exp": sp.exp}[f]
         return Val(fn(a.expr), DIMENSIONLESS)
 
