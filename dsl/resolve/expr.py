@@ -341,7 +341,7 @@ class ExprMixin:
         if f == "sqrt":
             if a.expr.is_number and a.expr.is_negative:
                 self._fail("out-of-range", f"sqrt() of a negative number ({sp.N(a.expr, 6)}) is not a real number",
-                           e.args[0].span, "a plan's quantities are real numbers")
+                           e.args[0].span, "a square root of a negative value has no real answer: check the signs")
             return Val(sp.sqrt(a.expr), a.dim ** Fraction(1, 2))
         if not a.dim.dimensionless:
             self._fail("unit-mismatch", f"{f}() needs a dimensionless argument, got {describe_dim(a.dim)}",
