@@ -951,6 +951,14 @@ def _step_cost(ctx, b):
         serving_step = None
     if serving_step is not None and ctx.value("model") is not None and ctx.value("device") is not None:
         from .layout_model import ops
+        eng, stp = ctx.block("engine"), ctx.block("serving_step")
+        tp = int(eng.value("tp")) if eng is not None and eng.value("tp") is not None else 1
+        if tp > 1 and not (stp is not None and stp.given("link")):
+            eng.error_at("tp", f"`use batching` in '{ctx.name}' prices each iteration with the engine's step "
+                         f"model, and tp = {tp} needs the link its tensor-parallel all-reduces cross",
+                         "add `use serving_step { link = nvlink4 }` (the GPUs' link inside the host), or give "
+                         "`step_overhead`, `step_token` and `step_context` in `use batching`",
+                         code="missing-parameter")
         # the simulation runs at these numbers: the inputs behind them shape the plan (a sweep
         # over one re-evaluates it)
         for v in serving_step.step_constants(ctx, numeric=False).values():

@@ -407,3 +407,21 @@ def test_figures_draw(tmp_path):
         assert draw(ws, "syn", Figure()) is True
     t = S._build_table(ws, "syn")
     assert [row[0] for row in t.rows] == ["ttft (s)", "tpot (ms)", "itl (ms)", "e2e (s)"]
+
+
+def test_tensor_parallel_engine_without_a_link_is_a_located_error(tmp_path):
+    """`use engine { tp = 2 }` under `use batching` prices TP all-reduces: without a link the
+    error points at the engine's tp (was a ZeroDivisionError shown as a plugin failure)."""
+    import dsl
+    from dsl.syntax.diagnostics import PlanError
+    text = ('import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\nimport "@catalog/engines.plan"\n'
+            'plan p { model = qwen3_8b; device = h100_sxm\n'
+            '  use engine { engine = vllm; tp = 2; max_model_len = 8192 token }\n'
+            '  use batching { arrivals = "poisson"; rate = 2 request/s; requests = 50; input = 512 token; '
+            'output = 16 token }\n}\n')
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text=text)
+    d = e.value.diagnostics[0]
+    assert d.code == "missing-parameter" and d.span.line == 5 and "link" in d.summary and "nvlink4" in d.hint
+    ok = dsl.load("t.plan", text=text.replace("  use batching", "  use serving_step { link = nvlink4 }\n  use batching"))
+    assert ok.value("p.ttft_p95") is not None
