@@ -77,7 +77,7 @@ from dsl.plugin import hookimpl
 from dsl.plugin import Param, Table, TableSpec, UseSpec
 
 from . import layout_model as lm
-from .serving_trace import TraceError, cell_span
+from .serving_trace import TraceError, cell_span, open_csv
 
 REFERENCES = (
     "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
@@ -162,30 +162,9 @@ def read_runs(path: str | Path) -> list[Run]:
         divide the batch, or a duplicate run name.
     """
     import csv
-    import io
 
-    import dsl.plugin as safeio
     path = Path(path)
-    try:
-        text = safeio.read_text(path, what="runs file", display=safeio.display_path(path))
-    except safeio.FileRefused as e:
-        if e.kind == "encoding":
-            raise RunsError(path, e.line, None, f"the file is not UTF-8 text (column {e.column})",
-                            hint="save the CSV as UTF-8") from None
-        raise RunsError(path, 0, None, f"cannot read the runs: {e.summary}", hint=e.hint) from None
-    rows = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = [h.strip() for h in next(rows)]
-    except StopIteration:
-        raise RunsError(path, 1, None, "the file is empty (no header row)",
-                        hint="the first row names the columns: " + ",".join(REQUIRED) + ",achieved_tflops") from None
-    except csv.Error as e:
-        raise RunsError(path, 1, None, f"not valid CSV: {e}") from None
-    pos = {h: i for i, h in enumerate(header)}
-    dup = next((h for i, h in enumerate(header) if h and pos[h] != i), None)
-    if dup is not None:
-        raise RunsError(path, 1, dup, f"the header names column '{dup}' twice", pos[dup],
-                        "keep one column of each name")
+    rows, header, pos = open_csv(path, "runs file", RunsError, ",".join(REQUIRED) + ",achieved_tflops")
     for c in REQUIRED:
         if c not in pos:
             raise RunsError(path, 1, c, f"the header has no column '{c}'", None,

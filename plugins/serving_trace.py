@@ -84,6 +84,44 @@ def _cell_columns(line: str) -> list[int]:
     return cols
 
 
+def open_csv(path: Path, what: str, error=None, columns: str = ""):
+    """Open a CSV data file the way every reader of this project does: read it with
+    :func:`dsl.plugin.read_text` (regular files under the project root, size-capped, UTF-8),
+    take the first row as the header (names stripped) and refuse a column named twice.
+
+    :param what: the file's name in messages ("trace", "runs file").
+    :param error: the exception class raised (a :class:`TraceError` subclass; default TraceError).
+    :param columns: the expected header, for the hint of an empty file.
+    :returns: ``(rows, header, pos)``: a ``csv.reader`` over the rows after the header, the
+        header's names and {name: 0-based position}.
+    :raises TraceError: (of class ``error``) the file refused or not UTF-8, empty, a column twice.
+    """
+    import io
+
+    import dsl.plugin as safeio
+    error = error or TraceError
+    try:
+        text = safeio.read_text(path, what=what, display=safeio.display_path(path))
+    except safeio.FileRefused as e:
+        if e.kind == "encoding":
+            raise error(path, e.line, None, f"the {what} is not UTF-8 text (column {e.column})",
+                        hint=f"save the {what} as UTF-8") from None
+        raise error(path, 0, None, f"cannot read the {what}: {e.summary}", hint=e.hint) from None
+    rows = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in next(rows)]
+    except StopIteration:
+        raise error(path, 1, None, f"the {what} is empty (no header row)",
+                    hint="the first row names the columns: " + columns) from None
+    except csv.Error as e:
+        raise error(path, 1, None, f"not valid CSV: {e}") from None
+    pos = {h: i for i, h in enumerate(header)}
+    dup = next((h for i, h in enumerate(header) if h and pos[h] != i), None)
+    if dup is not None:
+        raise error(path, 1, dup, f"the header names column '{dup}' twice", pos[dup], "keep one column of each name")
+    return rows, header, pos
+
+
 def read_trace(path: str | Path) -> Trace:
     """Read a request trace CSV (columns: see the module docstring; extra columns are ignored).
 
@@ -93,86 +131,65 @@ def read_trace(path: str | Path) -> Trace:
         (t_1 < t_a or t_G < t_1).
     """
     path = Path(path)
-    import io
-
-    import dsl.plugin as safeio
+    rows, header, pos = open_csv(path, "trace", TraceError, ",".join(REQUIRED))
+    for c in REQUIRED:
+        if c not in pos:
+            raise TraceError(path, 1, c, f"the header has no column '{c}'", None,
+                             "a trace needs the columns " + ", ".join(REQUIRED) +
+                             f"; the header has {', '.join(header) or 'none'}")
+    ia, ip, idd = pos["arrived_at"], pos["num_prefill_tokens"], pos["num_decode_tokens"]
+    i1, iG = pos.get("first_token_at"), pos.get("last_token_at")
+    need = max(i for i in (ia, ip, idd, i1, iG) if i is not None)
+    arrived, prefill, decode, first, last = [], [], [], [], []
+    line = 1
     try:
-        f = io.StringIO(safeio.read_text(path, what="trace", display=safeio.display_path(path)), newline="")
-    except safeio.FileRefused as e:
-        if e.kind == "encoding":
-            raise TraceError(path, e.line, None, f"the trace is not UTF-8 text (column {e.column})",
-                             hint="save the trace as UTF-8") from None
-        raise TraceError(path, 0, None, f"cannot read the trace: {e.summary}", hint=e.hint) from None
-    with f:
-        rows = csv.reader(f)
-        try:
-            header = [h.strip() for h in next(rows)]
-        except StopIteration:
-            raise TraceError(path, 1, None, "the trace is empty (no header row)",
-                             hint="the first row names the columns: " + ",".join(REQUIRED)) from None
-        pos = {h: i for i, h in enumerate(header)}
-        dup = next((h for i, h in enumerate(header) if h and pos[h] != i), None)
-        if dup is not None:
-            raise TraceError(path, 1, dup, f"the header names column '{dup}' twice", pos[dup],
-                             "keep one column of each name")
-        for c in REQUIRED:
-            if c not in pos:
-                raise TraceError(path, 1, c, f"the header has no column '{c}'", None,
-                                 "a trace needs the columns " + ", ".join(REQUIRED) +
-                                 f"; the header has {', '.join(header) or 'none'}")
-        ia, ip, idd = pos["arrived_at"], pos["num_prefill_tokens"], pos["num_decode_tokens"]
-        i1, iG = pos.get("first_token_at"), pos.get("last_token_at")
-        need = max(i for i in (ia, ip, idd, i1, iG) if i is not None)
-        arrived, prefill, decode, first, last = [], [], [], [], []
-        line = 1
-        try:
-            for line, r in enumerate(rows, start=2):
-                if len(r) <= need:
-                    if not r or (len(r) == 1 and not r[0].strip()):
-                        raise TraceError(path, line, None, "empty row", hint="remove blank lines from the trace")
-                    miss = min(i for i in (ia, ip, idd, i1, iG) if i is not None and i >= len(r))
-                    raise TraceError(path, line, header[miss], f"the row has {len(r)} cells and no value for "
-                                     f"'{header[miss]}'", miss)
+        for line, r in enumerate(rows, start=2):
+            if len(r) <= need:
+                if not r or (len(r) == 1 and not r[0].strip()):
+                    raise TraceError(path, line, None, "empty row", hint="remove blank lines from the trace")
+                miss = min(i for i in (ia, ip, idd, i1, iG) if i is not None and i >= len(r))
+                raise TraceError(path, line, header[miss], f"the row has {len(r)} cells and no value for "
+                                 f"'{header[miss]}'", miss)
+            try:
+                t = float(r[ia])
+            except ValueError:
+                raise TraceError(path, line, "arrived_at", f"'{r[ia]}' is not a number", ia) from None
+            if not (t >= 0 and math.isfinite(t)):
+                raise TraceError(path, line, "arrived_at", f"arrival time {r[ia]} is not a finite time ≥ 0", ia)
+            arrived.append(t)
+            for i, out in ((ip, prefill), (idd, decode)):
+                s = r[i]
                 try:
-                    t = float(r[ia])
+                    v = int(s)
                 except ValueError:
-                    raise TraceError(path, line, "arrived_at", f"'{r[ia]}' is not a number", ia) from None
-                if not (t >= 0 and math.isfinite(t)):
-                    raise TraceError(path, line, "arrived_at", f"arrival time {r[ia]} is not a finite time ≥ 0", ia)
-                arrived.append(t)
-                for i, out in ((ip, prefill), (idd, decode)):
-                    s = r[i]
                     try:
-                        v = int(s)
+                        x = float(s)
                     except ValueError:
-                        try:
-                            x = float(s)
-                        except ValueError:
-                            raise TraceError(path, line, header[i], f"'{s}' is not a token count", i) from None
-                        if not x.is_integer():
-                            raise TraceError(path, line, header[i], f"'{s}' is not a whole number of tokens", i)
-                        v = int(x)
-                    if v < 0:
-                        raise TraceError(path, line, header[i], f"negative token count {s}", i)
-                    out.append(v)
-                for i, out in ((i1, first), (iG, last)):
-                    if i is None:
-                        continue
-                    try:
-                        x = float(r[i])
-                    except ValueError:
-                        raise TraceError(path, line, header[i], f"'{r[i]}' is not a time", i) from None
-                    if not math.isfinite(x):
-                        raise TraceError(path, line, header[i], f"'{r[i]}' is not a finite time", i)
-                    out.append(x)
-                if i1 is not None and first[-1] < t:
-                    raise TraceError(path, line, "first_token_at", f"the first token ({r[i1]}) is returned before "
-                                     f"the request arrives ({r[ia]})", i1)
-                if iG is not None and last[-1] < (first[-1] if i1 is not None else t):
-                    raise TraceError(path, line, "last_token_at", f"the last token ({r[iG]}) is returned before "
-                                     f"the {'first token' if i1 is not None else 'request arrives'}", iG)
-        except csv.Error as e:
-            raise TraceError(path, max(line, rows.line_num), None, f"not valid CSV: {e}") from None
+                        raise TraceError(path, line, header[i], f"'{s}' is not a token count", i) from None
+                    if not x.is_integer():
+                        raise TraceError(path, line, header[i], f"'{s}' is not a whole number of tokens", i)
+                    v = int(x)
+                if v < 0:
+                    raise TraceError(path, line, header[i], f"negative token count {s}", i)
+                out.append(v)
+            for i, out in ((i1, first), (iG, last)):
+                if i is None:
+                    continue
+                try:
+                    x = float(r[i])
+                except ValueError:
+                    raise TraceError(path, line, header[i], f"'{r[i]}' is not a time", i) from None
+                if not math.isfinite(x):
+                    raise TraceError(path, line, header[i], f"'{r[i]}' is not a finite time", i)
+                out.append(x)
+            if i1 is not None and first[-1] < t:
+                raise TraceError(path, line, "first_token_at", f"the first token ({r[i1]}) is returned before "
+                                 f"the request arrives ({r[ia]})", i1)
+            if iG is not None and last[-1] < (first[-1] if i1 is not None else t):
+                raise TraceError(path, line, "last_token_at", f"the last token ({r[iG]}) is returned before "
+                                 f"the {'first token' if i1 is not None else 'request arrives'}", iG)
+    except csv.Error as e:
+        raise TraceError(path, max(line, rows.line_num), None, f"not valid CSV: {e}") from None
     if not arrived:
         raise TraceError(path, 2, None, "the trace has a header but no requests")
     return Trace(path, arrived, prefill, decode, first, last)
