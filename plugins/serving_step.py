@@ -153,8 +153,10 @@ class _EvalView:
 
 
 def _num(x):
-    x = sp.sympify(x)
-    return int(x) if x.is_Integer else float(x)
+    """A node's nominal value (a sympy number, or already a Python number) as int or float."""
+    if isinstance(x, sp.Basic):
+        return int(x) if x.is_Integer else float(x)
+    return x if isinstance(x, int) and not isinstance(x, bool) else float(x)
 
 
 def _decl_name(ref):
