@@ -34,9 +34,10 @@ CASES = (sorted((REPO / "specs" / "cases").glob("*.plan"))
 
 
 @lru_cache(maxsize=None)
-def scratch() -> Path:
-    """A project root holding a copy of specs/catalog and specs/data; inputs go in cases/."""
-    root = Path(tempfile.mkdtemp(prefix="plan-fuzz-root-"))
+def scratch(slot: int = 0) -> Path:
+    """A project root holding a copy of specs/catalog and specs/data; inputs go in cases/.
+    Runs that go on at the same time use different ``slot``s (one root each)."""
+    root = Path(tempfile.mkdtemp(prefix=f"plan-fuzz-root{slot}-"))
     (root / "pyproject.toml").write_text("", encoding="utf-8")
     shutil.copytree(REPO / "specs" / "catalog", root / "catalog")
     shutil.copytree(REPO / "specs" / "data", root / "data")
@@ -49,21 +50,26 @@ class Hang(BaseException):
     input as "internal error: Hang" (it is a hang, or a machine too loaded for the budget)."""
 
 
-def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz.plan"):
-    """Write ``text`` as cases/NAME and run ``plan ARGV...`` with ``{file}`` replaced by its
-    path; return (exit code or "hang", stdout, stderr)."""
+def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz.plan", clock: str = "real",
+            slot: int = 0):
+    """Write ``text`` as cases/NAME (under :func:`scratch` ``slot``) and run ``plan ARGV...``
+    with ``{file}`` replaced by its path; return (exit code or "hang", stdout, stderr).
+
+    The alarm counts ``seconds`` of wall-clock time (``clock="real"``), or of the process's CPU
+    time (``clock="cpu"``: a process starved by others on a loaded machine is not a hang)."""
     from dsl.syntax import limits
     from dsl.cli import main
 
-    path = scratch() / "cases" / name
+    timer, sig = (signal.ITIMER_PROF, signal.SIGPROF) if clock == "cpu" else (signal.ITIMER_REAL, signal.SIGALRM)
+    path = scratch(slot) / "cases" / name
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     args = [str(path) if a == "{file}" else a for a in argv]
     out, err = io.StringIO(), io.StringIO()
 
     def expired(signum, frame):
         raise Hang()
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    old = signal.signal(sig, expired)
+    signal.setitimer(timer, seconds)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -73,8 +79,8 @@ def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz
     except Hang:
         rc = "hang"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(timer, 0)
+        signal.signal(sig, old)
         limits.set_limits(None)
     return rc, out.getvalue(), err.getvalue()
 
