@@ -74,7 +74,7 @@ from pathlib import Path
 import sympy as sp
 
 from dsl.plugin import hookimpl
-from dsl.plugin import Param, Table, TableSpec, UseSpec
+from dsl.plugin import Param, Table, TableSpec, UseSpec, current_limits, limit_hint
 
 from . import layout_model as lm
 from .serving_trace import TraceError, cell_span, open_csv
@@ -528,6 +528,12 @@ def plan_quantities_price(ctx):
         runs = read_runs(b.path("runs"))
     except RunsError as e:
         _runs_error(ctx, b, e)
+    cap = current_limits().calibration_runs
+    if len(runs) > cap:     # each run is priced at every step of the fit: bounded work up front
+        b.error_at("runs", f"the runs file '{Path(b.path('runs')).name}' has {len(runs):,} runs, more than a "
+                   f"calibration prices ({cap:,}: each run is priced at every step of the fit)",
+                   "keep the runs that describe the device (a few dozen suffice), or "
+                   + limit_hint("calibration_runs"), code="limit")
     selected = _selected(b, runs)
     if len(selected) < len(names):
         b.error_at("rows", f"{len(selected)} run(s) cannot fit {len(names)} fields",

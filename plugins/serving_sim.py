@@ -461,11 +461,15 @@ class _Affine:
         return r
 
 
-def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True) -> SimResult:
+def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True,
+             max_events: int | None = None) -> SimResult:
     """The same schedule as :func:`simulate_reference`, advancing runs of identical decode
     iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
     closed form α + β·context when the step cost is affine in the context (:class:`_Affine`;
-    equal to the direct evaluation up to rounding); False calls the step cost on every run."""
+    equal to the direct evaluation up to rounding); False calls the step cost on every run.
+
+    :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
+        iteration computed alone or run of identical decodes; default: the limit in force)."""
     A, Pa, Ga = _arrays(arrival, prompt, output)
     check_workload(A, Pa, Ga, eng)
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
@@ -492,6 +496,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     ar = np.arange(RUN_CAP, dtype=np.int64)
     push, pop = heapq.heappush, heapq.heappop
     ser_add, v_add, w_add = ser.extend, itl_v.append, itl_w.append
+    cap4 = 4 * (current_limits().sim_iterations if max_events is None else max_events)
 
     def preempt(v, t_now):
         nonlocal X, n_dec, sum_key, free
@@ -519,6 +524,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             t = arr[nxt]
             continue
         ser_add((t, len(waiting), len(running), NB - free))
+        if len(ser) > cap4:
+            _too_many_events(cap4 // 4, done, n, sum(pre))
         nb = hist[(-D) % bs]
         # ---- a run of identical decode iterations: no prefill, nothing admissible, no preemption
         if X < 0 and n_dec and nb <= free:
@@ -708,7 +715,12 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
 import sympy as sp  # noqa: E402
 
 from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, hookimpl  # noqa: E402
-from dsl.plugin import current_limits, limit_hint  # noqa: E402
+from dsl.plugin import LimitError, current_limits, limit_hint  # noqa: E402
+
+
+def _too_many_events(cap: int, done: int, n: int, preemptions: int):
+    raise LimitError("sim_iterations", f"the simulation passed {cap:,} scheduler iterations computed one at a time "
+                     f"({done:,} of {n:,} requests finished, {preemptions:,} preemptions so far)")
 
 ENGINE_NAMES = (("kv_tokens", "token"), ("block_size", "token"), ("max_num_seqs", "seq"),
                 ("max_num_batched_tokens", "token"))
@@ -868,6 +880,22 @@ def _check_size(ctx, b, A, P, G) -> None:
         ctx.error(f"`use batching` in '{ctx.name}': {summary}", hint, span=b.span, code="limit")
 
 
+def _check_iterations(ctx, b, P, eng: Engine) -> None:
+    """Up front: every iteration prefills at most ``max_num_batched_tokens`` tokens, so the
+    prompts alone take at least ΣP / budget iterations, each computed alone (the limit
+    ``sim_iterations``; the simulation also stops when preemptions push it past the limit)."""
+    need, cap = -(-int(np.sum(P, dtype=np.float64)) // eng.max_num_batched_tokens), current_limits().sim_iterations
+    if need > cap:
+        summary = (f"prefilling {int(np.sum(P, dtype=np.float64)):,} input tokens at most "
+                   f"{eng.max_num_batched_tokens:,} per iteration takes at least {need:,} scheduler iterations, "
+                   f"more than a simulation computes ({cap:,})")
+        hint = "raise max_num_batched_tokens, simulate fewer or shorter requests, or " + limit_hint("sim_iterations")
+        where = next((p for p in ("max_num_batched_tokens", "input", "requests") if b.given(p)), None)
+        if where is not None:
+            b.error_at(where, summary, hint, code="limit")
+        ctx.error(f"`use batching` in '{ctx.name}': {summary}", hint, span=b.span, code="limit")
+
+
 def _engine(ctx, b) -> Engine:
     vals = {}
     for name, unit in ENGINE_NAMES:
@@ -919,8 +947,11 @@ def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o
     A, P, G = _arrays(arrival, prompt, output)
     order = np.argsort(A, kind="stable")
     replicas = min(replicas, len(A))     # engines beyond the request count receive nothing
-    parts = [simulate(A[idx], P[idx], G[idx], eng, step_time, c, o)
-             for idx in (order[k::replicas] for k in range(replicas)) if idx.size]
+    parts, left = [], current_limits().sim_iterations       # one budget for all the engines
+    for idx in (order[k::replicas] for k in range(replicas)):
+        if idx.size:
+            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left))
+            left -= parts[-1].series_t.size
     first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
     for k, r in enumerate(parts):
         idx = order[k::replicas]
@@ -983,6 +1014,7 @@ def plan_activities_schedule(ctx):
     A, P, G = _workload(ctx, b)
     _check_size(ctx, b, A, P, G)
     eng = _engine(ctx, b)
+    _check_iterations(ctx, b, P, eng)
     step_time, c, o = _step_cost(ctx, b)
     try:
         r = simulate_replicas(A, P, G, eng, step_time, c, o, _replicas(ctx))

@@ -891,3 +891,75 @@ def test_fuzz_finds_are_located_errors(tmp_path, text, where, what):
     rc, _, err = cli("check", p)
     clean(rc, err)
     assert rc == 1 and where in err and what in err, err
+
+
+# ---------------------------------------------------------------- up-front work limits (serving, calibration, sweep)
+_STEP = "step_overhead = 1 ms; step_token = 0 s/token; step_context = 0 s/token"
+
+
+def test_batching_one_token_budget_is_refused_up_front(tmp_path):
+    """A token budget of 1 behind 10^7 prompt tokens is 10^7 scheduler iterations computed one at a
+    time: it used to run until the 30 s plugin budget, holding about 1 GB; 10,000,000 / 1 is
+    above the limit sim_iterations before anything is simulated."""
+    p = _batching(tmp_path, 'arrivals = "poisson"; rate = 1 request/s; requests = 100; input = 100000 token; '
+                            "output = 1 token; max_num_batched_tokens = 1 token; "
+                            "max_num_seqs = 1 seq")
+    rc, _, err = cli("eval", p, "--limit", "seconds=120", seconds=60)
+    clean(rc, err)
+    assert "error[limit]" in err and "10,000,000 scheduler iterations" in err and "--limit sim_iterations=" in err
+    assert "x.plan:2:" in err and "gave up" not in err
+
+
+def test_batching_preemption_thrash_stops_at_the_iteration_limit(tmp_path):
+    """A pool of 2,100 tokens behind 2,000 requests of 1,100 tokens preempts ~150,000 times (about
+    650,000 iterations, each computed alone); prefill alone is only 2,000·100/64 = 3,125
+    iterations, so the limit is checked while simulating too (here lowered to 20,000)."""
+    p = write(tmp_path, "plan p {\n  use batching { arrivals = \"poisson\"; rate = 1000 request/s; requests = 2000; "
+              "input = 100 token; output = 1000 token; kv_tokens = 2100 token; max_num_batched_tokens = 64 token; "
+              f"max_num_seqs = 64 seq; {_STEP} }}\n}}\n")
+    rc, _, err = cli("eval", p, "--limit", "sim_iterations=20000", seconds=60)
+    clean(rc, err)
+    assert "error[limit]" in err and "passed 20,000 scheduler iterations" in err and "preemptions" in err
+    assert "--limit sim_iterations=" in err
+
+
+def test_calibrate_twenty_thousand_runs_is_refused_up_front(tmp_path):
+    """20,000 runs (1.5 MB, within file_mb) were each priced at every step of the fit: stopped only
+    by the 30 s plugin budget.  The runs a calibration reads are a limit (default 200)."""
+    lines = _RUNS.read_text(encoding="utf-8").splitlines()
+    rows = [",".join([f"r{i}"] + lines[1 + i % (len(lines) - 1)].split(",")[1:]) for i in range(20_000)]
+    (tmp_path / "runs.csv").write_text(lines[0] + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    p = write(tmp_path, 'import "@catalog/hardware.plan"\nplan p {\n  device = a100_sxm_80gb\n'
+                        '  use calibrate { runs = "runs.csv"; fit = ["matmul_efficiency", "mem_efficiency"]; '
+                        "link = nvlink4 }\n}\n")
+    rc, _, err = cli("check", p, "--limit", "seconds=120", seconds=60)
+    clean(rc, err)
+    assert "x.plan:4:" in err and "error[limit]" in err and "has 20,000 runs" in err
+    assert "--limit calibration_runs=" in err and "gave up" not in err
+
+
+def test_structural_sweep_has_an_overall_time_budget(tmp_path):
+    """`plan sweep` over a simulation input re-evaluates the file per value (64 here, ~6 s); the
+    sweep as a whole has a time budget (sweep_seconds, here lowered to 1 s)."""
+    p = write(tmp_path, "plan p {\n  use batching { arrivals = \"poisson\"; rate = 50 request/s; requests = 3000; "
+              "input = 500 token; output = 200 token; kv_tokens = 200000 token; max_num_seqs = 64 seq; "
+              "max_num_batched_tokens = 2048 token; step_overhead = 1 ms; step_token = 0.01 ms/token; "
+              "step_context = 0 s/token }\n}\n")
+    rc, _, err = cli("sweep", p, "--limit", "sweep_seconds=1", "--vary", "p.batching.max_num_seqs=1 seq:64 seq:64",
+                     seconds=60)
+    clean(rc, err)
+    assert "error[limit]: the sweep of plan 'p' gave up after 1 s" in err and "of 64 structural values" in err
+    assert "--limit sweep_seconds=" in err
+
+
+def test_nested_time_budget_keeps_the_outer_deadline():
+    """After an inner, tighter budget the outer one was restarted at its remaining time at entry
+    (a solve's budget never ran out while plugins ran under theirs)."""
+    import time
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        with limits.time_budget(1.0):
+            with limits.time_budget(0.8):
+                time.sleep(0.6)
+            time.sleep(0.6)                 # 1.2 s in all: the outer budget fires during this
+    assert time.monotonic() - t0 < 1.15

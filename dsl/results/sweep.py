@@ -242,11 +242,37 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
     """Evaluate ``plan`` on a grid (product of each :class:`Vary`'s ``n`` points) or on
     ``random`` uniform samples of the boxes [start, stop]; see :class:`SweepResult`.
 
-    Structural inputs (``ws.structural``) are re-evaluated per value (module docstring).
+    Structural inputs (``ws.structural``) are re-evaluated per value (module docstring).  The
+    whole sweep runs under the time budget ``sweep_seconds`` (``dsl.syntax.limits``): an alarm,
+    and a check before each structural evaluation.
 
-    :raises PlanError: random samples of a structural input, or more than
-        :data:`STRUCTURAL_POINTS` structural combinations.
+    :raises PlanError: random samples of a structural input, more than
+        :data:`STRUCTURAL_POINTS` structural combinations, or ``error[limit]`` "gave up after N s".
     """
+    import time
+
+    from ..syntax.limits import current, time_budget
+    budget, t0, done = current().sweep_seconds, time.monotonic(), {"evaluations": 0, "of": 0}
+    try:
+        with time_budget(budget):
+            return _run(ws, plan, varies, random, seed, outputs, (t0 + budget, done))
+    except TimeoutError:
+        raise _gave_up(plan, budget, done) from None
+    except PlanError:
+        if time.monotonic() - t0 >= budget:     # the alarm stopped a plugin inside an evaluation
+            raise _gave_up(plan, budget, done) from None
+        raise
+
+
+def _gave_up(plan: str, budget: float, done: dict) -> PlanError:
+    from ..syntax.limits import raise_hint
+    what = (f" ({done['evaluations']} of {done['of']} structural values evaluated, each a full evaluation of the "
+            "file)" if done["of"] else "")
+    return PlanError([Diagnostic("error", "limit", f"the sweep of plan '{plan}' gave up after {budget:g} s{what}",
+                                 None, "sweep fewer values, or " + raise_hint("sweep_seconds"))])
+
+
+def _run(ws, plan, varies, random, seed, outputs, deadline) -> SweepResult:
     np = _numpy()
     from ..syntax.limits import current, raise_hint
     points = random if random else 1
@@ -270,7 +296,7 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
         arrays = [g.ravel() for g in grids]
     size = arrays[0].size if arrays else 1
     if structural:
-        vals, ids, units, reqs = _structural_values(ws, plan, varies, arrays, structural, outputs, size)
+        vals, ids, units, reqs = _structural_values(ws, plan, varies, arrays, structural, outputs, size, deadline)
     else:
         fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
         with np.errstate(all="ignore"):
@@ -297,7 +323,7 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
     return res
 
 
-def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
+def _structural_values(ws, plan, varies, arrays, structural, outputs, size, deadline=None):
     """Outputs per point when some varied inputs are structural: one evaluation of the file per
     combination of their values (overrides), the continuous inputs compiled within each.  The
     columns are those of the nominal plan; an output or requirement a structure does not have
@@ -315,9 +341,16 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
     reqs = [r for r in ws.requirements if r.plan == plan]
     out = [np.full(size, np.nan) for _ in range(len(ids) + 2 * len(reqs))]
     from dsl.engine.progress import progress
+    import time
+    if deadline is not None:
+        deadline[1]["of"] = len(combos)
     with progress(len(combos), f"sweeping {len(combos)} structural values") as advance:
         for combo in combos:
+            if deadline is not None and time.monotonic() >= deadline[0]:
+                raise TimeoutError("the sweep's time budget ran out")
             _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo)
+            if deadline is not None:
+                deadline[1]["evaluations"] += 1
             advance()
     return out, ids, units, reqs
 

@@ -49,12 +49,21 @@ class Limits:
     #: output tokens one serving simulation (`use batching`) follows; it keeps each token's
     #: inter-token latency (up to ~70 bytes a token when every iteration decodes a large batch)
     sim_tokens: int = 10_000_000
+    #: scheduler iterations one serving simulation computes one at a time (a prefill chunk, a
+    #: preemption; a run of identical decode iterations counts once): about 2 µs and 150 bytes each
+    sim_iterations: int = 2_000_000
+    #: measured runs one `use calibrate` reads: each is priced at every step of the fit
+    #: (about 15 ms a run for a two-field fit)
+    calibration_runs: int = 200
     #: points of one `plan sweep` grid or random sample, or one layout search space
     points: int = 1_000_000
     #: columns or rows asked for on the command line (`plan timeline --width`)
     width: int = 10_000
     #: seconds the solver, or one symbolic simplification, may take before giving up
     seconds: float = 30.0
+    #: seconds one `plan sweep` of a plan may take in all (its structural values are each a full
+    #: evaluation of the file) before giving up
+    sweep_seconds: float = 300.0
     #: evaluations of the whole plan one `solve` may make when its target is a whole number a
     #: plugin reads to build the plan (a replica count, a TP degree): it is answered by
     #: re-evaluating the plan at candidate values
@@ -207,6 +216,8 @@ def time_budget(seconds: float | None = None):
 
     def expired(signum, frame):
         raise TimeoutError(f"gave up after {secs:g} s")
+    import time
+    t0 = time.monotonic()
     old = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, secs)
     try:
@@ -214,8 +225,8 @@ def time_budget(seconds: float | None = None):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-        if prev_left:
-            signal.setitimer(signal.ITIMER_REAL, prev_left)
+        if prev_left:     # the outer budget, less the time spent in this one (it fires at once if spent)
+            signal.setitimer(signal.ITIMER_REAL, max(prev_left - (time.monotonic() - t0), 1e-3))
 
 
 def ensure_recursion(chain: int) -> None:

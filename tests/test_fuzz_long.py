@@ -1,0 +1,73 @@
+"""The long-run fuzz harness (benchmarks/fuzz_long.py) tells a hang (CPU time) from a process
+starved on a loaded machine (wall-clock time only), reports internal errors by seed with their
+first line, and runs every input in its own process (its memory and CPU measured by wait4).
+
+The CLI entry is replaced, before the fork, by stand-ins that burn CPU, sleep, print an internal
+error or answer normally, so each case takes about a second.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fork, RLIMIT_CPU and wait4 rusage on Linux")
+
+
+@pytest.fixture(scope="module")
+def harness():
+    spec = importlib.util.spec_from_file_location("fuzz_long", ROOT / "benchmarks" / "fuzz_long.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _with_main(monkeypatch, harness, fn, seeds=(0,), cpu=0.5, wall=3.0):
+    import dsl.cli
+    monkeypatch.setattr(dsl.cli, "main", fn)
+    return harness.run_seeds(list(seeds), "check", cpu, wall, 1)
+
+
+def test_cpu_burn_is_a_hang(monkeypatch, harness):
+    def burn(argv):
+        while True:
+            pass
+    (r,) = _with_main(monkeypatch, harness, burn)
+    assert r["kind"] == "hang" and r["cpu"] >= 0.5 and r["wall"] < 3.0
+
+
+def test_sleeping_past_the_wall_backstop_is_slow_under_load_not_a_hang(monkeypatch, harness):
+    def sleep(argv):
+        time.sleep(60)
+    (r,) = _with_main(monkeypatch, harness, sleep, wall=1.0)
+    assert r["kind"] == "slow under load" and r["cpu"] < 0.5 and r["killed"]
+
+
+def test_internal_error_is_reported_with_its_seed_and_first_line(monkeypatch, harness):
+    def broken(argv):
+        print("plan: internal error: KeyError: 'x'", file=sys.stderr)
+        return 1
+    rs = _with_main(monkeypatch, harness, broken, seeds=(7, 8))
+    assert [r["kind"] for r in rs] == ["internal error"] * 2 and [r["seed"] for r in rs] == [7, 8]
+    assert rs[0]["msg"]["first"] == "plan: internal error: KeyError: 'x'"
+
+
+def test_located_error_is_ok_and_its_memory_is_measured(monkeypatch, harness):
+    def located(argv):
+        print("x.plan:1:1: error[syntax]: nope", file=sys.stderr)
+        return 1
+    (r,) = _with_main(monkeypatch, harness, located)
+    assert r["kind"] == "located error" and 10 * 2**20 < r["rss"] < 2**30
+
+
+def test_a_worker_that_dies_is_a_crash(monkeypatch, harness):
+    def die(argv):
+        import os
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)   # no answer, little CPU: not a hang
+    (r,) = _with_main(monkeypatch, harness, die)
+    assert r["kind"] == "crash"
