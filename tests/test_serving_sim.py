@@ -99,7 +99,7 @@ def test_max_num_seqs_holds_a_request_back():
 def test_without_chunked_prefill_a_prompt_waits_for_room():
     # budget 64, chunking off: B's 64-token prompt does not fit beside A's decode (1 + 64 > 64), so it
     # waits for A to end instead of starting a chunk
-    eng = S.Engine(kv_tokens=1024, block_size=16, max_num_seqs=4, max_num_batched_tokens=64, chunked_prefill=False)
+    eng = S.Engine(kv_tokens=1024, block_size=16, max_num_seqs=4, max_num_batched_tokens=64, enable_chunked_prefill=False)
     for r in both([0.0, 0.001], [30, 64], [2, 1], eng):
         a1 = 0.010 + 0.030                    # A's prefill, alone (B arrives after it starts)
         a2 = 0.010 + 0.001 + 0.003            # A's decode; B's 64 tokens do not fit beside it
