@@ -566,7 +566,7 @@ SERVING_STEP = UseSpec(
     ),
     order=66,
     provides=("ttft_floor", "decode_step_time", "tpot", "prefill_tokens_per_s", "decode_tokens_per_s",
-              "step_crossover_batch", "step_weights_per_gpu"),
+              "step_crossover_batch", "weights_read_per_gpu"),
 )
 
 
@@ -597,7 +597,7 @@ def plan_quantities_price(ctx):
     Pn, Bn, Sn = (float(ctx.nominal(x)) for x in (P, B, S))
     pb, pc, pm = bound(cn, Pn, 0, 0)
     db, dc, dm = bound(cn, 0, Bn, Bn * Sn)
-    ctx.define("ttft_floor", ttft, "ms",
+    ctx.define("ttft_floor", ttft, "s",
                f"one prefill of `prefill` tokens alone: {pb}-bound (FLOP time {pc * 1e3:.4g} ms, "
                f"memory time {pm * 1e3:.4g} ms) plus all-reduces and fixed kernel time", headline=True)
     t = ctx.define("decode_step_time", dec, "ms",
@@ -611,4 +611,5 @@ def plan_quantities_price(ctx):
                f"decode tokens per second per GPU at `batch` ({db}-bound)", headline=True)
     ctx.define("step_crossover_batch", crossover_batch(cs), "seq",
                "decode batch where the dense matrices' FLOP time reaches their weight read (large-GEMM η)")
-    ctx.define("step_weights_per_gpu", cs["weights_per_gpu"], "GB", "weights one GPU holds and reads (TP split)")
+    ctx.define("weights_read_per_gpu", cs["weights_per_gpu"], "GiB", "weights one GPU reads per step (TP split; "
+               "the embedding table is not read whole, so this is below `use engine`'s weights_per_gpu)")
