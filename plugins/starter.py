@@ -57,7 +57,8 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int) -> list[str]:
     if tp > 1:
         tp_line = [f"    # tp GPUs hold one copy of the weights, sharded ({tp} is the smallest tp at which it fits);",
                    "    # replicas copies serve the traffic",
-                   f"    tp = {tp}; replicas = {replicas}  # {tp * replicas} GPUs",
+                   f"    tp = {tp}; replicas = {replicas}  # {tp * replicas} GPUs"
+                   + (f" (of {gpus}: tp × replicas)" if tp * replicas != gpus else ""),
                    f"    link = {link}  # the GPUs' link inside the host (the tensor-parallel all-reduces)"]
     else:
         tp_line = ["    # one copy of the model per GPU; a model too large for one GPU needs tp > 1 (dividing its",
@@ -148,14 +149,14 @@ def _write(out: Path, text: str, cli) -> None:
 
 
 def _fitting_tp(args, out: Path, cli) -> int:
-    """The smallest tensor-parallel degree (1, 2, 4, … up to --gpus, dividing it) at which the
+    """The smallest tensor-parallel degree (1, 2, 4, … up to --gpus) at which the
     model's weights leave the engine a KV cache of at least one max_model_len request: each
     candidate's engine block alone is written to ``out`` and evaluated (quietly).  When none
     fits, the largest: the final evaluation then reports why, with what would fit."""
     import contextlib
     import io
 
-    cands = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= args.gpus and args.gpus % t == 0]
+    cands = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= args.gpus]
     for tp in cands:
         lines = starter_text(args.model, args.device, args.gpus, True, out, tp).splitlines()
         engine_end = lines.index("  }")                 # the engine block's closing brace
