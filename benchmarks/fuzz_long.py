@@ -177,8 +177,8 @@ def classify(res: dict, cpu: float) -> str:
     return {0: "exit0", 1: "located error", 2: "exit2"}.get(msg["rc"], "bad exit")
 
 
-def run_seeds(seeds, level: str, cpu: float, wall: float, jobs: int, progress=None) -> list[dict]:
-    """Run ``seeds`` with up to ``jobs`` processes at once; one result dict per seed, in order."""
+def run_seeds(seeds, level: str, cpu: float, wall: float, jobs: int, progress=None) -> list:
+    """Run ``seeds`` with up to ``jobs`` processes at once; one :class:`Result` per seed, in order."""
     todo = list(seeds)[::-1]
     running: dict[int, Run] = {}
     free = list(range(jobs))[::-1]
@@ -200,11 +200,26 @@ def run_seeds(seeds, level: str, cpu: float, wall: float, jobs: int, progress=No
             r = running.pop(fd)
             res = r.finish(killed)
             res["kind"] = classify(res, cpu)
-            out[r.seed] = res
+            out[r.seed] = Result(res)
             free.append(r.slot)
             if progress:
                 progress(res)
     return [out[s] for s in seeds]
+
+
+class Result:
+    """One input's outcome, kept small (the parent holds one per input, and each child's
+    resident memory counts the parent's pages): the answer only for a failure or a slow input."""
+
+    __slots__ = ("seed", "kind", "cpu", "rss", "wall", "killed", "msg")
+
+    def __init__(self, res: dict):
+        for k in ("seed", "kind", "cpu", "rss", "wall", "killed"):
+            setattr(self, k, res[k])
+        self.msg = res["msg"] if res["kind"] in FAILURES or res["kind"] == "slow under load" else None
+
+    def __getitem__(self, key):
+        return getattr(self, key)
 
 
 def _git_commit() -> str:
