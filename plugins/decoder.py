@@ -225,6 +225,22 @@ def attention_pairs(a, s):
     return (L - local) * full + local * win
 
 
+def score_keys(a, s):
+    """Keys per query of the score matrix eager attention keeps for the backward, averaged over
+    the layers: s on a full layer, min(s, w) on a sliding-window layer of window w (a banded
+    kernel computes only the window's scores).
+
+        ((n_L − n_local)·s + n_local·min(s, w)) / n_L
+
+    :param a: :func:`architecture`; :param s: sequence length.
+    """
+    import sympy as sp
+
+    if a["window"] is None:
+        return s
+    return ((a["L"] - a["local"]) * s + a["local"] * sp.Min(s, a["window"])) / a["L"]
+
+
 def moe_architecture(view):
     """MoE and MLA symbols of a model declaration (``None`` where absent).
 
