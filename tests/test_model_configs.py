@@ -195,9 +195,15 @@ def test_xielu_mlp_has_two_matrices(tmp_path):
     (tmp_path / "m.plan").write_text('model a from "a.json"\n')
     ev = dsl.load(tmp_path / "m.plan")
     assert int(ev.value("a.ffn_matrices")) == 2
-    # 32 blocks of 4·h² attention + 2·h·f MLP + 2 RMSNorms, untied 131,072-token vocabulary
-    assert int(ev.value("a.params")) == 32 * (4 * 4096 ** 2 + 2 * 4096 * 21504 + 2 * 4096) + 2 * 131072 * 4096 \
-        + 4096
+    # Apertus (transformers' ApertusForCausalLM): per block q, o 2·h·h and k, v 2·h·(8·128) with
+    # 8 KV heads; q/k RMSNorms 2·128; an up/down MLP 2·h·f; xIELU's learnable alpha_p and alpha_n
+    # (one value each); two RMSNorms 2·h.  Untied 131,072-token embedding and head, final norm h.
+    h, f, L, V, dh, nkv = 4096, 21504, 32, 131072, 128, 8
+    block = 2 * h * h + 2 * h * nkv * dh + 2 * dh + 2 * h * f + 2 + 2 * h
+    assert block == 218_112_258
+    total = L * block + 2 * V * h + h
+    assert total == 8_053_338_176          # 8.05 B
+    assert int(ev.value("a.params")) == total
 
 
 def test_sliding_window_layers_and_kv(catalog):
