@@ -105,6 +105,14 @@ def qwen2_moe(L, h, nq, V, E, k, fe, fs):
     return (L * (base + E * 3 * h * fe) + 2 * V * h + h, L * (base + k * 3 * h * fe) + 2 * V * h + h)
 
 
+def apertus(L, h, f, nq, nkv, V):
+    """Apertus: Llama-style attention with q/k RMSNorms, an up/down MLP with xIELU (two learnable
+    scalars alpha_p, alpha_n per MLP), two RMSNorms per block, untied head, final norm."""
+    dh = h // nq
+    block = 2 * h * nq * dh + 2 * h * nkv * dh + 2 * dh + 2 * h * f + 2 + 2 * h
+    return L * block + 2 * V * h + h
+
+
 CASES = [
     # (config file, family, total, active)
     ("llama-7b-key-fields.json", "Llama 1", llama(32, 4096, 11008, 32, 32, 32000), None),
@@ -134,6 +142,7 @@ CASES = [
     ("falcon-7b-key-fields.json", "Falcon", falcon7b(32, 4544, 71, 65024), None),
     ("bert-base-uncased-key-fields.json", "BERT", 109_482_240, None),
     ("roberta-base-key-fields.json", "RoBERTa", bert(12, 768, 3072, 50265, 514, 1), None),
+    ("apertus-8b-key-fields.json", "Apertus", apertus(32, 4096, 21504, 32, 8, 131072), None),
 ]
 
 
