@@ -35,7 +35,7 @@ import sympy as sp
 
 from dsl.plugin import hookimpl
 from dsl.plugin import Param, Table, TableSpec, UseSpec
-from plugins.llmstate import kv_bytes_per_token, prefill_flops
+from plugins.llmstate import kv_bytes_per_token, kv_tokens, prefill_flops
 
 # ---------------------------------------------------------------- specs
 TASK_DAG = UseSpec(
@@ -265,13 +265,17 @@ def _schedule_task_dag(ctx, b):
 
 # ---------------------------------------------------------------- shared_prefix
 def _price_shared_prefix(ctx, b):
-    c_kv = ctx.define("kv_per_token", kv_bytes_per_token(ctx.ref("model"), b.q("kv_bytes")), "KiB/token",
+    m = ctx.ref("model")
+    c_kv = ctx.define("kv_per_token", kv_bytes_per_token(m, b.q("kv_bytes")), "KiB/token",
                       "KV bytes per token c_KV = 2·n_L·n_kv·d_h·bytes")
     h0, hs = b.q("prefix"), b.q_list("branches")
-    shared = ctx.define("shared_state", c_kv * (h0 + sp.Add(*hs)), "MiB",
+    # tokens held at full width; a sliding-window layer keeps at most its window of each segment
+    def tok(n):
+        return kv_tokens(m, n)
+    shared = ctx.define("shared_state", c_kv * (tok(h0) + sp.Add(*[tok(h) for h in hs])), "MiB",
                         "c_KV·(H₀ + Σ h_i): the prefix stored once", headline=True,
                         references=("Book ch. 3 §3.2.4 (shared prefix)",))
-    unshared = ctx.define("unshared_state", c_kv * sp.Add(*[h0 + h for h in hs]), "MiB",
+    unshared = ctx.define("unshared_state", c_kv * sp.Add(*[tok(h0 + h) for h in hs]), "MiB",
                           "c_KV·Σ (H₀ + h_i): every branch with its own copy of the prefix")
     ctx.define("sharing_saving", unshared - shared, "MiB", "state saved by sharing the prefix")
 
@@ -417,7 +421,7 @@ def _schedule_trajectory(ctx, b):
             tl.add(f"tool{k}", _R(r["tool_s"]) / ts, "tools", after=prev, kind="tool", lane="tools",
                    label=r.get("tool") or str(k), doc=f"tool call of round {k}")
             if c_kv is not None:
-                tl.hold(f"context{k}", c_kv * _R(r["input_tokens"] + r["output_tokens"]), "kv",
+                tl.hold(f"context{k}", c_kv * kv_tokens(b.ref("model"), _R(r["input_tokens"] + r["output_tokens"])), "kv",
                         start=(f"tool{k}", "start"), end=(f"tool{k}", "finish"),
                         doc=f"context of round {k} kept while its tool runs")
             prev = [f"tool{k}"]

@@ -91,6 +91,8 @@ MODEL_FIELDS = (
     Param("vocab", doc="vocabulary size", kind="int", min=1),
     Param("ffn_matrices", default="3", doc="matrices in the FFN: 3 for a gated MLP (SwiGLU, GeGLU), 2 for a "
           "plain MLP (GELU, ReLU, xIELU)", kind="int", min=1),
+    Param("activation_params", default="0", kind="int", min=0,
+          doc="learnable parameters of one MLP's activation (xIELU: alpha_p and alpha_n, 2)"),
     Param("tied_embeddings", default="false", kind="bool", doc="LM head shares the embedding"),
     Param("qk_norm", default="false", kind="bool", doc="norm on q and k per head (Qwen3, Gemma 3)"),
     Param("qkv_bias", default="false", kind="bool", doc="bias on q, k, v projections"),
@@ -185,6 +187,7 @@ def architecture(view):
     a["nkv"] = q("kv_heads", a["nq"])
     a["dh"] = q("head_dim", a["h"] / a["nq"] if a["h"] is not None and a["nq"] is not None else None)
     a["mats"] = q("ffn_matrices", sp.Integer(3))
+    a["act_params"] = q("activation_params", sp.Integer(0))
     for k in ("tied_embeddings", "qk_norm", "qkv_bias", "out_bias", "mlp_bias", "lm_head_bias",
               "embedding_norm", "pooler", "parallel_attention", "shared_expert_gate", "router_bias"):
         a[k] = bool(view.value(k, False))
@@ -223,6 +226,22 @@ def attention_pairs(a, s):
     m = sp.Min(s, w)
     win = s * m if a["bidirectional"] else m * (2 * s - m + 1) / 2
     return (L - local) * full + local * win
+
+
+def score_keys(a, s):
+    """Keys per query of the score matrix eager attention keeps for the backward, averaged over
+    the layers: s on a full layer, min(s, w) on a sliding-window layer of window w (a banded
+    kernel computes only the window's scores).
+
+        ((n_L − n_local)·s + n_local·min(s, w)) / n_L
+
+    :param a: :func:`architecture`; :param s: sequence length.
+    """
+    import sympy as sp
+
+    if a["window"] is None:
+        return s
+    return ((a["L"] - a["local"]) * s + a["local"] * sp.Min(s, a["window"])) / a["L"]
 
 
 def moe_architecture(view):
@@ -274,7 +293,7 @@ def attention_params(a, m, matrices_only=False):
 def ffn_params(a, width):
     """One FFN of inner width ``width``: ffn_matrices·h·width, plus its biases when present
     (width on each input matrix, h on the output)."""
-    p = a["mats"] * a["h"] * width
+    p = a["mats"] * a["h"] * width + a.get("act_params", 0)
     if a.get("mlp_bias"):
         p += (a["mats"] - 1) * width + a["h"]
     return p

@@ -28,7 +28,7 @@ FAMILIES = {
     "deepseek_v2": _LLAMA, "deepseek_v3": _LLAMA,
     "gemma": dict(_LLAMA, tied=True), "gemma2": dict(_LLAMA, layer_norms=4, tied=True),
     "gemma3_text": dict(_LLAMA, layer_norms=4, tied=True, qk_norm=True),
-    "apertus": dict(mlp="act", norm="rmsnorm", layer_norms=2),
+    "apertus": dict(mlp="act", norm="rmsnorm", layer_norms=2, qk_norm=True),
     "phi": dict(mlp="plain", norm="layernorm", layer_norms=1, parallel=True, qkv_bias=True, out_bias=True,
                 mlp_bias=True, lm_head_bias=True),
     "gpt2": dict(mlp="plain", norm="layernorm", layer_norms=2, qkv_bias=True, out_bias=True, mlp_bias=True,
@@ -70,7 +70,7 @@ _IGNORED = frozenset({
     "position_embedding_type", "classifier_dropout", "gradient_checkpointing", "is_decoder",
     "alibi", "apply_residual_connection_post_layernorm", "use_qk_norm", "attention_chunk_size",
     "output_attentions", "output_hidden_states", "return_dict", "id2label", "label2id", "problem_type",
-    "bias", "multi_query", "parallel_attn", "new_decoder_architecture", "num_kv_heads", "qk_layernorm",
+    "bias", "multi_query", "parallel_attn", "new_decoder_architecture", "num_kv_heads", "qk_layernorm", "qk_norm",
     "attention_bias", "mlp_bias", "hidden_act", "hidden_activation", "activation_function", "type_vocab_size",
     "sliding_window", "sliding_window_pattern", "layer_types", "head_dim", "num_key_value_heads",
     "word_embed_proj_dim", "n_positions", "add_pooling_layer", "decoder_sparse_step", "moe_layer_freq",
@@ -202,13 +202,15 @@ def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
         "head_dim": (str(config.get("head_dim") or h // nq), None),
         "vocab": (str(V), None), "ffn_matrices": (str(mats), None),
         "tied_embeddings": (flag("tie_word_embeddings", family.get("tied", False)), None),
-        "qk_norm": (bool(family.get("qk_norm")) or flag("qk_layernorm"), None),
+        "qk_norm": (bool(family.get("qk_norm")) or flag("qk_layernorm") or flag("qk_norm"), None),
         "qkv_bias": (flag("attention_bias", family.get("qkv_bias", False)), None),
         "norm": (family["norm"], None),
         "layer_norms": (str(family["layer_norms"]), None),
     }
     if f is not None:
         out["ffn"] = (str(f), None)
+    if act == "xielu":
+        out["activation_params"] = ("2", None)     # xIELU's learnable α_p and α_n per MLP
     if h % nq and not config.get("head_dim"):
         raise ValueError(f"'{name}': hidden_size {h} is not a multiple of num_attention_heads {nq}; "
                          "give head_dim")

@@ -291,7 +291,7 @@ def device_curve(dev) -> dict:
 def symbolic_constants(ctx, kn: Knobs, link, nic):
     """The constants ``K`` of :func:`plugins.layout_model.evaluate` as sympy symbols of the
     plan (model fields, workload, device, links, memory bytes per parameter)."""
-    from .decoder import architecture, attention_pairs, attention_params, moe_architecture
+    from .decoder import architecture, attention_pairs, attention_params, moe_architecture, score_keys
 
     model, wl, dev = ctx.ref("model"), ctx.ref("workload"), ctx.ref("device")
     a = architecture(model)
@@ -315,6 +315,8 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "attn_pairs": (attention_pairs(a, wl.q("seq_len", "token")) / wl.q("seq_len", "token")
                         if a.get("window") is not None or not a.get("causal", True) else None),
          "s": wl.q("seq_len", "token", positive=True), "B": wl.q("global_batch", "seq", positive=True),
+         # keys per query of eager attention's saved scores: min(s, window) on sliding-window layers
+         "score_keys": score_keys(a, wl.q("seq_len", "token", positive=True)),
          "peak": dev.q("peak_flops", "FLOP/s", positive=True),
          "gpus": ctx.param("gpus"), "gph": int(ctx.value("gpus_per_host")),
          "link": link if link is not None else sp.oo, "nic": nic if nic is not None else (link if link is not None

@@ -89,7 +89,8 @@ def activation_per_layer(K, X, o):
       intermediate tensors (gate, up and their product for a 3-matrix SwiGLU/GeGLU MLP,
       input and output of the activation for a 2-matrix GeLU MLP) mats·T·f·e, and — eager
       attention only — the scores and softmax output 2·n_q·s·T·e plus the dropout mask
-      n_q·s·T (with dropout); FlashAttention-style fused attention keeps none of the s×s
+      n_q·s·T (with dropout) — s keys per query, min(s, w) on a sliding-window layer (``K["score_keys"]``,
+      averaged over the layers: :func:`plugins.decoder.score_keys`); FlashAttention-style fused attention keeps none of the s×s
       tensors, only the per-head log-sum-exp T·n_q·4 bytes.
 
     For GPT-3 (n_q·d_h = h, n_kv = n_q, f = 4h, 2 matrices, e = 2, dropout, eager) this is
@@ -107,7 +108,7 @@ def activation_per_layer(K, X, o):
     drop = K["dropout"]
     rep = T * (4 * h * e + 2 * h * drop)
     split = T * ((a + 2 * kv) * dh * e + a * dh * e + K["mats"] * K["f"] * e)
-    scores = o.where(K["flash"] == 1, T * a * 4, T * a * K["s"] * (2 * e + drop))
+    scores = o.where(K["flash"] == 1, T * a * 4, T * a * K.get("score_keys", K["s"]) * (2 * e + drop))
     rep_t = o.where(sp_on == 1, rep / t, rep)
     none = rep_t + (split + scores) / t
     sel = rep_t + (split + o.where(K["flash"] == 1, T * a * 4, 0 * T)) / t

@@ -183,6 +183,9 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
         arch = {"L": L, "window": window, "bidirectional": bidir,
                 "local": val(f"{model}.local_layers") if has(f"{model}.local_layers") else L}
         K["attn_pairs"] = float(attention_pairs(arch, K["s"])) / K["s"]
+        if window is not None:
+            from plugins.decoder import score_keys
+            K["score_keys"] = float(score_keys(arch, K["s"]))
     f = val(f"{model}.ffn") if has(f"{model}.ffn") else None
     if moe:
         k_act = val(f"{model}.experts_per_token") + (val(f"{model}.shared_experts")

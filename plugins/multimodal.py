@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dsl.plugin import hookimpl
 from dsl.plugin import Param, UseSpec
-from plugins.llmstate import kv_bytes_per_token
+from plugins.llmstate import kv_bytes_per_token, kv_tokens
 
 VISION = UseSpec(
     "vision",
@@ -78,8 +78,9 @@ def plan_quantities_price(ctx):
                    "MiB", "EC: visual tokens × feature width × groups × bytes", headline=True)
         ckv = ctx.define("kv_per_token", kv_bytes_per_token(ctx.ref("model"), b.q("kv_bytes")), "KiB/token",
                          "2·n_L·n_kv·d_h·bytes")
-        ctx.define("visual_kv", nv * ckv, "MiB", "language KV of the visual tokens", headline=True)
-        ctx.define("input_kv", (nv + b.q("text_tokens")) * ckv, "MiB", "language KV of visual and text input",
+        # sliding-window layers hold at most their window (plugins.llmstate.kv_tokens)
+        ctx.define("visual_kv", kv_tokens(ctx.ref("model"), nv) * ckv, "MiB", "language KV of the visual tokens", headline=True)
+        ctx.define("input_kv", kv_tokens(ctx.ref("model"), nv + b.q("text_tokens")) * ckv, "MiB", "language KV of visual and text input",
                    headline=True)
     b = ctx.block("diffusion")
     if b is not None:

@@ -157,8 +157,8 @@ def _resume(ctx):
         ctx.define("survival", sp.exp(-b.q("interrupt_rate") * b.q("trajectory_time")), "%",
                    "probability a trajectory completes without interruption: e^(−λt)", headline=True, rank=117)
     s = b.q("tokens")
-    from plugins.llmstate import kv_bytes_per_token
-    kv = ctx.define("resume_kv_bytes", kv_bytes_per_token(model, b.q("bytes_per_value")) * s, "GiB",
+    from plugins.llmstate import kv_bytes_per_sequence
+    kv = ctx.define("resume_kv_bytes", kv_bytes_per_sequence(model, b.q("bytes_per_value"), s), "GiB",
                     "KV cache of the prefix: 2·L·n_kv·d_h·tokens·bytes", headline=True, rank=118)
     if b.value("reload_bw") is not None:
         ctx.define("reload_time", kv / b.q("reload_bw"), "s", "time to reload the saved KV", headline=True, rank=119)

@@ -237,9 +237,12 @@ def _call_chain(ctx, b, done):
     df = ctx.define("decode_flops", n * (2 * mm * nd + att * (nd * (S + P + 1) + nd * (nd - 1) / 2)), "TFLOP",
                     "n·Σ_j [2·N_mm + 4·L·n_q·d_h·(S+P+j+1)], j = 0 … G−2")
     ctx.define("chain_flops", pf + df, "TFLOP", "prefill and decode FLOPs of the n chains", headline=True)
-    pb = ctx.define("prefill_bytes", n * (w + kv * (S + P)), "GB",
+    from plugins.llmstate import kv_tokens, kv_tokens_summed
+    m = ctx.ref("model")
+    # sliding-window layers hold at most their window of the context (plugins.llmstate.kv_tokens)
+    pb = ctx.define("prefill_bytes", n * (w + kv * kv_tokens(m, S + P)), "GB",
                     "n·[weights + KV read for S + KV written for P] (calls unbatched)")
-    db = ctx.define("decode_bytes", n * (nd * w + kv * (nd * (S + P + 1) + nd * (nd - 1) / 2)), "GB",
+    db = ctx.define("decode_bytes", n * (nd * w + kv * kv_tokens_summed(m, S + P + 1, S + P + nd)), "GB",
                     "n·Σ_j [weights + KV read for S+P+j + KV written for 1] (calls unbatched)")
     ctx.define("chain_bytes", pb + db, "GB", "bytes moved by the n chains, each call alone", headline=True)
 
@@ -254,7 +257,9 @@ def _decode_bound(ctx, b, done):
                   "decode-weighted mean of `use request_mix` or `use trace`",
                   "add `context = 2742 token` to `use decode_bound`", span=b.span, code="missing-parameter")
     c = b.q("context") if b.given("context") else ctx.q("decode_mean_context", "token")
-    moved = ctx.define("decode_step_bytes", w + B * (c + 1) * kv, "GB",
+    from plugins.llmstate import kv_tokens
+    held = kv_tokens(ctx.ref("model"), c + 1)      # sliding-window layers: at most their window
+    moved = ctx.define("decode_step_bytes", w + B * held * kv, "GB",
                        "weights + per sequence: KV of the context read and one token's KV written", headline=True)
     t = ctx.define("decode_step_time", moved / dev.q("mem_bw", "B/s", positive=True), "ms",
                    "lower bound of one decode step: bytes moved / memory bandwidth", headline=True)
@@ -275,7 +280,7 @@ def _decode_bound(ctx, b, done):
                       "vllm; tp = 4; … }` (import \"@catalog/engines.plan\"), or use lower-precision weights "
                       "(weights = \"fp8\")", span=b.span, code="does-not-fit")
     pool = ctx.define("kv_pool", pool, "GiB", "memory for the KV cache on one card")
-    seqs = ctx.define("kv_pool_sequences", pool / ((c + 1) * kv), "seq",
+    seqs = ctx.define("kv_pool_sequences", pool / (held * kv), "seq",
                       "sequences whose KV fits in the pool at the mean context", headline=True)
     ctx.define("admission_limit", sp.Min(B, sp.floor(seqs)), "seq",
                "sequences that can run at once: min(batch, whole sequences the KV pool holds)", headline=True)

@@ -75,6 +75,7 @@ import sympy as sp
 from dsl.plugin import KindSpec, Param, QuantitySpec, UseSpec, hookimpl
 
 from .decoder import architecture, moe_architecture
+from .llmstate import kv_bytes_per_token
 from .serving import FORMAT_BYTES
 
 _FORMATS = tuple(FORMAT_BYTES)
@@ -250,7 +251,7 @@ def _sizes(m, a, mo, tp: int, pp: int, wb, kvb):
     else:
         nkv_v = int(m.value("kv_heads", m.value("heads")))
         share = sp.Rational(1, tp) if tp <= nkv_v else 1 / nkv
-    kv = kvb * stage / L * share * (m.q("kv_cache_width_global") + m.q("kv_cache_width_local"))
+    kv = kv_bytes_per_token(m, kvb) * stage / L * share
     return wb * w, kv, stage
 
 

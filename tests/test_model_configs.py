@@ -105,6 +105,14 @@ def qwen2_moe(L, h, nq, V, E, k, fe, fs):
     return (L * (base + E * 3 * h * fe) + 2 * V * h + h, L * (base + k * 3 * h * fe) + 2 * V * h + h)
 
 
+def apertus(L, h, f, nq, nkv, V):
+    """Apertus: Llama-style attention with q/k RMSNorms, an up/down MLP with xIELU (two learnable
+    scalars alpha_p, alpha_n per MLP), two RMSNorms per block, untied head, final norm."""
+    dh = h // nq
+    block = 2 * h * nq * dh + 2 * h * nkv * dh + 2 * dh + 2 * h * f + 2 + 2 * h
+    return L * block + 2 * V * h + h
+
+
 CASES = [
     # (config file, family, total, active)
     ("llama-7b-key-fields.json", "Llama 1", llama(32, 4096, 11008, 32, 32, 32000), None),
@@ -134,6 +142,7 @@ CASES = [
     ("falcon-7b-key-fields.json", "Falcon", falcon7b(32, 4544, 71, 65024), None),
     ("bert-base-uncased-key-fields.json", "BERT", 109_482_240, None),
     ("roberta-base-key-fields.json", "RoBERTa", bert(12, 768, 3072, 50265, 514, 1), None),
+    ("apertus-8b-key-fields.json", "Apertus", apertus(32, 4096, 21504, 32, 8, 131072), None),
 ]
 
 
@@ -195,9 +204,15 @@ def test_xielu_mlp_has_two_matrices(tmp_path):
     (tmp_path / "m.plan").write_text('model a from "a.json"\n')
     ev = dsl.load(tmp_path / "m.plan")
     assert int(ev.value("a.ffn_matrices")) == 2
-    # 32 blocks of 4·h² attention + 2·h·f MLP + 2 RMSNorms, untied 131,072-token vocabulary
-    assert int(ev.value("a.params")) == 32 * (4 * 4096 ** 2 + 2 * 4096 * 21504 + 2 * 4096) + 2 * 131072 * 4096 \
-        + 4096
+    # Apertus (transformers' ApertusForCausalLM): per block q, o 2·h·h and k, v 2·h·(8·128) with
+    # 8 KV heads; q/k RMSNorms 2·128; an up/down MLP 2·h·f; xIELU's learnable alpha_p and alpha_n
+    # (one value each); two RMSNorms 2·h.  Untied 131,072-token embedding and head, final norm h.
+    h, f, L, V, dh, nkv = 4096, 21504, 32, 131072, 128, 8
+    block = 2 * h * h + 2 * h * nkv * dh + 2 * dh + 2 * h * f + 2 + 2 * h
+    assert block == 218_112_258
+    total = L * block + 2 * V * h + h
+    assert total == 8_053_338_176          # 8.05 B
+    assert int(ev.value("a.params")) == total
 
 
 def test_sliding_window_layers_and_kv(catalog):
