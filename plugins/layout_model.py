@@ -52,10 +52,64 @@ class _NumpyOps:
         self.max, self.min, self.where = np.maximum, np.minimum, np.where
 
 
+def _lattice(cls, args):
+    """``cls(*args)`` for ``cls`` = ``sp.Max`` or ``sp.Min``, with the cheap exact reductions
+    only: nested ``cls`` flattened, numbers reduced to the extreme one, duplicates dropped,
+    absorption (``max(a, min(a, b)) = a``), pairs whose difference is a number decided; what
+    remains is left unevaluated.  sympy's own constructor also tries to prove an ordering of
+    every pair of symbolic arguments from assumptions (``_find_localzeros``, ``factor_terms``),
+    milliseconds per call on the step-time expressions and, for them, almost never
+    conclusive.  The result is the same function of the inputs either way; the nominal value
+    comes from substituting numbers, which evaluates each ``Max``/``Min`` at once."""
+    import sympy as sp
+    dual = sp.Min if cls is sp.Max else sp.Max
+    flat = []
+    for a in args:
+        a = a if isinstance(a, sp.Basic) else (sp.Float(a) if isinstance(a, float) else sp.Integer(int(a)))
+        flat.extend(a.args if isinstance(a, cls) else (a,))
+    nums = [a for a in flat if a.is_number]
+    if len(nums) == len(flat) or not all(a.is_comparable for a in nums):
+        return cls(*flat)
+    rest = list(dict.fromkeys(a for a in flat if not a.is_number))
+    if nums:
+        rest.insert(0, cls(*nums))
+    keep = set(rest)
+    rest = [a for a in rest if not (isinstance(a, dual) and (keep.intersection(a.args) or nums and _bounded(
+        cls, rest[0], [x for x in a.args if x.is_number and x.is_comparable])))]
+    if len(rest) <= 4:                  # pairs whose difference is a number
+        out = []
+        for a in rest:
+            drop = False
+            for b in out:
+                diff = a - b
+                if diff.is_number and diff.is_comparable:
+                    if (diff > 0) == (cls is sp.Max):
+                        out[out.index(b)] = a
+                    drop = True
+                    break
+            if not drop:
+                out.append(a)
+        rest = out
+    if len(rest) == 1:
+        return rest[0]
+    return cls(*rest, evaluate=False)
+
+
+def _bounded(cls, n, inner):
+    """True when a ``dual`` argument holding the numbers ``inner`` can never beat the number
+    ``n``: max(n, min(m, …)) = n for m ≤ n, min(n, max(m, …)) = n for m ≥ n."""
+    import sympy as sp
+    if not inner:
+        return False
+    m = sp.Min(*inner) if cls is sp.Max else sp.Max(*inner)
+    return bool(m <= n) if cls is sp.Max else bool(m >= n)
+
+
 class _SympyOps:
     def __init__(self):
         import sympy as sp
-        self.max, self.min = sp.Max, sp.Min
+        self.max = lambda *a: _lattice(sp.Max, a)
+        self.min = lambda *a: _lattice(sp.Min, a)
 
     @staticmethod
     def where(cond, a, b):

@@ -360,9 +360,12 @@ def _tornado_svg(name: str, unit: str, rows: list[dict]) -> str:
         return ""
     ax = fig.add_subplot(111)
     y0 = rows[0]["y0"]
-    for i, r in enumerate(reversed(rows)):
-        for end, color in (("y_lo", "#4C72B0"), ("y_hi", "#DD8452")):
-            ax.barh(i, r[end] - y0, left=y0, color=color, height=0.6)
+    rev = list(reversed(rows))
+    # one bar container per end (all low ends, then all high ends: each row's high bar still
+    # drawn over its low bar), not one per bar — matplotlib builds a container per call
+    for end, color in (("y_lo", "#4C72B0"), ("y_hi", "#DD8452")):
+        ax.barh(range(len(rev)), [r[end] - y0 for r in rev], left=y0, color=color, height=0.6)
+    for i, r in enumerate(rev):
         ax.text(min(r["y_lo"], r["y_hi"]), i, f"{r['lo']} ", va="center", ha="right", fontsize=7)
         ax.text(max(r["y_lo"], r["y_hi"]), i, f" {r['hi']}", va="center", ha="left", fontsize=7)
     ax.set_yticks(range(len(rows)))
