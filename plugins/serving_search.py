@@ -568,8 +568,7 @@ SERVING_SEARCH = UseSpec(
               "search_candidates", "search_valid", "search_simulated"),
 )
 
-_RESULTS: dict = {}
-_KEEP = 8
+_RESULTS = sim.PerEvaluation()   # plan's declaration record -> SearchResult
 
 
 @hookimpl
@@ -754,11 +753,7 @@ def plan_activities_schedule(ctx):
     res = run(layouts, cols, w, slo_ttft=float(b.value("slo_ttft")), slo_tpot=float(b.value("slo_tpot")),
               max_model_len=max_len, kv_link=kv_link, objective=objective, simulate_k=int(b.value("simulate")),
               margin=float(b.value("screen_margin")), chunked=chunked)
-    key = (ctx.info.ast.name_span.file, ctx.name)
-    _RESULTS.pop(key, None)
-    _RESULTS[key] = res
-    while len(_RESULTS) > _KEEP:
-        _RESULTS.pop(next(iter(_RESULTS)))
+    _RESULTS.put(ctx.info, res)
     m = res.meta
     how = "serving search"
     ctx.define("search_candidates", sp.Integer(m["candidates"]), "", f"configurations enumerated ({how})")
@@ -828,7 +823,7 @@ def result_of(ev, plan: str) -> SearchResult | None:
     d = ev.decls.get(plan)
     if d is None or "serving_search" not in d.uses:
         return None
-    return _RESULTS.get((d.ast.name_span.file, plan))
+    return _RESULTS.get(d)
 
 
 def _build_table(ev, plan):

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -786,8 +787,28 @@ BATCHING = UseSpec(
               "sim_span"),
 )
 
-_RESULTS: dict = {}          # (file, plan) -> (SimResult, slo_ttft, slo_tpot), for the figures
-_KEEP = 8
+class PerEvaluation:
+    """What a plugin computed for one plan of one evaluation (for its tables and figures), kept
+    as long as that evaluation's declaration record lives.  Keyed by the record itself, not by
+    (file, plan): a named solve re-evaluates the same file at other values, and those runs must
+    not replace what the evaluation being shown computed."""
+
+    def __init__(self) -> None:
+        self._d: dict = {}
+
+    def put(self, info, value) -> None:
+        k = id(info)
+        got = self._d.get(k)
+        if got is None or got[0]() is not info:
+            weakref.finalize(info, self._d.pop, k, None)
+        self._d[k] = (weakref.ref(info), value)
+
+    def get(self, info):
+        got = self._d.get(id(info))
+        return got[1] if got is not None and got[0]() is info else None
+
+
+_RESULTS = PerEvaluation()   # plan's declaration record -> (SimResult, slo_ttft, slo_tpot)
 
 
 @hookimpl
@@ -1027,11 +1048,7 @@ def plan_activities_schedule(ctx):
         ctx.error(f"`use batching` in '{ctx.name}': {e}", e.hint or "check the engine's limits and the requests",
                   span=b.span, code="out-of-range")
     x, y = b.value("slo_ttft"), b.value("slo_tpot")
-    key = (ctx.info.ast.name_span.file, ctx.name)
-    _RESULTS.pop(key, None)
-    _RESULTS[key] = (r, x, y)
-    while len(_RESULTS) > _KEEP:
-        _RESULTS.pop(next(iter(_RESULTS)))
+    _RESULTS.put(ctx.info, (r, x, y))
     s = r.summary(x, y)
     sim = "simulated continuous batching"
     ref = ("vLLM v1 scheduler (vllm/v1/core/sched/scheduler.py)",)
@@ -1070,7 +1087,7 @@ def _stored(ev, plan):
     d = ev.decls.get(plan)
     if d is None or "batching" not in d.uses:
         return None
-    return _RESULTS.get((d.ast.name_span.file, plan))
+    return _RESULTS.get(d)
 
 
 def _build_table(ev, plan):

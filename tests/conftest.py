@@ -72,12 +72,17 @@ def _install_eval_cache() -> None:
 
     def load(path, text=None, evaluate=True, disable=(), extra=(), **options):
         key = None
-        if text is None and not extra and not options:
+        # the CLI always passes `plans` (None unless `plan eval --plan`): part of the key, and
+        # any other option given makes the call uncached
+        given = {k: v for k, v in options.items() if v is not None}
+        if text is None and not extra and set(given) <= {"plans"}:
             try:
                 full = Path(os.path.abspath(path))
                 if full.parent == CASES and full.suffix == ".plan":
                     st = full.stat()
+                    plans = given.get("plans")
                     key = (str(path), os.getcwd(), st.st_mtime_ns, st.st_size, bool(evaluate),
+                           None if plans is None else tuple(plans),
                            dsl.api.disabled_plugins(disable), L.current(), os.environ.get("PLAN_LIMITS"))
             except (OSError, TypeError, ValueError):
                 key = None
@@ -85,7 +90,8 @@ def _install_eval_cache() -> None:
             return uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra, **options)
         got = _EVALS.get(key)
         if got is None:
-            got = _EVALS[key] = uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra)
+            got = _EVALS[key] = uncached(path, text=text, evaluate=evaluate, disable=disable, extra=extra,
+                                         **options)
         return got
 
     load.__doc__ = uncached.__doc__

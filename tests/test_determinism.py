@@ -28,8 +28,13 @@ RUNS = [
     ["timeline", "memory-zero.plan", "--plan", "d4_stage0"],
 ]
 
+# Each interpreter evaluates each (file, options) once and every command of that file reads the
+# shared read-only evaluation (the suite's cache, tests/conftest.py): the evaluation and every
+# command's output still run under each hash seed.
 SCRIPT = """
 import contextlib, io, json, os, sys
+sys.path.insert(0, sys.argv[2])
+import conftest  # noqa: F401  (installs the evaluation cache)
 from dsl.cli import main
 out = []
 for args in json.loads(sys.argv[1]):
@@ -43,7 +48,7 @@ sys.stdout.write(json.dumps(out))
 
 def _run(seed: str) -> list:
     env = dict(os.environ, PYTHONHASHSEED=seed)
-    p = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(RUNS)], cwd=str(CASES), env=env,
+    p = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(RUNS), str(REPO / "tests")], cwd=str(CASES), env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
