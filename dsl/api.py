@@ -14,9 +14,9 @@ Names are relative to the plan (``finish_time``, ``memory.usable``) or fully dot
 (``cpt.deadline``).  Values in ``unit`` (default: the unit ``plan eval`` shows).
 
 ``Plan.value`` and ``Results.get`` agree: a float in the requested unit, or with
-``exact=True`` the exact sympy number in that unit.  (``Results.value(id)``, inherited from
-the read-only :class:`~dsl.results.evaluation.Evaluation`, is the engine's accessor: exact, in
-base units.)  A text plan shows how they read:
+``exact=True`` the exact sympy number in that unit.  ``Results.value`` takes a dotted
+name and answers the same (``r.value("p.y") == r["p"].value("y")``); the engine's accessor,
+exact and in base units (s, B, FLOP …), is ``base_value(node_id)``.  A text plan shows how they read:
 
 >>> import dsl
 >>> r = dsl.load("toy.plan", text="plan p { x = 2 s; y = x * 3 }; solve need: p.x for p.y == 12 s")
@@ -105,20 +105,7 @@ class Plan:
 
 def _value(ws, nid: str, unit: str | None, exact: bool):
     """The value of node ``nid`` in ``unit`` (default: its display unit): float or exact."""
-    from dsl.engine.units import check_unit_for, convert, parse_unit
-    n = ws.nodes[nid]
-    v = ws.value(nid)
-    if v is None:
-        raise PlanError([Diagnostic("error", "type", f"'{nid}' has no numeric value", None,
-                                    "read strings, booleans and declarations with python_value()")])
-    u = n.unit if unit is None else unit
-    check_unit_for(n.dim, u)
-    if exact:
-        import sympy as sp
-        scale = parse_unit(u).scale if u and u != "1" else 1
-        return sp.nsimplify(v) / sp.Rational(scale.numerator, scale.denominator) if hasattr(scale, "numerator") \
-            else v / scale
-    return float(convert(float(v), u))
+    return Evaluation.value(ws, nid, unit, exact)
 
 
 def workspace_report(ws, fmt: str = "html") -> str:

@@ -443,7 +443,7 @@ def _display(ws, nid: str, unit: str | None = None, rates=()) -> tuple[float | N
 
     n = ws.nodes[nid]
     u = n.unit if unit is None else unit
-    v = ws.value(nid)
+    v = ws.base_value(nid)
     if v is None:
         return None, u
     dim, val = n.dim, float(v)
@@ -481,7 +481,7 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
         qs = {}
         for n in ws.headline(p):
             val, u = _display(ws, n.id, by_dim.get(n.dim))
-            qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
+            qs[n.name] = {"value": val, "unit": u, "si": float(ws.base_value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
         cp = None
         for slot in ws.plugins.slots.values():     # the critical path behind a slot's quantity

@@ -133,6 +133,11 @@ class ValuesMixin:
                 return False
         return True
 
+    def base_value(self, nid: str):
+        """:meth:`value` under the name the evaluated file uses for it (plugins that run both
+        while a plan is priced and on the evaluation afterwards call this one)."""
+        return self.value(nid)
+
     def python_value(self, nid: str):
         """Nominal value as Python: float for numbers (base units), else str/bool/DeclRef.
 
