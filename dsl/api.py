@@ -57,7 +57,7 @@ class Plan:
         :raises PlanError: unknown name (naming the nearest); :class:`dsl.engine.units.UnitError`
             for a unit of another dimension.
         """
-        return _value(self.ws, self._id(name), unit, exact)
+        return self.ws.value(self._id(name), unit, exact)
 
     def expr(self, name: str):
         """The sympy expression of ``name`` in terms of the declared inputs (base units)."""
@@ -103,11 +103,6 @@ class Plan:
         return sweep.run(self.ws, self.name, varies, random=random, seed=seed).to_frame()
 
 
-def _value(ws, nid: str, unit: str | None, exact: bool):
-    """The value of node ``nid`` in ``unit`` (default: its display unit): float or exact."""
-    return Evaluation.value(ws, nid, unit, exact)
-
-
 def workspace_report(ws, fmt: str = "html") -> str:
     """The report of every plan of the root file."""
     from dsl.present import report
@@ -147,7 +142,9 @@ class Results(Evaluation):
             u = sol.unit if unit is None else unit
             check_unit_for(self.nodes[sol.target].dim, u)
             return float(convert(sol.answer, u))
-        return _value(self, self.lookup(name), unit, exact)
+        return Evaluation.value(self, name, unit, exact)
+
+    value = get
 
     @property
     def solves(self) -> dict:
