@@ -830,8 +830,12 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
     for p in plans:
         for r in rep[p]["requirements"]:
             mark = "ok  " if r["ok"] else "FAIL"
-            lines.append(f"  {mark} {p}.{r['name']}: {format_number(r['lhs'])} {r['op']} "
-                         f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
+            vals = f"{format_number(r['lhs'])} {r['op']} {format_number(r['rhs'])} {r['unit']}".rstrip()
+            expr = r.get("expr", "")
+            head = vals if not expr or expr.replace(" ", "") == vals.replace(" ", "") else f"{expr}: {vals}"
+            ins = "; ".join(f"{k} = {format_number(v)} {u}".rstrip() for k, (v, u) in r.get("inputs", {}).items())
+            lines.append(f"  {mark} {p}.{r['name']}: {head}" + (f"  ({ins})" if ins else "")
+                         + ("" if r["ok"] else "  <- violated"))
     for r in file_requirements:
         mark = "ok  " if r["ok"] else "FAIL"
         if r["lhs"] is None:
