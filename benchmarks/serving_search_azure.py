@@ -78,7 +78,7 @@ def main() -> int:
     if res.chosen is not None:
         r = res.row(res.chosen)
         gpus = f"{r['gpus']} GPU" + ("s" if r["gpus"] > 1 else "")
-        print(f"chosen: {ss.describe(r)}, max_num_seqs {r['max_num_seqs']}, chunk {r['chunk']}: {gpus}, "
+        print(f"chosen: {ss.describe(r)}, max_num_seqs {r['max_num_seqs']}, max_num_batched_tokens {r['max_num_batched_tokens']}: {gpus}, "
               f"TTFT p95 {r['ttft_p95']:.3f} s, TPOT p95 {r['tpot_p95'] * 1e3:.1f} ms")
     return 0
 

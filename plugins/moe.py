@@ -40,7 +40,7 @@ import csv
 import sympy as sp
 
 from dsl.plugin import hookimpl
-from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec, hinge_sum, shortfall_sum
+from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec, hinge_sum, max_of, shortfall_sum, subs_numbers
 
 from .decoder import architecture, moe_architecture
 
@@ -215,8 +215,7 @@ def _loads(ctx, b, E, n_E, D):
 
 
 def _max(xs):
-    xs = list(dict.fromkeys(xs))
-    return xs[0] if len(xs) == 1 else sp.Max(*xs)
+    return max_of(xs)
 
 
 # ---------------------------------------------------------------- pricing
@@ -422,10 +421,12 @@ def _curve(ws, plan, factors):
         return None
     at = ws.nominal_map(exclude={cid})
     free = frozenset({cid})
-    exprs = [ws.full_expr(f"{plan}.{q}", free).xreplace(at)
+    exprs = [ws.full_expr(f"{plan}.{q}", free)
              for q in ("expert_capacity", "drop_fraction", "padding_fraction")]
     c = symbol(cid)
-    return [(f, *(e.xreplace({c: f}) for e in exprs)) for f in factors]
+    # every input at once, so each max(0, x − capacity) is built from numbers: substituting the
+    # nominal point first leaves sums of Max in c that sympy simplifies pairwise (slow)
+    return [(f, *(subs_numbers(e, {**at, c: f}) for e in exprs)) for f in factors]
 
 
 def _table(ws, plan):

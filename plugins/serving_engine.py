@@ -118,6 +118,9 @@ ENGINE = UseSpec(
         Param("engine", kind="ref", ref_kind="engine", doc="the engine preset (vllm, sglang, trtllm …)"),
         Param("tp", "", "1", "tensor-parallel degree", kind="int", min=1),
         Param("pp", "", "1", "pipeline-parallel degree", kind="int", min=1),
+        Param("link", kind="ref", ref_kind="link", optional=True,
+              doc="the link of the tensor-parallel group (its all-reduces; read by `use serving_step` and "
+              "`use batching`); needed when tp > 1 and the step time is priced"),
         Param("replicas", "", "1", "independent copies (data parallel)", min=1, whole=True),
         Param("max_model_len", "token", None, "longest request (prompt + output) the engine accepts", min=1),
         Param("context", "token", None, "context length the concurrency is counted at (default max_model_len)",

@@ -213,7 +213,7 @@ class SearchResult:
         out = {"index": int(i), "device": g.device, "tp": g.tp, "pp": g.pp, "disaggregated": disagg,
                "replicas": int(self.cols["r"][i]), "prefill_replicas": int(self.cols["xp"][i]),
                "decode_replicas": int(self.cols["yd"][i]), "max_num_seqs": int(self.cols["S"][i]),
-               "chunk": int(self.cols["T"][i]), "gpus": int(self.cols["gpus"][i]),
+               "max_num_batched_tokens": int(self.cols["T"][i]), "gpus": int(self.cols["gpus"][i]),
                "kv_tokens": int(self.cols["kv"][i]), "est_ttft": float(self.cols["est_ttft"][i]),
                "est_tpot": float(self.cols["est_tpot"][i]), "reason": str(self.cols["reason"][i])}
         out.update(self.sim.get(int(i), {}))
@@ -563,7 +563,8 @@ SERVING_SEARCH = UseSpec(
     plan_params=(Param("model", kind="ref", ref_kind="model", doc="the model served"),),
     order=72,
     provides=("search_gpus", "search_cost", "search_ttft_p95", "search_tpot_p95", "search_throughput",
-              "search_tp", "search_pp", "search_replicas", "search_max_num_seqs", "search_chunk",
+              "search_tp", "search_pp", "search_replicas", "search_max_num_seqs",
+              "search_max_num_batched_tokens",
               "search_candidates", "search_valid", "search_simulated"),
 )
 
@@ -787,7 +788,7 @@ def plan_activities_schedule(ctx):
            r["prefill_replicas"] + r["decode_replicas"], "", "engines of the chosen configuration", headline=False)
     define("search_max_num_seqs", r["max_num_seqs"], "seq", "max_num_seqs of the chosen configuration",
            headline=False)
-    define("search_chunk", r["chunk"], "token", "max_num_batched_tokens of the chosen configuration",
+    define("search_max_num_batched_tokens", r["max_num_batched_tokens"], "token", "max_num_batched_tokens of the chosen configuration",
            headline=False)
 
 
@@ -804,7 +805,7 @@ def table(res: SearchResult) -> Table:
     for i in res.simulated:
         r = res.row(i)
         mark = "chosen" if i == res.chosen else ("front" if i in res.front else "")
-        rows.append((describe(r), r["max_num_seqs"], r["chunk"], r["gpus"],
+        rows.append((describe(r), r["max_num_seqs"], r["max_num_batched_tokens"], r["gpus"],
                      "—" if r["cost"] is None else float(f"{r['cost']:.4g}"),
                      float(f"{r['ttft_p95']:.4g}"), float(f"{r['tpot_p95'] * 1e3:.4g}"),
                      float(f"{r['throughput']:.5g}"), mark))
@@ -817,7 +818,7 @@ def table(res: SearchResult) -> Table:
         notes.append("skipped: " + "; ".join(f"{k} ({v:,})" for k, v in m["skipped"].items()))
     if res.chosen is not None:
         notes.append("chosen: " + describe(res.row(res.chosen)))
-    return Table(("configuration", "max_num_seqs", "chunk", "GPUs", "USD/Mtok", "TTFT p95 (s)", "TPOT p95 (ms)",
+    return Table(("configuration", "max_num_seqs", "max_num_batched_tokens", "GPUs", "USD/Mtok", "TTFT p95 (s)", "TPOT p95 (ms)",
                   "output tok/s", "front"), tuple(rows), tuple(notes))
 
 

@@ -97,7 +97,7 @@ class Engine:
     block_size: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
-    chunked_prefill: bool = True
+    enable_chunked_prefill: bool = True
 
     @property
     def blocks(self) -> int:
@@ -159,7 +159,7 @@ def check_workload(arrival, prompt, output, eng: Engine) -> None:
         raise SimError(f"request {i + 1} needs {int(P[i] + G[i] - 1)} tokens of KV cache but the pool holds "
                        f"{eng.blocks * eng.block_size} ({eng.blocks} blocks of {eng.block_size})", i,
                        "give the engine more KV memory or drop requests longer than the pool")
-    if not eng.chunked_prefill:
+    if not eng.enable_chunked_prefill:
         bad = np.flatnonzero(P + G - 1 > eng.max_num_batched_tokens)
         if bad.size:
             i = int(bad[0])
@@ -376,7 +376,7 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
             while waiting and budget > 0 and len(running) < S:
                 r = waiting[0]
                 new = P[r] + out[r]
-                if not eng.chunked_prefill and new > budget:
+                if not eng.enable_chunked_prefill and new > budget:
                     break
                 new = min(new, budget)
                 need = -(-new // bs)
@@ -469,7 +469,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     A, Pa, Ga = _arrays(arrival, prompt, output)
     check_workload(A, Pa, Ga, eng)
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
-    chunked = eng.chunked_prefill
+    chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
     lin = _Affine(step_time, c, o, NB * bs) if affine else None
     P, G = Pa.tolist(), Ga.tolist()
@@ -756,8 +756,9 @@ BATCHING = UseSpec(
               min=1, whole=True, optional=True),
         Param("max_num_batched_tokens", "token", None, "token budget of one iteration (default: `use engine`'s, "
               "else 2048)", min=1, whole=True, optional=True),
-        Param("chunked_prefill", kind="bool", default="true",
-              doc="prefill long prompts in chunks within the budget (vLLM V1: always on)"),
+        Param("enable_chunked_prefill", kind="bool", default="true",
+              doc="prefill long prompts in chunks within the budget (default: `use engine`'s, else true as "
+              "vLLM V1)"),
         Param("step_overhead", "s", None, "fixed time of an iteration (with step_token and step_context: an "
               "affine step cost instead of the engine's step model)", min=0, optional=True),
         Param("step_token", "s/token", None, "time per token scheduled in an iteration (prefill or decode)",
@@ -869,6 +870,11 @@ def _check_size(ctx, b, A, P, G) -> None:
 
 
 def _engine(ctx, b) -> Engine:
+    e = ctx.block("engine")
+    if e is not None and not b.given("kv_tokens") and not ctx.defined("kv_tokens"):
+        # `use engine` stopped at its own error (a model that does not fit, a tp that does not
+        # divide the heads): that error is the root, so this block reports nothing more
+        raise ctx.Abort()
     vals = {}
     for name, unit in ENGINE_NAMES:
         if b.given(name):
@@ -885,9 +891,8 @@ def _engine(ctx, b) -> Engine:
             ctx.error(f"`use batching` in '{ctx.name}' needs the KV pool's size: 'kv_tokens', or `use engine`",
                       "add `kv_tokens = 200000 token` to `use batching`, or `use engine { … }` to the plan",
                       span=b.span, code="missing-parameter")
-    chunked = bool(b.value("chunked_prefill"))
-    e = ctx.block("engine")
-    if e is not None and not b.given("chunked_prefill"):       # the engine's choice (its block, else its preset)
+    chunked = bool(b.value("enable_chunked_prefill"))
+    if e is not None and not b.given("enable_chunked_prefill"):       # the engine's choice (its block, else its preset)
         chunked = bool(e.value("enable_chunked_prefill")) if e.given("enable_chunked_prefill") \
             else bool(e.ref("engine").value("enable_chunked_prefill", False))
     for name, unit in ENGINE_NAMES:    # the scheduler counts in 64-bit integers
@@ -953,12 +958,12 @@ def _step_cost(ctx, b):
         from .layout_model import ops
         eng, stp = ctx.block("engine"), ctx.block("serving_step")
         tp = int(eng.value("tp")) if eng is not None and eng.value("tp") is not None else 1
-        if tp > 1 and not (stp is not None and stp.given("link")):
+        if tp > 1 and not (stp is not None and stp.given("link")) and not eng.given("link"):
             eng.error_at("tp", f"`use batching` in '{ctx.name}' prices each iteration with the engine's step "
                          f"model, and tp = {tp} needs the link its tensor-parallel all-reduces cross",
-                         "add `use serving_step { link = nvlink4 }` (the GPUs' link inside the host), or give "
-                         "`step_overhead`, `step_token` and `step_context` in `use batching`",
-                         code="missing-parameter")
+                         "add `link = nvlink4` to `use engine` (the GPUs' link inside the host: nvlink4 for "
+                         "H100/H200, nvlink5 for B200, pcie4_x16 for consumer cards), or give `step_overhead`, "
+                         "`step_token` and `step_context` in `use batching`", code="missing-parameter")
         # the simulation runs at these numbers: the inputs behind them shape the plan (a sweep
         # over one re-evaluates it)
         for v in serving_step.step_constants(ctx, numeric=False).values():

@@ -312,8 +312,11 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         eng = ctx.block("engine")
         conv = (lambda x: _num(ctx.nominal(x))) if numeric else (lambda x: x)
         tp_v = tp if tp is not None else _block_tp(blk, eng)
-        if link is None and blk is not None and blk.given("link"):
-            link = _link_fields(blk.ref("link"), conv)
+        if link is None:
+            src_link = blk if blk is not None and blk.given("link") else \
+                eng if eng is not None and eng.given("link") else None
+            if src_link is not None:
+                link = _link_fields(src_link.ref("link"), conv)
         weights = weights or _format(blk, eng, "weights")
         kv = kv or _format(blk, eng, "kv")
         kn = dict(knobs or {})
@@ -344,6 +347,8 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
                 kn.setdefault(key, _num(ev.base_value(pre + key)))
             if link is None and ev.has(pre + "link"):
                 link = _link_fields(_EvalView(ev, _decl_name(ev.python_value(pre + "link"))), _num)
+        if link is None and ev.has(f"{plan}.engine.link"):
+            link = _link_fields(_EvalView(ev, _decl_name(ev.python_value(f"{plan}.engine.link"))), _num)
         weights, kv = weights or "bf16", kv or "bf16"
     a, m = architecture(model), moe_architecture(model)
     a = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in a.items()}
@@ -561,7 +566,7 @@ SERVING_STEP = UseSpec(
     ),
     order=66,
     provides=("ttft_floor", "decode_step_time", "tpot", "prefill_tokens_per_s", "decode_tokens_per_s",
-              "step_crossover_batch", "step_weights_per_gpu"),
+              "step_crossover_batch", "weights_read_per_gpu"),
 )
 
 
@@ -577,9 +582,12 @@ def plan_quantities_price(ctx):
         return
     eng = ctx.block("engine")
     tp_num = int(eng.value("tp")) if eng is not None else int(b.value("tp"))
-    if tp_num > 1 and not b.given("link"):
-        b.error_at("tp", f"`use serving_step` with tp = {tp_num} needs the link its all-reduces cross",
-                   "add `link = nvlink4` (a link declaration) to `use serving_step`", code="missing-parameter")
+    if tp_num > 1 and not b.given("link") and not (eng is not None and eng.given("link")):
+        where = "use engine" if eng is not None else "use serving_step"
+        (eng if eng is not None else b).error_at(
+            "tp", f"`use serving_step` with tp = {tp_num} needs the link its all-reduces cross",
+            f"add `link = nvlink4` (the GPUs' link inside the host: nvlink4 for H100/H200, nvlink5 for B200, "
+            f"pcie4_x16 for consumer cards) to `{where}`", code="missing-parameter")
     cs = step_constants(ctx, numeric=False, tp=tp_num)
     cn = step_constants(ctx, numeric=True, tp=tp_num)
     o = ops("sympy")
@@ -589,7 +597,7 @@ def plan_quantities_price(ctx):
     Pn, Bn, Sn = (float(ctx.nominal(x)) for x in (P, B, S))
     pb, pc, pm = bound(cn, Pn, 0, 0)
     db, dc, dm = bound(cn, 0, Bn, Bn * Sn)
-    ctx.define("ttft_floor", ttft, "ms",
+    ctx.define("ttft_floor", ttft, "s",
                f"one prefill of `prefill` tokens alone: {pb}-bound (FLOP time {pc * 1e3:.4g} ms, "
                f"memory time {pm * 1e3:.4g} ms) plus all-reduces and fixed kernel time", headline=True)
     t = ctx.define("decode_step_time", dec, "ms",
@@ -603,4 +611,5 @@ def plan_quantities_price(ctx):
                f"decode tokens per second per GPU at `batch` ({db}-bound)", headline=True)
     ctx.define("step_crossover_batch", crossover_batch(cs), "seq",
                "decode batch where the dense matrices' FLOP time reaches their weight read (large-GEMM η)")
-    ctx.define("step_weights_per_gpu", cs["weights_per_gpu"], "GB", "weights one GPU holds and reads (TP split)")
+    ctx.define("weights_read_per_gpu", cs["weights_per_gpu"], "GiB", "weights one GPU reads per step (TP split; "
+               "the embedding table is not read whole, so this is below `use engine`'s weights_per_gpu)")

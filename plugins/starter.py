@@ -2,8 +2,11 @@
 
 ``plan init --model config.json --device h100_sxm --gpus 64 [--serve] [-o PLAN]`` writes a
 training plan (a workload, memory formats, ZeRO-3 data parallelism, a named solve for the
-efficiency the deadline needs and a gate on it) or, with ``--serve``, a decode-bound serving
-plan; the file is evaluated before the command returns, so a starter that does not evaluate is
+efficiency the deadline needs and a gate on it) or, with ``--serve``, a serving plan on the
+engine model: ``use engine`` (a vLLM preset, at the smallest tensor-parallel degree at which the
+model leaves a KV cache, found by evaluating each candidate), ``use serving_step`` and ``use
+batching`` on Poisson arrivals, with TTFT/TPOT p95 targets as requirements and the replicas they
+need as a named solve; the file is evaluated before the command returns, so a starter that does not evaluate is
 never left behind (a misspelt device is reported at its line, with the catalog name it
 probably means).  The numbers in it are placeholders to edit, each commented.
 """
@@ -17,7 +20,8 @@ INIT_HELP = "write a commented starter plan for a model, a device and a GPU coun
 INIT_DESCRIPTION = ("Write a starter .plan file: the model (a Hugging Face config.json, or a catalog model name "
                     "such as qwen3_8b), a catalog device and a GPU count; a training plan with a workload, "
                     "memory formats, ZeRO-3 and a named solve for the efficiency the deadline needs, or with "
-                    "--serve a serving plan. The file is evaluated before the command returns.")
+                    "--serve a serving plan (vLLM engine, step time, continuous batching of Poisson arrivals, TTFT/TPOT "
+                    "targets). The file is evaluated before the command returns.")
 
 # the GPU-to-GPU link inside a host for the catalog's devices (others: PCIe 4.0, to edit)
 _LINKS = {"h100_sxm": "nvlink4", "h200": "nvlink4", "b200": "nvlink4", "h800": "nvlink4",
@@ -29,8 +33,8 @@ def add_arguments(p) -> None:
     p.add_argument("--model", required=True, metavar="CONFIG|NAME",
                    help="a Hugging Face config.json (read relative to the new file) or a catalog model (qwen3_8b)")
     p.add_argument("--device", required=True, metavar="NAME", help="a catalog device, e.g. h100_sxm, rtx4090")
-    p.add_argument("--gpus", required=True, type=int, metavar="N", help="GPUs (training) or cards (--serve)")
-    p.add_argument("--serve", action="store_true", help="a serving plan (decode bound) instead of training")
+    p.add_argument("--gpus", required=True, type=int, metavar="N", help="GPUs (training, or serving: tp × replicas)")
+    p.add_argument("--serve", action="store_true", help="a serving plan (engine, step time, continuous batching, TTFT/TPOT targets) instead of training")
     p.add_argument("-o", "--out", default="plan.plan", metavar="PLAN", help="file to write (default plan.plan)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
 
@@ -44,27 +48,64 @@ def _model_lines(model: str, out: Path) -> tuple[list[str], str]:
     return [], model
 
 
-def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path) -> str:
+def _serve_body(mname: str, device: str, gpus: int, tp: int) -> list[str]:
+    """The serving plan: `use engine` (the KV cache on the engine's terms), `use serving_step`
+    (one step's time) and `use batching` (continuous batching of Poisson arrivals), with the
+    SLO as requirements and the replicas it needs as a named solve."""
+    replicas = max(1, gpus // tp)
+    link = _LINKS.get(device, "pcie4_x16")
+    if tp > 1:
+        tp_line = [f"    # tp GPUs hold one copy of the weights, sharded ({tp} is the smallest tp at which it fits);",
+                   "    # replicas copies serve the traffic",
+                   f"    tp = {tp}; replicas = {replicas}  # {tp * replicas} GPUs"
+                   + (f" (of {gpus}: tp × replicas)" if tp * replicas != gpus else ""),
+                   f"    link = {link}  # the GPUs' link inside the host (the tensor-parallel all-reduces)"]
+    else:
+        tp_line = ["    # one copy of the model per GPU; a model too large for one GPU needs tp > 1 (dividing its",
+                   f"    # heads) and the link of those GPUs: `tp = 2; link = {link}`",
+                   f"    tp = 1; replicas = {replicas}  # {replicas} GPUs"]
+    rate = 2 * replicas          # 2 request/s per copy of the model: a placeholder demand
+    return [
+        "plan serve {",
+        f"  model = {mname}; device = {device}",
+        "  # the KV cache the engine leaves after the weights, activations and runtime buffers",
+        "  use engine {",
+        "    engine = vllm  # a preset of specs/catalog/engines.plan (sglang, trtllm, or your own)",
+        *tp_line,
+        "    max_model_len = 8192 token  # longest request (prompt + output) the engine accepts",
+        "  }",
+        "  # one step's time from the device's roofline: a prefill alone, a decode of `batch` sequences",
+        "  use serving_step { batch = 64 seq; context = 2048 token; prefill = 2048 token }",
+        "  # continuous batching of the traffic: TTFT / TPOT / ITL / end-to-end percentiles",
+        "  use batching {",
+        f"    arrivals = \"poisson\"; rate = {rate} request/s; requests = 1000; seed = 0  # the demand: edit it",
+        "    input = 2048 token; output = 256 token  # tokens in and out per request",
+        "    # or a CSV trace (arrived_at, num_prefill_tokens, num_decode_tokens): trace = \"requests.csv\"",
+        "    slo_ttft = 2 s; slo_tpot = 50 ms  # the latency targets goodput counts",
+        "  }",
+        "}",
+        "",
+        "# the service-level objective at the 95th percentile (the CI gate: plan check --strict)",
+        "require ttft_target: serve.ttft_p95 <= 2 s",
+        "require tpot_target: serve.tpot_p95 <= 50 ms",
+        "# the fewest replicas meeting the first-token target (GPUs = tp × replicas)",
+        "solve replicas_needed: serve.engine.replicas for serve.ttft_p95 <= 2 s",
+    ]
+
+
+def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path, tp: int = 1) -> str:
     """The text of the starter plan (see the module docstring)."""
     mlines, mname = _model_lines(model, out)
     head = ["# Starter plan written by `plan init`: edit the numbers marked below, then",
             f"#   plan eval {out.name}        (every quantity, requirement and named solve)",
             f"#   plan check {out.name} --strict   (the CI gate)",
             'import "@catalog/hardware.plan"  # devices, links, storage tiers',
-            'import "@catalog/models.plan"  # catalog models', ""] + mlines
+            'import "@catalog/models.plan"  # catalog models']
     if serve:
-        body = [
-            "plan serve {",
-            f"  model = {mname}; device = {device}",
-            f"  cards = {gpus}  # cards serving the model",
-            "  # decode is memory-bound: the weights and each sequence's KV cache are read per step",
-            "  use decode_bound { batch = 64 seq; context = 4096 token }  # running batch, context per sequence",
-            "}",
-            "",
-            "# the cards a demand of 20,000 generated tokens/s needs (edit the demand)",
-            "solve cards_needed: serve.cards for serve.decode_capacity >= 20000 token/s",
-        ]
-        return "\n".join(head + body) + "\n"
+        head.append('import "@catalog/engines.plan"  # serving-engine presets: vllm, sglang, trtllm')
+    head += [""] + mlines
+    if serve:
+        return "\n".join(head + _serve_body(mname, device, gpus, tp)) + "\n"
     per_host = min(8, gpus)
     batch = max(1, math.ceil(512 / gpus)) * gpus          # a multiple of the GPU count near 512
     link = _LINKS.get(device, "pcie4_x16")
@@ -99,6 +140,39 @@ def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path) -> 
     return "\n".join(head + body) + "\n"
 
 
+def _write(out: Path, text: str, cli) -> None:
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise cli.UsageError("output", f"cannot write '{out}': {e.strerror or e}",
+                             "check that the directory exists and is writable") from None
+
+
+def _fitting_tp(args, out: Path, cli) -> int:
+    """The smallest tensor-parallel degree (1, 2, 4, … up to --gpus) at which the
+    model's weights leave the engine a KV cache of at least one max_model_len request: each
+    candidate's engine block alone is written to ``out`` and evaluated (quietly).  When none
+    fits, the largest: the final evaluation then reports why, with what would fit."""
+    import contextlib
+    import io
+
+    cands = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= args.gpus]
+    for tp in cands:
+        lines = starter_text(args.model, args.device, args.gpus, True, out, tp).splitlines()
+        engine_end = lines.index("  }")                 # the engine block's closing brace
+        _write(out, "\n".join(lines[:engine_end + 1] + ["}"]) + "\n", cli)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                ev = cli.load(str(out))
+            if ev.get("serve.kv_tokens", "token") >= ev.get("serve.max_model_len", "token"):
+                return tp
+        except Exception:       # noqa: BLE001 - does not fit at this tp (or another error the final load reports)
+            pass
+        finally:
+            out.unlink(missing_ok=True)
+    return cands[-1]
+
+
 def run_command(args, cli) -> int:
     """``plan init``: write the starter, then load it (a load error removes it again)."""
     import sys
@@ -108,12 +182,9 @@ def run_command(args, cli) -> int:
         raise cli.UsageError("usage", f"--gpus must be at least 1, got {args.gpus}", "e.g. --gpus 64")
     if out.exists() and not args.force:
         raise cli.UsageError("output", f"'{out}' exists", "pass --force to overwrite it, or -o another file")
-    text = starter_text(args.model, args.device, args.gpus, args.serve, out)
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise cli.UsageError("output", f"cannot write '{out}': {e.strerror or e}",
-                             "check that the directory exists and is writable") from None
+    tp = _fitting_tp(args, out, cli) if args.serve else 1
+    text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp)
+    _write(out, text, cli)
     try:
         cli.load(str(out))
     except Exception:

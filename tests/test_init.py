@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from conftest import REPO_ROOT, run_main
 
 HF = REPO_ROOT / "specs" / "catalog" / "hf" / "Qwen3-8B.json"
@@ -37,17 +39,53 @@ def test_init_batch_is_a_multiple_of_an_odd_gpu_count(tmp_path):
     assert "link = pcie4_x16" in text
 
 
-def test_init_serving(tmp_path):
-    rc, _, err = run_main("init", "--model", "qwen3_8b", "--device", "h100_sxm", "--gpus", "8", "--serve",
+@pytest.mark.parametrize("config", ["Qwen3-8B.json", "Qwen3-30B-A3B.json"])
+def test_init_serving_starts_from_the_engine_model(tmp_path, config):
+    """`plan init --serve` on a dense and a mixture-of-experts config writes `use engine`,
+    `use serving_step` and `use batching` on Poisson arrivals with the SLO as requirements, and
+    the file gives TTFT/TPOT percentiles and a whole number of replicas."""
+    shutil.copy(REPO_ROOT / "specs" / "catalog" / "hf" / config, tmp_path / "config.json")
+    rc, _, err = run_main("init", "--model", "config.json", "--device", "h100_sxm", "--gpus", "8", "--serve",
                           "-o", "s.plan", cwd=tmp_path)
     assert rc == 0, err
+    text = (tmp_path / "s.plan").read_text(encoding="utf-8")
+    for line in ("use engine {", "engine = vllm", "use serving_step {", "use batching {", 'arrivals = "poisson"',
+                 "require ttft_target: serve.ttft_p95 <= 2 s", "require tpot_target: serve.tpot_p95 <= 50 ms",
+                 "solve replicas_needed: serve.engine.replicas"):
+        assert line in text, line
+    assert "decode_bound" not in text
+    # both fit one 80 GB H100 in BF16 (8.2 B and 30.5 B parameters: 16 and 61 GB), so tp = 1
+    assert "tp = 1; replicas = 8" in text
+    assert run_main("fmt", "--check", "s.plan", cwd=tmp_path)[0] == 0
     rc, out, err = run_main("eval", "s.plan", "--format", "json", cwd=tmp_path)
     assert rc == 0, err
     import json
     doc = json.loads(out)
-    assert "decode_capacity" in doc["plans"]["serve"]["quantities"]
-    ans = doc["solves"]["cards_needed"]["answer"]
-    assert ans == int(ans) and ans >= 1              # cards are whole
+    q = doc["plans"]["serve"]["quantities"]
+    for name in ("ttft_p95", "tpot_p95", "kv_tokens", "ttft_floor", "goodput"):
+        assert name in q, name
+    ans = doc["solves"]["replicas_needed"]["answer"]
+    assert ans == int(ans) and 1 <= ans <= 8          # replicas are whole
+
+
+def test_init_serving_shards_a_model_too_large_for_one_gpu(tmp_path):
+    """Llama 3.1 70B (141 GB in BF16) does not fit one 80 GB H100: the starter takes the smallest
+    tp dividing the GPU count at which it fits — at tp 2 each GPU holds 70.6 GB (65.7 GiB) of
+    weights, more than vLLM's 0.9 × 74.5 GiB less the activation and TP buffers; at tp 4, half
+    that — with the host's link for its all-reduces."""
+    rc, _, err = run_main("init", "--model", "llama31_70b", "--device", "h100_sxm", "--gpus", "8", "--serve",
+                          "-o", "s.plan", cwd=tmp_path)
+    assert rc == 0, err
+    text = (tmp_path / "s.plan").read_text(encoding="utf-8")
+    assert "tp = 4; replicas = 2" in text and "link = nvlink4" in text
+    assert run_main("eval", "s.plan", cwd=tmp_path)[0] == 0
+
+
+def test_init_serving_a_model_that_fits_nowhere_reports_the_root_error(tmp_path):
+    rc, _, err = run_main("init", "--model", "llama31_70b", "--device", "rtx4090", "--gpus", "2", "--serve",
+                          "-o", "s.plan", cwd=tmp_path)
+    assert rc == 1 and "error[does-not-fit]" in err and err.count("error[") == 1, err
+    assert not (tmp_path / "s.plan").exists()
 
 
 def test_init_with_a_misspelt_device_leaves_no_file(tmp_path):

@@ -321,3 +321,18 @@ def test_engine_and_decode_bound_in_one_plan_is_a_located_error(write_plan):
     code, out, err = run_cli("eval", f)
     assert code == 1 and f"{f.name}:6:7: error[duplicate]:" in err and "a plan of its own" in err
     assert err.count("error[") == 1
+
+
+def test_weights_held_and_read_per_gpu_in_gib():
+    """`use engine`'s `weights_per_gpu` is what one GPU holds; `use serving_step`'s
+    `weights_read_per_gpu` what it reads per step (the LM head, not the embedding table), both in
+    GiB.  Qwen3-8B (untied, vocabulary 151,936 × hidden 4,096 = 0.622 B per table) at tp 2:
+    held ≈ params·2 B/2, read ≈ (params − one table)·2 B/2 (within 1 %: vocabulary padding)."""
+    head = ('import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\nimport "@catalog/engines.plan"\n')
+    ws = dsl.load("t.plan", text=head + 'plan p { model = qwen3_8b; device = h100_sxm\n'
+                  '  use engine { engine = vllm; tp = 2; max_model_len = 8192 token; link = nvlink4 }\n'
+                  '  use serving_step { batch = 8 seq } }\n')
+    params = qval(ws, "qwen3_8b.params", "param")
+    table = 151936 * 4096
+    assert qval(ws, "p.weights_per_gpu", "GiB") == pytest.approx(params * 2 / 2 / 2 ** 30, rel=0.01)
+    assert qval(ws, "p.weights_read_per_gpu", "GiB") == pytest.approx((params - table) * 2 / 2 / 2 ** 30, rel=0.01)

@@ -81,6 +81,10 @@ def test_choice_matches_a_brute_force_over_every_configuration(small):
     assert r["ttft_p95"] <= 0.5 and r["tpot_p95"] <= 0.05
     assert qval(ws, "small.search_gpus") == best
     assert qval(ws, "small.search_ttft_p95", "s") == pytest.approx(r["ttft_p95"], rel=1e-12)
+    # the chosen knobs under vLLM's names, as `use engine` and `use batching` take them
+    assert qval(ws, "small.search_max_num_seqs", "seq") == r["max_num_seqs"]
+    assert qval(ws, "small.search_max_num_batched_tokens", "token") == r["max_num_batched_tokens"]
+    assert r["max_num_batched_tokens"] == int(res.cols["T"][res.chosen])
 
 
 def test_pareto_front_has_no_dominated_member(small):

@@ -99,7 +99,7 @@ def test_max_num_seqs_holds_a_request_back():
 def test_without_chunked_prefill_a_prompt_waits_for_room():
     # budget 64, chunking off: B's 64-token prompt does not fit beside A's decode (1 + 64 > 64), so it
     # waits for A to end instead of starting a chunk
-    eng = S.Engine(kv_tokens=1024, block_size=16, max_num_seqs=4, max_num_batched_tokens=64, chunked_prefill=False)
+    eng = S.Engine(kv_tokens=1024, block_size=16, max_num_seqs=4, max_num_batched_tokens=64, enable_chunked_prefill=False)
     for r in both([0.0, 0.001], [30, 64], [2, 1], eng):
         a1 = 0.010 + 0.030                    # A's prefill, alone (B arrives after it starts)
         a2 = 0.010 + 0.001 + 0.003            # A's decode; B's 64 tokens do not fit beside it
@@ -425,3 +425,57 @@ def test_tensor_parallel_engine_without_a_link_is_a_located_error(tmp_path):
     assert d.code == "missing-parameter" and d.span.line == 5 and "link" in d.summary and "nvlink4" in d.hint
     ok = dsl.load("t.plan", text=text.replace("  use batching", "  use serving_step { link = nvlink4 }\n  use batching"))
     assert ok.base_value("p.ttft_p95") is not None
+
+
+def test_the_engine_carries_the_tensor_parallel_link(tmp_path):
+    """`use engine { tp = 2; link = nvlink4 }` is enough for `use batching` and `use serving_step`:
+    the same simulation as with the link written in `use serving_step`, and the missing-link
+    error's hint names the line to add to `use engine`."""
+    import dsl
+    from dsl.syntax.diagnostics import PlanError
+    head = ('import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\nimport "@catalog/engines.plan"\n'
+            'plan p { model = qwen3_8b; device = h100_sxm\n')
+    sim = ('  use batching { arrivals = "poisson"; rate = 2 request/s; requests = 50; input = 512 token; '
+           'output = 16 token }\n}\n')
+    on_engine = dsl.load("t.plan", text=head + '  use engine { engine = vllm; tp = 2; max_model_len = 8192 token; '
+                         'link = nvlink4 }\n  use serving_step { batch = 8 seq }\n' + sim)
+    on_step = dsl.load("t.plan", text=head + '  use engine { engine = vllm; tp = 2; max_model_len = 8192 token }\n'
+                       '  use serving_step { batch = 8 seq; link = nvlink4 }\n' + sim)
+    for q in ("p.ttft_p95", "p.tpot_p95", "p.tpot"):
+        assert on_engine.get(q, "s") == on_step.get(q, "s")
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text=head + '  use engine { engine = vllm; tp = 2; max_model_len = 8192 token }\n' + sim)
+    assert "add `link = nvlink4` to `use engine`" in e.value.diagnostics[0].hint
+
+
+def test_a_failed_engine_reports_only_its_own_error(tmp_path):
+    """A model that does not fit stops `use engine`; `use batching`, a requirement and a solve on
+    the latencies it would have given say nothing more (one root error, not four)."""
+    import dsl
+    from dsl.syntax.diagnostics import PlanError
+    text = ('import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\nimport "@catalog/engines.plan"\n'
+            'plan p { model = llama31_70b; device = a100_sxm_80gb\n'
+            '  use engine { engine = vllm; max_model_len = 8192 token }\n'
+            '  use serving_step { batch = 8 seq }\n'
+            '  use batching { arrivals = "poisson"; rate = 1 request/s; requests = 20; input = 512 token; '
+            'output = 16 token }\n}\n'
+            'require fast: p.ttft_p95 <= 2 s\n'
+            'solve copies: p.engine.replicas for p.ttft_p95 <= 2 s\n'
+            'plan q { use batching { arrivals = "poisson"; rate = 1 request/s; requests = 5; input = 8 token; '
+            'output = 2 token; step_overhead = 1 ms } }\n')
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text=text)
+    errors = [d for d in e.value.diagnostics if d.severity == "error"]
+    # the engine's error, and q's own (no pool size): an error in another plan is still reported
+    assert [(d.code, d.span.line) for d in errors] == [("does-not-fit", 5), ("missing-parameter", 11)], errors
+
+
+def test_the_old_chunked_prefill_name_points_at_the_new_one(tmp_path):
+    import dsl
+    from dsl.syntax.diagnostics import PlanError
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text='plan p { use batching { arrivals = "poisson"; rate = 1 request/s; requests = 5; '
+                 'input = 8 token; output = 2 token; kv_tokens = 1000 token; chunked_prefill = false; '
+                 'step_overhead = 1 ms } }\n')
+    d = e.value.diagnostics[0]
+    assert d.code == "unknown-name" and "did you mean 'enable_chunked_prefill'?" in d.hint and d.span.column > 1

@@ -124,6 +124,41 @@ def rename(expr, mapping: dict):
     return sub(expr)
 
 
+def substitute(expr, mapping: dict):
+    """``expr.xreplace(mapping)`` for substituting expressions (a quantity's definition for
+    its symbol), except that a ``Max``/``Min`` whose new arguments are not all numbers is
+    rebuilt unevaluated.  sympy's constructor would search the symbolic arguments for provable
+    orderings (tens of milliseconds for arguments with ``floor`` or long products) and can
+    rarely drop one; the unevaluated form is the same function of the inputs, and a ``Max`` of
+    numbers is still reduced to its number.  Exact; linear in the size of the expression."""
+    import sympy as sp
+
+    MaxMin = (sp.Max, sp.Min)
+    memo: dict = {}
+
+    def sub(e):
+        v = mapping.get(e)
+        if v is not None:
+            return v
+        args = e.args
+        if not args:
+            return e
+        r = memo.get(e)
+        if r is None:
+            new = [sub(a) for a in args]
+            if all(x is a for x, a in zip(new, args)):
+                r = e
+            elif isinstance(e, MaxMin) and not all(x.is_number for x in new):
+                new = list(dict.fromkeys(new))
+                r = new[0] if len(new) == 1 else e.func(*new, evaluate=False)
+            else:
+                r = e.func(*new)
+            memo[e] = r
+        return r
+
+    return sub(expr)
+
+
 def lambdify(symbols, expr, **kw):
     """``sympy.lambdify(symbols, expr, **kw)`` with the symbols first renamed to plain
     identifiers by :func:`rename`.  Node symbols (``gpus48.mfu``) are not identifiers, and

@@ -9,7 +9,7 @@ import sympy as sp
 from ..engine.nodes import HUGE, Abort, ListVal, Node, Val, symbol
 
 
-from ..engine.piecewise import subs_numbers
+from ..engine.piecewise import subs_numbers, substitute
 
 
 def about(v) -> str:
@@ -216,7 +216,7 @@ class ValuesMixin:
         if nid in free or n.input or n.expr is None or (keep is not None and nid not in keep):
             r = symbol(nid)
         else:
-            r = n.expr.xreplace({s: self.full_expr(s.name, free, keep) for s in n.expr.free_symbols})
+            r = substitute(n.expr, {s: self.full_expr(s.name, free, keep) for s in n.expr.free_symbols})
         self._full[key] = r
         return r
 

@@ -22,7 +22,7 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
 from __future__ import annotations
 
 from ..engine.nodes import symbol
-from ..engine.piecewise import hinge, hinge_sum, max_of, shortfall_sum
+from ..engine.piecewise import hinge, hinge_sum, max_of, shortfall_sum, subs_numbers
 from ..engine.progress import progress
 from ..engine.safeio import FileRefused, read_text
 from ..syntax.limits import LimitError
@@ -40,4 +40,4 @@ __all__ = ["BlockView", "CommandSpec", "Diagnostic", "FileRefused", "LimitError"
            "read_text", "PlanError", "DeclContext", "DeclView", "FigureSpec", "KindSpec", "Param",
            "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
            "convert", "display_path", "format_number", "format_quantity", "hookimpl", "hookspec", "no_gc",
-           "parse_unit", "progress", "symbol", "hinge", "hinge_sum", "max_of", "shortfall_sum"]
+           "parse_unit", "progress", "symbol", "hinge", "hinge_sum", "max_of", "shortfall_sum", "subs_numbers"]

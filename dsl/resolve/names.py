@@ -16,6 +16,17 @@ class NamesMixin:
         self.rep.error(code, summary, span, hint, related)
         raise Fail()
 
+    def _block_failed(self, plan: str, name: str) -> bool:
+        """A block plan ``plan`` uses provides ``name``, and an error was already reported inside
+        the plan (or at one of its blocks): the block stopped there, and the missing name is a
+        consequence of that error, not one of its own."""
+        info = self.decls[plan]
+        if not any(name in spec.provides and spec.name in info.uses for spec in self.plugins.blocks.values()):
+            return False
+        spans = [info.ast.span, *info.use_spans.values()]
+        return any(e.span is not None and any(e.span.file == s.file and s.line <= e.span.line <= s.end_line
+                                              for s in spans) for e in self.rep.errors)
+
     def _resolve(self, parts: tuple[str, ...], scope, span: Span):
         if len(parts) >= 2 and parts[0] in getattr(self, "aliases", {}) and parts[0] not in self.decls:
             parts = (f"{parts[0]}.{parts[1]}",) + tuple(parts[2:])   # `hw.b200` names an imported entry
@@ -76,6 +87,8 @@ class NamesMixin:
                     cands = [n[len(d) + 1:] for n in self.nodes if n.startswith(d + ".") and "." not in n[len(d) + 1:]]
                     cands += list(self.decls[d].uses)
                     guess = did_you_mean(part, cands)
+                    if target.kind == "plan" and self._block_failed(d, part):
+                        raise Fail()   # a block of the plan stopped at its own (reported) error: no cascade
                     hint = self._provider_hint(part, d) if target.kind == "plan" else None
                     self._fail("unknown-name", f"{target.kind} '{d}' has no field '{part}'", span,
                                hint or (f"did you mean '{guess}'?" if guess else
