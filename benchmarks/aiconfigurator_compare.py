@@ -81,7 +81,7 @@ def load_constants(points):
 
 
 def link_fields(ws, name):
-    return {"bandwidth": float(ws.value(f"{name}.bandwidth"))}
+    return {"bandwidth": float(ws.base_value(f"{name}.bandwidth"))}
 
 
 def ours_static(c, b, isl, osl):
@@ -166,7 +166,7 @@ def main(argv=None):
         for s in systems:
             dev, link = SYSTEMS[s]
             plan = names[(m, dev)]
-            layers = int(ws.value(f"{m}.layers"))
+            layers = int(ws.base_value(f"{m}.layers"))
             for tp in map(int, args.tps.split(",")):
                 c = step_constants(ws, plan, tp=tp, link=link_fields(ws, link) if tp > 1 else None)
                 for mode in args.modes.split(","):

@@ -35,8 +35,8 @@ def main() -> None:
             for _ in range(args.repeat):
                 t = time.perf_counter()
                 ws = dsl.load(f)
-                rework = float(ws.value(ws.lookup(f"q{n}.rework")))
-                last = float(ws.value(ws.lookup(f"q{n}.commit_time_{n}")))
+                rework = float(ws.base_value(ws.lookup(f"q{n}.rework")))
+                last = float(ws.base_value(ws.lookup(f"q{n}.commit_time_{n}")))
                 times.append(time.perf_counter() - t)
             print(f"{n:4d} snapshots ({4 * n} activities): {statistics.median(times):.2f} s "
                   f"(rework {rework:g} s, last commit {last:g} s)")

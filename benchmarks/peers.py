@@ -67,7 +67,7 @@ def design_inputs() -> dict:
     ws = dsl.load(CASE)
 
     def v(name):
-        return float(ws.value(ws.lookup(name)))
+        return float(ws.base_value(ws.lookup(name)))
 
     return {"peak_flops": v("rtx4090.peak_flops"), "memory": v("rtx4090.memory"), "mem_bw": v("rtx4090.mem_bw"),
             "pcie": v("pcie4_x16.bandwidth"), "nic": v("nic_200g.bandwidth"), "gpus": int(v("gpus48.gpus")),

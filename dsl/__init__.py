@@ -5,7 +5,8 @@ Public API::
     import dsl
     ev = dsl.load("specs/cases/cpt-qwen3-8b-4090.plan")   # a read-only evaluation
     ev["gpus48"].value("finish_time", "day")            # 24.64…
-    ev.value(ev.lookup("gpus48.finish_time"))           # exact, base units (seconds)
+    ev.value("gpus48.finish_time")                      # the same float (unit=, exact=True)
+    ev.base_value(ev.lookup("gpus48.finish_time"))      # the engine's: exact, base units (s)
 
 Imports are lazy so that ``import dsl`` and ``plan --help`` stay fast.
 """

@@ -14,9 +14,9 @@ Names are relative to the plan (``finish_time``, ``memory.usable``) or fully dot
 (``cpt.deadline``).  Values in ``unit`` (default: the unit ``plan eval`` shows).
 
 ``Plan.value`` and ``Results.get`` agree: a float in the requested unit, or with
-``exact=True`` the exact sympy number in that unit.  (``Results.value(id)``, inherited from
-the read-only :class:`~dsl.results.evaluation.Evaluation`, is the engine's accessor: exact, in
-base units.)  A text plan shows how they read:
+``exact=True`` the exact sympy number in that unit.  ``Results.value`` takes a dotted
+name and answers the same (``r.value("p.y") == r["p"].value("y")``); the engine's accessor,
+exact and in base units (s, B, FLOP …), is ``base_value(node_id)``.  A text plan shows how they read:
 
 >>> import dsl
 >>> r = dsl.load("toy.plan", text="plan p { x = 2 s; y = x * 3 }; solve need: p.x for p.y == 12 s")
@@ -57,7 +57,7 @@ class Plan:
         :raises PlanError: unknown name (naming the nearest); :class:`dsl.engine.units.UnitError`
             for a unit of another dimension.
         """
-        return _value(self.ws, self._id(name), unit, exact)
+        return self.ws.value(self._id(name), unit, exact)
 
     def expr(self, name: str):
         """The sympy expression of ``name`` in terms of the declared inputs (base units)."""
@@ -103,24 +103,6 @@ class Plan:
         return sweep.run(self.ws, self.name, varies, random=random, seed=seed).to_frame()
 
 
-def _value(ws, nid: str, unit: str | None, exact: bool):
-    """The value of node ``nid`` in ``unit`` (default: its display unit): float or exact."""
-    from dsl.engine.units import check_unit_for, convert, parse_unit
-    n = ws.nodes[nid]
-    v = ws.value(nid)
-    if v is None:
-        raise PlanError([Diagnostic("error", "type", f"'{nid}' has no numeric value", None,
-                                    "read strings, booleans and declarations with python_value()")])
-    u = n.unit if unit is None else unit
-    check_unit_for(n.dim, u)
-    if exact:
-        import sympy as sp
-        scale = parse_unit(u).scale if u and u != "1" else 1
-        return sp.nsimplify(v) / sp.Rational(scale.numerator, scale.denominator) if hasattr(scale, "numerator") \
-            else v / scale
-    return float(convert(float(v), u))
-
-
 def workspace_report(ws, fmt: str = "html") -> str:
     """The report of every plan of the root file."""
     from dsl.present import report
@@ -160,7 +142,9 @@ class Results(Evaluation):
             u = sol.unit if unit is None else unit
             check_unit_for(self.nodes[sol.target].dim, u)
             return float(convert(sol.answer, u))
-        return _value(self, self.lookup(name), unit, exact)
+        return Evaluation.value(self, name, unit, exact)
+
+    value = get
 
     @property
     def solves(self) -> dict:

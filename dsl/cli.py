@@ -443,7 +443,7 @@ def _display(ws, nid: str, unit: str | None = None, rates=()) -> tuple[float | N
 
     n = ws.nodes[nid]
     u = n.unit if unit is None else unit
-    v = ws.value(nid)
+    v = ws.base_value(nid)
     if v is None:
         return None, u
     dim, val = n.dim, float(v)
@@ -481,7 +481,7 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
         qs = {}
         for n in ws.headline(p):
             val, u = _display(ws, n.id, by_dim.get(n.dim))
-            qs[n.name] = {"value": val, "unit": u, "si": float(ws.value(n.id)), "doc": n.doc,
+            qs[n.name] = {"value": val, "unit": u, "si": float(ws.base_value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
         cp = None
         for slot in ws.plugins.slots.values():     # the critical path behind a slot's quantity
@@ -830,8 +830,12 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
     for p in plans:
         for r in rep[p]["requirements"]:
             mark = "ok  " if r["ok"] else "FAIL"
-            lines.append(f"  {mark} {p}.{r['name']}: {format_number(r['lhs'])} {r['op']} "
-                         f"{format_number(r['rhs'])} {r['unit']}".rstrip() + ("" if r["ok"] else "  <- violated"))
+            vals = f"{format_number(r['lhs'])} {r['op']} {format_number(r['rhs'])} {r['unit']}".rstrip()
+            expr = r.get("expr", "")
+            head = vals if not expr or expr.replace(" ", "") == vals.replace(" ", "") else f"{expr}: {vals}"
+            ins = "; ".join(f"{k} = {format_number(v)} {u}".rstrip() for k, (v, u) in r.get("inputs", {}).items())
+            lines.append(f"  {mark} {p}.{r['name']}: {head}" + (f"  ({ins})" if ins else "")
+                         + ("" if r["ok"] else "  <- violated"))
     for r in file_requirements:
         mark = "ok  " if r["ok"] else "FAIL"
         if r["lhs"] is None:

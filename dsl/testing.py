@@ -15,7 +15,7 @@ Use them from a plugin's own test-suite (pytest or not)::
                      use compute {}
                      use power { watts = 700 W } }
         ''', plugins=[my_plugin], directory=tmp_path)
-        assert ev.value("p.energy") > 0
+        assert ev.base_value("p.energy") > 0
 
 ``fresh_plugins`` builds a new :class:`~dsl.plugin.manager.Plugins` facade every call (no cache
 shared with other tests), with the installed plugins, ``plugins`` added and ``disable``

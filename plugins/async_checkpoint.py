@@ -145,12 +145,12 @@ def _draw(ws, plan, fig) -> bool:
             ax.plot([sc.finish[idx[a]]], [rows.index("commit")], marker="o", mfc="white", mec="black", ms=6,
                     zorder=5)
     nid = f"{plan}.async_checkpoint.failure_at"
-    if nid in ws.nodes and ws.value(nid) is not None:
-        tf = float(ws.value(nid))
+    if nid in ws.nodes and ws.base_value(nid) is not None:
+        tf = float(ws.base_value(nid))
         lo, hi = ax.get_xlim()
         ax.set_xlim(lo, max(hi, 1.05 * tf))
         ax.axvline(tf, color="#C44E52", ls="--", lw=1)
-        rp = float(ws.value(f"{plan}.recovery_point"))
+        rp = float(ws.base_value(f"{plan}.recovery_point"))
         ax.text(tf, 0.98, f" failure at {tf:g} s: back to {rp:g} s, redo {tf - rp:g} s", fontsize=8,
                 color="#C44E52", va="top", ha="right",
                 transform=ax.get_xaxis_transform())

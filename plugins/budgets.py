@@ -370,7 +370,7 @@ def _fit_table(ws, plan):
     if "scaling_fit" not in ws.decls[plan].uses:
         return None
     try:
-        c = {k: float(ws.value(f"{plan}.fit_{k}")) for k in ("E", "A", "B", "alpha", "beta")}
+        c = {k: float(ws.base_value(f"{plan}.fit_{k}")) for k in ("E", "A", "B", "alpha", "beta")}
         obs = read_observations(ws.file_param(f"{plan}.scaling_fit.data"))
         cut = ws.python_value(f"{plan}.scaling_fit.holdout_from")
     except (KeyError, ValueError, TypeError):
@@ -448,7 +448,7 @@ def _num(ws, nid, unit=""):
     from dsl.engine.units import convert
     if nid not in ws.nodes:
         return None
-    v = ws.value(nid)
+    v = ws.base_value(nid)
     return None if v is None else convert(float(v), unit)
 
 

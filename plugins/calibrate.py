@@ -574,7 +574,7 @@ def plan_quantities_price(ctx):
 # ---------------------------------------------------------------- the table
 def _hw_from_ws(ws, plan, names):
     def num(nid):
-        return float(ws.value(nid))
+        return float(ws.base_value(nid))
     dev = ws.python_value(f"{plan}.device").name
     link = ws.python_value(f"{plan}.calibrate.link").name
     nic_ref = ws.python_value(f"{plan}.calibrate.nic") if f"{plan}.calibrate.nic" in ws.nodes else None

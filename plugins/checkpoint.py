@@ -123,7 +123,7 @@ def _draw_cost(ws, plan, fig) -> bool:
     import math
 
     def val(name):
-        v = ws.value(f"{plan}.{name}")
+        v = ws.base_value(f"{plan}.{name}")
         return None if v is None else float(v)
 
     c, tau0 = val("save_time"), val("checkpoint.interval")

@@ -856,11 +856,11 @@ def stage_params(ws, plan: str) -> list[dict] | None:
         return None
 
     def val(nid, default=None):
-        return float(ws.value(nid)) if nid in ws.nodes and ws.value(nid) is not None else default
+        return float(ws.base_value(nid)) if nid in ws.nodes and ws.base_value(nid) is not None else default
 
     def opt(nid):
         """An optional parameter's Python value, None when not given."""
-        return ws.python_value(nid) if nid in ws.nodes and ws.value(nid) is not None else None
+        return ws.python_value(nid) if nid in ws.nodes and ws.base_value(nid) is not None else None
 
     model = ws.python_value(f"{plan}.model").name
     t, p, c, e, v = (int(ws.python_value(pre + k)) for k in ("tp", "pp", "cp", "ep", "virtual"))

@@ -135,7 +135,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
                                     "add `use layout { link = … }` and `use layout_search { tp = [1, 2, 4, 8] }`")])
 
     def val(nid):
-        return float(ws.value(nid))
+        return float(ws.base_value(nid))
 
     model = ws.python_value(f"{plan}.model").name
     wl = ws.python_value(f"{plan}.workload").name
@@ -144,7 +144,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     link_ref = ws.python_value(pre + "link") if pre + "link" in ws.nodes else None
     link = link_ref.name if link_ref is not None else None
     nic_ref = ws.python_value(pre + "nic") if pre + "nic" in ws.nodes else None
-    has = lambda nid: nid in ws.nodes and ws.value(nid) is not None   # noqa: E731
+    has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     N = val(f"{model}.params")
     moe = has(f"{model}.experts")
     L = val(f"{model}.layers")
@@ -208,7 +208,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
              dropout=float(bool(ws.python_value(pre + "dropout"))), logits=float(bool(ws.python_value(pre + "lm_head"))))
     host_ref = ws.python_value(pre + "host_link") if pre + "host_link" in ws.nodes else None
     K["host_link"] = val(f"{host_ref.name}.bandwidth") if host_ref is not None else K["link"]
-    if pre + "host_bandwidth" in ws.nodes and ws.value(pre + "host_bandwidth") is not None:
+    if pre + "host_bandwidth" in ws.nodes and ws.base_value(pre + "host_bandwidth") is not None:
         K["host_bw"] = val(pre + "host_bandwidth")
     if K["link"] is None:
         raise PlanError([Diagnostic("error", "search", f"plan '{plan}' names no link in `use layout`", None,
@@ -231,9 +231,9 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
             "capacity": min(val(f"{plan}.usable_memory"),
                             val(f"{dev}.memory") if has(f"{dev}.memory") else float("inf")),
             "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,
-            "steps": float(sp.ceiling(sp.Rational(ws.value(f"{wl}.tokens")) /
-                                      (sp.Rational(ws.value(f"{wl}.seq_len")) *
-                                       sp.Rational(ws.value(f"{wl}.global_batch"))))) if has(f"{wl}.tokens") else None,
+            "steps": float(sp.ceiling(sp.Rational(ws.base_value(f"{wl}.tokens")) /
+                                      (sp.Rational(ws.base_value(f"{wl}.seq_len")) *
+                                       sp.Rational(ws.base_value(f"{wl}.global_batch"))))) if has(f"{wl}.tokens") else None,
             "overhead": val(f"{plan}.overhead") if has(f"{plan}.overhead") else 0.0,
             "model": model, "device": dev, "link": link, "nic": nic_ref.name if nic_ref is not None else None,
             "tokens": val(f"{wl}.tokens") if has(f"{wl}.tokens") else None, "global_batch": K["B"],
@@ -250,18 +250,18 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
     from plugins.layout import DEVICE_CURVE
     from plugins.layout_model import GENERIC_DEVICE, shape_constants
 
-    has = lambda nid: nid in ws.nodes and ws.value(nid) is not None   # noqa: E731
+    has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     node = f"{plan}.layout.efficiency"
     given = ws.python_value(node) if node in ws.nodes else None
     mode = given if given is not None else ("mfu" if has(f"{plan}.mfu") else "roofline")
     if mode == "mfu":
-        return {"mode": mode, "mfu": float(ws.value(f"{plan}.mfu"))}
-    out = {"mode": mode, "mem_bw": float(ws.value(f"{dev}.mem_bw"))}
+        return {"mode": mode, "mfu": float(ws.base_value(f"{plan}.mfu"))}
+    out = {"mode": mode, "mem_bw": float(ws.base_value(f"{dev}.mem_bw"))}
     for field, (key, _) in DEVICE_CURVE.items():
-        out[key] = float(ws.value(f"{dev}.{field}")) if has(f"{dev}.{field}") else GENERIC_DEVICE[field]
+        out[key] = float(ws.base_value(f"{dev}.{field}")) if has(f"{dev}.{field}") else GENERIC_DEVICE[field]
 
     def opt(name, default=None):
-        return float(ws.value(f"{model}.{name}")) if has(f"{model}.{name}") else default
+        return float(ws.base_value(f"{model}.{name}")) if has(f"{model}.{name}") else default
     arch = {"h": h, "nq": a, "nkv": K["kv"], "dh": K["dh"], "f": opt("ffn")}
     mo = {"moe": has(f"{model}.experts"), "mla": has(f"{model}.kv_lora_rank"), "rkv": opt("kv_lora_rank"),
           "rq": opt("q_lora_rank"), "dr": opt("qk_rope_dim", 0.0), "dv": opt("v_head_dim"),
@@ -298,7 +298,7 @@ def knob_lists(ws, plan: str) -> dict:
         rc = ws.python_value(pre + "recompute")
         sq = ws.python_value(pre + "sequence_parallel")
     else:
-        out["b"] = [int(round(float(ws.value(f"{plan}.micro_batch"))))]
+        out["b"] = [int(round(float(ws.base_value(f"{plan}.micro_batch"))))]
         rc = (ws.python_value(base + "recompute"),)
         sq = ("on" if ws.python_value(base + "sequence_parallel") else "off",)
     for x in rc:
@@ -316,7 +316,7 @@ def knob_lists(ws, plan: str) -> dict:
         if x not in OFFLOAD:
             raise PlanError([Diagnostic("error", "search", f"unknown offload setting '{x}' in `use layout_search`",
                                         ws.nodes[pre + "offload"].span, "valid: none, optimizer")])
-    if "optimizer" in off and (f"{base}host_bandwidth" not in ws.nodes or ws.value(f"{base}host_bandwidth") is None):
+    if "optimizer" in off and (f"{base}host_bandwidth" not in ws.nodes or ws.base_value(f"{base}host_bandwidth") is None):
         node = ws.nodes.get(pre + "offload") if searching else ws.nodes.get(base + "offload")
         raise PlanError([Diagnostic("error", "search", "offload = \"optimizer\" needs the host memory bandwidth "
                                     "of the CPU optimizer step", node.span if node is not None else None,

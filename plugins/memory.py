@@ -182,7 +182,7 @@ def _v(ws, nid):
     """Nominal float of ``nid`` (base units) or None when the plan has no such quantity."""
     if nid not in ws.nodes:
         return None
-    v = ws.value(nid)
+    v = ws.base_value(nid)
     return None if v is None else float(v)
 
 
@@ -267,7 +267,7 @@ def _peaks_table(ws, plan):
             groups: dict = {}          # many holds of one kind (per layer, per micro-batch) -> one row
             for hid in prof.live:
                 h = tl.holds[hid]
-                size = float(h.bytes.xreplace({s: ws.value(s.name) for s in h.bytes.free_symbols}))
+                size = float(h.bytes.xreplace({s: ws.base_value(s.name) for s in h.bytes.free_symbols}))
                 key = (h.doc, size) if len(prof.live) > 8 else (hid, size)
                 groups.setdefault(key, []).append(h)
             for (_, size), hs in groups.items():

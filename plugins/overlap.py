@@ -167,9 +167,9 @@ def _sweep(ws, plan):
             per = sched.finish[idx[acts[0].id]] - sched.start[idx[acts[0].id]]
         rows.append((k, "" if per is None else f"{convert(per, 'ms'):.3f}",
                      "" if per is None else f"{convert(k * per, 'ms'):.3f}",
-                     f"{convert(float(ws.value(f'{plan}.exposed_n{k}')), 'ms'):.3f}"))
+                     f"{convert(float(ws.base_value(f'{plan}.exposed_n{k}')), 'ms'):.3f}"))
         k += 1
-    best = ws.value(f"{plan}.best_buckets")
+    best = ws.base_value(f"{plan}.best_buckets")
     return Table(("buckets", "per bucket / ms", "link time / ms", "exposed / ms"), tuple(rows),
                  (f"least exposed time with {best} buckets (smallest count on ties)",))
 

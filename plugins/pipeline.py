@@ -580,7 +580,7 @@ def _table(ws, plan):
     tls = _pipeline_timelines(ws, plan)
     if not tls:
         return None
-    budget = ws.value(f"{plan}.pipeline.budget") if f"{plan}.pipeline.budget" in ws.nodes else None
+    budget = ws.base_value(f"{plan}.pipeline.budget") if f"{plan}.pipeline.budget" in ws.nodes else None
     rows, fits = [], []
     for tl in tls:
         name = _sched_name(ws, plan, tl)

@@ -157,7 +157,7 @@ def _table(ws, plan):
     v = lambda p: ws.python_value(f"{plan}.resharding.{p}")  # noqa: E731
     shape = tuple(int(round(x)) for x in v("shape"))
     old, new, dim = int(v("old_tp")), int(v("new_tp")), int(v("dim"))
-    el = int(round(float(ws.value(f"{plan}.resharding.element"))))
+    el = int(round(float(ws.base_value(f"{plan}.resharding.element"))))
     try:
         pieces = reshard(shape, old, new, dim, el)
     except ValueError:

@@ -266,7 +266,7 @@ def _stages_table(ws, plan):
              ("training", "train_capacity", "train_rate")]
     caps = []
     for label, cap, rate in names:
-        c, r = ws.value(f"{plan}.{cap}"), ws.value(f"{plan}.rl_stages.{rate}")
+        c, r = ws.base_value(f"{plan}.{cap}"), ws.base_value(f"{plan}.rl_stages.{rate}")
         if c is None or r is None:
             return None
         caps.append((float(c), label, r, c))
@@ -277,7 +277,7 @@ def _stages_table(ws, plan):
     role = {x[1]: "bottleneck" for x in first} | {x[1]: "next" for x in second}
     rows = tuple((label, _fmt(r, "sample/s"), _fmt(c, "sample/s"), role.get(label, ""))
                  for _, label, r, c in caps)
-    eff = ws.value(f"{plan}.effective_rate")
+    eff = ws.base_value(f"{plan}.effective_rate")
     names = (lambda xs: " and ".join(x[1] for x in xs))
     note = f"effective rate {_fmt(eff, 'sample/s')} sample/s, set by {names(first)}"
     if second:
@@ -298,7 +298,7 @@ def _draw_loops(ws, plan, fig) -> bool:
     axes = fig.subplots(2, 1)
     span = max(tl.schedule.makespan for tl in tls)
     for ax, tl, name, period in zip(axes, tls, ("synchronous", "asynchronous"), ("sync_period", "async_period")):
-        p = ws.value(f"{plan}.{period}")
+        p = ws.base_value(f"{plan}.{period}")
         gantt(ax, tl, unit="s", title=f"{plan}: {name} loop, period {format_number(float(p))} s",
               lanes=["generation", "training", "weight sync"])
         ax.set_xlim(0, span * 1.01)

@@ -258,7 +258,7 @@ def _switch_table(ws, plan):
         return None
     from dsl.engine.units import format_number
     rows = []
-    usable = ws.value(f"{plan}.switch_usable")
+    usable = ws.base_value(f"{plan}.switch_usable")
     for label, name in (("declared", "switch"), ("best", "switch_best")):
         tl = _levels(ws, plan, name)
         if tl is None or usable is None:
@@ -293,7 +293,7 @@ def _draw_switch(ws, plan, fig) -> bool:
     if "rl_colocate" not in ws.decls[plan].uses:
         return False
     tls = [(label, _levels(ws, plan, n)) for label, n in (("declared order", "switch"), ("best order", "switch_best"))]
-    usable = ws.value(f"{plan}.switch_usable")
+    usable = ws.base_value(f"{plan}.switch_usable")
     if any(t is None for _, t in tls) or usable is None:
         return False
     from dsl.engine.units import format_number

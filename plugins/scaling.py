@@ -272,7 +272,7 @@ def _val(ws, nid, unit=""):
     from dsl.engine.units import convert
     if nid not in ws.nodes:
         return None
-    v = ws.value(nid)
+    v = ws.base_value(nid)
     return None if v is None else convert(float(v), unit)
 
 

@@ -493,7 +493,7 @@ def plan_quantities_price(ctx):
 
 # ---------------------------------------------------------------- table and figure
 def _num(ws, nid):
-    v = ws.value(nid) if nid in ws.nodes else None
+    v = ws.base_value(nid) if nid in ws.nodes else None
     return None if v is None else float(v)
 
 

@@ -144,7 +144,7 @@ class _EvalView:
         return self.ev.has(self._id(f))
 
     def q(self, f, unit="", positive=False, nonnegative=False):
-        return _num(self.ev.value(self._id(f)))
+        return _num(self.ev.base_value(self._id(f)))
 
     def value(self, f, default=None):
         if not self.has(f):
@@ -331,9 +331,9 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         conv = _num
         kn = dict(knobs or {})
         pre = f"{plan}.serving_step."
-        blk_tp = ev.value(pre + "tp") if ev.has(pre + "tp") else 1
+        blk_tp = ev.base_value(pre + "tp") if ev.has(pre + "tp") else 1
         eng_tp = f"{plan}.engine.tp"
-        tp_v = tp if tp is not None else int(ev.value(eng_tp) if ev.has(eng_tp) else blk_tp)
+        tp_v = tp if tp is not None else int(ev.base_value(eng_tp) if ev.has(eng_tp) else blk_tp)
         given = ev.uses(plan).get("serving_step", {})
         fmt = {}
         for name in ("weights", "kv"):
@@ -344,7 +344,7 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         weights, kv = weights or fmt.get("weights"), kv or fmt.get("kv")
         if ev.has(pre + "weights"):
             for key in KNOBS:
-                kn.setdefault(key, _num(ev.value(pre + key)))
+                kn.setdefault(key, _num(ev.base_value(pre + key)))
             if link is None and ev.has(pre + "link"):
                 link = _link_fields(_EvalView(ev, _decl_name(ev.python_value(pre + "link"))), _num)
         if link is None and ev.has(f"{plan}.engine.link"):

@@ -70,7 +70,7 @@ def memory_curve(ws, plan: str, ds) -> list[float] | None:
     import sympy as sp
 
     target, mem = f"{plan}.zero.group", f"{plan}.memory_per_gpu"
-    if target not in ws.nodes or mem not in ws.nodes or ws.value(mem) is None:
+    if target not in ws.nodes or mem not in ws.nodes or ws.base_value(mem) is None:
         return None
     free = frozenset({target})
     x = sp.Dummy("d")
@@ -83,13 +83,13 @@ def memory_curve(ws, plan: str, ds) -> list[float] | None:
 def _draw_shards(ws, plan, fig) -> bool:
     if "zero" not in ws.decls[plan].uses or "memory" not in ws.decls[plan].uses:
         return False
-    d0 = int(round(float(ws.value(f"{plan}.zero.group"))))
+    d0 = int(round(float(ws.base_value(f"{plan}.zero.group"))))
     ds = list(range(1, max(32, 2 * d0) + 1))
     ys = memory_curve(ws, plan, ds)
     if ys is None:
         return False
     gib = 2.0 ** 30
-    usable = float(ws.value(f"{plan}.usable_memory")) / gib
+    usable = float(ws.base_value(f"{plan}.usable_memory")) / gib
     stage = int(ws.python_value(f"{plan}.zero.stage"))
     ax = fig.subplots()
     fig.set_size_inches(7, 4)

@@ -159,7 +159,7 @@ def run_main(*args, cwd: str | Path = REPO_ROOT):
 
 def qval(ws, name: str, unit: str = "") -> float:
     """Nominal value of ``name`` (``plan.quantity`` …) in ``unit`` (base units when empty)."""
-    v = ws.value(ws.lookup(name))
+    v = ws.base_value(ws.lookup(name))
     assert v is not None, f"{name} has no value"
     return convert(float(v), unit)
 

@@ -115,25 +115,25 @@ def test_book_number(request, which, name, unit, book, tol):
 
 @pytest.mark.parametrize("name", ["qwen3_8b.params", "qwen3_8b_hf.params"])
 def test_qwen3_8b_params_exact(case_ws, name):
-    v = case_ws.value(case_ws.lookup(name))
+    v = case_ws.base_value(case_ws.lookup(name))
     assert v == QWEN3_8B_PARAMS and int(v) == QWEN3_8B_PARAMS
 
 
 def test_bytes_per_param_bf16_adam(case_ws):
-    assert case_ws.value(case_ws.lookup("gpus48.bytes_per_param")) == 16
+    assert case_ws.base_value(case_ws.lookup("gpus48.bytes_per_param")) == 16
 
 
 def test_bytes_per_param_fp32_grads(zero_ws):
-    assert zero_ws.value(zero_ws.lookup("fp32_grads.bytes_per_param")) == 18
+    assert zero_ws.base_value(zero_ws.lookup("fp32_grads.bytes_per_param")) == 18
 
 
 def test_steps_exact(case_ws):
-    assert case_ws.value(case_ws.lookup("gpus32.steps")) == 31_790
-    assert case_ws.value(case_ws.lookup("gpus48.steps")) == 31_790
+    assert case_ws.base_value(case_ws.lookup("gpus32.steps")) == 31_790
+    assert case_ws.base_value(case_ws.lookup("gpus48.steps")) == 31_790
 
 
 def test_checkpoint_size_exact(case_ws):
-    size = case_ws.value(case_ws.lookup("gpus48.checkpoint_size"))
+    size = case_ws.base_value(case_ws.lookup("gpus48.checkpoint_size"))
     assert size == 114_670_295_040          # bytes
     assert size == 14 * QWEN3_8B_PARAMS      # 14 B/param: weights + master + moments
 

@@ -36,7 +36,7 @@ def _query(ws, text):
 
 
 def test_save_time_and_size(ws):
-    assert ws.value(ws.lookup("g1024.checkpoint_size")) == SIZE
+    assert ws.base_value(ws.lookup("g1024.checkpoint_size")) == SIZE
     assert abs(qval(ws, "g1024.save_time", "s") - 16.381) <= 0.0005        # fn. 20: ≈16.381 s
 
 
@@ -85,9 +85,9 @@ def test_poisson_retry_optimum(ws):
 
 def test_sqrt2_rules_are_symbolic(ws):
     """Doubling devices or save speed shrinks τ* by √2 — exactly, from τ* = sqrt(2c/λ)."""
-    base = ws.value(ws.lookup("g1024.optimal_interval"))
+    base = ws.base_value(ws.lookup("g1024.optimal_interval"))
     for p in ("g2048", "g1024_fast"):
-        ratio = sp.nsimplify(sp.simplify(base / ws.value(ws.lookup(f"{p}.optimal_interval"))))
+        ratio = sp.nsimplify(sp.simplify(base / ws.base_value(ws.lookup(f"{p}.optimal_interval"))))
         assert ratio == sp.sqrt(2), (p, ratio)
 
 

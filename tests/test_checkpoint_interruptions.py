@@ -17,7 +17,7 @@ def ws():
 
 
 def test_mimo_pro_book_numbers(ws):
-    assert ws.value(ws.lookup("mimo_pro.restarts")) == 14
+    assert ws.base_value(ws.lookup("mimo_pro.restarts")) == 14
     assert abs(qval(ws, "mimo_pro.wasted_time", "h") - 30.1) <= 0.05
     assert abs(qval(ws, "mimo_pro.wasted_share", "%") - 23.6) <= 0.05
     assert abs(qval(ws, "mimo_pro.wasted_cost", "kUSD") - 619) <= 0.5

@@ -43,8 +43,8 @@ def test_design_case_is_stable_and_keeps_meaning(repo_root, path, tmp_path):
     try:
         twin.write_text(once)
         a, b = dsl.load(repo_root / path), dsl.load(twin)
-        assert {k: a.value(k) for k in a.nodes if a.nodes[k].numeric} == \
-               {k: b.value(k) for k in b.nodes if b.nodes[k].numeric}
+        assert {k: a.base_value(k) for k in a.nodes if a.nodes[k].numeric} == \
+               {k: b.base_value(k) for k in b.nodes if b.nodes[k].numeric}
     finally:
         twin.unlink()
 
@@ -177,6 +177,6 @@ def test_fmt_preserves_values(tmp_path_factory, src):
         assert [x.code for x in e.diagnostics] == [x.code for x in e2.value.diagnostics]
         return
     b = dsl.load(d / "b.plan")
-    va = {k: a.value(k) for k in a.nodes if a.nodes[k].numeric}
-    vb = {k: b.value(k) for k in b.nodes if b.nodes[k].numeric}
+    va = {k: a.base_value(k) for k in a.nodes if a.nodes[k].numeric}
+    vb = {k: b.base_value(k) for k in b.nodes if b.nodes[k].numeric}
     assert va == vb

@@ -169,8 +169,8 @@ def catalog(tmp_path_factory):
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[c[0] for c in CASES])
 def test_config_parameter_counts(catalog, i):
     f, family, total, active = CASES[i]
-    assert int(catalog.value(f"m{i}.params")) == total, family
-    assert int(catalog.value(f"m{i}.active_params")) == (active if active is not None else total), family
+    assert int(catalog.base_value(f"m{i}.params")) == total, family
+    assert int(catalog.base_value(f"m{i}.active_params")) == (active if active is not None else total), family
 
 
 def test_the_table_spans_fifteen_families():
@@ -191,7 +191,7 @@ def test_published_rounded_sizes():
 
 def test_activation_sets_the_mlp_matrices(catalog):
     names = [c[0] for c in CASES]
-    mats = {f: int(catalog.value(f"m{names.index(f)}.ffn_matrices")) for f in
+    mats = {f: int(catalog.base_value(f"m{names.index(f)}.ffn_matrices")) for f in
             ("phi-2.json", "gpt2-key-fields.json", "opt-125m.json", "Llama-3.1-8B.json",
              "gemma-2-9b-key-fields.json")}
     # GELU / ReLU MLPs have two matrices; SwiGLU and Gemma's GeGLU three
@@ -203,7 +203,7 @@ def test_xielu_mlp_has_two_matrices(tmp_path):
     shutil.copy(HF / "apertus-8b-key-fields.json", tmp_path / "a.json")
     (tmp_path / "m.plan").write_text('model a from "a.json"\n')
     ev = dsl.load(tmp_path / "m.plan")
-    assert int(ev.value("a.ffn_matrices")) == 2
+    assert int(ev.base_value("a.ffn_matrices")) == 2
     # Apertus (transformers' ApertusForCausalLM): per block q, o 2·h·h and k, v 2·h·(8·128) with
     # 8 KV heads; q/k RMSNorms 2·128; an up/down MLP 2·h·f; xIELU's learnable alpha_p and alpha_n
     # (one value each); two RMSNorms 2·h.  Untied 131,072-token embedding and head, final norm h.
@@ -212,27 +212,27 @@ def test_xielu_mlp_has_two_matrices(tmp_path):
     assert block == 218_112_258
     total = L * block + 2 * V * h + h
     assert total == 8_053_338_176          # 8.05 B
-    assert int(ev.value("a.params")) == total
+    assert int(ev.base_value("a.params")) == total
 
 
 def test_sliding_window_layers_and_kv(catalog):
     names = [c[0] for c in CASES]
     g3 = f"m{names.index('gemma3-12b-key-fields.json')}"
     # Gemma 3 12B: 48 layers, pattern 6 → every 6th layer global: 8 global, 40 local of window 1,024
-    assert int(catalog.value(f"{g3}.global_layers")) == 8
-    assert int(catalog.value(f"{g3}.attention_window")) == 1024
+    assert int(catalog.base_value(f"{g3}.global_layers")) == 8
+    assert int(catalog.base_value(f"{g3}.attention_window")) == 1024
     w = 2 * 8 * 256
-    assert int(catalog.value(f"{g3}.kv_cache_width")) == w
-    assert int(catalog.value(f"{g3}.kv_cache_width_global")) == 8 * w
-    assert int(catalog.value(f"{g3}.kv_cache_width_local")) == 40 * w
+    assert int(catalog.base_value(f"{g3}.kv_cache_width")) == w
+    assert int(catalog.base_value(f"{g3}.kv_cache_width_global")) == 8 * w
+    assert int(catalog.base_value(f"{g3}.kv_cache_width_local")) == 40 * w
     g2 = f"m{names.index('gemma-2-9b-key-fields.json')}"
-    assert int(catalog.value(f"{g2}.global_layers")) == 21           # alternating local / global
+    assert int(catalog.base_value(f"{g2}.global_layers")) == 21           # alternating local / global
     mi = f"m{names.index('OpenHermes-2.5-Mistral-7B.json')}"
-    assert int(catalog.value(f"{mi}.global_layers")) == 0            # Mistral 7B: every layer slides
+    assert int(catalog.base_value(f"{mi}.global_layers")) == 0            # Mistral 7B: every layer slides
     ll = f"m{names.index('Llama-3.1-8B.json')}"
-    assert int(catalog.value(f"{ll}.kv_cache_width_global")) == 32 * 2 * 8 * 128
+    assert int(catalog.base_value(f"{ll}.kv_cache_width_global")) == 32 * 2 * 8 * 128
     ds = f"m{names.index('DeepSeek-V3.json')}"
-    assert int(catalog.value(f"{ds}.kv_cache_width")) == 512 + 64   # MLA: latent + decoupled RoPE
+    assert int(catalog.base_value(f"{ds}.kv_cache_width")) == 512 + 64   # MLA: latent + decoupled RoPE
 
 
 def test_attention_pairs():
@@ -271,7 +271,7 @@ def test_unknown_architecture_lists_missing_keys(tmp_path):
     assert d.code == "bad-config" and (d.span.line, d.span.column) == (1, 16)
     assert "mamba" in d.summary and "'num_hidden_layers'" in d.summary and "'num_attention_heads'" in d.summary
     # the other plan still evaluates: 2·(4·64² + 3·64·256 + 2·64) + 2·100·64 + 64
-    assert e.partial.value("p.x") == 2 * (4 * 64 ** 2 + 3 * 64 * 256 + 2 * 64) + 2 * 100 * 64 + 64
+    assert e.partial.base_value("p.x") == 2 * (4 * 64 ** 2 + 3 * 64 * 256 + 2 * 64) + 2 * 100 * 64 + 64
     assert "q" not in e.partial.plans()
     assert any("plan 'q' is not evaluated" in x.summary for x in e.diagnostics)
 
@@ -311,7 +311,7 @@ def test_unread_keys_are_a_warning(tmp_path):
     (tmp_path / "m.plan").write_text('model a from "c.json"\n')
     ev = dsl.load(tmp_path / "m.plan")
     assert any("frobnicate_layers" in w.summary for w in ev.warnings)
-    assert int(ev.value("a.params")) == 8_190_735_360
+    assert int(ev.base_value("a.params")) == 8_190_735_360
 
 
 def test_every_model_field_is_documented():
@@ -327,7 +327,7 @@ def test_all_moe_config_needs_no_dense_width(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(cfg))
     (tmp_path / "m.plan").write_text('model a from "c.json"\n')
     ev = dsl.load(tmp_path / "m.plan")
-    assert int(ev.value("a.params")) == moe(48, 2048, 32, 4, 128, 151936, 128, 8, 768, qk_norm=True)[0]
+    assert int(ev.base_value("a.params")) == moe(48, 2048, 32, 4, 128, 151936, 128, 8, 768, qk_norm=True)[0]
 
 
 def test_multimodal_config_reads_the_text_tower(tmp_path):
@@ -337,7 +337,7 @@ def test_multimodal_config_reads_the_text_tower(tmp_path):
     (tmp_path / "m.plan").write_text('model a from "c.json"\n')
     ev = dsl.load(tmp_path / "m.plan")
     assert any("text_config" in w.summary and "vision_config" in w.summary for w in ev.warnings)
-    assert int(ev.value("a.params")) == llama(36, 2560, 9728, 32, 8, 151936, dh=128, tied=True, qk_norm=True)
+    assert int(ev.base_value("a.params")) == llama(36, 2560, 9728, 32, 8, 151936, dh=128, tied=True, qk_norm=True)
 
 
 def test_a_model_extending_a_bad_config_is_confined_too(tmp_path):

@@ -58,7 +58,7 @@ CASES = [
 
 @pytest.mark.parametrize("name, hand, pub_total, pub_active, digits", CASES, ids=[c[0] for c in CASES])
 def test_total_and_active_params(ws, name, hand, pub_total, pub_active, digits):
-    total, active = (int(ws.value(f"{name}.{f}")) for f in ("params", "active_params"))
+    total, active = (int(ws.base_value(f"{name}.{f}")) for f in ("params", "active_params"))
     assert (total, active) == hand
     assert total == pytest.approx(pub_total, rel=0.01)
     # the published figures are the counts cut to their printed digit (in billions)
@@ -67,39 +67,39 @@ def test_total_and_active_params(ws, name, hand, pub_total, pub_active, digits):
 
 
 def test_qwen3_235b_active_within_one_percent(ws):
-    assert int(ws.value("qwen3_235b_a22b.active_params")) == pytest.approx(22e9, rel=0.01)
+    assert int(ws.base_value("qwen3_235b_a22b.active_params")) == pytest.approx(22e9, rel=0.01)
 
 
 def test_deepseek_mtp_is_excluded_and_counted_apart(ws):
     _, _, moe = deepseek_v3()
     h = 7168
     mtp = moe + 2 * h + 2 * h * h + h        # MoE block, enorm + hnorm, eh_proj, final norm
-    assert int(ws.value("deepseek_v3.mtp_params")) == mtp
+    assert int(ws.base_value("deepseek_v3.mtp_params")) == mtp
     # the report's 671 B is the main model alone
-    assert int(ws.value("deepseek_v3.params")) + mtp > 680e9
+    assert int(ws.base_value("deepseek_v3.params")) + mtp > 680e9
 
 
 def test_dense_models_unchanged(ws):
-    assert int(ws.value("qwen3_8b.params")) == 8_190_735_360
-    assert ws.value("qwen3_8b.active_params") == ws.value("qwen3_8b.params")
-    assert int(ws.value("qwen3_8b.kv_cache_width")) == 2 * 8 * 128
+    assert int(ws.base_value("qwen3_8b.params")) == 8_190_735_360
+    assert ws.base_value("qwen3_8b.active_params") == ws.base_value("qwen3_8b.params")
+    assert int(ws.base_value("qwen3_8b.kv_cache_width")) == 2 * 8 * 128
 
 
 def test_expert_flops_formula(ws):
     # 18·n_L·h·f·(k_routed + k_shared) per token (ch. 3 §3.6.2)
-    assert int(ws.value("deepseek_v3.expert_flops_per_token")) == 18 * 58 * 7168 * 2048 * (8 + 1)
-    assert int(ws.value("qwen3_30b_a3b.expert_flops_per_token")) == 18 * 48 * 2048 * 768 * 8
+    assert int(ws.base_value("deepseek_v3.expert_flops_per_token")) == 18 * 58 * 7168 * 2048 * (8 + 1)
+    assert int(ws.base_value("qwen3_30b_a3b.expert_flops_per_token")) == 18 * 48 * 2048 * 768 * 8
 
 
 def test_forward_flops_per_token_counts_active_matrices(ws):
     L, h, V = 48, 2048, 151936
     attn = 2 * h * 32 * 128 + 2 * h * 4 * 128
     per_layer = attn + h * 128 + 8 * 3 * h * 768
-    assert int(ws.value("qwen3_30b_a3b.flops_per_token_forward")) == 2 * (L * per_layer + V * h)
+    assert int(ws.base_value("qwen3_30b_a3b.flops_per_token_forward")) == 2 * (L * per_layer + V * h)
 
 
 def test_mla_kv_cache_width(ws):
-    assert int(ws.value("deepseek_v3.kv_cache_width")) == 512 + 64
+    assert int(ws.base_value("deepseek_v3.kv_cache_width")) == 512 + 64
 
 
 def test_expert_ffn_is_required_with_experts(tmp_path):
@@ -131,7 +131,7 @@ def test_moe_model_by_fields_matches_config(tmp_path):
         "model b { layers = 48; hidden = 2048; ffn = 6144; heads = 32; kv_heads = 4; head_dim = 128;\n"
         "  vocab = 151936; qk_norm = true; experts = 128; experts_per_token = 8; expert_ffn = 768 }\n")
     w = dsl.load(tmp_path / "m.plan")
-    assert w.value("a.params") == w.value("b.params") and w.value("a.active_params") == w.value("b.active_params")
+    assert w.base_value("a.params") == w.base_value("b.params") and w.base_value("a.active_params") == w.base_value("b.active_params")
 
 
 def test_compute_prices_moe_models(tmp_path):
@@ -144,11 +144,11 @@ def test_compute_prices_moe_models(tmp_path):
         "plan p { model = qwen3_30b_a3b; workload = w; device = rtx4090; gpus = 1; mfu = 40 %\n"
         "  use compute {} }\n")
     ev = dsl.load(tmp_path / "t.plan")
-    fwd = float(ev.value("qwen3_30b_a3b.flops_per_token_forward"))
+    fwd = float(ev.base_value("qwen3_30b_a3b.flops_per_token_forward"))
     attn = 2 * 2 * 32 * 128 * 4097 / 2 * 48
-    assert float(ev.value("p.flops_per_token")) == pytest.approx(3 * (fwd + attn), rel=1e-12)
+    assert float(ev.base_value("p.flops_per_token")) == pytest.approx(3 * (fwd + attn), rel=1e-12)
     # the step is priced: compute = FLOPs of the step / (peak · mfu) on one GPU
-    assert float(ev.value("p.compute_time")) == pytest.approx(3 * (fwd + attn) * 4096 * 8 / (165.2e12 * 0.4),
+    assert float(ev.base_value("p.compute_time")) == pytest.approx(3 * (fwd + attn) * 4096 * 8 / (165.2e12 * 0.4),
                                                                 rel=1e-12)
 
 

@@ -113,7 +113,7 @@ def test_workspace_damaged_file_raises_only_plan_error(text):
 
 def test_template_is_valid():
     ws = _workspace(TEMPLATE)
-    assert float(ws.value("d.x")) == 2.5e9
+    assert float(ws.base_value("d.x")) == 2.5e9
 
 
 # ---------------------------------------------------------------- 2. exact arithmetic with units
@@ -246,7 +246,7 @@ def arith(dim=None, depth=3):
 def _eval(text: str):
     ws = _workspace(f"device d {{\n  x = {text}\n}}\n", "arith.plan")
     n = ws.nodes["d.x"]
-    v = ws.value("d.x")
+    v = ws.base_value("d.x")
     return Fraction(int(v.p), int(v.q)), tuple(sorted(n.dim.exps))
 
 

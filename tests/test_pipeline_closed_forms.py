@@ -71,7 +71,7 @@ def _at(ws, nid, **vals):
     subs = {}
     for s in e.free_symbols:
         short = s.name.rsplit(".", 1)[1]
-        subs[s] = sp.Rational(vals[short]) / 1000 if short in vals else ws.value(s.name)
+        subs[s] = sp.Rational(vals[short]) / 1000 if short in vals else ws.base_value(s.name)
     return float(e.xreplace(subs)) * 1e3
 
 

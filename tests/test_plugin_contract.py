@@ -94,7 +94,7 @@ def test_firstresult_config_import_takes_the_first_answer(tmp_path):
     ev = evaluate_snippet('model m from "cfg.json"\n', directory=tmp_path,
                           plugins=[make_plugin("ext_config", plan_config_import=plan_config_import)])
     assert calls == ["mine"]
-    assert float(ev.value("m.layers")) == 2 and float(ev.value("m.hidden")) == 64
+    assert float(ev.base_value("m.layers")) == 2 and float(ev.base_value("m.hidden")) == 64
 
 
 # ---------------------------------------------------------------- blocking
@@ -180,7 +180,7 @@ def test_quantities_are_attributed_to_their_plugin():
     ev = evaluate_snippet(PLAIN, plugins=[make_plugin("ext_double", plan_quantities_price=plan_quantities_price)])
     n = ev.nodes["p.double_x"]
     assert n.plugin == "ext_double" and n.references == ("a hand computation",)
-    assert ev.value("p.double_x") == 4
+    assert ev.base_value("p.double_x") == 4
 
 
 def test_a_failing_plugin_is_reported_and_the_others_still_run():
@@ -225,10 +225,10 @@ def test_timelines_are_sealed_after_evaluation(case_ws):
 def test_currency_energy_and_power_are_core_units():
     ev = evaluate_snippet("plan p {\n  price = 3 kUSD\n  energy = 2 kWh\n  power = 700 W\n"
                           "  run = energy / power\n  year_s = 1 year\n}\n", disable=["interruptions"])
-    assert float(ev.value("p.price")) == 3000                      # base unit USD
-    assert float(ev.value("p.energy")) == 2 * 3_600_000            # J
-    assert float(ev.value("p.run")) == pytest.approx(2 * 3_600_000 / 700)   # s
-    assert float(ev.value("p.year_s")) == 365.25 * 86400
+    assert float(ev.base_value("p.price")) == 3000                      # base unit USD
+    assert float(ev.base_value("p.energy")) == 2 * 3_600_000            # J
+    assert float(ev.base_value("p.run")) == pytest.approx(2 * 3_600_000 / 700)   # s
+    assert float(ev.base_value("p.year_s")) == 365.25 * 86400
     with pytest.raises(PlanError) as e:
         evaluate_snippet("plan p {\n  a = 1 USD + 1 EUR\n}\n")
     assert any(d.code == "unit-mismatch" for d in e.value.diagnostics)
@@ -244,7 +244,7 @@ def test_plugin_units_belong_to_their_manager():
     assert "widget" in with_unit.units.units and "widget" not in without.units.units
     ev = evaluate_snippet("plan p {\n  n = 3 widget\n}\n",
                           plugins=[make_plugin("ext_widget", plan_units_register=plan_units_register)])
-    assert float(ev.value("p.n")) == 3
+    assert float(ev.base_value("p.n")) == 3
     with pytest.raises(PlanError):
         evaluate_snippet("plan p {\n  n = 3 widget\n}\n")
 
@@ -290,7 +290,7 @@ def test_broken_plugins_are_warnings_not_crashes():
     assert "plugin 'ext_misspelt' is not loaded" in text
     assert "strs" not in pl.blocks and "memory" in pl.blocks       # the others still work
     ev = evaluate_snippet(PLAIN, plugins=plugins)
-    assert float(ev.value("p.x")) == 2
+    assert float(ev.base_value("p.x")) == 2
     assert any(d.code == "plugin" and "ext_raises" in d.summary for d in ev.warnings)
 
 

@@ -154,7 +154,7 @@ workload w { tokens = 1e9 token; seq_len = 1024 token; global_batch = 8 seq }
 plan a { model = m; workload = w; device = a100_sxm_80gb; gpus = 1; use layout { %s } }
 """
     ws = dsl.load(write_plan(base % ""))
-    assert qval(ws, "a.compute_time", "s") > 0 and ws.value(ws.lookup("a.mfu_achieved")) is not None
+    assert qval(ws, "a.compute_time", "s") > 0 and ws.base_value(ws.lookup("a.mfu_achieved")) is not None
     with pytest.raises(PlanError) as e:
         dsl.load(write_plan(base % 'efficiency = "mfu"'))
     assert "missing-parameter" in str(e.value) and "mfu" in str(e.value)

@@ -245,7 +245,7 @@ import "@catalog/hardware.plan"
 import "@catalog/models.plan"
 plan p { model = qwen3_8b; device = h100_sxm }
 """)
-    link = {"bandwidth": float(ws.value("nvlink4.bandwidth"))}
+    link = {"bandwidth": float(ws.base_value("nvlink4.bandwidth"))}
     return {1: st.step_constants(ws, "p", tp=1), 2: st.step_constants(ws, "p", tp=2, link=link)}
 
 

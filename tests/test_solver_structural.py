@@ -179,7 +179,7 @@ def test_engine_replicas_for_a_ttft_target_match_brute_force(tmp_path):
     brute = None
     for r in range(1, 17):
         e = evaluate_file(f, plugins=ev.plugins, overrides={"p.engine.replicas": sp.Integer(r)})
-        if float(e.value("p.ttft_p95")) <= 2.0:
+        if float(e.base_value("p.ttft_p95")) <= 2.0:
             brute = r
             break
     assert brute is not None and brute > 1           # one replica does not keep up

@@ -41,7 +41,7 @@ plan p {{
 def test_event_quantities_in_a_plan(write_plan):
     ws = dsl.load(_plan(write_plan, 3))
     # synchronous loop: the third sync finishes at 3 × 60 s, the second at 2 × 60 s
-    assert ws.value("p.rl_sync_last") == 180 and ws.value("p.rl_sync_prev") == 120
+    assert ws.base_value("p.rl_sync_last") == 180 and ws.base_value("p.rl_sync_prev") == 120
     # the event quantity is exact max-plus: its expression keeps the Max over both sides
     expr = ws.full_expr("p.rl_async_last")
     names = {s.name for s in expr.free_symbols}
@@ -52,8 +52,8 @@ def test_event_quantity_on_large_timeline(write_plan, monkeypatch):
     import dsl.evaluate.graph
     monkeypatch.setattr(dsl.evaluate.graph, "FULL_LIMIT", 3)       # force the critical-path form
     ws = dsl.load(_plan(write_plan, 4))
-    assert ws.value("p.rl_async_last") - ws.value("p.rl_async_prev") == 44
-    assert ws.value("p.rl_sync_last") == 240
+    assert ws.base_value("p.rl_async_last") - ws.base_value("p.rl_async_prev") == 44
+    assert ws.base_value("p.rl_sync_last") == 240
 
 
 def test_unknown_activity_rejected():

@@ -29,15 +29,15 @@ def test_model_field_typo_is_a_warning_with_did_you_mean(tmp_path):
     w = [d for d in ws.warnings if d.code == "unknown-field"]
     assert len(w) == 1 and "'layer'" in w[0].summary and "did you mean 'layers'" in w[0].hint
     # the typo did not change the model
-    assert ws.value("m.params") == 8_190_735_360
+    assert ws.base_value("m.params") == 8_190_735_360
 
 
 def test_model_defaults_are_fields(tmp_path):
     ws = Workspace(_write(tmp_path, "model m { layers = 2; hidden = 512; ffn = 1536; heads = 8; vocab = 32000 }\n"))
-    assert ws.value("m.head_dim") == 64 and ws.value("m.kv_heads") == 8
+    assert ws.base_value("m.head_dim") == 64 and ws.base_value("m.kv_heads") == 8
     # 2·(2·512·512 + 2·512·512 + 3·512·1536 + 2·512) + 2·32000·512 + 512, computed by hand
     per_layer = 2 * 512 * 8 * 64 + 2 * 512 * 8 * 64 + 3 * 512 * 1536 + 2 * 512
-    assert ws.value("m.params") == 2 * per_layer + 2 * 32000 * 512 + 512
+    assert ws.base_value("m.params") == 2 * per_layer + 2 * 32000 * 512 + 512
 
 
 def test_requirement_via_get(run_cli):
@@ -92,18 +92,18 @@ def test_zero_stage_volumes_and_exposure(stages):
     frac = (d - 1) / d
     G = W = 2 * N
     # per-step link volume (independent of the code): stage 0 all-reduce, 1 RS + AG, 2 RS per micro-batch + AG
-    assert float(stages.value("s0.transfer_volume")) == pytest.approx(2 * frac * G, rel=1e-12)
-    assert float(stages.value("s1.transfer_volume")) == pytest.approx(frac * (G + W), rel=1e-12)
-    assert float(stages.value("s2.transfer_volume")) == pytest.approx(m * frac * G + frac * W, rel=1e-12)
+    assert float(stages.base_value("s0.transfer_volume")) == pytest.approx(2 * frac * G, rel=1e-12)
+    assert float(stages.base_value("s1.transfer_volume")) == pytest.approx(frac * (G + W), rel=1e-12)
+    assert float(stages.base_value("s2.transfer_volume")) == pytest.approx(m * frac * G + frac * W, rel=1e-12)
     # with prefetch everything but the embedding's collectives hides under 52.2 s of compute
     emb = 151_936 * 4096 * 2 * frac / bw
-    compute = float(stages.value("gpus48.compute_time"))
+    compute = float(stages.base_value("gpus48.compute_time"))
     for k, exposed in ((0, 2 * emb), (1, 2 * emb), (2, 2 * emb)):
-        assert float(stages.value(f"s{k}.step_time")) == pytest.approx(0.5 + compute + exposed, rel=1e-9)
+        assert float(stages.base_value(f"s{k}.step_time")) == pytest.approx(0.5 + compute + exposed, rel=1e-9)
     # without prefetch the whole 144.4 GB / 32 GB/s follows compute
     t2 = (m * frac * G + frac * W) / bw
     assert t2 == pytest.approx(4.511, abs=5e-4)
-    assert float(stages.value("s2np.step_time")) == pytest.approx(0.5 + compute + t2, rel=1e-9)
+    assert float(stages.base_value("s2np.step_time")) == pytest.approx(0.5 + compute + t2, rel=1e-9)
     path = stages.critical_path("s0", "step")["path"]
     assert "allreduce_last" in path and "allgather_first" not in path
 
@@ -207,7 +207,7 @@ def test_nic_crossing_is_part_of_the_symbolic_model(tmp_path):
     roots = sorted(((1 - math.sqrt(1 - 4 * k)) / (2 * k), (1 + math.sqrt(1 - 4 * k)) / (2 * k)))
     # the roots of k·g² − g + 1 = 0, both on one host (≤ 8 GPUs)
     assert sorted(s.roots) == pytest.approx(roots, rel=1e-9)
-    assert float(ws.value("nb.link_bandwidth")) == 25e9
+    assert float(ws.base_value("nb.link_bandwidth")) == 25e9
 
 
 def test_structural_parameter_cannot_be_solved(fresh_case_ws):

@@ -133,6 +133,11 @@ class ValuesMixin:
                 return False
         return True
 
+    def base_value(self, nid: str):
+        """:meth:`value` under the name the evaluated file uses for it (plugins that run both
+        while a plan is priced and on the evaluation afterwards call this one)."""
+        return self.value(nid)
+
     def python_value(self, nid: str):
         """Nominal value as Python: float for numbers (base units), else str/bool/DeclRef.
 
@@ -228,9 +233,25 @@ class ValuesMixin:
                 continue
             ok = {"<=": lv <= rv, ">=": lv >= rv, "<": lv < rv, ">": lv > rv, "==": lv == rv}[r.op]
             out.append({"name": r.name, "ok": bool(ok), "lhs_si": float(lv), "rhs_si": float(rv), "op": r.op,
-                        "unit": r.unit, "doc": r.doc, "plugin": r.plugin})
+                        "unit": r.unit, "doc": r.doc, "plugin": r.plugin,
+                        "expr": f"{_req_text(r.lhs, plan)} {r.op} {_req_text(r.rhs, plan)}",
+                        "inputs": self._req_inputs(r, plan)})
             if r.span is not None:
                 out[-1]["where"] = f"{r.span.file}:{r.span.line}:{r.span.column}"
+        return out
+
+    def _req_inputs(self, r, plan: str) -> dict:
+        """{short name: value in its display unit} of the symbols a requirement reads, when a
+        side is more than one name (a bare name's value is the side's own value)."""
+        from dsl.engine.units import convert
+        if all(side.is_Symbol or side.is_Number for side in (r.lhs, r.rhs)):
+            return {}
+        out = {}
+        for s in sorted(r.lhs.free_symbols | r.rhs.free_symbols, key=lambda s: s.name):
+            n, v = self.nodes.get(s.name), self.value(s.name)
+            if n is None or v is None:
+                continue
+            out[_short(s.name, plan)] = (float(convert(float(v), n.unit)), n.unit or "")
         return out
 
     def requirement(self, plan: str, name: str) -> dict | None:
@@ -269,3 +290,24 @@ class ValuesMixin:
         """:class:`~dsl.engine.timeline.Profile` of memory ``pool`` on a timeline, or None."""
         tl = self.timelines.get((plan, timeline))
         return None if tl is None else tl.profiles.get(pool)
+
+
+def _short(name: str, plan: str) -> str:
+    """A node id as its plan shows it: the plan's own nodes without the plan prefix."""
+    return name[len(plan) + 1:] if name.startswith(plan + ".") else name
+
+
+def _req_text(expr, plan: str) -> str:
+    """A requirement side as text over the plan's names (``heads mod tp``), deterministic."""
+    import sympy as sp
+    from sympy.printing.str import StrPrinter
+
+    class _P(StrPrinter):
+        def _print_Symbol(self, e):
+            return _short(e.name, plan)
+
+        def _print_Mod(self, e):
+            a, b = e.args
+            return f"{self.parenthesize(a, 60)} mod {self.parenthesize(b, 60)}"
+
+    return _P({"order": "lex"}).doprint(sp.sympify(expr))

@@ -113,7 +113,7 @@ def _inputs(ws, plan: str) -> dict[str, str]:
 def _outputs(ws, plan: str) -> dict[str, tuple]:
     out = {}
     for n in ws.headline(plan):
-        v = ws.value(n.id)
+        v = ws.base_value(n.id)
         if v is not None:
             out[n.name] = (v, n.unit)
     return out

@@ -64,7 +64,7 @@ def tree(ws, nid: str, max_depth: int | None = None) -> dict:
 
     def node(i: str, depth: int) -> dict:
         n = ws.nodes[i]
-        v = ws.value(i) if n.numeric else None
+        v = ws.base_value(i) if n.numeric else None
         shown = format_quantity(float(v), n.unit) if v is not None else (
             show_value(ws, i))
         d = {"id": i, "value": shown, "unit": n.unit, "who": _who(ws, n), "doc": n.doc, "formula": "",

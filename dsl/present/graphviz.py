@@ -36,7 +36,7 @@ def subgraph(ws, plan: str, quantity: str | None = None):
 def _label(ws, nid: str, plan: str) -> str:
     n = ws.nodes[nid]
     name = nid[len(plan) + 1:] if nid.startswith(plan + ".") else nid
-    v = ws.value(nid) if n.numeric else None
+    v = ws.base_value(nid) if n.numeric else None
     if v is not None:
         return f"{name}\n{format_quantity(float(v), n.unit)}"
     if n.value is not None:

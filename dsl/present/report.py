@@ -206,7 +206,7 @@ def compare(ws, plans: list[str]) -> dict:
             if key not in cells:
                 order.append(key)
                 cells[key] = {}
-            v = ws.value(n.id)
+            v = ws.base_value(n.id)
             cells[key][p] = "—" if v is None else format_number(convert(float(v), n.unit))
     return {"columns": list(plans),
             "rows": [[name, unit] + [cells[(name, unit)].get(p, "—") for p in plans] for name, unit in order]}
@@ -243,7 +243,7 @@ def _build_plan(ws, p: str, figures: bool) -> dict:
                      "critical_paths": [], "tables": [], "figures": []}
         deps: set[str] = set()
         for n in heads:
-            v = ws.value(n.id)
+            v = ws.base_value(n.id)
             rep["headline"].append({"name": n.name, "id": n.id, "value": None if v is None else
                                     convert(float(v), n.unit), "unit": n.unit, "doc": n.doc,
                                     "plugin": n.plugin or "", "formula": formula(ws, n.id, p)})

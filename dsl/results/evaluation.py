@@ -115,8 +115,34 @@ class Evaluation:
         return self._ws.headline(plan)
 
     # ------------------------------------------------------------ values
-    def value(self, nid: str):
-        """Exact nominal value (sympy number, base units) of numeric node ``nid``, or None."""
+    def value(self, name: str, unit: str | None = None, exact: bool = False):
+        """The nominal value of dotted ``name`` (``gpus48.finish_time``) in ``unit`` (default:
+        the unit ``plan eval`` shows): a float, or with ``exact`` the exact sympy number in that
+        unit — what :meth:`dsl.api.Plan.value` gives for a plan-relative name.
+
+        :raises PlanError: an unknown name (naming the nearest), a value that is not a number.
+        :raises UnitError: a unit of another dimension (naming the dimension).
+        """
+        from dsl.engine.units import check_unit_for, convert, parse_unit
+        from dsl.syntax.diagnostics import Diagnostic, PlanError
+        nid = name if name in self.nodes else self.lookup(name)
+        n = self.nodes[nid]
+        v = self._ws.value(nid) if n.numeric else None
+        if v is None:
+            raise PlanError([Diagnostic("error", "type", f"'{nid}' has no numeric value", None,
+                                        "read strings, booleans, lists and declarations with python_value()")])
+        u = n.unit if unit is None else unit
+        check_unit_for(n.dim, u)
+        if exact:
+            import sympy as sp
+            scale = parse_unit(u).scale if u and u != "1" else 1
+            return v / sp.Rational(scale.numerator, scale.denominator) if scale != 1 else v
+        return float(convert(float(v), u))
+
+    def base_value(self, nid: str):
+        """The engine's accessor: the exact nominal value (sympy number, in base units: s, B,
+        FLOP …) of numeric node ``nid``, or None (also on the workspace plugins see while a
+        plan is priced).  People read :meth:`value`."""
         return self._ws.value(nid)
 
     def python_value(self, nid: str):

@@ -111,7 +111,7 @@ def solve_query(ws, q: A.Query) -> Solution:
     full = f.xreplace({s: ws.full_expr(s.name, free) for s in f.free_symbols})
     from dsl.syntax.format import query_text
     text = query_text(q)
-    x0v = ws.value(target)
+    x0v = ws.base_value(target)
     x0 = float(x0v) if x0v is not None else None
     structural = target in getattr(ws, "structural", ())
     whole_target = _whole_target(node, spec, x0)
@@ -146,7 +146,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             return float("nan")
 
     scale = max(abs(resid(x0)) if x0 is not None else 0.0, float(abs(rhs.expr.xreplace(
-        {s: ws.value(s.name) for s in rhs.expr.free_symbols}) or 1)), 1e-300)
+        {s: ws.base_value(s.name) for s in rhs.expr.free_symbols}) or 1)), 1e-300)
     tol = 1e-12 * scale
 
     def holds_at(v: float) -> bool | None:
@@ -205,7 +205,7 @@ def solve_query(ws, q: A.Query) -> Solution:
         try:
             keep = _between(ws, target, f)
             fk = f.xreplace({s: ws.full_expr(s.name, free, keep) for s in f.free_symbols})
-            at = {s: ws.value(s.name) for s in fk.free_symbols if s != x}
+            at = {s: ws.base_value(s.name) for s in fk.free_symbols if s != x}
             at[x] = sp.Float(value)
             eq = active_branch(fk, at) if sp.count_ops(fk) <= 120 else None
             if eq is not None and not _long_closed_form(eq, x, _TEXT_MAX):
