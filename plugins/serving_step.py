@@ -224,6 +224,8 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         "eta_mm": dev.get("matmul_efficiency", k_["matmul_efficiency"]),
         "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
         "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
+        # a GEMM whose weight read bounds it (few tokens): its own fraction of mem_bw
+        "eta_wr": dev.get("weight_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
         "eta_attn": k_["attention_efficiency"],
         "eta_expert": k_["expert_efficiency"],
         "mem_bw": dev["mem_bw"],
@@ -350,7 +352,8 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
     m = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in m.items()}
     d = {"peak_flops": conv(dev.q("peak_flops", "FLOP/s", positive=True)),
          "mem_bw": conv(dev.q("mem_bw", "B/s", positive=True))}
-    for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", "")):
+    for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
+                    ("weight_read_efficiency", "")):
         if dev.has(f):
             d[f] = conv(dev.q(f, unit))
     kvb = FORMAT_BYTES[kv]
@@ -434,23 +437,25 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     P, D, C = prefill_tokens, decode_seqs, context_tokens
     T = P + D
     peak, bw = c["peak"], c["mem_bw"] * c["eta_mem"]
+    bw_w = c["mem_bw"] * c.get("eta_wr", c["eta_mem"])        # weight reads of GEMMs
     out = {}
     # 1. dense matrices: one weight read, 2·T·N FLOPs at η of the mean GEMM
     F = 2 * T * c["dense_params"]
-    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / bw
+    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / bw_w
     out["dense"] = (o.max(tc, tm), tc, tm)
     # 2. routed experts
     if not _is_zero(c["moe_layers"]):
         F = 2 * T * c["k"] * c["expert_params"]
         hit = distinct_experts(c["E"], c["k"], T)
-        # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency
-        tc, tm = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"]), hit * c["expert_bytes"] / bw
-        out["experts"] = (o.max(tc, tm), tc, tm)
+        # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
+        # fused kernel's weight read and its MMAs do not overlap: their sum
+        tc, tm = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"]), hit * c["expert_bytes"] / bw_w
+        out["experts"] = (tc + tm, tc, tm)
     # 3. LM head: each decode and the last position of each prefill
     ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
     logits = D + (o.min(P, 1) if prefill_seqs is None else prefill_seqs)
     F = c["head_flops"] * logits
-    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / bw
+    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / bw_w
     out["lm_head"] = (o.max(tc, tm), tc, tm)
     # 4. attention: the prefill chunk of each of the ns sequences (P/ns tokens, causal inside,
     # full to its prefix of K tokens), then the decodes
