@@ -23,7 +23,9 @@ batch grows comes out of the arithmetic, with no switch:
    tokens picks k of the E experts uniformly (an inclusion–exclusion count; balanced routers
    aim at the uniform load).  η = η_expert·F/(F + F_half) at the size of one grouped GEMM (two
    per MoE layer: gate/up and down, as vLLM's fused MoE kernel runs every expert of a layer in
-   one launch); η_expert is the ``expert_efficiency`` knob.
+   one launch); η_expert is the ``expert_efficiency`` knob.  The fused kernel's time is the
+   *sum* of its FLOP time and its weight read, not their max (the measured vLLM fused-MoE kernel
+   takes 0.95–1.10 of the sum over 32–16,384 tokens on H100 SXM; specs/data/serving/README.md).
 3. **LM head**: 2·h·V per position that emits logits (each decoding sequence, and the last
    position of the prefill) against one read of V·h.
 4. **attention** of the prefill chunk (causal pairs inside the chunk plus the pairs with a
@@ -51,6 +53,11 @@ Sources of the generic values:
 * ``mem_efficiency`` 0.9: memory-bound kernels stream at about 0.9 of the nominal HBM bandwidth
   on Hopper — FlashMLA's decode kernel reaches "up to 3000 GB/s in memory-bound
   configuration" on an H800 SXM5 (3.35 TB/s nominal HBM3; deepseek-ai/FlashMLA README).
+* ``weight_read_efficiency`` (a device field; default the device's ``mem_efficiency``): the
+  fraction of mem_bw a GEMM reaches when its weight read bounds it (decode, few tokens) — it
+  prices the weight reads of the dense matrices, the experts and the LM head.  The A100 SXM 80 GB
+  states 0.685: gpt-fast's batch-1 Llama-2-7B BF16 decode reads 1,397 GB/s of its 2,039 GB/s
+  (pytorch-labs/gpt-fast README).
 * ``matmul_efficiency`` 0.8 and ``matmul_half_flops`` 1 GFLOP: a generic curve for BF16
   GEMMs — large ones at 0.8 of the dense tensor peak, a 2,048-token projection of Qwen3-8B
   (2·2,048·4,096·4,096 ≈ 69 GFLOP) at 0.8·69/70 ≈ 0.79, a decode GEMM of a few tokens far below
@@ -118,6 +125,7 @@ REFERENCES = (
     "Agrawal et al. 2024, 'Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve' "
     "(chunked prefill: a prefill chunk and the decodes share one step)",
     "deepseek-ai/FlashMLA README (memory-bound decode kernel up to 3000 GB/s on H800 SXM5: about 0.9 of HBM)",
+    "pytorch-labs/gpt-fast README (Llama-2-7B BF16 decode on A100 80GB: 104.9 tokens/s, 1,397.31 GB/s)",
     "linkedin/Liger-Kernel pull request 1294 (fused MoE grouped GEMM at roughly half of the H100 BF16 peak)",
     "CUDA.jl documentation, 'Graphs' (80 small kernels in 70 µs from a CUDA graph)",
     "NVIDIA/nccl issues 1259 (about 6 µs for a small all-reduce on 2 H100 SXM) and 1455 (ring all-reduce "
