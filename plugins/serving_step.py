@@ -23,7 +23,9 @@ batch grows comes out of the arithmetic, with no switch:
    tokens picks k of the E experts uniformly (an inclusion–exclusion count; balanced routers
    aim at the uniform load).  η = η_expert·F/(F + F_half) at the size of one grouped GEMM (two
    per MoE layer: gate/up and down, as vLLM's fused MoE kernel runs every expert of a layer in
-   one launch); η_expert is the ``expert_efficiency`` knob.
+   one launch); η_expert is the ``expert_efficiency`` knob.  The fused kernel's time is the
+   *sum* of its FLOP time and its weight read, not their max (the measured vLLM fused-MoE kernel
+   takes 0.95–1.10 of the sum over 32–16,384 tokens on H100 SXM; specs/data/serving/README.md).
 3. **LM head**: 2·h·V per position that emits logits (each decoding sequence, and the last
    position of the prefill) against one read of V·h.
 4. **attention** of the prefill chunk (causal pairs inside the chunk plus the pairs with a
@@ -51,6 +53,11 @@ Sources of the generic values:
 * ``mem_efficiency`` 0.9: memory-bound kernels stream at about 0.9 of the nominal HBM bandwidth
   on Hopper — FlashMLA's decode kernel reaches "up to 3000 GB/s in memory-bound
   configuration" on an H800 SXM5 (3.35 TB/s nominal HBM3; deepseek-ai/FlashMLA README).
+* ``weight_read_efficiency`` (a device field; default the device's ``mem_efficiency``): the
+  fraction of mem_bw a GEMM reaches when its weight read bounds it (decode, few tokens) — it
+  prices the weight reads of the dense matrices, the experts and the LM head.  The A100 SXM 80 GB
+  states 0.685: gpt-fast's batch-1 Llama-2-7B BF16 decode reads 1,397 GB/s of its 2,039 GB/s
+  (pytorch-labs/gpt-fast README).
 * ``matmul_efficiency`` 0.8 and ``matmul_half_flops`` 1 GFLOP: a generic curve for BF16
   GEMMs — large ones at 0.8 of the dense tensor peak, a 2,048-token projection of Qwen3-8B
   (2·2,048·4,096·4,096 ≈ 69 GFLOP) at 0.8·69/70 ≈ 0.79, a decode GEMM of a few tokens far below
@@ -118,6 +125,7 @@ REFERENCES = (
     "Agrawal et al. 2024, 'Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve' "
     "(chunked prefill: a prefill chunk and the decodes share one step)",
     "deepseek-ai/FlashMLA README (memory-bound decode kernel up to 3000 GB/s on H800 SXM5: about 0.9 of HBM)",
+    "pytorch-labs/gpt-fast README (Llama-2-7B BF16 decode on A100 80GB: 104.9 tokens/s, 1,397.31 GB/s)",
     "linkedin/Liger-Kernel pull request 1294 (fused MoE grouped GEMM at roughly half of the H100 BF16 peak)",
     "CUDA.jl documentation, 'Graphs' (80 small kernels in 70 µs from a CUDA graph)",
     "NVIDIA/nccl issues 1259 (about 6 µs for a small all-reduce on 2 H100 SXM) and 1455 (ring all-reduce "
@@ -224,6 +232,8 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         "eta_mm": dev.get("matmul_efficiency", k_["matmul_efficiency"]),
         "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
         "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
+        # a GEMM whose weight read bounds it (few tokens): its own fraction of mem_bw
+        "eta_wr": dev.get("weight_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
         "eta_attn": k_["attention_efficiency"],
         "eta_expert": k_["expert_efficiency"],
         "mem_bw": dev["mem_bw"],
@@ -355,7 +365,8 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
     m = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in m.items()}
     d = {"peak_flops": conv(dev.q("peak_flops", "FLOP/s", positive=True)),
          "mem_bw": conv(dev.q("mem_bw", "B/s", positive=True))}
-    for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", "")):
+    for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
+                    ("weight_read_efficiency", "")):
         if dev.has(f):
             d[f] = conv(dev.q(f, unit))
     kvb = FORMAT_BYTES[kv]
@@ -439,23 +450,25 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     P, D, C = prefill_tokens, decode_seqs, context_tokens
     T = P + D
     peak, bw = c["peak"], c["mem_bw"] * c["eta_mem"]
+    bw_w = c["mem_bw"] * c.get("eta_wr", c["eta_mem"])        # weight reads of GEMMs
     out = {}
     # 1. dense matrices: one weight read, 2·T·N FLOPs at η of the mean GEMM
     F = 2 * T * c["dense_params"]
-    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / bw
+    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / bw_w
     out["dense"] = (o.max(tc, tm), tc, tm)
     # 2. routed experts
     if not _is_zero(c["moe_layers"]):
         F = 2 * T * c["k"] * c["expert_params"]
         hit = distinct_experts(c["E"], c["k"], T)
-        # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency
-        tc, tm = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"]), hit * c["expert_bytes"] / bw
-        out["experts"] = (o.max(tc, tm), tc, tm)
+        # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
+        # fused kernel's weight read and its MMAs do not overlap: their sum
+        tc, tm = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"]), hit * c["expert_bytes"] / bw_w
+        out["experts"] = (tc + tm, tc, tm)
     # 3. LM head: each decode and the last position of each prefill
     ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
     logits = D + (o.min(P, 1) if prefill_seqs is None else prefill_seqs)
     F = c["head_flops"] * logits
-    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / bw
+    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / bw_w
     out["lm_head"] = (o.max(tc, tm), tc, tm)
     # 4. attention: the prefill chunk of each of the ns sequences (P/ns tokens, causal inside,
     # full to its prefix of K tokens), then the decodes
