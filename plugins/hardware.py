@@ -36,6 +36,9 @@ def plan_kinds_register():
                   "of matmul_efficiency (0: every product at matmul_efficiency)", optional=True, min=0),
             Param("mem_efficiency", "", doc="fraction of mem_bw streaming (memory-bound) kernels reach",
                   optional=True, min=0, min_open=True, max=1),
+            Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
+                  "weights is the bound (serving decode; default: mem_efficiency)",
+                  optional=True, min=0, min_open=True, max=1),
         )),
         KindSpec("link", "an interconnect, bandwidth per direction", (
             Param("bandwidth", "B/s", doc="bandwidth per direction", optional=True, min=0, min_open=True),
