@@ -31,7 +31,7 @@ _LINKS = {"h100_sxm": "nvlink4", "h200": "nvlink4", "b200": "nvlink4", "h800": "
 def add_arguments(p) -> None:
     """The arguments of ``plan init``."""
     p.add_argument("--model", required=True, metavar="CONFIG|NAME",
-                   help="a Hugging Face config.json (read relative to the new file) or a catalog model (qwen3_8b)")
+                   help="a Hugging Face config.json (read relative to the new file; one outside its directory is copied next to it) or a catalog model (qwen3_8b)")
     p.add_argument("--device", required=True, metavar="NAME", help="a catalog device, e.g. h100_sxm, rtx4090")
     p.add_argument("--gpus", required=True, type=int, metavar="N", help="GPUs (training, or serving: tp × replicas)")
     p.add_argument("--serve", action="store_true", help="a serving plan (engine, step time, continuous batching, TTFT/TPOT targets) instead of training")
@@ -173,6 +173,34 @@ def _fitting_tp(args, out: Path, cli) -> int:
     return cands[-1]
 
 
+def _copy_config(args, out: Path, cli):
+    """A config outside the new file's directory tree is copied next to it (imports outside a
+    plan's project root are refused, see docs/security.md), so the starter evaluates where it is
+    written and can be committed with its config.  Returns the copy's path, or None."""
+    import shutil
+
+    args.model_given = args.model
+    if not args.model.endswith(".json"):
+        return None
+    cfg = Path(args.model)
+    if not cfg.is_file():
+        return None
+    root = out.resolve().parent
+    src = cfg.resolve()
+    if src.is_relative_to(root):
+        return None
+    dst = root / cfg.name
+    if dst.exists():
+        if dst.read_bytes() != src.read_bytes():
+            raise cli.UsageError("output", f"'{dst}' exists and differs from '{cfg}'",
+                                 f"copy the config under {root} yourself and pass that path to --model")
+        args.model = str(dst)
+        return None
+    shutil.copyfile(src, dst)
+    args.model = str(dst)
+    return dst
+
+
 def run_command(args, cli) -> int:
     """``plan init``: write the starter, then load it (a load error removes it again)."""
     import sys
@@ -182,14 +210,23 @@ def run_command(args, cli) -> int:
         raise cli.UsageError("usage", f"--gpus must be at least 1, got {args.gpus}", "e.g. --gpus 64")
     if out.exists() and not args.force:
         raise cli.UsageError("output", f"'{out}' exists", "pass --force to overwrite it, or -o another file")
-    tp = _fitting_tp(args, out, cli) if args.serve else 1
-    text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp)
-    _write(out, text, cli)
+    copied = _copy_config(args, out, cli)
     try:
-        cli.load(str(out))
-    except Exception:
-        out.unlink(missing_ok=True)     # never leave a starter that does not evaluate
+        tp = _fitting_tp(args, out, cli) if args.serve else 1
+        text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp)
+        _write(out, text, cli)
+        try:
+            cli.load(str(out))
+        except Exception:
+            out.unlink(missing_ok=True)     # never leave a starter that does not evaluate
+            raise
+    except BaseException:
+        if copied is not None:
+            copied.unlink(missing_ok=True)
         raise
+    if copied is not None:
+        print(f"copied {args.model_given} to {copied} (a plan reads configs inside its own directory tree)",
+              file=sys.stderr)
     print(f"wrote {out} ({'serving' if args.serve else 'training'} plan for {args.gpus} × {args.device}); "
           f"next: plan eval {out}", file=sys.stderr)
     return cli.EXIT_OK

@@ -104,3 +104,24 @@ def test_init_writes_canonically_formatted_plans(tmp_path):
         assert rc == 0, err
     rc, _, err = run_main("fmt", "--check", "t.plan", "s.plan", cwd=tmp_path)
     assert rc == 0, err
+
+
+def test_init_copies_a_config_from_outside_the_plans_directory(tmp_path):
+    """A downloaded config.json elsewhere: imports outside a plan's project root are refused, so
+    the starter gets a copy next to it and evaluates where it was written."""
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "work").mkdir()
+    shutil.copy(HF, tmp_path / "downloads" / "config.json")
+    rc, _, err = run_main("init", "--model", str(tmp_path / "downloads" / "config.json"), "--device", "h100_sxm",
+                          "--gpus", "8", "-o", "start.plan", cwd=tmp_path / "work")
+    assert rc == 0, err
+    assert (tmp_path / "work" / "config.json").read_bytes() == HF.read_bytes()
+    assert "copied" in err
+    assert 'model my_model from "config.json"' in (tmp_path / "work" / "start.plan").read_text(encoding="utf-8")
+    assert run_main("eval", "start.plan", cwd=tmp_path / "work")[0] == 0
+    # a different file of that name already there is not overwritten
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text("{}", encoding="utf-8")
+    rc, _, err = run_main("init", "--model", str(tmp_path / "downloads" / "config.json"), "--device", "h100_sxm",
+                          "--gpus", "8", "-o", "start.plan", cwd=tmp_path / "other")
+    assert rc == 2 and "differs" in err and not (tmp_path / "other" / "start.plan").exists()
