@@ -100,7 +100,7 @@ from . import serving_sim as sim
 from .collectives import collective_time
 from .layout_model import ops
 from .serving_engine import per_gpu_sizes
-from .serving_step import constants as step_constants_of, step_time
+from .serving_step import constants as step_constants_of, kv_window_of, step_time
 
 
 class _Numpy:
@@ -643,6 +643,7 @@ def _layouts(ctx, b, model):
     wfmt, kvfmt = b.value("weights"), b.value("kv")
     kvb = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": sp.Rational(1, 2)}[kvfmt]
     kv_model = conv(kv_bytes_per_token(model, sp.nsimplify(kvb)))
+    kv_win = kv_window_of(model, conv)
 
     def eng_num(name, unit):
         if not eng.has(name):
@@ -685,7 +686,8 @@ def _layouts(ctx, b, model):
                     g.weights, g.kv_per_token, g.act_per_token = conv(W), conv(kvt), conv(act)
                     g.sampler_per_seq = V * sampler
                     g.runtime = rt_base + (tp_comm if tp > 1 else 0.0)
-                    g.c = step_constants_of(an, mn, d, kv_bytes=kv_model, tp=tp, link=link, weights=wfmt)
+                    g.c = step_constants_of(an, mn, d, kv_bytes=kv_model, tp=tp, link=link, weights=wfmt,
+                                            kv_window=kv_win)
                 out.append(g)
     return out
 

@@ -172,7 +172,7 @@ def _decl_name(ref):
 
 
 # ---------------------------------------------------------------- constants
-def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=None):
+def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=None, kv_window=None):
     """The step constants from an architecture and a device (numbers or sympy expressions).
 
     :param a: :func:`plugins.decoder.architecture`; :param m: :func:`plugins.decoder.moe_architecture`.
@@ -183,6 +183,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
     :param kv_bytes: KV-cache bytes per token of the whole model (all layers, before the TP
         split): :func:`plugins.llmstate.kv_bytes_per_token`.
     :param weights: format of the weights read.
+    :param kv_window: ``(local share, window)`` for a model with sliding-window layers
+        (:func:`kv_window_of`): the share of the per-token KV width on those layers and their
+        window in tokens; ``None``: every layer attends to the whole context.
     :param knobs: overrides of :data:`GENERIC` (attention_efficiency, kernel_overhead, …).
     :return: dict in base units (per GPU after the TP split): ``peak``, ``mem_bw``, ``eta_mm``,
         ``F_half``, ``eta_mem``, ``eta_attn``; ``dense_params``/``dense_bytes`` (matrices outside
@@ -251,6 +254,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         # attention: FLOPs per (query, key) pair over all layers, KV bytes per token, per GPU
         "attn_per_pair": per_pair / tp,
         "kv_bytes_per_token": kv_bytes / kv_split,
+        # sliding-window layers: their share of the KV width and their window (tokens)
+        "kv_local_share": 0 if kv_window is None else kv_window[0],
+        "kv_window": None if kv_window is None else kv_window[1],
         # elementwise traffic per token, all layers: two add+norms (x and residual read and
         # written: 4·h each) and the gated activation (mats·f: inputs read, output written)
         "elementwise_bytes": ACT_BYTES * a["L"] * (2 * 4 * a["h"] + a["mats"] * f_active / tp),
@@ -300,6 +306,19 @@ def min_(x, y):
     if isinstance(x, sp.Basic) or isinstance(y, sp.Basic):
         return sp.Min(x, y)
     return min(x, y)
+
+
+def kv_window_of(model, conv=float):
+    """``(local share, window)`` of a model with sliding-window layers — the share of the
+    per-token KV width (:func:`plugins.llmstate.kv_bytes_per_token`) that sits on those layers,
+    W_l / (W_g + W_l), and the window w in tokens (``kv_cache_width_global/_local``,
+    ``attention_window``) — or ``None`` when every layer attends to the whole context."""
+    from .llmstate import _widths
+
+    g, l, w = _widths(model)
+    if w is None or l == 0:
+        return None
+    return conv(l / (g + l)), conv(w)
 
 
 def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None, numeric=True, knobs=None):
@@ -371,7 +390,8 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
             d[f] = conv(dev.q(f, unit))
     kvb = FORMAT_BYTES[kv]
     kv_bytes = conv(kv_bytes_per_token(model, kvb if isinstance(kvb, sp.Basic) else sp.Integer(kvb)))
-    return constants(a, m, d, kv_bytes=kv_bytes, tp=tp_v, link=link, weights=weights, knobs=kn)
+    return constants(a, m, d, kv_bytes=kv_bytes, tp=tp_v, link=link, weights=weights, knobs=kn,
+                     kv_window=kv_window_of(model, conv))
 
 
 def _format(blk, eng, name):
@@ -478,8 +498,14 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     # prefixes (when there is a chunk) and chunks read, chunks written
     tm = (o.min(P, 1) * ns * K + 2 * P) * c["kv_bytes_per_token"] / bw
     out["prefill_attention"] = (o.max(tc, tm), tc, tm)
-    tc = (C + D) * c["attn_per_pair"] / (peak * c["eta_attn"])
-    tm = (C + D) * c["kv_bytes_per_token"] / bw               # the context read, one token written
+    Ce = C
+    if c.get("kv_window") is not None:
+        # a sliding-window layer reads at most its window of each sequence: Σ_i min(C_i, w) is
+        # taken as min(C, D·w) — exact when every context is longer than w or none is, an
+        # upper bound otherwise (only the sum C of the D contexts is known)
+        Ce = C - c["kv_local_share"] * o.max(C - D * c["kv_window"], 0)
+    tc = (Ce + D) * c["attn_per_pair"] / (peak * c["eta_attn"])
+    tm = (Ce + D) * c["kv_bytes_per_token"] / bw              # the context read, one token written
     out["decode_attention"] = (o.max(tc, tm), tc, tm)
     # 5. elementwise kernels
     tm = T * c["elementwise_bytes"] / bw

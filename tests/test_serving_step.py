@@ -308,3 +308,29 @@ plan p { model = qwen3_8b; device = h100_sxm
     # fp8 weights split over 2 GPUs: 1 B per weight, half of the dense matrices per GPU
     assert c["dense_bytes"] == pytest.approx(c["dense_params"], rel=1e-12)
     assert ws.get("p.decode_step_time", "s") == pytest.approx(st.step_time(c, 0, 32, 32 * 2048), rel=1e-9)
+
+
+def test_decode_reads_only_the_window_on_sliding_window_layers(tmp_path):
+    """Gemma-3-12B: 48 layers, 8 KV heads of 256, a 5:1 local:global pattern (40 layers with a
+    1,024-token window, 8 full).  Per token and layer K and V in BF16: 2·8·256·2 = 8,192 B, so
+    393,216 B for all 48 layers, 40/48 of it on window layers.  One sequence decoding at 8,192
+    tokens reads 8·8,192 + 40·1,024 token-layers of KV: (8/48)·8,192 + (40/48)·1,024 =
+    2,218.67 full-width tokens, plus the token it writes."""
+    shutil = __import__("shutil")
+    shutil.copy(Path(__file__).parents[1] / "specs" / "catalog" / "hf" / "gemma3-12b-key-fields.json",
+                tmp_path / "g.json")
+    (tmp_path / "g.plan").write_text('import "@catalog/hardware.plan"\nmodel g from "g.json"\n'
+                                     "plan p { model = g; device = h100_sxm }\n", encoding="utf-8")
+    ws = dsl.load(tmp_path / "g.plan")
+    c = st.step_constants(ws, "p")
+    assert c["kv_bytes_per_token"] == 393_216
+    assert c["kv_local_share"] == pytest.approx(40 / 48, rel=1e-12) and c["kv_window"] == 1024
+    o = ops("numpy")
+    bw = c["mem_bw"] * c["eta_mem"]
+    read = st.step_parts(c, 0, 1, 8192, o)["decode_attention"][2]
+    assert read == pytest.approx((8 / 48 * 8192 + 40 / 48 * 1024 + 1) * 393_216 / bw, rel=1e-12)
+    # below the window nothing is capped; 4 sequences of 8,192 tokens read 4 × the one above
+    short = st.step_parts(c, 0, 1, 512, o)["decode_attention"][2]
+    assert short == pytest.approx((512 + 1) * 393_216 / bw, rel=1e-12)
+    four = st.step_parts(c, 0, 4, 4 * 8192, o)["decode_attention"][2]
+    assert four == pytest.approx(4 * (8 / 48 * 8192 + 40 / 48 * 1024 + 1) * 393_216 / bw, rel=1e-12)
