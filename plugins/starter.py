@@ -93,8 +93,10 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int) -> list[str]:
     ]
 
 
-def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path, tp: int = 1) -> str:
-    """The text of the starter plan (see the module docstring)."""
+def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path, tp: int = 1,
+                 recompute: str = "none") -> str:
+    """The text of the starter plan (see the module docstring); ``recompute`` is the training
+    layout's activation recomputation (none, selective, full)."""
     mlines, mname = _model_lines(model, out)
     head = ["# Starter plan written by `plan init`: edit the numbers marked below, then",
             f"#   plan eval {out.name}        (every quantity, requirement and named solve)",
@@ -128,6 +130,9 @@ def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path, tp:
         "  }",
         "  use layout {",
         "    zero = 3  # ZeRO-3 data parallelism over every GPU",
+        (f'    recompute = "{recompute}"  # the least recomputation at which the activations fit'
+         if recompute != "none" else
+         '    # recompute = "selective"  # or "full": recompute activations when they do not fit'),
         f"    link = {link}  # the GPU-to-GPU link inside a host",
         f"    nic = nic_400g; nics_per_host = {per_host}  # one 400 Gbit/s NIC per GPU",
         "  }",
@@ -173,6 +178,29 @@ def _fitting_tp(args, out: Path, cli) -> int:
     return cands[-1]
 
 
+def _fitting_recompute(args, out: Path, cli) -> str:
+    """The least activation recomputation (none, selective, full) at which the training starter
+    fits in memory: each candidate is written to ``out`` and evaluated (quietly).  When none
+    fits, "none": the final evaluation then shows the memory requirement failing, with its
+    margin, for the user to change the layout."""
+    import contextlib
+    import io
+
+    for rc in ("none", "selective", "full"):
+        _write(out, starter_text(args.model, args.device, args.gpus, False, out, 1, rc), cli)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                ev = cli.load(str(out))
+            r = ev.requirement("start", "fits_memory")
+            if r is None or r["ok"]:
+                return rc
+        except Exception:       # noqa: BLE001 - the final load reports any error
+            return "none"
+        finally:
+            out.unlink(missing_ok=True)
+    return "none"
+
+
 def _copy_config(args, out: Path, cli):
     """A config outside the new file's directory tree is copied next to it (imports outside a
     plan's project root are refused, see docs/security.md), so the starter evaluates where it is
@@ -213,7 +241,8 @@ def run_command(args, cli) -> int:
     copied = _copy_config(args, out, cli)
     try:
         tp = _fitting_tp(args, out, cli) if args.serve else 1
-        text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp)
+        recompute = "none" if args.serve else _fitting_recompute(args, out, cli)
+        text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp, recompute)
         _write(out, text, cli)
         try:
             cli.load(str(out))

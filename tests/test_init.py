@@ -125,3 +125,21 @@ def test_init_copies_a_config_from_outside_the_plans_directory(tmp_path):
     rc, _, err = run_main("init", "--model", str(tmp_path / "downloads" / "config.json"), "--device", "h100_sxm",
                           "--gpus", "8", "-o", "start.plan", cwd=tmp_path / "other")
     assert rc == 2 and "differs" in err and not (tmp_path / "other" / "start.plan").exists()
+
+
+def test_init_training_recomputes_when_the_activations_do_not_fit(tmp_path):
+    """Llama 3.1 70B on 64 H100 with ZeRO-3 at 4,096 tokens: without recomputation its
+    activations alone exceed the 0.9 × 80 GB usable (Korthikanti et al. 2022: 34·s·b·h bytes per
+    layer and more, 80 layers × 34 × 4,096 × 8,192 B ≈ 85 GiB); the starter recomputes and fits."""
+    shutil.copy(REPO_ROOT / "specs" / "catalog" / "hf" / "Llama-3.1-70B.json", tmp_path / "c.json")
+    rc, _, err = run_main("init", "--model", "c.json", "--device", "h100_sxm", "--gpus", "64",
+                          "-o", "s.plan", cwd=tmp_path)
+    assert rc == 0, err
+    text = (tmp_path / "s.plan").read_text(encoding="utf-8")
+    assert 'recompute = "full"' in text or 'recompute = "selective"' in text
+    assert run_main("check", "s.plan", "--strict", cwd=tmp_path)[0] == 0
+    # a model whose activations fit keeps recomputation off, with the knob in a comment
+    shutil.copy(HF, tmp_path / "q.json")
+    assert run_main("init", "--model", "q.json", "--device", "h100_sxm", "--gpus", "64", "-o", "q.plan",
+                    cwd=tmp_path)[0] == 0
+    assert '# recompute = "selective"' in (tmp_path / "q.plan").read_text(encoding="utf-8")
