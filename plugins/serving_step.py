@@ -494,9 +494,22 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     # full to its prefix of K tokens), then the decodes
     K = prefill_prefix
     pairs = ns * (flops.attention_pairs(K + P / ns) - flops.attention_pairs(K))
+    Kr = K                                           # prefix tokens read per sequence
+    if c.get("kv_window") is not None:
+        # sliding-window layers: query t scores min(t, w) keys, so a chunk from K + 1 to K + n
+        # scores S(K + n) − S(K) with S(x) = Σ_{t ≤ x} min(t, w) = μ(μ+1)/2 + (x − μ)·w,
+        # μ = min(x, w); and reads at most w of its prefix (layer shares by KV width, equal to
+        # the shares of layers when every layer has the same KV heads, as in Gemma 2/3)
+        sh, w = c["kv_local_share"], c["kv_window"]
+
+        def S(x):
+            mu = o.min(x, w)
+            return mu * (mu + 1) / 2 + (x - mu) * w
+        pairs = (1 - sh) * pairs + sh * ns * (S(K + P / ns) - S(K))
+        Kr = (1 - sh) * K + sh * o.min(K, w)
     tc = pairs * c["attn_per_pair"] / (peak * c["eta_attn"])
     # prefixes (when there is a chunk) and chunks read, chunks written
-    tm = (o.min(P, 1) * ns * K + 2 * P) * c["kv_bytes_per_token"] / bw
+    tm = (o.min(P, 1) * ns * Kr + 2 * P) * c["kv_bytes_per_token"] / bw
     out["prefill_attention"] = (o.max(tc, tm), tc, tm)
     Ce = C
     if c.get("kv_window") is not None:

@@ -334,3 +334,18 @@ def test_decode_reads_only_the_window_on_sliding_window_layers(tmp_path):
     assert short == pytest.approx((512 + 1) * 393_216 / bw, rel=1e-12)
     four = st.step_parts(c, 0, 4, 4 * 8192, o)["decode_attention"][2]
     assert four == pytest.approx(4 * (8 / 48 * 8192 + 40 / 48 * 1024 + 1) * 393_216 / bw, rel=1e-12)
+
+
+def test_prefill_scores_at_most_the_window_on_sliding_window_layers(tmp_path):
+    """Gemma-3-12B (8 full layers, 40 with a 1,024-token window): a 4,096-token prompt scores
+    4,096·4,097/2 = 8,390,656 pairs on a full layer and Σ_{t ≤ 4,096} min(t, 1,024) =
+    1,024·1,025/2 + 3,072·1,024 = 3,670,528 on a window layer."""
+    import shutil
+    shutil.copy(Path(__file__).parents[1] / "specs" / "catalog" / "hf" / "gemma3-12b-key-fields.json",
+                tmp_path / "g.json")
+    (tmp_path / "g.plan").write_text('import "@catalog/hardware.plan"\nmodel g from "g.json"\n'
+                                     "plan p { model = g; device = h100_sxm }\n", encoding="utf-8")
+    c = st.step_constants(dsl.load(tmp_path / "g.plan"), "p")
+    flop = st.step_parts(c, 4096, 0, 0, ops("numpy"))["prefill_attention"][1]
+    pairs = 8 / 48 * 8_390_656 + 40 / 48 * 3_670_528
+    assert flop == pytest.approx(pairs * c["attn_per_pair"] / (c["peak"] * c["eta_attn"]), rel=1e-12)
