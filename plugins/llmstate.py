@@ -25,7 +25,7 @@ def kv_bytes_per_token(view, element_bytes):
     return view.q("layers") * view.q("kv_cache_width") * element_bytes
 
 
-def _widths(view):
+def kv_widths(view):
     """(global width, local width, window): cached elements per token summed over the
     full-attention and the sliding-window layers, and the window (``None`` without one)."""
     import sympy as sp
@@ -50,7 +50,7 @@ def kv_tokens(view, context):
     """
     import sympy as sp
 
-    g, l, w = _widths(view)
+    g, l, w = kv_widths(view)
     if w is None or l == 0:
         return context
     return (g * context + l * sp.Min(context, w)) / (g + l)
@@ -66,7 +66,7 @@ def kv_tokens_summed(view, first, last):
 
     n = last - first + 1
     full = n * (first + last) / 2
-    g, l, w = _widths(view)
+    g, l, w = kv_widths(view)
     if w is None or l == 0:
         return full
     t = sp.Min(sp.Max(w, first - 1), last)

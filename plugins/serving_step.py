@@ -313,9 +313,9 @@ def kv_window_of(model, conv=float):
     per-token KV width (:func:`plugins.llmstate.kv_bytes_per_token`) that sits on those layers,
     W_l / (W_g + W_l), and the window w in tokens (``kv_cache_width_global/_local``,
     ``attention_window``) — or ``None`` when every layer attends to the whole context."""
-    from .llmstate import _widths
+    from .llmstate import kv_widths
 
-    g, l, w = _widths(model)
+    g, l, w = kv_widths(model)
     if w is None or l == 0:
         return None
     return conv(l / (g + l)), conv(w)
