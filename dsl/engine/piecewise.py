@@ -93,37 +93,6 @@ def subs_numbers(expr, subs: dict):
     return sub(expr)
 
 
-def rename(expr, mapping: dict):
-    """``expr.xreplace(mapping)`` for a renaming of symbols, except that ``Max``/``Min`` are
-    rebuilt unevaluated: their arguments are the same under another name, so comparing them
-    again (sympy's constructor does, at milliseconds per ``Max``) cannot remove any."""
-    import sympy as sp
-
-    MaxMin = (sp.Max, sp.Min)
-    memo: dict = {}
-
-    def sub(e):
-        v = mapping.get(e)
-        if v is not None:
-            return v
-        args = e.args
-        if not args:
-            return e
-        r = memo.get(e)
-        if r is None:
-            new = [sub(a) for a in args]
-            if all(x is a for x, a in zip(new, args)):
-                r = e
-            elif isinstance(e, MaxMin):
-                r = e.func(*new, evaluate=False)
-            else:
-                r = e.func(*new)
-            memo[e] = r
-        return r
-
-    return sub(expr)
-
-
 def substitute(expr, mapping: dict):
     """``expr.xreplace(mapping)`` for substituting expressions (a quantity's definition for
     its symbol), except that a ``Max``/``Min`` whose new arguments are not all numbers is
@@ -157,6 +126,14 @@ def substitute(expr, mapping: dict):
         return r
 
     return sub(expr)
+
+
+def rename(expr, mapping: dict):
+    """``expr.xreplace(mapping)`` for a renaming of symbols: :func:`substitute`, whose
+    unevaluated ``Max``/``Min`` are exactly what a renaming needs — the arguments are the same
+    under another name, so comparing them again (sympy's constructor does, at milliseconds per
+    ``Max``) cannot remove any."""
+    return substitute(expr, mapping)
 
 
 def lambdify(symbols, expr, **kw):

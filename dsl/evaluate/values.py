@@ -299,7 +299,6 @@ def _short(name: str, plan: str) -> str:
 
 def _req_text(expr, plan: str) -> str:
     """A requirement side as text over the plan's names (``heads mod tp``), deterministic."""
-    import sympy as sp
     from sympy.printing.str import StrPrinter
 
     class _P(StrPrinter):
@@ -310,4 +309,4 @@ def _req_text(expr, plan: str) -> str:
             a, b = e.args
             return f"{self.parenthesize(a, 60)} mod {self.parenthesize(b, 60)}"
 
-    return _P({"order": "lex"}).doprint(sp.sympify(expr))
+    return _P({"order": "lex"}).doprint(expr)
