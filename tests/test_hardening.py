@@ -608,6 +608,18 @@ def test_empty_query_and_derived_target():
     assert rc == 2 and "error[solve]" in err and "for itself" in err, err
 
 
+def test_solve_in_a_file_of_a_formula_field_for_itself(tmp_path):
+    # a field written as a formula is computed like a plugin's quantity: solving it for an
+    # equation that states it asks nothing, and the file's solve says so at the target (exit 1)
+    p = write(tmp_path, "plan p {\n  a = 1 s\n  b = a * 2\n}\nsolve p.b for p.b == 3 s\n")
+    rc, out, err = cli("solve", p)
+    assert rc == 1 and "x.plan:5:7: error[solve]" in err and "for itself" in err, (out, err)
+    # the input it depends on is a fine target: a = 1.5 s
+    q = write(tmp_path, "plan p {\n  a = 1 s\n  b = a * 2\n}\nsolve p.a for p.b == 3 s\n", "q.plan")
+    rc, out, err = cli("solve", q)
+    assert rc == 0 and "p.a = 1.5 s" in out, (out, err)
+
+
 def test_byte_order_mark_and_unicode_digits(tmp_path):
     p = tmp_path / "bom.plan"
     p.write_bytes(b"\xef\xbb\xbfplan p {\n  a = 42\n}\n")

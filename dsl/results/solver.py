@@ -128,9 +128,10 @@ def solve_query(ws, q: A.Query) -> Solution:
                                         "or solve for a count")])
         raise PlanError([Diagnostic("error", "solve", f"'{text}' does not depend on {q.target.dotted}",
                                     span, "pick a target that the two sides depend on")])
-    if node is not None and node.kind != "field" and x in (lhs.expr, rhs.expr):
-        # a computed quantity solved for an equation that states it directly: the answer is the
-        # other side, whatever the plan — a query that asks nothing
+    if node is not None and not node.input and x in (lhs.expr, rhs.expr):
+        # a computed quantity (a plugin's, or a field written as a formula) solved for an equation
+        # that states it directly: the answer is the other side, whatever the plan — a query that
+        # asks nothing
         raise PlanError([Diagnostic("error", "solve", f"'{text}' solves the computed quantity {q.target.dotted} for "
                                     "itself: the answer is the other side", span,
                                     "solve for an input it depends on (e.g. an efficiency, a count or a bandwidth), "
