@@ -683,6 +683,10 @@ def cmd_eval(args) -> int:
             return EXIT_USAGE
     if not plans and not ws.solve_names and not ws.file_requirements and args.format == "text":
         n = len([d for d in ws.decls.values() if d.ast.span.file == ws.modules[0].file]) if ws.modules else 0
+        declared = bool(ws.modules) and any(d.kind == "plan" for d in ws.modules[0].decls)
+        if declared:   # its plans were stopped by the errors printed above
+            print(f"{args.file}: no plan evaluated (the errors above stopped them)", file=sys.stderr)
+            return EXIT_PLAN
         what = ("is empty" if not ws.modules or not (ws.modules[0].decls or ws.modules[0].imports)
                 else f"declares no plan ({n} other declaration{'s' if n != 1 else ''})" if n
                 else "declares nothing of its own (only imports)")
@@ -1075,6 +1079,10 @@ def cmd_solve(args) -> int:
     _warn(ws)
     queries = [_cmdline(parse_query, args.query)] if args.query else list(ws.queries)
     if not queries:
+        if ws.modules and ws.modules[0].queries:   # every query is about a plan an error stopped
+            print(f"{args.file}: no `solve` query asked: each is about a plan the errors above stopped",
+                  file=sys.stderr)
+            return EXIT_PLAN
         print(f"{args.file}: no `solve` queries (give one with --query)", file=sys.stderr)
         return EXIT_OK
     from dsl.syntax.diagnostics import PlanError, render

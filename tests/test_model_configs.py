@@ -349,3 +349,19 @@ def test_a_model_extending_a_bad_config_is_confined_too(tmp_path):
     e = ei.value
     assert any("plan 'q' is not evaluated: it uses model 'child'" in d.summary for d in e.diagnostics)
     assert e.partial.has("p.x")
+
+
+def test_queries_about_a_stopped_plan_are_not_reported_again(tmp_path):
+    """A file-level solve or require that reads a plan a bad config stopped is a consequence of
+    that error: no follow-on `unknown name` at it, and the commands say why nothing was asked."""
+    from conftest import run_cli
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "m.plan").write_text('model bad from "bad.json"\n'
+                                     "plan start { x = bad.params; y = 2 * x }\n"
+                                     "solve half: start.x for start.y == 4\n"
+                                     "require small: start.y <= 10\n")
+    for cmd, says in (("eval", "no plan evaluated (the errors above stopped them)"),
+                      ("solve", "no `solve` query asked: each is about a plan the errors above stopped")):
+        rc, out, err = run_cli(cmd, str(tmp_path / "m.plan"))
+        assert rc == 1 and "unknown-name" not in err and says in err, (cmd, out, err)
+        assert err.count("error[") == 2, err   # the config, and the plan it stops

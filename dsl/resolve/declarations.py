@@ -335,13 +335,17 @@ class DeclarationsMixin:
         self._answer_vals: dict = {}
         if mod is None:
             return
-        skipped = getattr(self, "skipped_plans", frozenset())
+        # plans left out (`plan eval --plan`), and declarations an error already stopped (a config
+        # that could not be read, the plans that use it): a query about them is not reported again
+        skipped = frozenset(getattr(self, "skipped_plans", frozenset())) | frozenset(self.broken)
 
         def reads_skipped(x) -> bool:
             return bool(skipped) and any(h in skipped for h in A.ref_heads(x))
+        if skipped:   # `plan solve` asks only the queries about plans that were evaluated
+            self.queries = tuple(q for q in self.queries if not reads_skipped(q))
         for q in mod.queries:
             if reads_skipped(q):
-                continue   # about a plan left out (`plan eval --plan`)
+                continue   # about a plan left out or already stopped by an error
             start = len(self.rep.items)
             try:   # the names a query reads are used (no "unused" warning); a named one must be sound
                 lhs = self._num(self._eval(q.lhs, None, None), q.lhs)
@@ -377,7 +381,7 @@ class DeclarationsMixin:
         for r in mod.requires:
             if reads_skipped(r) or any(h in self.solve_name_set and h not in self.solve_names
                                        for h in A.ref_heads(r)):
-                continue   # reads a plan left out, or a solve about one
+                continue   # reads a plan left out or stopped, or a solve about one
             name = r.name or requirement_slug(r)
             if name in seen or name in self.solve_names or name in self.decls:
                 what = ("another file-level requirement" if name in seen else
