@@ -93,7 +93,7 @@ def to_svg(ws, g, plan: str) -> str:
     fig = new_figure(max(6.0, 2.6 * len(cols)), max(3.0, 0.55 * height))
     ax = fig.add_subplot(111)
     ax.set_axis_off()
-    for u, v, d in g.edges(data=True):
+    for u, v, d in sorted(g.edges(data=True), key=lambda e: (e[0], e[1])):   # not hash order
         (x0, y0), (x1, y1) = pos[u], pos[v]
         ax.annotate("", xy=(x1 - 0.35, y1), xytext=(x0 + 0.35, y0),
                     arrowprops={"arrowstyle": "->", "color": "#999999", "lw": 0.6,
