@@ -232,7 +232,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         "L": a["L"],
         "h": a["h"],
         "peak": dev["peak_flops"],
-        "eta_mm": dev.get("matmul_efficiency", k_["matmul_efficiency"]),
+        # η_max, capped by the device's measured maximum achievable matmul throughput (MAMF)
+        "eta_mm": min_(dev.get("matmul_efficiency", k_["matmul_efficiency"]),
+                       dev.get("max_matmul_efficiency", dev.get("matmul_efficiency", k_["matmul_efficiency"]))),
         "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
         "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
         # a GEMM whose weight read bounds it (few tokens): its own fraction of mem_bw
@@ -321,6 +323,12 @@ def kv_window_of(model, conv=float):
     return conv(l / (g + l)), conv(w)
 
 
+#: the optional device fields the step reads (name, unit); a device without one uses the
+#: default of :func:`constants` (GENERIC, or another field: see the module docstring)
+DEVICE_FIELDS = (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
+                 ("weight_read_efficiency", ""), ("max_matmul_efficiency", ""))
+
+
 def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None, numeric=True, knobs=None):
     """The constants of :func:`step_time` for a plan.
 
@@ -384,8 +392,7 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
     m = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in m.items()}
     d = {"peak_flops": conv(dev.q("peak_flops", "FLOP/s", positive=True)),
          "mem_bw": conv(dev.q("mem_bw", "B/s", positive=True))}
-    for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
-                    ("weight_read_efficiency", "")):
+    for f, unit in DEVICE_FIELDS:
         if dev.has(f):
             d[f] = conv(dev.q(f, unit))
     kvb = FORMAT_BYTES[kv]
