@@ -9,6 +9,7 @@ and run offline::
     HF_HUB_OFFLINE=1 python benchmarks/aiconfigurator_compare.py            # the default grid
     HF_HUB_OFFLINE=1 python benchmarks/aiconfigurator_compare.py --csv out.csv --models qwen3_8b \
         --systems h100_sxm --batches 1,8,64 --tps 1,2
+    python benchmarks/aiconfigurator_compare.py --stored   # against specs/data/serving/, no install
 
 Two ways AIConfigurator states TTFT and TPOT, both compared:
 

@@ -370,6 +370,8 @@ A100_MOE_POINTS = [
     ("agg", "qwen3_30b_a3b", "h200_sxm", 1, 4), ("static", "qwen3_30b_a3b", "h200_sxm", 1, 32),
     ("static", "qwen3_30b_a3b", "a100_sxm", 1, 2), ("agg", "qwen3_30b_a3b", "a100_sxm", 1, 64),
     ("agg", "qwen3_30b_a3b", "a100_sxm", 2, 32),
+    ("disagg", "qwen3_8b", "h100_sxm", 1, 8), ("disagg", "qwen3_8b", "a100_sxm", 1, 64),
+    ("disagg", "qwen3_30b_a3b", "a100_sxm", 2, 32),
 ]
 
 
@@ -377,8 +379,9 @@ A100_MOE_POINTS = [
 def test_a100_and_moe_within_15_percent_of_aiconfigurator(aic_grid, mode, model, system, tp, batch):
     """Source: NVIDIA AIConfigurator 0.12.0 with its vLLM databases (H100/H200 SXM measured with
     vLLM 0.24.0, A100 SXM with vLLM 0.14.0), BF16, 2,048 tokens in / 256 out, Qwen3-30B-A3B with
-    moe_tp = tp and its default power-law routing (specs/data/serving/aiconfigurator-0.12-h200-a100-moe.csv;
-    its README states the command).  Ours from the catalog devices — the A100's measured weight
+    moe_tp = tp and its default power-law routing (specs/data/serving/aiconfigurator-0.12-h200-a100-moe.csv,
+    and aiconfigurator-0.12-disagg.csv for one prefill and one decode worker; its README states the
+    commands).  Ours from the catalog devices — the A100's measured weight
     reads (gpt-fast) and maximum achievable matmul throughput (ml-engineering MAMF table) — and the
     generic efficiencies; 15 % is the agreement the step model states against this peer."""
     b, ws, names, rows = aic_grid
