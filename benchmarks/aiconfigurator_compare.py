@@ -9,6 +9,7 @@ and run offline::
     HF_HUB_OFFLINE=1 python benchmarks/aiconfigurator_compare.py            # the default grid
     HF_HUB_OFFLINE=1 python benchmarks/aiconfigurator_compare.py --csv out.csv --models qwen3_8b \
         --systems h100_sxm --batches 1,8,64 --tps 1,2
+    python benchmarks/aiconfigurator_compare.py --stored   # against specs/data/serving/, no install
 
 Two ways AIConfigurator states TTFT and TPOT, both compared:
 
@@ -28,6 +29,15 @@ Two ways AIConfigurator states TTFT and TPOT, both compared:
     step times, with those two schedule terms taken from its source (they describe the
     queue, which the continuous-batching simulator models itself, not the step), so the
     ratio isolates the step.
+``disagg``  (``--estimate-mode disagg``: one prefill worker and one decode worker, each of ``tp``
+    GPUs; aiconfigurator/sdk/inference_session.py ``run_disagg`` and sdk/picking.py) — the
+    prefill worker runs one prompt per step (prefill batch 1) and the decode worker b
+    sequences: TTFT = static prefill of one prompt × 1.1 (its prefill latency correction) × 1.8
+    (its TTFT queueing correction), TPOT = static decode of b sequences × 1.08 (its decode
+    latency correction); requests/s = min(0.9 / prefill step, 0.92 · b / (TPOT·(osl − 1)))
+    (its rate-matching degradations).  Ours applies those four schedule factors, taken from
+    its source, to our static step times; it does not price the KV transfer (neither does its
+    TTFT), so this compares the two pools' steps at prefill batch 1 and decode batch b.
 
 tokens/s/GPU: AIConfigurator's ``tokens/s/gpu``; ours b·osl / (TTFT + (osl − 1)·TPOT) / tp for
 static (its definition: b requests of osl tokens per request latency) and b·(osl − 1) / Σ step
@@ -56,6 +66,11 @@ MODELS = {"qwen3_8b": "Qwen/Qwen3-8B", "qwen3_30b_a3b": "Qwen/Qwen3-30B-A3B"}
 SYSTEMS = {"h100_sxm": ("h100_sxm", "nvlink4"), "h200_sxm": ("h200", "nvlink4"),
            "a100_sxm": ("a100_sxm_80gb", "nvlink3")}
 VLLM_DISPATCH_MS_PER_LAYER = 0.8      # aiconfigurator_core vllm_backend._prefill_dispatch_overhead_ms
+# aiconfigurator cli/api.py DEFAULT_PREFILL/DECODE_LATENCY_CORRECTION_SCALE, sdk/picking.py
+# _AUTOSCALE_TTFT_CORRECTION_FACTOR and _RATE_MATCHING_PREFILL/DECODE_DEGRADATION_FACTOR
+DISAGG_PREFILL_SCALE, DISAGG_DECODE_SCALE, DISAGG_TTFT_QUEUE = 1.1, 1.08, 1.8
+DISAGG_PREFILL_DEGRADE, DISAGG_DECODE_DEGRADE = 0.9, 0.92
+DATA = ROOT / "specs" / "data" / "serving"
 
 PLAN = """
 import "@catalog/hardware.plan"
@@ -117,12 +132,51 @@ def ours_agg(c, b, isl, osl, layers):
     return ttft, tpot, thr
 
 
+def ours_disagg(c, b, isl, osl):
+    """(TTFT, TPOT, tokens/s/GPU) of one prefill worker (one prompt a step) and one decode
+    worker of b sequences, each of c["tp"] GPUs, with AIConfigurator's schedule factors."""
+    from plugins.serving_step import static_batch
+
+    prefill, _ = static_batch(c, 1, isl, osl)
+    _, decode = static_batch(c, b, isl, osl)
+    p_step, tpot = prefill * DISAGG_PREFILL_SCALE, decode * DISAGG_DECODE_SCALE
+    seq_s = min(DISAGG_PREFILL_DEGRADE / p_step, DISAGG_DECODE_DEGRADE * b / (tpot * (osl - 1)))
+    return p_step * DISAGG_TTFT_QUEUE, tpot, seq_s * osl / (2 * c["tp"])
+
+
+def ours(mode, c, b, isl, osl, layers):
+    """Our (TTFT, TPOT, tokens/s/GPU) in s and token/s for one grid point of ``mode``."""
+    if mode == "static":
+        return ours_static(c, b, isl, osl)
+    if mode == "agg":
+        return ours_agg(c, b, isl, osl, layers)
+    return ours_disagg(c, b, isl, osl)
+
+
+def stored_rows():
+    """The AIConfigurator figures stored in specs/data/serving/aiconfigurator-0.12-*.csv:
+    {(mode, model key, system, tp, batch): row}."""
+    keys = {v: k for k, v in MODELS.items()}
+    out = {}
+    for f in sorted(DATA.glob("aiconfigurator-0.12-*.csv")):
+        with open(f, newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                out[(r["mode"], keys[r["model"]], r["system"], int(r["tp"]), int(r["batch"]))] = r
+    return out
+
+
 def aic(model, system, mode, b, tp, isl, osl, backend):
     from aiconfigurator.cli.api import cli_estimate
 
     kw = {}
     if "A3B" in model:
         kw = {"moe_tp_size": tp, "moe_ep_size": 1}
+    if mode == "disagg":
+        r = cli_estimate(model, system, mode=mode, backend_name=backend, isl=isl, osl=osl,
+                         prefill_tp_size=tp, decode_tp_size=tp, prefill_batch_size=1, decode_batch_size=b,
+                         prefill_num_workers=1, decode_num_workers=1,
+                         **{f"{ph}_{k}": v for ph in ("prefill", "decode") for k, v in kw.items()})
+        return r.ttft / 1e3, r.tpot / 1e3, r.tokens_per_second_per_gpu, r
     r = cli_estimate(model, system, mode=mode, backend_name=backend, isl=isl, osl=osl, batch_size=b,
                      tp_size=tp, **kw)
     return r.ttft / 1e3, r.tpot / 1e3, r.tokens_per_second_per_gpu, r
@@ -134,22 +188,29 @@ def main(argv=None):
     ap.add_argument("--systems", default="h100_sxm,h200_sxm,a100_sxm")
     ap.add_argument("--batches", default="1,2,4,8,16,32,64")
     ap.add_argument("--tps", default="1,2")
-    ap.add_argument("--modes", default="static,agg")
+    ap.add_argument("--modes", default="static,agg,disagg")
     ap.add_argument("--isl", type=int, default=2048)
     ap.add_argument("--osl", type=int, default=256)
     ap.add_argument("--backend", default="vllm")
     ap.add_argument("--csv", help="write the AIConfigurator figures and ours to this CSV")
+    ap.add_argument("--stored", action="store_true", help="compare against the AIConfigurator figures stored "
+                    "in specs/data/serving/ instead of running AIConfigurator (no install needed)")
     ap.add_argument("--store", help="write only the AIConfigurator figures to this CSV (the form of "
                     "specs/data/serving/aiconfigurator-*.csv)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.disable(logging.WARNING)
-    try:
-        import aiconfigurator  # noqa: F401
-    except ImportError:
-        print("aiconfigurator is not installed: pip install aiconfigurator==0.12 (in a private venv)")
-        return 0
-    from aiconfigurator import __version__ as aic_version  # type: ignore[attr-defined]
+    stored = stored_rows() if args.stored else None
+    if stored is None:
+        try:
+            import aiconfigurator  # noqa: F401
+        except ImportError:
+            print("aiconfigurator is not installed: pip install aiconfigurator==0.12 (in a private venv), "
+                  "or --stored to compare against the figures stored in specs/data/serving/")
+            return 0
+        from aiconfigurator import __version__ as aic_version  # type: ignore[attr-defined]
+    else:
+        aic_version = "0.12.0 (stored figures)"
     from plugins.serving_step import step_constants
 
     models, systems = args.models.split(","), args.systems.split(",")
@@ -161,7 +222,7 @@ def main(argv=None):
     print(f"AIConfigurator {aic_version}, backend {args.backend}, ISL {args.isl}, OSL {args.osl}; times in ms")
     print(hdr)
     print("-" * len(hdr))
-    worst = {}
+    worst, groups = {}, {}
     for m in models:
         for s in systems:
             dev, link = SYSTEMS[s]
@@ -171,33 +232,47 @@ def main(argv=None):
                 c = step_constants(ws, plan, tp=tp, link=link_fields(ws, link) if tp > 1 else None)
                 for mode in args.modes.split(","):
                     for b in map(int, args.batches.split(",")):
-                        try:
-                            at, ap_, athr, res = aic(MODELS[m], s, mode, b, tp, args.isl, args.osl, args.backend)
-                        except Exception as e:     # an unsupported point: say so, go on
-                            print(f"{mode:6} {m:14} {s:9} {tp:>2} {b:>3} | AIConfigurator: {type(e).__name__}: "
-                                  f"{str(e)[:80]}")
-                            continue
-                        if mode == "static":
-                            ot, op, othr = ours_static(c, b, args.isl, args.osl)
+                        if stored is not None:
+                            row = stored.get((mode, m, s, tp, b))
+                            if row is None:
+                                continue
+                            at, ap_ = float(row["aic_ttft_ms"]) / 1e3, float(row["aic_tpot_ms"]) / 1e3
+                            athr, version = float(row["aic_tokens_per_s_per_gpu"]), row["backend_version"]
                         else:
-                            ot, op, othr = ours_agg(c, b, args.isl, args.osl, layers)
+                            try:
+                                at, ap_, athr, res = aic(MODELS[m], s, mode, b, tp, args.isl, args.osl, args.backend)
+                            except Exception as e:     # an unsupported point: say so, go on
+                                print(f"{mode:6} {m:14} {s:9} {tp:>2} {b:>3} | AIConfigurator: {type(e).__name__}: "
+                                      f"{str(e)[:80]}")
+                                continue
+                            version = res.raw.get("backend_version", res.raw.get("version", res.raw.get("(d)version", "")))
+                        ot, op, othr = ours(mode, c, b, args.isl, args.osl, layers)
                         rt, rp, rthr = ot / at, op / ap_, othr / athr
                         for key, r in (("ttft", rt), ("tpot", rp)):
                             w = worst.setdefault((mode, key), [math.inf, -math.inf])
                             w[0], w[1] = min(w[0], r), max(w[1], r)
+                        g = groups.setdefault((m, s, mode), [0, 0, math.inf, -math.inf, math.inf, -math.inf])
+                        g[0] += 1
+                        g[1] += not (abs(rt - 1) <= 0.15 and abs(rp - 1) <= 0.15)
+                        g[2:] = [min(g[2], rt), max(g[3], rt), min(g[4], rp), max(g[5], rp)]
                         print(f"{mode:6} {m:14} {s:9} {tp:>2} {b:>3} | {at * 1e3:9.3f} {ot * 1e3:9.3f} {rt:6.3f} | "
                               f"{ap_ * 1e3:8.3f} {op * 1e3:8.3f} {rp:6.3f} | {athr:13.1f} {othr:9.1f} {rthr:6.3f}"
                               + ("" if abs(rt - 1) <= 0.15 and abs(rp - 1) <= 0.15 else "  <- outside 15 %"))
                         rows.append({"mode": mode, "model": MODELS[m], "system": s, "backend": args.backend,
-                                     "backend_version": res.raw.get("backend_version", res.raw.get("version", "")),
+                                     "backend_version": version,
                                      "tp": tp, "batch": b, "isl": args.isl, "osl": args.osl,
                                      "aic_ttft_ms": f"{at * 1e3:.3f}", "aic_tpot_ms": f"{ap_ * 1e3:.3f}",
                                      "aic_tokens_per_s_per_gpu": f"{athr:.2f}",
                                      "ours_ttft_ms": f"{ot * 1e3:.3f}", "ours_tpot_ms": f"{op * 1e3:.3f}",
                                      "ours_tokens_per_s_per_gpu": f"{othr:.2f}"})
     print()
+    print(f"{'model':14} {'system':9} {'mode':6} {'points':>6} {'outside':>7} | {'TTFT ratio':>13} | {'TPOT ratio':>13}")
+    for (m, s, mode), (n, out, tlo, thi, plo, phi) in groups.items():
+        print(f"{m:14} {s:9} {mode:6} {n:6} {out:7} | {tlo:5.3f} … {thi:5.3f} | {plo:5.3f} … {phi:5.3f}")
+    print()
     for (mode, key), (lo, hi) in sorted(worst.items()):
         print(f"{mode:6} {key}: ours / AIConfigurator {lo:.3f} … {hi:.3f}")
+    print(f"points outside 15 %: {sum(g[1] for g in groups.values())} of {sum(g[0] for g in groups.values())}")
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))

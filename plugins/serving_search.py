@@ -100,7 +100,7 @@ from . import serving_sim as sim
 from .collectives import collective_time
 from .layout_model import ops
 from .serving_engine import per_gpu_sizes
-from .serving_step import constants as step_constants_of, kv_window_of, step_time
+from .serving_step import DEVICE_FIELDS as STEP_DEVICE_FIELDS, constants as step_constants_of, kv_window_of, step_time
 
 
 class _Numpy:
@@ -664,7 +664,7 @@ def _layouts(ctx, b, model):
         M = conv(dv.q("cuda_memory", "B")) if dv.has("cuda_memory") else conv(dv.q("memory", "B", positive=True))
         d = {"peak_flops": conv(dv.q("peak_flops", "FLOP/s", positive=True)),
              "mem_bw": conv(dv.q("mem_bw", "B/s", positive=True))}
-        for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", "")):
+        for f, unit in STEP_DEVICE_FIELDS:
             if dv.has(f):
                 d[f] = conv(dv.q(f, unit))
         link = _link_dict(ctx, links[di].name) if links is not None else None

@@ -58,6 +58,11 @@ Sources of the generic values:
   prices the weight reads of the dense matrices, the experts and the LM head.  The A100 SXM 80 GB
   states 0.685: gpt-fast's batch-1 Llama-2-7B BF16 decode reads 1,397 GB/s of its 2,039 GB/s
   (pytorch-labs/gpt-fast README).
+* ``max_matmul_efficiency`` (a device field; default the device's ``matmul_efficiency``): the
+  measured maximum achievable matmul throughput (MAMF) over ``peak_flops``; the step's η_max is
+  the smaller of the two.  The A100 SXM 80 GB states 0.859: 267.9 of 312 TFLOP/s BF16
+  (stas00/ml-engineering, "Maximum Achievable Matmul FLOPS comparison table"), below the 0.94 of
+  Calculon that its ``matmul_efficiency`` carries for the training roofline.
 * ``matmul_efficiency`` 0.8 and ``matmul_half_flops`` 1 GFLOP: a generic curve for BF16
   GEMMs — large ones at 0.8 of the dense tensor peak, a 2,048-token projection of Qwen3-8B
   (2·2,048·4,096·4,096 ≈ 69 GFLOP) at 0.8·69/70 ≈ 0.79, a decode GEMM of a few tokens far below
@@ -134,6 +139,12 @@ REFERENCES = (
     "(the kernels of one decoder layer)",
     "NVIDIA AIConfigurator 0.12 (ai-dynamo/aiconfigurator), per-operation step times measured on H100 "
     "SXM with vLLM 0.24.0 — the validation in benchmarks/aiconfigurator_compare.py",
+    "stas00/ml-engineering, compute/accelerator/README.md, 'Maximum Achievable Matmul FLOPS comparison "
+    "table' (A100 SXM: 267.9 of 312 TFLOP/s BF16)",
+    "NVIDIA/TensorRT-LLM docs/source/performance.md, 'Low Latency' (first-token latency on A100, FP16, "
+    "batch 1) — validation in tests/test_serving_step.py",
+    "vllm-project/vllm pull request 19049 (fused MoE kernel times for Qwen3-30B-A3B on A100 PCIe 40GB, "
+    "benchmarks/kernels/benchmark_moe.py) — validation of the routed-experts term",
 )
 
 
@@ -232,7 +243,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         "L": a["L"],
         "h": a["h"],
         "peak": dev["peak_flops"],
-        "eta_mm": dev.get("matmul_efficiency", k_["matmul_efficiency"]),
+        # η_max, capped by the device's measured maximum achievable matmul throughput (MAMF)
+        "eta_mm": min_(dev.get("matmul_efficiency", k_["matmul_efficiency"]),
+                       dev.get("max_matmul_efficiency", dev.get("matmul_efficiency", k_["matmul_efficiency"]))),
         "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
         "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
         # a GEMM whose weight read bounds it (few tokens): its own fraction of mem_bw
@@ -321,6 +334,12 @@ def kv_window_of(model, conv=float):
     return conv(l / (g + l)), conv(w)
 
 
+#: the optional device fields the step reads (name, unit); a device without one uses the
+#: default of :func:`constants` (GENERIC, or another field: see the module docstring)
+DEVICE_FIELDS = (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
+                 ("weight_read_efficiency", ""), ("max_matmul_efficiency", ""))
+
+
 def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None, numeric=True, knobs=None):
     """The constants of :func:`step_time` for a plan.
 
@@ -384,8 +403,7 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
     m = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in m.items()}
     d = {"peak_flops": conv(dev.q("peak_flops", "FLOP/s", positive=True)),
          "mem_bw": conv(dev.q("mem_bw", "B/s", positive=True))}
-    for f, unit in (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
-                    ("weight_read_efficiency", "")):
+    for f, unit in DEVICE_FIELDS:
         if dev.has(f):
             d[f] = conv(dev.q(f, unit))
     kvb = FORMAT_BYTES[kv]

@@ -349,3 +349,118 @@ def test_prefill_scores_at_most_the_window_on_sliding_window_layers(tmp_path):
     flop = st.step_parts(c, 4096, 0, 0, ops("numpy"))["prefill_attention"][1]
     pairs = 8 / 48 * 8_390_656 + 40 / 48 * 3_670_528
     assert flop == pytest.approx(pairs * c["attn_per_pair"] / (c["peak"] * c["eta_attn"]), rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def aic_grid():
+    """The benchmark's own constants (catalog devices; NVLink 3 at 300 GB/s per direction on the
+    A100) and the AIConfigurator rows stored in specs/data/serving/."""
+    b = _bench()
+    ws, names = b.load_constants([(m, s) for m in b.MODELS for s in b.SYSTEMS])
+    return b, ws, names, b.stored_rows()
+
+
+# (mode, model, system, tp, batch): A100 and the mixture of experts
+A100_MOE_POINTS = [
+    ("static", "qwen3_8b", "a100_sxm", 1, 1), ("static", "qwen3_8b", "a100_sxm", 1, 16),
+    ("agg", "qwen3_8b", "a100_sxm", 1, 64), ("static", "qwen3_8b", "a100_sxm", 2, 8),
+    ("agg", "qwen3_8b", "a100_sxm", 2, 1),
+    ("static", "qwen3_30b_a3b", "h100_sxm", 1, 1), ("static", "qwen3_30b_a3b", "h100_sxm", 1, 64),
+    ("agg", "qwen3_30b_a3b", "h100_sxm", 2, 32),
+    ("agg", "qwen3_30b_a3b", "h200_sxm", 1, 4), ("static", "qwen3_30b_a3b", "h200_sxm", 1, 32),
+    ("static", "qwen3_30b_a3b", "a100_sxm", 1, 2), ("agg", "qwen3_30b_a3b", "a100_sxm", 1, 64),
+    ("agg", "qwen3_30b_a3b", "a100_sxm", 2, 32),
+    ("disagg", "qwen3_8b", "h100_sxm", 1, 8), ("disagg", "qwen3_8b", "a100_sxm", 1, 64),
+    ("disagg", "qwen3_30b_a3b", "a100_sxm", 2, 32),
+]
+
+
+@pytest.mark.parametrize("mode,model,system,tp,batch", A100_MOE_POINTS)
+def test_a100_and_moe_within_15_percent_of_aiconfigurator(aic_grid, mode, model, system, tp, batch):
+    """Source: NVIDIA AIConfigurator 0.12.0 with its vLLM databases (H100/H200 SXM measured with
+    vLLM 0.24.0, A100 SXM with vLLM 0.14.0), BF16, 2,048 tokens in / 256 out, Qwen3-30B-A3B with
+    moe_tp = tp and its default power-law routing (specs/data/serving/aiconfigurator-0.12-h200-a100-moe.csv,
+    and aiconfigurator-0.12-disagg.csv for one prefill and one decode worker; its README states the
+    commands).  Ours from the catalog devices — the A100's measured weight
+    reads (gpt-fast) and maximum achievable matmul throughput (ml-engineering MAMF table) — and the
+    generic efficiencies; 15 % is the agreement the step model states against this peer."""
+    b, ws, names, rows = aic_grid
+    row = rows[(mode, model, system, tp, batch)]
+    dev, link = b.SYSTEMS[system]
+    c = st.step_constants(ws, names[(model, dev)], tp=tp, link=b.link_fields(ws, link) if tp > 1 else None)
+    ttft, tpot, _ = b.ours(mode, c, batch, int(row["isl"]), int(row["osl"]), int(ws.base_value(f"{model}.layers")))
+    assert ttft * 1e3 == pytest.approx(float(row["aic_ttft_ms"]), rel=0.15)
+    assert tpot * 1e3 == pytest.approx(float(row["aic_tpot_ms"]), rel=0.15)
+
+
+def test_the_a100_serving_gemms_are_capped_at_the_measured_matmul_ceiling(aic_grid):
+    """A100 SXM: Calculon's matrix efficiency (94 %, the training roofline's η_max) is above the
+    measured maximum achievable BF16 matmul throughput, 267.9 of 312 TFLOP/s = 85.9 %
+    (ml-engineering MAMF table); the serving step takes the smaller.  H100 SXM has no ceiling
+    field: its η_max stays its measured torch.matmul fit, 81.2 %."""
+    b, ws, names, _ = aic_grid
+    a100 = st.step_constants(ws, names[("qwen3_8b", "a100_sxm_80gb")])
+    h100 = st.step_constants(ws, names[("qwen3_8b", "h100_sxm")])
+    assert a100["eta_mm"] == pytest.approx(0.859, rel=1e-12)
+    assert h100["eta_mm"] == pytest.approx(0.812, rel=1e-12)
+
+
+TRT_CSV = ROOT / "specs" / "data" / "serving" / "tensorrt-llm-first-token.csv"
+TRT_ROWS = {r["row"]: r for r in csv.DictReader(TRT_CSV.open(encoding="utf-8"))}
+# At 128 tokens the prefill sits near the A100's ridge (≈ 190 tokens: 312 TFLOP/s × 0.859 over
+# 2,039 GB/s × 0.685 at one FLOP per weight byte per token), where the roofline's max(FLOP
+# time, weight read) is at its most optimistic — a GEMM of 128 rows reaches neither bound — and
+# the published figure is a whole gptSessionBenchmark run (output length 1), not a step alone:
+# ours is 0.66 of it at both sizes of model.
+TRT_MISSES = {"llama2_7b_tp1_isl128", "llama2_70b_tp4_isl128"}
+
+
+@pytest.fixture(scope="module")
+def trt_plans():
+    return dsl.load(ROOT / "specs" / "data" / "serving" / "tensorrt-llm-first-token.plan")
+
+
+@pytest.mark.parametrize("row", [
+    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="a prefill of 128 tokens near the A100's "
+                                            "ridge: ours is 0.66 of the published latency"))
+    if r in TRT_MISSES else r for r in TRT_ROWS])
+def test_first_token_latency_against_tensorrt_llm(trt_plans, row):
+    """Source: NVIDIA TensorRT-LLM docs/source/performance.md (commit 138f96d45f90b9667426f7c47297d8c06bafac73),
+    "Low Latency" table for A100 GPUs (FP16; TensorRT-LLM v0.5 data, gptSessionBenchmark, batch 1,
+    one output token): Llama-2-7B TP 1 at 128 / 2,048 input tokens 16 / 133 ms, Llama-2-70B TP 4
+    at 128 / 2,048 tokens 47 / 377 ms (specs/data/serving/README.md).  Ours is `ttft_floor` of the
+    matching plan of tensorrt-llm-first-token.plan (one prefill at batch 1 on the catalog A100 SXM
+    80 GB; NVLink 3 at 300 GB/s per direction for TP 4).  Tolerance: the 15 % the step model
+    states against AIConfigurator; the 2,048-token prefills (compute-bound) agree, the 128-token
+    ones are a known miss (TRT_MISSES)."""
+    r = TRT_ROWS[row]
+    got = trt_plans.get(f"{row}.ttft_floor", "ms")
+    assert got == pytest.approx(float(r["first_token_latency_ms"]), rel=0.15)
+
+
+MOE_CSV = ROOT / "specs" / "data" / "serving" / "vllm-fused-moe-a100.csv"
+MOE_ROWS = {int(r["batch"]): float(r["kernel_time_us"]) for r in csv.DictReader(MOE_CSV.open(encoding="utf-8"))}
+
+
+@pytest.fixture(scope="module")
+def moe_a100():
+    return st.step_constants(dsl.load(ROOT / "specs" / "data" / "serving" / "vllm-fused-moe-a100.plan"),
+                             "qwen3_30b_a3b_a100_pcie_40gb")
+
+
+@pytest.mark.parametrize("batch", [
+    pytest.param(b, marks=pytest.mark.xfail(strict=True, reason="1-4 tokens hit 8-29 experts: too few blocks to "
+                                            "stream the weights at the bandwidth; ours is 0.62-0.79 of the kernel"))
+    if b < 8 else b for b in MOE_ROWS])
+def test_routed_experts_against_vllm_fused_moe_kernel(moe_a100, batch):
+    """Source: vLLM PR #19049 (gty111, 2025-06-03, "Create E=128,N=768,device_name=NVIDIA_A100-PCIE-40GB.json"),
+    the kernel times "Before this PR" (default config) that vLLM's benchmarks/kernels/benchmark_moe.py
+    prints for Qwen3-30B-A3B's fused MoE layer (E = 128, top-8, h = 2,048, f_e = 768, BF16) on one
+    A100 PCIe 40 GB: 109.21, 159.81, 268.89, 403.13, 611.19, 730.19, 808.53, 885.97, 917.45 µs at
+    1-64 tokens.  benchmark_moe draws its gating logits from torch.randn, so every k-subset of experts
+    is equally likely: the uniform routing whose expected distinct experts are E·(1 − (1 − k/E)^T).
+    Ours: the step's routed-experts term for one MoE layer (FLOP time + weight read of the experts
+    hit, at the generic 90 % of 1,555 GB/s).  Tolerance: the 15 % the step model states; at 1-4
+    tokens the kernel is a known miss."""
+    got = st.step_parts(moe_a100, 0, batch, 0, ops("numpy"))["experts"][0] / moe_a100["moe_layers"]
+    assert got * 1e6 == pytest.approx(MOE_ROWS[batch], rel=0.15)
