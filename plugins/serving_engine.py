@@ -384,7 +384,7 @@ def _price(ctx, b):
         how = "gpu_memory_utilization × device memory − weights − activations − runtime"
     nominal = _num(ctx, kvmem)
     if not nominal > 0:
-        _not_fit(ctx, b, eng, m, dev, tp, budget_at, nominal, wb)
+        _not_fit(ctx, b, eng, m, dev, tp, pp, budget_at, nominal, wb)
     budget = ctx.define("kv_budget", expr, "GiB", f"memory for the KV cache on one GPU: {how}", headline=True,
                         references=REFERENCES[frac_of])
     blocks = ctx.define("kv_blocks", sp.floor(budget / block_bytes), "", "whole KV blocks in the budget",
@@ -413,7 +413,7 @@ def _price(ctx, b):
                 "the KV cache holds one request of max_model_len tokens (the engine refuses to start otherwise)")
 
 
-def _not_fit(ctx, b, eng, m, dev, tp, budget_at, nominal, wb):
+def _not_fit(ctx, b, eng, m, dev, tp, pp, budget_at, nominal, wb):
     kvmem, w, kv, act, rt = budget_at(tp)
     util = _num(ctx, _knob(b, eng, "gpu_memory_utilization"))
     M = _num(ctx, _device_memory(b, dev))
@@ -432,7 +432,8 @@ def _not_fit(ctx, b, eng, m, dev, tp, budget_at, nominal, wb):
             hints.append(f'weights = "{fmt}" fits at tp = {tp}')
             break
     hints.append("a smaller max_model_len or max_num_batched_tokens shrinks the activation reserve")
-    ctx.error(f"model '{m.name}' does not fit {tp} × {dev.name} under engine '{eng.name}': KV budget "
+    gpus = f"{tp * pp} × {dev.name} (tp {tp} × pp {pp})" if pp > 1 else f"{tp} × {dev.name}"
+    ctx.error(f"model '{m.name}' does not fit {gpus} under engine '{eng.name}': KV budget "
               f"{_gib(nominal)} per GPU ({parts})", "; ".join(hints), span=b.span, code="does-not-fit")
 
 

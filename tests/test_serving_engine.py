@@ -157,6 +157,18 @@ def test_70b_on_one_a100_is_a_located_error(write_plan):
         dsl.load(f)
 
 
+def test_the_does_not_fit_error_counts_every_gpu_of_a_pipeline(write_plan):
+    # tp 1 × pp 2: half of Llama 3.1 70B's 131.42 GiB per GPU (65.7 GiB) leaves no KV budget in
+    # 0.9 × 74.51 GiB once the activations and runtime are reserved; the engine spans 2 GPUs
+    f = write_plan(HEAD + '''plan two {
+  model = llama31_70b; device = a100_sxm_80gb
+  use engine { engine = vllm; tp = 1; pp = 2; max_model_len = 8192 token }
+}''')
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and "Traceback" not in err
+    assert "does not fit 2 × a100_sxm_80gb (tp 1 × pp 2) under engine 'vllm'" in err.splitlines()[0], err
+
+
 def test_kv_heads_replicate_when_tp_exceeds_them(write_plan):
     ws = _eval(write_plan, '''plan t16 {
   model = llama31_70b; device = h100_sxm
