@@ -145,6 +145,10 @@ REFERENCES = (
     "batch 1) — validation in tests/test_serving_step.py",
     "vllm-project/vllm pull request 19049 (fused MoE kernel times for Qwen3-30B-A3B on A100 PCIe 40GB, "
     "benchmarks/kernels/benchmark_moe.py) — validation of the routed-experts term",
+    "vllm-project/vllm pull request 40542 (fused MoE kernel times for E=64, N=1408, top-6 on A100 SXM4 "
+    "80GB, 1-4,096 tokens) — validation of the routed-experts term at prefill sizes (a known miss)",
+    "JakeFlasher/benchmark_flash_attention (nvbench times of FlashAttention-2's paged decode on an A30, "
+    "32 query and 8 KV heads of 128) — validation of the decode-attention term",
 )
 
 
