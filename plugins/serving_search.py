@@ -256,6 +256,9 @@ def kv_transfer_time(c, prompt_tokens, link, o=None):
 
 def pp_send_time(g: Layout, tokens, o):
     """(pp − 1) activation sends of a step's tokens (h 16-bit values each) on the TP link."""
+    if isinstance(tokens, (int, float)):         # one value (the simulator's iterations)
+        return 0.0 if g.pp <= 1 else (g.pp - 1) * collective_time("send", 2, float(tokens) * 2.0 * g.c["h"],
+                                                                   g.link, o)
     if g.pp <= 1:
         return 0.0 * np.asarray(tokens, dtype=float)
     size = np.asarray(tokens, dtype=float) * 2.0 * g.c["h"]
@@ -267,6 +270,10 @@ def step_fn(g: Layout):
     def f(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_prefix=0, prefill_seqs=None):
         o = o or ops("numpy")
         t = step_time(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
+        if g.pp > 1 and all(isinstance(x, int) for x in (prefill_tokens, decode_seqs, context_tokens)):
+            # one iteration of the simulator (Python numbers): the same sends without numpy's per-call cost
+            T = prefill_tokens + decode_seqs
+            return float(t + pp_send_time(g, T, ops("python"))) if T > 0 else float(t)
         if g.pp > 1:
             T = np.asarray(prefill_tokens) + np.asarray(decode_seqs)
             t = t + np.where(T > 0, pp_send_time(g, T, o), 0.0)
@@ -287,8 +294,17 @@ def _fixed_point(f, lam, P, G):
     """t = f(λ·P̄·t, λ·Ḡ·t) by iteration from the empty step (arrays over candidates):
     (t, stable) — stable where the iteration has settled."""
     t = f(0.0 * lam, 0.0 * lam + 1.0)
-    for _ in range(SCREEN_ITERATIONS):
+    seen = [t]
+    for i in range(1, SCREEN_ITERATIONS + 1):
         t = np.minimum(f(lam * P * t, lam * G * t), 1e6)
+        # the map is elementwise and deterministic: once every element repeats with period 1 or
+        # 2 (settled, or alternating in its last bit), iteration SCREEN_ITERATIONS is known
+        if np.array_equal(t, seen[-1]):
+            break
+        if len(seen) > 1 and np.array_equal(t, seen[-2]):
+            t = seen[-2] if (SCREEN_ITERATIONS - i) % 2 == 0 else seen[-1]
+            break
+        seen = [seen[-1], t]
     t_next = f(lam * P * t, lam * G * t)
     stable = np.isfinite(t) & (t_next <= t * (1 + 1e-3)) & (t < 60.0)
     return t_next, stable

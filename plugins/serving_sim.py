@@ -78,6 +78,7 @@ np = _Numpy()
 
 QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(99, 100))
 RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
+SHORT_RUN = 64             # runs up to this many iterations: a Python loop (numpy's per-call cost is higher)
 
 
 class SimError(ValueError):
@@ -477,6 +478,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
     lin = _Affine(step_time, c, o, NB * bs) if affine else None
+    so = getattr(o, "scalar", o)        # one iteration at a time: the ops on Python numbers
     P, G = Pa.tolist(), Ga.tolist()
     order = np.argsort(A, kind="stable")
     arr = A[order].tolist() + [math.inf]
@@ -553,16 +555,26 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                     k = min(k, q * bs + j)
                 k = min(k, RUN_CAP)
                 ab = lin(n_dec) if lin is not None else None
-                if ab is not None and k <= 24:            # short run: a Python loop, closed form
+                if ab is not None and k <= SHORT_RUN:     # short run: a Python loop, closed form
                     a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
                     b1 = ab[1] * n_dec
                     j, tt = 0, t
-                    while j < k and tt < ta:
-                        dt = a0 + b1 * j
-                        tt += dt
-                        v_add(dt)
-                        w_add(n_dec)
-                        j += 1
+                    if k <= 24:
+                        while j < k and tt < ta:
+                            dt = a0 + b1 * j
+                            tt += dt
+                            v_add(dt)
+                            w_add(n_dec)
+                            j += 1
+                    else:                                 # the vectorised path's values, in its place
+                        dts = []
+                        d_add = dts.append
+                        while j < k and tt < ta:
+                            dt = a0 + b1 * j
+                            tt += dt
+                            d_add(dt)
+                            j += 1
+                        itl_chunks.append((dts, n_dec))
                     k = j
                 else:
                     if ab is not None:
@@ -658,9 +670,9 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             ends_pf = sum(1 for r, new in sched if comp[r] + new == P[r] + out[r])
             if not ends_pf and not n_dec:
                 ends_pf = None            # no logits at all: leave the cost its default (one head pass)
-            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o, prefill_prefix=prefix, prefill_seqs=ends_pf)
+            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, so, prefill_prefix=prefix, prefill_seqs=ends_pf)
         else:
-            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o)
+            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, so)
         dt = float(dt)
         t_end = t + dt
         it += 1
@@ -707,9 +719,11 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             running.remove(r)
             done += 1
         t = t_end
-    vals = [np.asarray(itl_v, dtype=float)] + [v for v, _ in itl_chunks]
-    wts = [np.asarray(itl_w, dtype=np.int64)] + [np.full(len(v), w, dtype=np.int64) for v, w in itl_chunks]
-    return _result(A, Pa, Ga, first, last, pre, np.concatenate(vals), np.concatenate(wts), ser, it, eng)
+    vals = np.concatenate([np.asarray(itl_v, dtype=float)] + [np.asarray(v, dtype=float) for v, _ in itl_chunks])
+    wts = np.concatenate([np.asarray(itl_w, dtype=np.int64),
+                          np.repeat(np.array([w for _, w in itl_chunks], dtype=np.int64),
+                                    [len(v) for v, _ in itl_chunks])])
+    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng)
 
 
 # ================================================================ the `use batching` block
