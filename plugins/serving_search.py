@@ -706,7 +706,7 @@ def _layouts(ctx, b, model):
     rt_base = sum(eng_num(n, "B") for n in ("non_torch_memory", "cuda_graph_memory", "cuda_context"))
     tp_comm = eng_num("tp_comm_memory", "B")
     V = an["V"]
-    out = []
+    out, sizes = [], {}
     for di, dname in enumerate(devs):
         dv = ctx.decl(dname)
         M = conv(dv.q("cuda_memory", "B")) if dv.has("cuda_memory") else conv(dv.q("memory", "B", positive=True))
@@ -730,8 +730,9 @@ def _layouts(ctx, b, model):
                                "add `links = [nvlink4]` (one for all devices, or one per device)",
                                code="missing-parameter")
                 else:
-                    W, kvt, act = per_gpu_sizes(model, tp, pp, wfmt, kvfmt)
-                    g.weights, g.kv_per_token, g.act_per_token = conv(W), conv(kvt), conv(act)
+                    if (tp, pp) not in sizes:        # the same for every device: sized once
+                        sizes[tp, pp] = tuple(conv(x) for x in per_gpu_sizes(model, tp, pp, wfmt, kvfmt))
+                    g.weights, g.kv_per_token, g.act_per_token = sizes[tp, pp]
                     g.sampler_per_seq = V * sampler
                     g.runtime = rt_base + (tp_comm if tp > 1 else 0.0)
                     g.c = step_constants_of(an, mn, d, kv_bytes=kv_model, tp=tp, link=link, weights=wfmt,

@@ -78,6 +78,7 @@ np = _Numpy()
 
 QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(99, 100))
 RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
+MEMO_CAP = 1 << 16         # single-iteration step costs remembered at most (then the memo starts over)
 SHORT_RUN = 64             # runs up to this many iterations: a Python loop (numpy's per-call cost is higher)
 
 
@@ -307,7 +308,7 @@ class SimResult:
 
 
 def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
-    ser = np.asarray(ser, dtype=float).reshape(-1, 4)
+    ser = np.fromiter(ser, dtype=float, count=len(ser)).reshape(-1, 4)
     return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
                      np.asarray(first, dtype=float), np.asarray(last, dtype=float), np.asarray(pre, dtype=np.int64),
                      itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
@@ -478,7 +479,9 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
     lin = _Affine(step_time, c, o, NB * bs) if affine else None
+    lin_memo = lin.memo if lin is not None else None
     so = getattr(o, "scalar", o)        # one iteration at a time: the ops on Python numbers
+    memo: dict = {}                     # step costs of single iterations by their arguments
     P, G = Pa.tolist(), Ga.tolist()
     order = np.argsort(A, kind="stable")
     arr = A[order].tolist() + [math.inf]
@@ -554,7 +557,9 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                         j += 1
                     k = min(k, q * bs + j)
                 k = min(k, RUN_CAP)
-                ab = lin(n_dec) if lin is not None else None
+                ab = lin_memo.get(n_dec, False) if lin is not None else None
+                if ab is False:
+                    ab = lin(n_dec)
                 if ab is not None and k <= SHORT_RUN:     # short run: a Python loop, closed form
                     a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
                     b1 = ab[1] * n_dec
@@ -637,7 +642,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             free -= nb
         budget = B - n_dec
         sched = []                        # prefill chunks: (request, tokens)
-        prefix = 0
+        prefix = ends_pf = 0              # ends_pf: chunks that complete their prompt (they emit logits)
         if X >= 0 and budget > 0:
             new = min(P[X] + out[X] - comp[X], budget)
             need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
@@ -650,6 +655,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                 sched.append((X, new))
                 budget -= new
                 prefix = comp[X]
+                if comp[X] + new == P[X] + out[X]:
+                    ends_pf += 1
         if not preempted:
             while waiting and budget > 0 and len(running) < S:
                 r = waiting[0]
@@ -665,15 +672,25 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                 running.append(r)
                 sched.append((r, new))
                 budget -= new
+                if comp[r] + new == P[r] + out[r]:
+                    ends_pf += 1
         pf = B - n_dec - budget
+        ctx = sum_key + n_dec * D
         if extra:
-            ends_pf = sum(1 for r, new in sched if comp[r] + new == P[r] + out[r])
             if not ends_pf and not n_dec:
                 ends_pf = None            # no logits at all: leave the cost its default (one head pass)
-            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, so, prefill_prefix=prefix, prefill_seqs=ends_pf)
+            key_ = (pf, n_dec, ctx, prefix, ends_pf)
         else:
-            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, so)
-        dt = float(dt)
+            key_ = (pf, n_dec, ctx)
+        dt = memo.get(key_)               # the step cost is a function of its arguments: iterations repeat
+        if dt is None:
+            if extra:
+                dt = float(step_time(c, pf, n_dec, ctx, so, prefill_prefix=prefix, prefill_seqs=ends_pf))
+            else:
+                dt = float(step_time(c, pf, n_dec, ctx, so))
+            if len(memo) >= MEMO_CAP:
+                memo.clear()
+            memo[key_] = dt
         t_end = t + dt
         it += 1
         if n_dec:
