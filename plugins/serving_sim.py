@@ -470,6 +470,9 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
     closed form α + β·context when the step cost is affine in the context (:class:`_Affine`;
     equal to the direct evaluation up to rounding); False calls the step cost on every run.
+    ``o`` is passed to the step cost; an iteration computed alone passes ``o.scalar`` instead
+    when ``o`` has one (``ops("numpy").scalar``: the same max/min/where on Python numbers, at a
+    fraction of numpy's per-call cost), and its cost is remembered by its arguments.
 
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
