@@ -46,7 +46,23 @@ PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ATTENTION = ("flash", "eager")
 
 
+class _PythonOps:
+    """max/min/where on Python numbers (one value each): the same values as numpy's elementwise
+    functions, without their per-call cost (≈1 µs each, and numpy scalars that make every later
+    operation slower) — what a simulator calling a step cost once per iteration uses."""
+
+    max, min = staticmethod(max), staticmethod(min)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+
 class _NumpyOps:
+    #: the same operations for Python numbers (:class:`_PythonOps`), for callers that evaluate
+    #: one point at a time
+    scalar = _PythonOps()
+
     def __init__(self):
         import numpy as np
         self.max, self.min, self.where = np.maximum, np.minimum, np.where
@@ -122,7 +138,10 @@ class _SympyOps:
 
 
 def ops(kind: str):
-    """``ops("numpy")`` or ``ops("sympy")``: the max/min/where namespace."""
+    """``ops("numpy")``, ``ops("python")`` (Python numbers only) or ``ops("sympy")``: the
+    max/min/where namespace.  ``ops("numpy").scalar`` is ``ops("python")``."""
+    if kind == "python":
+        return _NumpyOps.scalar
     return _NumpyOps() if kind == "numpy" else _SympyOps()
 
 

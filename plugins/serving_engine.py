@@ -75,6 +75,7 @@ import sympy as sp
 from dsl.plugin import KindSpec, Param, QuantitySpec, UseSpec, hookimpl
 
 from .decoder import architecture, moe_architecture
+from .layout_model import ops
 from .llmstate import kv_bytes_per_token
 from .serving import FORMAT_BYTES
 
@@ -262,7 +263,7 @@ def _activation_per_token(a, mo, tp: int, actb):
     dense = mats * a["f"] / tp
     if mo["moe"]:
         moe = mo["k"] * (mats * mo["fe"] / tp + h) + mo["ks"] * mats * mo["fe"] / tp
-        width = sp.Max(dense, moe) if _has_dense(mo) else moe
+        width = ops("sympy").max(dense, moe) if _has_dense(mo) else moe
     else:
         width = dense
     return actb * (width + 3 * h)
@@ -347,9 +348,11 @@ def _price(ctx, b):
     reserve = bool(eng.value("reserve_activations", True))
     sampler = eng.q("sampler_bytes", "B") if eng.has("sampler_bytes") else sp.Integer(0)
 
+    so = ops("sympy")     # Max/Min without sympy's pairwise assumption queries (the same function)
+
     def budget_at(t: int, w_fmt=wb):
         w, kv, _ = _sizes(m, a, mo, t, pp, w_fmt, kvb)
-        act = sp.Max(T * _activation_per_token(a, mo, t, actb), sp.Min(seqs, T) * a["V"] * sampler) \
+        act = so.max(T * _activation_per_token(a, mo, t, actb), so.min(seqs, T) * a["V"] * sampler) \
             if reserve else sp.Integer(0)
         rt = over("non_torch_memory") + (over("tp_comm_memory") if t > 1 else 0) + over("cuda_graph_memory") \
             + over("cuda_context")

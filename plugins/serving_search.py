@@ -65,7 +65,11 @@ latencies are percentiles of a simulation.
    TP rank of its shard, :func:`plugins.collectives.collective_time` — already prefilled:
    their transferred tokens cost no compute, only KV blocks; the decode budget is at least the
    longest prompt so a transfer lands in one iteration).  TPOT = (t_G − t_1)/(G − 1) with t_1
-   the prefill pool's first token (DistServe's definition), so the transfer counts.
+   the prefill pool's first token (DistServe's definition), so the transfer counts.  The work
+   is bounded by the limit ``search_requests`` on the requests simulated in all (a
+   disaggregated candidate counts both pools): the first candidate that would pass it ends the
+   simulations (a warning says so) — a count, not a clock, so the result does not depend on
+   the machine.
 5. *Choose*: among the simulated candidates meeting both p95 targets, the least objective
    (``"gpus"``, or ``"cost"``: GPUs × ``gpu_hour`` over the trace's duration per million of its
    input + output tokens), ties to fewer GPUs, then the most headroom (the lower of TTFT p95 /
@@ -78,7 +82,8 @@ latencies are percentiles of a simulation.
 Deterministic: no randomness; candidates are enumerated in the order of the lists.  Speed
 (``benchmarks/serving_search_azure.py``): the screen prices thousands of candidates in
 about a second (3,456 configurations); each simulation of the 19,366-request Azure conversation
-trace about 0.5–2 s, so a search's time is set by its ``simulate`` budget.
+trace about 0.2–0.5 s, so a search's time is set by its ``simulate`` budget and the limit
+``search_requests``.
 
 References: NVIDIA AIConfigurator 0.12 (``aiconfigurator/sdk/pareto_analysis.py``: aggregated
 and xPyD disaggregated search, Pareto front); Zhong et al. 2024, "DistServe: Disaggregating
@@ -94,7 +99,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from dsl.plugin import Param, Table, TableSpec, UseSpec, hookimpl
+from dsl.plugin import Param, Table, TableSpec, UseSpec, current_limits, hookimpl, limit_hint
 
 from . import serving_sim as sim
 from .collectives import collective_time
@@ -118,6 +123,7 @@ np = _Numpy()
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 SCREEN_ITERATIONS = 80
 SCREEN_WINDOW = 60.0       # s: the screen prices the busiest minute's load
+SIMULATE_DEFAULT = 4       # configurations simulated after the screen (the block's default)
 REASONS = ("tp does not divide the heads", "pp above the layers", "does not fit (KV budget)",
            "KV below max_model_len", "chunk below max_num_seqs")
 
@@ -256,6 +262,9 @@ def kv_transfer_time(c, prompt_tokens, link, o=None):
 
 def pp_send_time(g: Layout, tokens, o):
     """(pp − 1) activation sends of a step's tokens (h 16-bit values each) on the TP link."""
+    if isinstance(tokens, (int, float)):         # one value (the simulator's iterations)
+        return 0.0 if g.pp <= 1 else (g.pp - 1) * collective_time("send", 2, float(tokens) * 2.0 * g.c["h"],
+                                                                   g.link, o)
     if g.pp <= 1:
         return 0.0 * np.asarray(tokens, dtype=float)
     size = np.asarray(tokens, dtype=float) * 2.0 * g.c["h"]
@@ -267,6 +276,10 @@ def step_fn(g: Layout):
     def f(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_prefix=0, prefill_seqs=None):
         o = o or ops("numpy")
         t = step_time(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
+        if g.pp > 1 and all(isinstance(x, int) for x in (prefill_tokens, decode_seqs, context_tokens)):
+            # one iteration of the simulator (Python numbers): the same sends without numpy's per-call cost
+            T = prefill_tokens + decode_seqs
+            return float(t + pp_send_time(g, T, ops("python"))) if T > 0 else float(t)
         if g.pp > 1:
             T = np.asarray(prefill_tokens) + np.asarray(decode_seqs)
             t = t + np.where(T > 0, pp_send_time(g, T, o), 0.0)
@@ -287,8 +300,17 @@ def _fixed_point(f, lam, P, G):
     """t = f(λ·P̄·t, λ·Ḡ·t) by iteration from the empty step (arrays over candidates):
     (t, stable) — stable where the iteration has settled."""
     t = f(0.0 * lam, 0.0 * lam + 1.0)
-    for _ in range(SCREEN_ITERATIONS):
+    seen = [t]
+    for i in range(1, SCREEN_ITERATIONS + 1):
         t = np.minimum(f(lam * P * t, lam * G * t), 1e6)
+        # the map is elementwise and deterministic: once every element repeats with period 1 or
+        # 2 (settled, or alternating in its last bit), iteration SCREEN_ITERATIONS is known
+        if np.array_equal(t, seen[-1]):
+            break
+        if len(seen) > 1 and np.array_equal(t, seen[-2]):
+            t = seen[-2] if (SCREEN_ITERATIONS - i) % 2 == 0 else seen[-1]
+            break
+        seen = [seen[-1], t]
     t_next = f(lam * P * t, lam * G * t)
     stable = np.isfinite(t) & (t_next <= t * (1 + 1e-3)) & (t < 60.0)
     return t_next, stable
@@ -438,11 +460,25 @@ def pareto(points) -> list:
     return keep
 
 
+def requests_simulated(cols, i: int, w: Workload) -> int:
+    """Requests candidate i's simulation follows: the workload's, and for a disaggregated
+    candidate also its decode pool's (the requests with more than one output token)."""
+    n = len(w.arrival)
+    return n + int(np.count_nonzero(w.output > 1)) if cols["disagg"][i] else n
+
+
 def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_model_len: int,
-        kv_link: dict | None = None, objective: str = "gpus", simulate_k: int = 8, margin: float = 1.5,
-        chunked: bool = True) -> SearchResult:
+        kv_link: dict | None = None, objective: str = "gpus", simulate_k: int = SIMULATE_DEFAULT,
+        margin: float = 1.5, chunked: bool = True, max_requests: int | None = None) -> SearchResult:
     """Screen every candidate, simulate the screen's best (module docstring, steps 3–5).
-    ``meta["seconds"]`` holds the wall time of the screen and of the simulations (benchmarks)."""
+
+    ``max_requests`` (default: the limit ``search_requests`` in force) bounds the work: the
+    requests of every simulation, summed (:func:`requests_simulated`); the first candidate in
+    simulation order that would pass it ends the simulations, deterministically, and
+    ``meta["cut"]`` is then ``(candidate, requests it needed)`` (else None).
+    ``meta["requests"]`` holds the requests simulated; ``meta["seconds"]`` the wall time of the
+    screen and of the simulations (benchmarks)."""
+    cap = current_limits().search_requests if max_requests is None else int(max_requests)
     t0 = time.perf_counter()
     cols = screen(layouts, cols, w, max_model_len, kv_link, chunked)
     res = SearchResult(layouts, cols)
@@ -458,8 +494,15 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
     t1 = time.perf_counter()
     ordered = [int(i) for i in order if passing[i]]
     picked, meets = [], []
+    used, cut = [0], []
 
-    def run_one(i):
+    def run_one(i) -> bool:
+        need = requests_simulated(cols, i, w)
+        if cut or used[0] + need > cap:
+            if not cut:
+                cut.append((i, need))
+            return False
+        used[0] += need
         try:
             res.sim[i] = simulate(res, i, w, kv_link, chunked)
         except sim.SimError:           # a limit the screen did not see: the candidate cannot serve the trace
@@ -468,11 +511,13 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
         picked.append(i)
         if res.sim[i]["ttft_p95"] <= slo_ttft and res.sim[i]["tpot_p95"] <= slo_tpot:
             meets.append(i)
+        return True
 
     for i in ordered:                  # until k are simulated and one meets (at most 3k)
         if len(picked) >= 3 * simulate_k or (len(picked) >= simulate_k and meets):
             break
-        run_one(i)
+        if not run_one(i):
+            break
     if ordered:
         cheapest = obj[ordered[0]]
         below = [int(i) for i in order if valid[i] and obj[i] < cheapest]
@@ -487,7 +532,8 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
             if len(levels) >= max(simulate_k // 2, 1):
                 break
         for i in levels:
-            run_one(i)
+            if not run_one(i):
+                break
     picked.sort(key=lambda j: (obj[j], score[j], j))
     res.simulated = picked
 
@@ -504,6 +550,7 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
             res.sim[i]["ttft_p95"] / slo_ttft, res.sim[i]["tpot_p95"] / slo_tpot), i))
     res.meta = {"candidates": len(obj), "valid": int(valid.sum()), "stable": int(stable.sum()),
                 "passing": int(passing.sum()), "simulated": len(picked), "objective": objective,
+                "requests": used[0], "max_requests": cap, "cut": cut[0] if cut else None,
                 "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
                 "skipped": {r: int((cols["reason"] == r).sum()) for r in sorted(set(cols["reason"]) - {""})},
                 "seconds": {"screen": t1 - t0, "simulate": time.perf_counter() - t1}}
@@ -554,7 +601,8 @@ SERVING_SEARCH = UseSpec(
         Param("slo_tpot", "s", None, "p95 time-per-output-token target", min=0, min_open=True),
         Param("objective", kind="choice", choices=("gpus", "cost"), default='"gpus"',
               doc="minimise GPUs, or cost per million tokens (needs gpu_hour)"),
-        Param("simulate", "", "8", "candidates simulated on the trace after the screen", kind="int", min=1),
+        Param("simulate", "", str(SIMULATE_DEFAULT), "candidates simulated on the trace after the screen (within "
+              "the limit search_requests on the requests simulated in all)", kind="int", min=1),
         Param("screen_margin", "", "1.5", "a candidate is simulated when its estimates are within this factor of "
               "the targets", min=1),
         Param("weights", kind="choice", default='"bf16"', choices=FORMATS, doc="format of the weights"),
@@ -658,7 +706,7 @@ def _layouts(ctx, b, model):
     rt_base = sum(eng_num(n, "B") for n in ("non_torch_memory", "cuda_graph_memory", "cuda_context"))
     tp_comm = eng_num("tp_comm_memory", "B")
     V = an["V"]
-    out = []
+    out, sizes = [], {}
     for di, dname in enumerate(devs):
         dv = ctx.decl(dname)
         M = conv(dv.q("cuda_memory", "B")) if dv.has("cuda_memory") else conv(dv.q("memory", "B", positive=True))
@@ -682,8 +730,9 @@ def _layouts(ctx, b, model):
                                "add `links = [nvlink4]` (one for all devices, or one per device)",
                                code="missing-parameter")
                 else:
-                    W, kvt, act = per_gpu_sizes(model, tp, pp, wfmt, kvfmt)
-                    g.weights, g.kv_per_token, g.act_per_token = conv(W), conv(kvt), conv(act)
+                    if (tp, pp) not in sizes:        # the same for every device: sized once
+                        sizes[tp, pp] = tuple(conv(x) for x in per_gpu_sizes(model, tp, pp, wfmt, kvfmt))
+                    g.weights, g.kv_per_token, g.act_per_token = sizes[tp, pp]
                     g.sampler_per_seq = V * sampler
                     g.runtime = rt_base + (tp_comm if tp > 1 else 0.0)
                     g.c = step_constants_of(an, mn, d, kv_bytes=kv_model, tp=tp, link=link, weights=wfmt,
@@ -757,6 +806,11 @@ def plan_activities_schedule(ctx):
               margin=float(b.value("screen_margin")), chunked=chunked)
     _RESULTS.put(ctx.info, res)
     m = res.meta
+    if m["cut"] is not None:
+        ctx.warn(f"the serving search of plan '{ctx.name}' stopped at the limit on simulated requests "
+                 f"({m['max_requests']:,}): {m['simulated']} configurations simulated ({m['requests']:,} requests), "
+                 f"the next needed {m['cut'][1]:,} more", "lower `simulate`, or " + limit_hint("search_requests"),
+                 code="limit")
     how = "serving search"
     ctx.define("search_candidates", sp.Integer(m["candidates"]), "", f"configurations enumerated ({how})")
     ctx.define("search_valid", sp.Integer(m["valid"]), "", f"configurations that fit their devices ({how})")

@@ -78,6 +78,8 @@ np = _Numpy()
 
 QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(99, 100))
 RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
+MEMO_CAP = 1 << 16         # single-iteration step costs remembered at most (then the memo starts over)
+SHORT_RUN = 64             # runs up to this many iterations: a Python loop (numpy's per-call cost is higher)
 
 
 class SimError(ValueError):
@@ -306,7 +308,7 @@ class SimResult:
 
 
 def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
-    ser = np.asarray(ser, dtype=float).reshape(-1, 4)
+    ser = np.fromiter(ser, dtype=float, count=len(ser)).reshape(-1, 4)
     return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
                      np.asarray(first, dtype=float), np.asarray(last, dtype=float), np.asarray(pre, dtype=np.int64),
                      itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
@@ -468,6 +470,9 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
     closed form α + β·context when the step cost is affine in the context (:class:`_Affine`;
     equal to the direct evaluation up to rounding); False calls the step cost on every run.
+    ``o`` is passed to the step cost; an iteration computed alone passes ``o.scalar`` instead
+    when ``o`` has one (``ops("numpy").scalar``: the same max/min/where on Python numbers, at a
+    fraction of numpy's per-call cost), and its cost is remembered by its arguments.
 
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
@@ -477,6 +482,9 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
     lin = _Affine(step_time, c, o, NB * bs) if affine else None
+    lin_memo = lin.memo if lin is not None else None
+    so = getattr(o, "scalar", o)        # one iteration at a time: the ops on Python numbers
+    memo: dict = {}                     # step costs of single iterations by their arguments
     P, G = Pa.tolist(), Ga.tolist()
     order = np.argsort(A, kind="stable")
     arr = A[order].tolist() + [math.inf]
@@ -552,17 +560,29 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                         j += 1
                     k = min(k, q * bs + j)
                 k = min(k, RUN_CAP)
-                ab = lin(n_dec) if lin is not None else None
-                if ab is not None and k <= 24:            # short run: a Python loop, closed form
+                ab = lin_memo.get(n_dec, False) if lin is not None else None
+                if ab is False:
+                    ab = lin(n_dec)
+                if ab is not None and k <= SHORT_RUN:     # short run: a Python loop, closed form
                     a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
                     b1 = ab[1] * n_dec
                     j, tt = 0, t
-                    while j < k and tt < ta:
-                        dt = a0 + b1 * j
-                        tt += dt
-                        v_add(dt)
-                        w_add(n_dec)
-                        j += 1
+                    if k <= 24:
+                        while j < k and tt < ta:
+                            dt = a0 + b1 * j
+                            tt += dt
+                            v_add(dt)
+                            w_add(n_dec)
+                            j += 1
+                    else:                                 # the vectorised path's values, in its place
+                        dts = []
+                        d_add = dts.append
+                        while j < k and tt < ta:
+                            dt = a0 + b1 * j
+                            tt += dt
+                            d_add(dt)
+                            j += 1
+                        itl_chunks.append((dts, n_dec))
                     k = j
                 else:
                     if ab is not None:
@@ -625,7 +645,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             free -= nb
         budget = B - n_dec
         sched = []                        # prefill chunks: (request, tokens)
-        prefix = 0
+        prefix = ends_pf = 0              # ends_pf: chunks that complete their prompt (they emit logits)
         if X >= 0 and budget > 0:
             new = min(P[X] + out[X] - comp[X], budget)
             need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
@@ -638,6 +658,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                 sched.append((X, new))
                 budget -= new
                 prefix = comp[X]
+                if comp[X] + new == P[X] + out[X]:
+                    ends_pf += 1
         if not preempted:
             while waiting and budget > 0 and len(running) < S:
                 r = waiting[0]
@@ -653,15 +675,25 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                 running.append(r)
                 sched.append((r, new))
                 budget -= new
+                if comp[r] + new == P[r] + out[r]:
+                    ends_pf += 1
         pf = B - n_dec - budget
+        ctx = sum_key + n_dec * D
         if extra:
-            ends_pf = sum(1 for r, new in sched if comp[r] + new == P[r] + out[r])
             if not ends_pf and not n_dec:
                 ends_pf = None            # no logits at all: leave the cost its default (one head pass)
-            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o, prefill_prefix=prefix, prefill_seqs=ends_pf)
+            key_ = (pf, n_dec, ctx, prefix, ends_pf)
         else:
-            dt = step_time(c, pf, n_dec, sum_key + n_dec * D, o)
-        dt = float(dt)
+            key_ = (pf, n_dec, ctx)
+        dt = memo.get(key_)               # the step cost is a function of its arguments: iterations repeat
+        if dt is None:
+            if extra:
+                dt = float(step_time(c, pf, n_dec, ctx, so, prefill_prefix=prefix, prefill_seqs=ends_pf))
+            else:
+                dt = float(step_time(c, pf, n_dec, ctx, so))
+            if len(memo) >= MEMO_CAP:
+                memo.clear()
+            memo[key_] = dt
         t_end = t + dt
         it += 1
         if n_dec:
@@ -707,9 +739,11 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             running.remove(r)
             done += 1
         t = t_end
-    vals = [np.asarray(itl_v, dtype=float)] + [v for v, _ in itl_chunks]
-    wts = [np.asarray(itl_w, dtype=np.int64)] + [np.full(len(v), w, dtype=np.int64) for v, w in itl_chunks]
-    return _result(A, Pa, Ga, first, last, pre, np.concatenate(vals), np.concatenate(wts), ser, it, eng)
+    vals = np.concatenate([np.asarray(itl_v, dtype=float)] + [np.asarray(v, dtype=float) for v, _ in itl_chunks])
+    wts = np.concatenate([np.asarray(itl_w, dtype=np.int64),
+                          np.repeat(np.array([w for _, w in itl_chunks], dtype=np.int64),
+                                    [len(v) for v, _ in itl_chunks])])
+    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng)
 
 
 # ================================================================ the `use batching` block

@@ -220,3 +220,52 @@ def test_pipeline_step_adds_the_stage_sends_by_hand(small):
     send = 8.4e-6 + 3.4e-6 + 110 * 4096 * 2 / (450e9 * 0.824)
     assert ss.step_fn(g2)(g2.c, 100, 10, 1000) == pytest.approx(base + send, rel=1e-12)
     assert ss.step_fn(g1)(g1.c, 100, 10, 1000) == base
+
+
+def test_simulated_requests_are_bounded_by_a_count(small):
+    """The limit `search_requests` bounds a search's simulations by the requests they follow,
+    not by a clock: with room for 3,000 requests, the small search (1,200 requests per
+    aggregated simulation) simulates two configurations — the first two it simulates without
+    the limit, with the same figures — and records the third, which would need 1,200 more."""
+    from dsl.syntax import limits as L
+    _, res, d = small
+    w = _workload(d)
+    full = ss.run(res.layouts, ss.candidates(res.layouts, [1, 2, 3], [16, 64], [512, 4096]), w, slo_ttft=0.5,
+                  slo_tpot=0.05, max_model_len=4096, simulate_k=4)
+    with L.override(search_requests=3000):
+        cut = ss.run(res.layouts, ss.candidates(res.layouts, [1, 2, 3], [16, 64], [512, 4096]), w, slo_ttft=0.5,
+                     slo_tpot=0.05, max_model_len=4096, simulate_k=4)
+    assert full.meta["simulated"] > 2 and full.meta["cut"] is None
+    assert full.meta["requests"] == 1200 * full.meta["simulated"]
+    assert cut.meta["simulated"] == 2 and cut.meta["requests"] == 2400 and cut.meta["max_requests"] == 3000
+    i, need = cut.meta["cut"]
+    assert need == 1200 and i in full.simulated and i not in cut.simulated
+    for j in cut.simulated:
+        assert cut.sim[j] == full.sim[j]
+    # a disaggregated candidate counts both pools: every request, and again those with more than one token
+    cols = {"disagg": np.array([0, 1])}
+    small_w = ss.Workload(np.zeros(3), np.array([5, 5, 5]), np.array([1, 2, 7]))
+    assert [ss.requests_simulated(cols, k, small_w) for k in (0, 1)] == [3, 5]
+
+
+def test_fuzz_default_search_is_bounded_by_the_limit_and_warns():
+    """Fuzz finding (tests/fuzzing.py mutate_case seeds 2255 and 14643): serving-slo-azure.plan
+    without its `objective = "cost"; simulate = 3` line ran the default search — then 8
+    configurations, up to 28 simulations of the 19,366-request trace per plan, 19 s of CPU.
+    The default is now 4, and the limit search_requests (120,000) allows at most
+    ⌊120,000 / 19,366⌋ = 6 simulations of that trace per plan, whatever the machine."""
+    import fuzzing
+    from conftest import CASES
+    texts = {fuzzing.mutate_case(s) for s in (2255, 14643)}
+    assert len(texts) == 1
+    name, text = texts.pop()
+    assert name == "serving-slo-azure.plan" and "simulate = 3" not in text
+    ws = dsl.load(CASES / name, text=text)
+    warned = {d.summary.split("'")[1] for d in ws.diagnostics if d.code == "limit"}
+    for plan in ("qwen3_8b_azure", "qwen3_30b_a3b_azure", "qwen3_8b_azure_x8"):
+        res = ss.result_of(ws, plan)
+        m = res.meta
+        assert len(res.sim) == m["simulated"] and m["max_requests"] == 120_000
+        assert 19_366 * m["simulated"] <= m["requests"] <= 120_000      # each simulation follows every request
+        assert m["simulated"] <= 6
+        assert (m["cut"] is not None) == (plan in warned)

@@ -52,6 +52,10 @@ class Limits:
     #: scheduler iterations one serving simulation computes one at a time (a prefill chunk, a
     #: preemption; a run of identical decode iterations counts once): about 2 µs and 150 bytes each
     sim_iterations: int = 2_000_000
+    #: requests one serving search (`use serving_search`) simulates in all: each configuration
+    #: simulated counts its requests (a disaggregated one its prefill and its decode pool), so
+    #: about six simulations of the 19,366-request Azure conversation trace (≈0.2 s each)
+    search_requests: int = 120_000
     #: measured runs one `use calibrate` reads: each is priced at every step of the fit
     #: (about 15 ms a run for a two-field fit)
     calibration_runs: int = 200
