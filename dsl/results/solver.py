@@ -128,10 +128,13 @@ def solve_query(ws, q: A.Query) -> Solution:
                                         "or solve for a count")])
         raise PlanError([Diagnostic("error", "solve", f"'{text}' does not depend on {q.target.dotted}",
                                     span, "pick a target that the two sides depend on")])
-    if node is not None and not node.input and x in (lhs.expr, rhs.expr):
-        # a computed quantity (a plugin's, or a field written as a formula) solved for an equation
-        # that states it directly: the answer is the other side, whatever the plan — a query that
-        # asks nothing
+    other = rhs.expr if lhs.expr == x else lhs.expr if rhs.expr == x else None
+    if node is not None and other is not None and (
+            node.kind != "field" or not node.input and not other.free_symbols):
+        # a plugin's quantity solved for a relation that states it directly, or a field written
+        # as a formula set equal to a constant: the answer is the other side, whatever the plan —
+        # a query that asks nothing (a field's budget against another quantity, `usable for
+        # peak <= usable`, is a real question: the other side's value)
         raise PlanError([Diagnostic("error", "solve", f"'{text}' solves the computed quantity {q.target.dotted} for "
                                     "itself: the answer is the other side", span,
                                     "solve for an input it depends on (e.g. an efficiency, a count or a bandwidth), "
