@@ -30,6 +30,8 @@ memory pool's peak on each timeline with the holds live at it) and ``memory-meth
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import sympy as sp
 
 from dsl.plugin import hookimpl
@@ -122,6 +124,11 @@ def bytes_per_param(block) -> dict[str, sp.Rational]:
 
 
 def _fmt_bpp(v) -> str:
+    """Bytes per parameter as printed: a whole number as it is, else four decimals.  An exact
+    number (int, Fraction, sympy Rational) is printed directly; a float is first rationalised."""
+    if isinstance(v, (int, Fraction)) or getattr(v, "is_Rational", False):
+        f = Fraction(int(v.p), int(v.q)) if hasattr(v, "p") else Fraction(v)
+        return str(f.numerator) if f.denominator == 1 else f"{float(f):.4f}"
     v = sp.nsimplify(v)
     return str(v) if v.is_Integer else f"{float(v):.4f}"
 
