@@ -25,8 +25,9 @@ def grammar_path() -> Path:
 
 
 def cache_dir() -> Path | None:
-    """Per-user cache directory of the analysed grammar (``$XDG_CACHE_HOME/plan-dsl`` or
-    ``~/.cache/plan-dsl``; ``PLAN_CACHE_DIR`` overrides it, an empty value disables the cache)."""
+    """Per-user cache directory of the analysed grammar and of parsed files' ASTs
+    (``$XDG_CACHE_HOME/plan-dsl`` or ``~/.cache/plan-dsl``; ``PLAN_CACHE_DIR`` overrides it, an
+    empty value disables the cache)."""
     import os
 
     d = os.environ.get("PLAN_CACHE_DIR")
@@ -470,10 +471,11 @@ def parse(text: str, file: str = "<string>") -> A.Module:
 # version and the limits checked on the tree.  A different digest is a miss, so an edited
 # file, grammar or parser is parsed again, never served stale; the entry is then replaced.
 # Defaults of plugin parameters (many tiny expressions) share one entry.  The directory is
-# :func:`cache_dir` ``/ast``, pruned to the most recently written entries; an unreadable or
-# unwritable cache only costs the parse.
+# :func:`cache_dir` ``/ast``, pruned to the most recently written entries (looked at on one
+# write in eight); an unreadable or unwritable cache only costs the parse.
 
 _AST_CACHE_ENTRIES = 512
+_PRUNE_DIGITS = "01"        # the size is looked at when a digest starts with one of these
 _expr_cache: dict | None = None
 
 
@@ -522,6 +524,8 @@ def _ast_cache_get(key: tuple[str, str]):
     try:
         data = (d / key[0]).read_bytes()
         digest, obj = pickle.loads(data)
+    except TimeoutError:    # a time budget ran out: not the cache's failure
+        raise
     except Exception:       # absent, unreadable, truncated or from another version: a miss
         return None
     return obj if digest == key[1] else None
@@ -540,11 +544,14 @@ def _ast_cache_put(key: tuple[str, str], obj) -> None:
         tmp = d / f".{key[0]}.{os.getpid()}.tmp"
         tmp.write_bytes(pickle.dumps((key[1], obj), protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, d / key[0])
-        entries = [e for e in os.scandir(d) if not e.name.startswith(".")]
-        if len(entries) > _AST_CACHE_ENTRIES:          # keep the most recently written half
-            entries.sort(key=lambda e: e.stat().st_mtime)
-            for e in entries[:len(entries) - _AST_CACHE_ENTRIES // 2]:
-                os.unlink(e.path)
+        if key[1][0] in _PRUNE_DIGITS:      # one write in eight (digests are uniform)
+            entries = [e for e in os.scandir(d) if not e.name.startswith(".")]
+            if len(entries) > _AST_CACHE_ENTRIES:      # keep the most recently written half
+                entries.sort(key=lambda e: e.stat().st_mtime)
+                for e in entries[:len(entries) - _AST_CACHE_ENTRIES // 2]:
+                    os.unlink(e.path)
+    except TimeoutError:    # a time budget ran out: not the cache's failure
+        raise
     except Exception:       # read-only home, a full disk, a concurrent prune: no cache
         pass
 
