@@ -272,13 +272,16 @@ def _peaks_table(ws, plan):
             unit = "GiB" if prof.peak >= 2 ** 30 else "MiB"
             rows.append((name, pool, "PEAK", round(convert(prof.peak, unit), 3), unit, ""))
             groups: dict = {}          # many holds of one kind (per layer, per micro-batch) -> one row
+            sizes: dict = {}           # size expression -> bytes (holds of a kind share one)
             for hid in prof.live:
-                h = tl.holds[hid]
-                size = float(h.bytes.xreplace({s: ws.base_value(s.name) for s in h.bytes.free_symbols}))
-                key = (h.doc, size) if len(prof.live) > 8 else (hid, size)
-                groups.setdefault(key, []).append(h)
+                e = tl.holds.bytes_of(hid)
+                size = sizes.get(e)
+                if size is None:
+                    size = sizes[e] = float(e.xreplace({s: ws.base_value(s.name) for s in e.free_symbols}))
+                key = (tl.holds.doc_of(hid), size) if len(prof.live) > 8 else (hid, size)
+                groups.setdefault(key, []).append(hid)
             for (_, size), hs in groups.items():
-                h = hs[0]
+                h = tl.holds[hs[0]]
 
                 def anchor(a, edge):
                     return edge if a is None else f"{a[1]} of {a[0]}"

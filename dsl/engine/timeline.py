@@ -339,6 +339,15 @@ class _Holds(_Store):
     def _item(self, block, i):
         return block.hold(i)
 
+    def doc_of(self, key) -> str:
+        """Doc of hold ``key`` without building the hold (holds added as a block have none)."""
+        h = self._single.get(key)
+        if h is not None:
+            return h.doc
+        if key in self:
+            return ""
+        raise KeyError(key)
+
     def bytes_of(self, key):
         """Size expression of hold ``key`` (``self[key].bytes`` without building the hold)."""
         h = self._single.get(key)
