@@ -9,7 +9,12 @@ the child's CPU time (user + system) and peak resident memory; the median of ``-
 the baseline and this checkout alternating run by run so that both see the same machine load.
 The load average is printed; CPU time is the figure that stays stable on a shared machine,
 wall time is printed beside it.  ``--cases`` also evaluates every file of ``specs/cases/``
-once per checkout.
+once per checkout (alternating file by file) and prints them side by side.
+
+Caches: the warm-up run also fills the parser's cache (the analysed grammar and the files'
+parse trees, see dsl/syntax/parser.py), as any second run of an installed ``plan`` finds it;
+the row "same, empty parser cache" is the design case's first run after installation (each
+run with a new empty ``PLAN_CACHE_DIR``).
 
 Bytecode: an installed program runs from compiled ``.pyc`` files.  The children run with
 ``PYTHONDONTWRITEBYTECODE`` removed and ``PYTHONPYCACHEPREFIX`` pointing at a cache directory
@@ -51,10 +56,13 @@ def child_env(tree: Path) -> dict:
     return env
 
 
-def run(tree: Path, args: list[str]) -> tuple[float, float, float]:
+def run(tree: Path, args: list[str], fresh_cache: bool = False) -> tuple[float, float, float]:
+    env = child_env(tree)
+    if fresh_cache:     # a first run: no analysed grammar, no parse trees (PLAN_CACHE_DIR empty dir)
+        env["PLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="plan-cache-")
     t = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "dsl.cli", *args], cwd=tree, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, env=child_env(tree))
+                         stderr=subprocess.DEVNULL, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status) not in (0, 1):
@@ -82,6 +90,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     conv = ROOT / "specs" / "data" / "traces" / "azure-llm-2023-conv.csv"
     jobs = [("plan eval design case", ["eval", "specs/cases/cpt-qwen3-8b-4090.plan"]),
+            ("  same, empty parser cache", ["eval", "specs/cases/cpt-qwen3-8b-4090.plan"], True),
             ("plan solve design case", ["solve", "specs/cases/cpt-qwen3-8b-4090.plan"]),
             ("plan report design case (html)", ["report", "specs/cases/cpt-qwen3-8b-4090.plan", "-o",
                                                 str(tmp / "r.html")]),
@@ -98,11 +107,11 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; cold processes, median of {a.repeat}; "
           "CPU = user + system of the child")
     print(f"{'command':<36} " + "  ".join(f"{t:>8} CPU s {t:>6} MiB {t:>7} wall" for t, _ in trees))
-    for label, args in jobs:
+    for label, args, *fresh in jobs:
         res: dict = {t: [] for t, _ in trees}
         for _ in range(a.repeat):
             for t, tree in trees:
-                res[t].append(run(tree, args))
+                res[t].append(run(tree, args, bool(fresh)))
         cells = []
         for t, _ in trees:
             cpu = statistics.median(r[0] for r in res[t])
@@ -111,15 +120,23 @@ def main() -> None:
             cells.append(f"{cpu:>14.2f} {rss:>10.0f} {wall:>12.2f}")
         print(f"{label:<36} " + "  ".join(cells), flush=True)
     if a.cases:
-        for t, tree in trees:
-            cpus = {}
-            for f in sorted((tree / "specs" / "cases").glob("*.plan")):
-                if f.name == "pipeline-scale.plan":
-                    continue
-                cpus[f.name] = run(tree, ["eval", str(f)])[0]
-            over = [f"{k} {v:.2f}" for k, v in cpus.items() if v > 1.0]
-            print(f"{t}: specs/cases (without the scale case): {len(cpus)} files, median {statistics.median(cpus.values()):.2f} s "
-                  f"CPU, max {max(cpus.values()):.2f} s; over 1 s: {', '.join(over) or 'none'}", flush=True)
+        files = [f.name for f in sorted((ROOT / "specs" / "cases").glob("*.plan")) if f.name != "pipeline-scale.plan"]
+        cpus: dict = {t: {} for t, _ in trees}
+        for name in files:          # once each, the checkouts alternating file by file
+            for t, tree in trees:
+                if (tree / "specs" / "cases" / name).exists():
+                    cpus[t][name] = run(tree, ["eval", f"specs/cases/{name}"])[0]
+        print(f"\nspecs/cases/ (without the scale case), one cold `plan eval` each, CPU s; load average "
+              f"{os.getloadavg()[0]:.2f}")
+        print(f"{'file':<40}" + "".join(f"{t:>10}" for t, _ in trees))
+        for name in files:
+            print(f"{name:<40}" + "".join(f"{cpus[t][name]:>10.2f}" if name in cpus[t] else f"{'—':>10}"
+                                         for t, _ in trees))
+        for t, _ in trees:
+            v = cpus[t]
+            over = [f"{k} {x:.2f}" for k, x in sorted(v.items(), key=lambda kv: -kv[1]) if x > 1.0]
+            print(f"{t}: {len(v)} files, median {statistics.median(v.values()):.2f} s CPU, max {max(v.values()):.2f} s; "
+                  f"{len(over)} over 1 s: {', '.join(over) or 'none'}", flush=True)
 
 
 def imports(trees: list[Path], repeat: int) -> None:

@@ -739,6 +739,8 @@ def _floor(x):
         import math
         return math.floor(x)
     import sympy as sp
+    if isinstance(x, sp.Rational):   # an exact number: its floor directly (same Integer)
+        return sp.Integer(x.p // x.q)
     return sp.floor(x)
 
 
@@ -747,6 +749,9 @@ def _mod(x, k):
     if np is not None and (isinstance(x, np.ndarray) or isinstance(k, np.ndarray)):
         return np.mod(x, k)
     import sympy as sp
+    if isinstance(x, (int, sp.Rational)) and isinstance(k, (int, sp.Rational)) and k != 0 \
+            and not isinstance(x, bool) and not isinstance(k, bool):
+        return sp.Rational(x) % sp.Rational(k)    # exact numbers: what Mod evaluates to, without it
     return sp.Mod(x, k)
 
 

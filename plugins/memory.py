@@ -30,6 +30,8 @@ memory pool's peak on each timeline with the holds live at it) and ``memory-meth
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import sympy as sp
 
 from dsl.plugin import hookimpl
@@ -122,6 +124,11 @@ def bytes_per_param(block) -> dict[str, sp.Rational]:
 
 
 def _fmt_bpp(v) -> str:
+    """Bytes per parameter as printed: a whole number as it is, else four decimals.  An exact
+    number (int, Fraction, sympy Rational) is printed directly; a float is first rationalised."""
+    if isinstance(v, (int, Fraction)) or getattr(v, "is_Rational", False):
+        f = Fraction(int(v.p), int(v.q)) if hasattr(v, "p") else Fraction(v)
+        return str(f.numerator) if f.denominator == 1 else f"{float(f):.4f}"
     v = sp.nsimplify(v)
     return str(v) if v.is_Integer else f"{float(v):.4f}"
 
@@ -265,13 +272,16 @@ def _peaks_table(ws, plan):
             unit = "GiB" if prof.peak >= 2 ** 30 else "MiB"
             rows.append((name, pool, "PEAK", round(convert(prof.peak, unit), 3), unit, ""))
             groups: dict = {}          # many holds of one kind (per layer, per micro-batch) -> one row
+            sizes: dict = {}           # size expression -> bytes (holds of a kind share one)
             for hid in prof.live:
-                h = tl.holds[hid]
-                size = float(h.bytes.xreplace({s: ws.base_value(s.name) for s in h.bytes.free_symbols}))
-                key = (h.doc, size) if len(prof.live) > 8 else (hid, size)
-                groups.setdefault(key, []).append(h)
+                e = tl.holds.bytes_of(hid)
+                size = sizes.get(e)
+                if size is None:
+                    size = sizes[e] = float(e.xreplace({s: ws.base_value(s.name) for s in e.free_symbols}))
+                key = (tl.holds.doc_of(hid), size) if len(prof.live) > 8 else (hid, size)
+                groups.setdefault(key, []).append(hid)
             for (_, size), hs in groups.items():
-                h = hs[0]
+                h = tl.holds[hs[0]]
 
                 def anchor(a, edge):
                     return edge if a is None else f"{a[1]} of {a[0]}"

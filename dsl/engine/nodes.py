@@ -66,14 +66,23 @@ class Node:
     source: str | None = None    # declared `source "…"`
     references: tuple = ()       # where a plugin's formula comes from (papers, books); shown on request
 
-    def __setattr__(self, name: str, value) -> None:
-        if self.__dict__.get("_sealed"):
-            raise AttributeError(f"node '{self.id}' is read-only after evaluation")
-        object.__setattr__(self, name, value)
-
     @property
     def numeric(self) -> bool:
         return self.value is None and self.expr is not None
+
+    def seal(self) -> None:
+        """Make the node read-only (it becomes a :class:`SealedNode`).  Nodes are built by the
+        hundred thousand on long timelines, so an unsealed node has no ``__setattr__`` of its
+        own to slow its construction."""
+        self.__dict__["_sealed"] = True
+        self.__class__ = SealedNode
+
+
+class SealedNode(Node):
+    """A :class:`Node` after evaluation: setting an attribute raises ``AttributeError``."""
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"node '{self.id}' is read-only after evaluation")
 
 
 @dataclass(frozen=True)

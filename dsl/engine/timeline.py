@@ -305,6 +305,14 @@ class _Store(Mapping):
                 return s[1][g - base] if s[0] == "one" else s[1].names[g - base]
         raise IndexError(g)
 
+    def id_at(self, g: int) -> str:
+        """Id of the item at position ``g``, remembered for lookups by id like :meth:`at`, without
+        building the item."""
+        name = self.name_of(g)
+        if name not in self._single:
+            self._hint[name] = g
+        return name
+
     def index_of(self, key):
         """Position of ``key`` in the order of addition (None when absent)."""
         if key in self._single:
@@ -330,6 +338,28 @@ class _Activities(_Store):
 class _Holds(_Store):
     def _item(self, block, i):
         return block.hold(i)
+
+    def doc_of(self, key) -> str:
+        """Doc of hold ``key`` without building the hold (holds added as a block have none)."""
+        h = self._single.get(key)
+        if h is not None:
+            return h.doc
+        if key in self:
+            return ""
+        raise KeyError(key)
+
+    def bytes_of(self, key):
+        """Size expression of hold ``key`` (``self[key].bytes`` without building the hold)."""
+        h = self._single.get(key)
+        if h is not None:
+            return h.bytes
+        g = self._hint.get(key)
+        if g is not None:
+            for s in self._segs:
+                if s[0] == "block" and s[2] <= g < s[2] + s[1].n:
+                    b, i = s[1], g - s[2]
+                    return b.sizes[b.scode[i]]
+        return self[key].bytes
 
 
 class _Ids(Sequence):
@@ -1592,8 +1622,8 @@ class Timeline:
             inv = np.empty(2 * m, dtype=np.int64)
             inv[order] = np.arange(2 * m)
             live = ok[(inv[:m] <= j_peak) & (inv[m:] > j_peak)]
-            at = self.holds.at
-            best = sorted(((-float(size[k]), at(int(sel[k])).id) for k in live.tolist()))
+            id_at = self.holds.id_at
+            best = sorted(((-float(size[k]), id_at(int(sel[k]))) for k in live.tolist()))
             best = [h for _, h in best]
         keep = np.r_[ts[1:] != ts[:-1], True] if len(ts) else np.zeros(0, dtype=bool)
         return Profile(pool, peak, t_peak, best, (ts[keep], level[keep]))
@@ -1662,4 +1692,4 @@ class Timeline:
 
     def peak_expr(self, prof: Profile):
         import sympy as sp
-        return sp.Add(*[self.holds[h].bytes for h in prof.live]) if prof.live else sp.Integer(0)
+        return sp.Add(*[self.holds.bytes_of(h) for h in prof.live]) if prof.live else sp.Integer(0)

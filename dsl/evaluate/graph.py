@@ -300,11 +300,14 @@ class GraphMixin:
         # ``ws.graph`` is read or a cycle has to be named): the same nodes, edges and order
         ops: list = []                      # replayed by replay_graph: (nid, attrs, sources)
         succ: dict = {}
+        referenced: set = set()             # every name an expression reads (for _warn_unused)
         for nid in sorted(self.nodes):
             n = self.nodes[nid]
             srcs = ()
             if n.expr is not None:
-                srcs = tuple(x for x in sorted((s.name for s in n.expr.free_symbols)) if x != nid)
+                names = {s.name for s in n.expr.free_symbols}
+                referenced |= names
+                srcs = tuple(x for x in sorted(names) if x != nid)
                 for x in srcs:
                     succ.setdefault(x, set()).add(nid)
             ops.append((nid, dict(kind=n.kind, expr=n.expr, unit=n.unit, plugin=n.plugin, doc=n.doc), srcs))
@@ -331,6 +334,7 @@ class GraphMixin:
             succ.setdefault(u, set()).add(v)
         act_attrs = [(nid, self.nodes[nid].expr, res) for nid, res in self._activity_resource.items()]
         self._graph_ops = (ops, tuple(self._activity_edges), act_attrs)
+        self._referenced = (len(self.nodes), referenced)
         self._graph, self._adjacency = None, None
         g = (self.nodes, succ, lex_topo(self.nodes, succ))     # with the order edges
         if not numeric:

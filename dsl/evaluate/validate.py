@@ -211,7 +211,11 @@ class ValidateMixin:
                                f"give it a value {_as(dim)}")
 
     def _warn_unused(self) -> None:
-        referenced = {s.name for m in self.nodes.values() if m.expr is not None for s in m.expr.free_symbols}
+        cached = getattr(self, "_referenced", None)     # collected while the graph was built
+        if cached is not None and cached[0] == len(self.nodes):
+            referenced = cached[1]
+        else:
+            referenced = {s.name for m in self.nodes.values() if m.expr is not None for s in m.expr.free_symbols}
         known = [p.name for s in self.plugins.blocks.values() for p in s.plan_params]
         for nid in sorted(self.nodes):
             n = self.nodes[nid]

@@ -138,7 +138,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         """Make the evaluated nodes, declarations and timelines read-only (an
         :class:`~dsl.results.evaluation.Evaluation` reads them; nothing may change them)."""
         for n in self.nodes.values():
-            n.__dict__["_sealed"] = True
+            n.seal()
         for d in self.decls.values():
             d.__dict__["_sealed"] = True
         for tl in self.timelines.values():

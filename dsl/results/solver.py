@@ -213,7 +213,11 @@ def solve_query(ws, q: A.Query) -> Solution:
             at[x] = sp.Float(value)
             eq = active_branch(fk, at) if sp.count_ops(fk) <= 120 else None
             if eq is not None and not _long_closed_form(eq, x, _TEXT_MAX):
-                sols = sp.solve(eq, x, check=False)   # its form is what is printed (roots are checked above)
+                # the printed form: _tidy() rebuilds it from the reduced fraction, so a linear
+                # root needs only its cancelled −c₀/c₁, not sympy.solve's simplification (the
+                # slowest part of a solve); roots were checked above
+                r = _linear_root(eq, x)
+                sols = [sp.cancel(r)] if r is not None else sp.solve(eq, x, check=False)
                 text_sol = f"{target} ="
                 for i, sol in enumerate(sols):    # stop tidying once the text is too long to show
                     text_sol += (" " if i == 0 else "; ") + sp.sstr(_tidy(sol))
@@ -439,25 +443,33 @@ def _long_closed_form(e, x, limit: int) -> bool:
     return p.degree() * sum(map(len, names)) > limit
 
 
+def _linear_root(e, x):
+    """The exact root −c₀/c₁ of ``e = 0`` in ``x`` when the numerator of ``e`` over a common
+    denominator is linear in ``x``, has no float, and the denominator does not vanish there;
+    else None."""
+    if e.has(sp.Float):
+        return None
+    try:
+        n, d = sp.fraction(sp.together(e))
+        p = sp.Poly(n, x)
+    except sp.PolynomialError:
+        return None
+    if p.degree() != 1:
+        return None
+    c1, c0 = p.all_coeffs()
+    r = -c0 / c1
+    return r if d.xreplace({x: r}).is_zero is not True else None
+
+
 def _roots(e, x) -> list:
     """The roots of ``e = 0`` in ``x`` (exact; their values are what ``sympy.solve`` gives,
     not necessarily its printed form).  When the numerator of
     ``e`` (over a common denominator) is linear in ``x`` — a break-even query usually is — the
-    root is its exact −c₀/c₁, found without sympy's general solver (which costs tens of
-    milliseconds per call); anything else (higher degree, ``x`` under a function, floats, a
-    root where the denominator vanishes) goes to ``sympy.solve``."""
-    if not e.has(sp.Float):
-        try:
-            n, d = sp.fraction(sp.together(e))
-            p = sp.Poly(n, x)
-        except sp.PolynomialError:
-            p = None
-        if p is not None and p.degree() == 1:
-            c1, c0 = p.all_coeffs()
-            r = -c0 / c1
-            if d.xreplace({x: r}).is_zero is not True:
-                return [r]
-    return sp.solve(e, x)
+    root is its exact −c₀/c₁ (:func:`_linear_root`), found without sympy's general solver
+    (which costs tens of milliseconds per call); anything else (higher degree, ``x`` under a
+    function, floats, a root where the denominator vanishes) goes to ``sympy.solve``."""
+    r = _linear_root(e, x)
+    return [r] if r is not None else sp.solve(e, x)
 
 
 def _tidy(e):

@@ -24,7 +24,8 @@ class Limits:
     """The bounds of one run (see the module docstring for how to change them)."""
 
     #: largest file read (a .plan file, a config.json, a data file), in MiB (parsing runs at
-    #: about 50 KB/s, so 2 MiB of .plan text is about 40 s of work)
+    #: about 100 KB per CPU second for dense formulas and 700 KB for catalog-like text,
+    #: benchmarks/bench_parse.py, so 2 MiB of .plan text is 3–20 s of work)
     file_mb: float = 2
     #: files a plan may import, counting the imports of imports
     imports: int = 1000

@@ -25,8 +25,9 @@ def grammar_path() -> Path:
 
 
 def cache_dir() -> Path | None:
-    """Per-user cache directory of the analysed grammar (``$XDG_CACHE_HOME/plan-dsl`` or
-    ``~/.cache/plan-dsl``; ``PLAN_CACHE_DIR`` overrides it, an empty value disables the cache)."""
+    """Per-user cache directory of the analysed grammar and of parsed files' ASTs
+    (``$XDG_CACHE_HOME/plan-dsl`` or ``~/.cache/plan-dsl``; ``PLAN_CACHE_DIR`` overrides it, an
+    empty value disables the cache)."""
     import os
 
     d = os.environ.get("PLAN_CACHE_DIR")
@@ -88,6 +89,14 @@ def _unescape(s: str) -> str:
 
 
 def _make_transformer(file: str):
+    """A transformer of parse trees of ``file`` into AST nodes (the class is built once)."""
+    t = _transformer_class()()
+    t.file = file
+    return t
+
+
+@lru_cache(maxsize=None)
+def _transformer_class():
     from lark import v_args
     from lark.visitors import Transformer_NonRecursive
 
@@ -95,70 +104,70 @@ def _make_transformer(file: str):
     class ToAST(Transformer_NonRecursive):   # iterative: a deep tree cannot exhaust the stack
         def quantity(self, meta, ch):
             num, unit = ch[0], (ch[1] if len(ch) > 1 else None)
-            return A.Number(str(num), str(unit) if unit is not None else None, _span(file, meta))
+            return A.Number(str(num), str(unit) if unit is not None else None, _span(self.file, meta))
 
         def ref(self, meta, ch):
-            return A.Ref(tuple(str(t) for t in ch), _span(file, meta))
+            return A.Ref(tuple(str(t) for t in ch), _span(self.file, meta))
 
         def string(self, meta, ch):
-            return A.String(_unescape(str(ch[0])), _span(file, meta))
+            return A.String(_unescape(str(ch[0])), _span(self.file, meta))
 
         def list(self, meta, ch):
-            return A.List(tuple(c for c in ch if c is not None), _span(file, meta))
+            return A.List(tuple(c for c in ch if c is not None), _span(self.file, meta))
 
         def true(self, meta, ch):
-            return A.Bool(True, _span(file, meta))
+            return A.Bool(True, _span(self.file, meta))
 
         def false(self, meta, ch):
-            return A.Bool(False, _span(file, meta))
+            return A.Bool(False, _span(self.file, meta))
 
         def _bin(op):
             def f(self, meta, ch):
-                return A.BinOp(op, ch[0], ch[1], _span(file, meta))
+                return A.BinOp(op, ch[0], ch[1], _span(self.file, meta))
             return f
 
         add, sub, mul, div, pow = _bin("+"), _bin("-"), _bin("*"), _bin("/"), _bin("^")
 
         def neg(self, meta, ch):
-            return A.Neg(ch[0], _span(file, meta))
+            return A.Neg(ch[0], _span(self.file, meta))
 
         def call(self, meta, ch):
             name, args = ch[0], [a for a in ch[1:] if a is not None]
-            return A.Call(str(name), tuple(args), _span(file, meta), _tok_span(file, name))
+            return A.Call(str(name), tuple(args), _span(self.file, meta), _tok_span(self.file, name))
 
         def assign(self, meta, ch):
             name, value, rng, src = ch
-            return A.Assign(str(name), value, _span(file, meta), _tok_span(file, name),
+            return A.Assign(str(name), value, _span(self.file, meta), _tok_span(self.file, name),
                             rng[:2] if rng else None, src[0] if src else None,
                             rng[2] if rng else None, src[1] if src else None)
 
         def range_clause(self, meta, ch):
-            return (ch[0], ch[1], _span(file, meta))
+            return (ch[0], ch[1], _span(self.file, meta))
 
         def source_clause(self, meta, ch):
-            return (_unescape(str(ch[0])), _tok_span(file, ch[0]))
+            return (_unescape(str(ch[0])), _tok_span(self.file, ch[0]))
 
         def require_stmt(self, meta, ch):
             name, lhs, op, rhs = ch
-            return A.Require(str(name) if name is not None else None, lhs, str(op), rhs, _span(file, meta),
-                             _tok_span(file, name) if name is not None else None)
+            return A.Require(str(name) if name is not None else None, lhs, str(op), rhs, _span(self.file, meta),
+                             _tok_span(self.file, name) if name is not None else None)
 
         def body(self, meta, ch):
             return list(ch)
 
         def use_block(self, meta, ch):
             name, members = ch[0], ch[1]
-            return A.UseBlock(str(name), tuple(members), _span(file, meta), _tok_span(file, name))
+            return A.UseBlock(str(name), tuple(members), _span(self.file, meta), _tok_span(self.file, name))
 
         def extends_clause(self, meta, ch):
-            sp_ = _tok_span(file, ch[0])
+            sp_ = _tok_span(self.file, ch[0])
             if len(ch) > 1:
-                last = _tok_span(file, ch[-1])
+                last = _tok_span(self.file, ch[-1])
                 sp_ = Span(sp_.file, sp_.line, sp_.column, last.end_line, last.end_column)
             return ("extends", ".".join(str(t) for t in ch), sp_)
 
         def from_clause(self, meta, ch):
-            return ("from", _unescape(str(ch[0])), _tok_span(file, ch[0]))
+            return ("from", _unescape(str(ch[0])), _tok_span(self.file, ch[0]))
 
         def decl(self, meta, ch):
             kind, name, ext, frm, members = ch
@@ -167,37 +176,37 @@ def _make_transformer(file: str):
             uses = tuple(m for m in members if isinstance(m, A.UseBlock))
             reqs = tuple(m for m in members if isinstance(m, A.Require))
             return A.Decl(str(kind), str(name), ext[1] if ext else None, frm[1] if frm else None,
-                          assigns, uses, _span(file, meta), _tok_span(file, kind),
-                          _tok_span(file, name), ext[2] if ext else None, frm[2] if frm else None, reqs)
+                          assigns, uses, _span(self.file, meta), _tok_span(self.file, kind),
+                          _tok_span(self.file, name), ext[2] if ext else None, frm[2] if frm else None, reqs)
 
         def import_stmt(self, meta, ch):
             alias = ch[1] if len(ch) > 1 else None
-            return A.Import(_unescape(str(ch[0])), _span(file, meta), str(alias) if alias is not None else None,
-                            _tok_span(file, alias) if alias is not None else None)
+            return A.Import(_unescape(str(ch[0])), _span(self.file, meta), str(alias) if alias is not None else None,
+                            _tok_span(self.file, alias) if alias is not None else None)
 
         def query_rel(self, meta, ch):
             return (ch[0], str(ch[1]), ch[2])
 
         def query(self, meta, ch):
             lhs, op, rhs = ch[1]
-            return A.Query(ch[0], lhs, op, rhs, _span(file, meta))
+            return A.Query(ch[0], lhs, op, rhs, _span(self.file, meta))
 
         def solve_stmt(self, meta, ch):
             name, target, (lhs, op, rhs) = ch
-            return A.Query(target, lhs, op, rhs, _span(file, meta), str(name) if name is not None else None,
-                           _tok_span(file, name) if name is not None else None)
+            return A.Query(target, lhs, op, rhs, _span(self.file, meta), str(name) if name is not None else None,
+                           _tok_span(self.file, name) if name is not None else None)
 
         def expr_only(self, meta, ch):
             return ch[0]
 
         def start(self, meta, ch):
-            return A.Module(file,
+            return A.Module(self.file,
                             tuple(c for c in ch if isinstance(c, A.Import)),
                             tuple(c for c in ch if isinstance(c, A.Decl)),
                             tuple(c for c in ch if isinstance(c, A.Query)),
                             tuple(c for c in ch if isinstance(c, A.Require)))
 
-    return ToAST()
+    return ToAST
 
 
 # Names of terminals as people read them.
@@ -426,14 +435,20 @@ def check_tree_limits(tree, file: str) -> None:
 def parse(text: str, file: str = "<string>") -> A.Module:
     """Parse ``text`` into a :class:`~dsl.syntax.ast.Module`.
 
+    A file parsed before with the same text, grammar, parser code and limits is read back
+    from the on-disk AST cache (:func:`_ast_cache_get`) instead of being parsed again.
+
     :raises PlanError: with one ``syntax`` diagnostic on malformed input.
     """
-    from lark.exceptions import LarkError, UnexpectedInput
-
     remember_source(file, text)
     if not text.endswith("\n"):
         text += "\n"
     check_text_limits(text, file)
+    key = _ast_key("file", file, text)
+    mod = _ast_cache_get(key)
+    if mod is not None:
+        return mod
+    from lark.exceptions import LarkError, UnexpectedInput
     try:
         tree = _parser().parse(text, start="start")
     except UnexpectedInput as e:
@@ -441,7 +456,104 @@ def parse(text: str, file: str = "<string>") -> A.Module:
     except LarkError as e:  # pragma: no cover - defensive
         raise PlanError([Diagnostic("error", "syntax", str(e), Span(file, 1, 1, 1, 2))]) from None
     check_tree_limits(tree, file)
-    return _make_transformer(file).transform(tree)
+    mod = _make_transformer(file).transform(tree)
+    _ast_cache_put(key, mod)
+    return mod
+
+
+# ------------------------------------------------------------------ on-disk AST cache
+#
+# Parsing is pure Python (≈1 ms per 1,000 characters, plus ≈40 ms to import lark and load the
+# parser tables once per process); the catalog a plan imports is the same text run after run.
+# An AST (frozen dataclasses of strings, numbers and spans) is stored per parsed file name,
+# pickled with the digest of everything it depends on: the text, the file name (spans carry
+# it), the grammar, the code of this module and of the AST classes, lark's version, Python's
+# version and the limits checked on the tree.  A different digest is a miss, so an edited
+# file, grammar or parser is parsed again, never served stale; the entry is then replaced.
+# Defaults of plugin parameters (many tiny expressions) share one entry.  The directory is
+# :func:`cache_dir` ``/ast``, pruned to the most recently written entries (looked at on one
+# write in eight); an unreadable or unwritable cache only costs the parse.
+
+_AST_CACHE_ENTRIES = 512
+_PRUNE_DIGITS = "01"        # the size is looked at when a digest starts with one of these
+_expr_cache: dict | None = None
+
+
+@lru_cache(maxsize=None)
+def _code_digest() -> str:
+    """Digest of what an AST depends on besides the text, the file name and the limits."""
+    import hashlib
+    import importlib.util
+    import sys
+
+    h = hashlib.sha256(repr(sys.version_info[:2]).encode())
+    h.update(grammar_path().read_bytes())
+    h.update(Path(__file__).read_bytes())
+    h.update(Path(A.__file__).read_bytes())
+    spec = importlib.util.find_spec("lark")
+    if spec is not None and spec.origin:
+        h.update(Path(spec.origin).read_bytes())        # carries lark's __version__
+    return h.hexdigest()
+
+
+def _ast_key(kind: str, file: str, text: str) -> tuple[str, str]:
+    """``(entry name, digest)`` of one parse."""
+    import hashlib
+
+    from .limits import current
+    lim = current()
+    code = _code_digest()
+    name = hashlib.sha256(f"{code}\0{kind}\0{file}".encode()).hexdigest()[:32]
+    digest = hashlib.sha256(f"{code}\0{kind}\0{file}\0{lim.expr_depth},{lim.expr_size},{lim.list_items},"
+                            f"{lim.fields}\0{text}".encode()).hexdigest()
+    return name, digest
+
+
+def _ast_dir() -> Path | None:
+    d = cache_dir()
+    return None if d is None else d / "ast"
+
+
+def _ast_cache_get(key: tuple[str, str]):
+    """The cached AST of ``key`` (see :func:`_ast_key`), or None."""
+    import pickle
+
+    d = _ast_dir()
+    if d is None:
+        return None
+    try:
+        data = (d / key[0]).read_bytes()
+        digest, obj = pickle.loads(data)
+    except TimeoutError:    # a time budget ran out: not the cache's failure
+        raise
+    except Exception:       # absent, unreadable, truncated or from another version: a miss
+        return None
+    return obj if digest == key[1] else None
+
+
+def _ast_cache_put(key: tuple[str, str], obj) -> None:
+    """Store ``obj`` under ``key`` (atomically: a concurrent reader sees the old or new entry)."""
+    import os
+    import pickle
+
+    d = _ast_dir()
+    if d is None:
+        return
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{key[0]}.{os.getpid()}.tmp"
+        tmp.write_bytes(pickle.dumps((key[1], obj), protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, d / key[0])
+        if key[1][0] in _PRUNE_DIGITS:      # one write in eight (digests are uniform)
+            entries = [e for e in os.scandir(d) if not e.name.startswith(".")]
+            if len(entries) > _AST_CACHE_ENTRIES:      # keep the most recently written half
+                entries.sort(key=lambda e: e.stat().st_mtime)
+                for e in entries[:len(entries) - _AST_CACHE_ENTRIES // 2]:
+                    os.unlink(e.path)
+    except TimeoutError:    # a time budget ran out: not the cache's failure
+        raise
+    except Exception:       # read-only home, a full disk, a concurrent prune: no cache
+        pass
 
 
 @lru_cache(maxsize=None)
@@ -503,14 +615,31 @@ def parse_query(text: str, file: str = "<query>") -> A.Query:
 
 @lru_cache(maxsize=None)
 def parse_expression(text: str, file: str = "<expr>"):
-    """Parse one expression (used for plugin parameter defaults)."""
-    from lark.exceptions import UnexpectedInput
+    """Parse one expression (used for plugin parameter defaults).
 
+    Expressions of files named ``<default of …>`` (plugin defaults: the same few dozen texts
+    in every run) are kept in one entry of the on-disk AST cache."""
+    global _expr_cache
     remember_source(file, text)
     check_text_limits(text, file)
+    shared = file.startswith("<default of ")
+    if shared:
+        key = _ast_key("expr", file, text)
+        if _expr_cache is None:
+            _expr_cache = _ast_cache_get(_ast_key("defaults", "", "")) or {}
+        hit = _expr_cache.get(key)
+        if hit is not None:
+            return hit
+    from lark.exceptions import UnexpectedInput
     try:
         tree = _parser().parse(text, start="expr_only")
     except UnexpectedInput as e:
         raise PlanError([_syntax_diagnostic(file, text, e)]) from None
     check_tree_limits(tree, file)
-    return _make_transformer(file).transform(tree)
+    out = _make_transformer(file).transform(tree)
+    if shared:
+        if not _expr_cache:                 # written once, when the process ends
+            import atexit
+            atexit.register(_ast_cache_put, _ast_key("defaults", "", ""), _expr_cache)
+        _expr_cache[key] = out
+    return out
