@@ -93,3 +93,25 @@ def test_no_cache_directory_no_files(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAN_CACHE_DIR", "")
     assert P.parse(TEXT, "x.plan") == _fresh(TEXT, "x.plan")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_cache_directory_others_can_write_is_not_used(tmp_path, monkeypatch):
+    """Entries are pickles: a directory another user can write (a shared XDG_CACHE_HOME), or a
+    symbolic link, turns the cache off — nothing is read from it or written to it."""
+    import os
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("PLAN_CACHE_DIR", str(shared))
+    assert P.parse(TEXT, "x.plan") == _fresh(TEXT, "x.plan")
+    assert list(shared.iterdir()) == []
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(own, target_is_directory=True)
+    monkeypatch.setenv("PLAN_CACHE_DIR", str(link))
+    P.parse(TEXT, "y.plan")
+    assert list(own.iterdir()) == []
+    monkeypatch.setenv("PLAN_CACHE_DIR", str(own))      # the same directory by its own name
+    P.parse(TEXT, "y.plan")
+    assert [p.name for p in own.iterdir()] == ["ast"] and len(list((own / "ast").iterdir())) == 1

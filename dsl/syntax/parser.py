@@ -37,6 +37,25 @@ def cache_dir() -> Path | None:
     return Path(base) / "plan-dsl"
 
 
+@lru_cache(maxsize=64)
+def _trusted(d: Path) -> bool:
+    """Whether directory ``d`` may hold pickles this process loads: created if missing (mode
+    0700), then a real directory (not a symbolic link) owned by this user that no other user
+    can write.  A shared or world-writable ``XDG_CACHE_HOME``/``PLAN_CACHE_DIR`` turns the
+    caches off instead of loading what another user could have written there."""
+    import os
+    import stat
+
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(d)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o022:
+        return False
+    return not hasattr(os, "getuid") or st.st_uid == os.getuid()
+
+
 @lru_cache(maxsize=None)
 def _parser():
     """The LALR parser.  Building its tables takes longer than loading them, so they are cached
@@ -53,11 +72,10 @@ def _parser():
     opts = dict(parser="lalr", lexer="contextual", propagate_positions=True,
                 start=["start", "query", "expr_only"], maybe_placeholders=True)
     d = cache_dir()
-    if d is not None:
+    if d is not None and _trusted(d):
         key = hashlib.sha256(f"{text}{sorted(opts.items())}{lark.__version__}{sys.version_info[:2]}"
                              .encode()).hexdigest()[:20]
         try:
-            d.mkdir(parents=True, exist_ok=True)
             return Lark(text, cache=str(d / f"grammar-{key}.lark-cache"), **opts)
         except OSError:
             pass
@@ -510,8 +528,11 @@ def _ast_key(kind: str, file: str, text: str) -> tuple[str, str]:
 
 
 def _ast_dir() -> Path | None:
+    """The AST cache's directory, or None when the cache is off or not trusted (:func:`_trusted`)."""
     d = cache_dir()
-    return None if d is None else d / "ast"
+    if d is None or not _trusted(d) or not _trusted(d / "ast"):
+        return None
+    return d / "ast"
 
 
 def _ast_cache_get(key: tuple[str, str]):
@@ -540,7 +561,6 @@ def _ast_cache_put(key: tuple[str, str], obj) -> None:
     if d is None:
         return
     try:
-        d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{key[0]}.{os.getpid()}.tmp"
         tmp.write_bytes(pickle.dumps((key[1], obj), protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, d / key[0])
