@@ -37,7 +37,9 @@ def test_cpu_burn_is_a_hang(monkeypatch, harness):
         while True:
             pass
     (r,) = _with_main(monkeypatch, harness, burn)
-    assert r["kind"] == "hang" and r["cpu"] >= 0.5 and r["wall"] < 3.0
+    # the alarm fires after 0.5 s of the process's CPU time (ITIMER_PROF, tick accounting);
+    # wait4's rusage of the same process can read a few ticks less (0.491 s seen under load)
+    assert r["kind"] == "hang" and r["cpu"] >= 0.45 and r["wall"] < 3.0
 
 
 def test_sleeping_past_the_wall_backstop_is_slow_under_load_not_a_hang(monkeypatch, harness):
