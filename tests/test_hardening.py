@@ -975,3 +975,22 @@ def test_nested_time_budget_keeps_the_outer_deadline():
                 time.sleep(0.6)
             time.sleep(0.6)                 # 1.2 s in all: the outer budget fires during this
     assert time.monotonic() - t0 < 1.15
+
+
+def test_a_dropped_timeout_is_raised_again():
+    """A TimeoutError that lands where Python drops exceptions (a finalizer, a garbage-collector
+    callback — here a body that swallows it) must not leave the body running unbounded."""
+    import time
+    from dsl.syntax import limits as L
+    dropped = []
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="gave up after 0.2 s"):
+        with L.time_budget(0.2):
+            try:
+                while True:
+                    pass
+            except TimeoutError:
+                dropped.append(1)
+            while time.monotonic() - t0 < 30:
+                pass
+    assert dropped == [1] and time.monotonic() - t0 < 20

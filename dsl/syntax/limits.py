@@ -205,7 +205,9 @@ def time_budget(seconds: float | None = None):
     """Run the body under a wall-clock budget; on expiry raise :class:`TimeoutError` inside it
     (main thread of a Unix process only; elsewhere the body runs unbounded).
 
-    Nested budgets keep the tighter one.
+    Nested budgets keep the tighter one.  Once expired, the alarm repeats every 0.25 s until
+    the body has left, so a ``TimeoutError`` that lands where Python drops exceptions (a
+    finalizer, a garbage-collector callback) is raised again in the body.
     """
     import signal
     import threading
@@ -220,6 +222,9 @@ def time_budget(seconds: float | None = None):
         return
 
     def expired(signum, frame):
+        # fire again soon: an exception raised inside a finalizer or a garbage-collector
+        # callback is printed and dropped by Python, and the body must not then run unbounded
+        signal.setitimer(signal.ITIMER_REAL, 0.25)
         raise TimeoutError(f"gave up after {secs:g} s")
     import time
     t0 = time.monotonic()
