@@ -1220,6 +1220,13 @@ def cmd_sweep(args) -> int:
     ws = _load(args.file)
     _warn(ws)
     varies = [_cmdline(sweep.parse_vary, ws, v) for v in args.vary]
+    if not args.random:   # the grid the command line asks for, refused like --random (exit 2)
+        from dsl.syntax import limits as L
+        import math
+        grid = math.prod(v.n for v in varies)
+        if grid > L.current().points:
+            raise UsageError("limit", f"the --vary grid has {grid:,} points, above the limit of "
+                             f"{L.current().points:,}", L.raise_hint("points"))
     if args.plan:
         plans = _select_plans(ws, args.file, args.plan)
     else:
