@@ -179,3 +179,30 @@ def test_get_prints_the_unit_on_request_and_counts_in_1():
     assert run_main("get", CASE, "cpt.tokens", "--in", "1")[1] == "100000000000\n"
     rc, _, err = run_main("get", CASE, "cpt.deadline", "--in", "1")   # a time is not a count
     assert rc == 2 and "plain number" in err
+
+
+# ---------------------------------------------------------------- the program's fast exit
+def test_the_program_exits_with_mains_code_and_everything_written(tmp_path):
+    """``plan`` (``dsl.cli:console_main``) leaves with ``os._exit`` after ``main``: the exit
+    code is main's, stdout is complete when it is a pipe, and the atexit handlers ran (the
+    parser's cache of plugin defaults is written there)."""
+    import os
+    import subprocess
+    env = dict(os.environ, PLAN_CACHE_DIR=str(tmp_path / "cache"))
+    prog = [sys.executable, "-m", "dsl.cli"]
+    ok = subprocess.run(prog + ["get", str(CASE), "gpus48.finish_time", "--in", "day"],
+                        capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert float(ok.stdout) == pytest.approx(24.64, abs=0.005)      # the book's figure, days
+    from dsl.syntax.parser import _ast_key
+    defaults = _ast_key("defaults", "", "")[0]      # the entry written by an atexit handler
+    assert (tmp_path / "cache" / "ast" / defaults).is_file(), "atexit handlers did not run"
+    full = subprocess.run(prog + ["eval", str(CASE), "--format", "json"], capture_output=True,
+                          text=True, env=env)
+    assert full.returncode == 0 and json.loads(full.stdout)        # a complete document
+    bad = tmp_path / "bad.plan"
+    bad.write_text("plan p { x = }\n")
+    r = subprocess.run(prog + ["check", str(bad)], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "bad.plan:1:" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(prog + ["bogus"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "invalid choice" in r.stderr      # argparse's SystemExit(2)
