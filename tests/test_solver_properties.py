@@ -62,3 +62,48 @@ def test_ceil_goes_numeric_and_lands_on_the_step(n, per, goal):
     assert s.method == "numeric"
     assert s.value == pytest.approx(n / goal, rel=1e-9)
     assert s.holds == "w.x >= boundary"
+
+
+# ---------------------------------------------------------------- exact numeric substitution
+def _exprs():
+    """Random expressions over three symbols with the operations nominal values use."""
+    import sympy as sp
+    x, y, z = sp.symbols("x y z")
+    leaves = st.sampled_from([x, y, z]) | st.fractions(min_value=-50, max_value=50, max_denominator=12).map(
+        lambda f: sp.Rational(f.numerator, f.denominator))
+
+    def grow(kids):
+        two = st.tuples(kids, kids)
+        return st.one_of(
+            two.map(lambda t: t[0] + t[1]), two.map(lambda t: t[0] * t[1]),
+            st.tuples(kids, st.integers(-3, 3)).map(lambda t: sp.Pow(t[0], t[1])),
+            st.lists(kids, min_size=2, max_size=10).map(lambda a: sp.Max(*a, evaluate=False)),
+            st.lists(kids, min_size=2, max_size=10).map(lambda a: sp.Min(*a, evaluate=False)),
+            kids.map(sp.floor), kids.map(sp.ceiling), kids.map(sp.sqrt))
+    return st.recursive(leaves, grow, max_leaves=12), (x, y, z)
+
+
+_EXPRS, _XYZ = _exprs()
+
+
+@settings(max_examples=300, deadline=None)
+@given(e=_EXPRS, vals=st.tuples(*[st.fractions(min_value=-20, max_value=20, max_denominator=9)] * 3))
+def test_numeric_substitution_is_sympys_exact_value(e, vals):
+    """subs_numbers (Python fractions where the expression is rational after substitution,
+    sympy otherwise) gives the same number as sympy's own substitution, or the same failure."""
+    import sympy as sp
+
+    from dsl.engine.piecewise import subs_numbers
+    subs = {s: sp.Rational(v.numerator, v.denominator) for s, v in zip(_XYZ, vals)}
+
+    def outcome(f):
+        try:
+            return f()
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            return type(exc)
+    mine = outcome(lambda: subs_numbers(e, subs))
+    ref = outcome(lambda: e.xreplace(subs).doit())
+    if isinstance(ref, type) or isinstance(mine, type):
+        assert mine == ref
+    else:
+        assert mine == ref or (mine.is_number and ref.is_number and sp.simplify(mine - ref) == 0), (e, subs)
