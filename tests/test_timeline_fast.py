@@ -77,3 +77,83 @@ def test_no_gc_restores_the_collector():
     with no_gc():
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+# ---------------------------------------------------------------- the array passes against a plain one
+def _random_timeline(data):
+    """A random timeline of up to 14 activities: integer durations (ties are frequent), lags,
+    start-to-start edges, releases and shared resources (which chain their activities)."""
+    from hypothesis import strategies as st
+    n = data.draw(st.integers(1, 14))
+    tl = Timeline("p", "t")
+    acts = []
+    for i in range(n):
+        deps = []
+        for j in data.draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else ():
+            lag = data.draw(st.sampled_from([None, 0, 1, 2]))
+            on = data.draw(st.sampled_from(["finish", "start"]))
+            deps.append((f"a{j}", lag, on))
+        dur = data.draw(st.integers(0, 5))
+        rel = data.draw(st.sampled_from([None, None, 0, 3, 7]))
+        res = data.draw(st.sampled_from([None, None, "r1", "r2"]))
+        tl.add(f"a{i}", dur, res, after=deps, release=rel)
+        acts.append((dur, rel, res, deps))
+    return tl, acts
+
+
+def _plain_schedule(acts):
+    """Earliest starts, finishes and latest starts by the definitions, activity by activity
+    (insertion order is topological here); a resource runs its activities in insertion order
+    unless an activity names the resource's previous one itself."""
+    n = len(acts)
+    preds = [[] for _ in range(n)]               # (pred, lag, on)
+    last = {}
+    for i, (dur, rel, res, deps) in enumerate(acts):
+        for name, lag, on in deps:
+            preds[i].append((int(name[1:]), lag or 0, on))
+        if res is not None:        # an explicit edge to the resource's previous activity replaces it
+            if res in last and all(j != last[res] for j, _, _ in preds[i]):
+                preds[i].append((last[res], 0, "finish"))
+            last[res] = i
+    S, F = [0] * n, [0] * n
+    for i, (dur, rel, _, _) in enumerate(acts):
+        ready = [(S[j] if on == "start" else F[j]) + lag for j, lag, on in preds[i]]
+        S[i] = max(ready + ([rel] if rel is not None else []) + ([0] if not ready and rel is None else []))
+        F[i] = S[i] + dur
+    span = max(F)
+    LS = [0] * n
+    for i in range(n - 1, -1, -1):
+        lf = span
+        for k in range(i + 1, n):
+            for j, lag, on in preds[k]:
+                if j == i:
+                    lf = min(lf, LS[k] - lag + (acts[i][0] if on == "start" else 0))
+        LS[i] = lf - acts[i][0]
+    return S, F, LS, preds, span
+
+
+def test_array_schedule_matches_the_definitions():
+    """Starts, finishes, slack and binding predecessors of the generation-by-generation array
+    passes agree with a plain activity-by-activity computation on random timelines."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.data())
+    def check(data):
+        tl, acts = _random_timeline(data)
+        S, F, LS, preds, span = _plain_schedule(acts)
+        sc = tl.compute(float)
+        assert list(sc.start) == S and list(sc.finish) == F and sc.makespan == span
+        assert list(sc.slack) == [max(0, l - s) for l, s in zip(LS, S)]
+        for i, (dur, rel, _, _) in enumerate(acts):
+            b = sc.binding.get(f"a{i}")
+            ready = {j: (S[j] if on == "start" else F[j]) + lag for j, lag, on in preds[i]}
+            if rel is not None and rel >= max(ready.values(), default=rel):
+                assert b == "release"                 # a release binds on ties
+            elif ready:
+                j = int(b[0][1:])
+                assert ready[j] == S[i]               # the binding predecessor sets the start
+        path = sc.path                                # a chain of bindings ending at the makespan
+        assert F[int(path[-1][1:])] == span
+    check()

@@ -495,6 +495,7 @@ def parse(text: str, file: str = "<string>") -> A.Module:
 _AST_CACHE_ENTRIES = 512
 _PRUNE_DIGITS = "01"        # the size is looked at when a digest starts with one of these
 _expr_cache: dict | None = None
+_expr_cache_pending = False         # a new entry waits for the write at exit
 
 
 @lru_cache(maxsize=None)
@@ -633,13 +634,22 @@ def parse_query(text: str, file: str = "<query>") -> A.Query:
     return _make_transformer(file).transform(tree)
 
 
+def _save_expr_cache() -> None:
+    """Write the plugin defaults' parsed expressions at exit, merged with the entry on disk (a
+    run of another plan may have added others meanwhile)."""
+    key = _ast_key("defaults", "", "")
+    merged = dict(_ast_cache_get(key) or {})
+    merged.update(_expr_cache or {})
+    _ast_cache_put(key, merged)
+
+
 @lru_cache(maxsize=None)
 def parse_expression(text: str, file: str = "<expr>"):
     """Parse one expression (used for plugin parameter defaults).
 
     Expressions of files named ``<default of …>`` (plugin defaults: the same few dozen texts
     in every run) are kept in one entry of the on-disk AST cache."""
-    global _expr_cache
+    global _expr_cache, _expr_cache_pending
     remember_source(file, text)
     check_text_limits(text, file)
     shared = file.startswith("<default of ")
@@ -658,8 +668,9 @@ def parse_expression(text: str, file: str = "<expr>"):
     check_tree_limits(tree, file)
     out = _make_transformer(file).transform(tree)
     if shared:
-        if not _expr_cache:                 # written once, when the process ends
+        if not _expr_cache_pending:         # written once, when the process ends, with what it added
             import atexit
-            atexit.register(_ast_cache_put, _ast_key("defaults", "", ""), _expr_cache)
+            atexit.register(_save_expr_cache)
+            _expr_cache_pending = True
         _expr_cache[key] = out
     return out
