@@ -158,7 +158,8 @@ REFERENCES = (
     "32 query and 8 KV heads of 128) — validation of the decode-attention term",
     "Agrawal et al. 2024, 'Vidur: A Large-Scale Simulation Framework for LLM Inference', MLSys 2024, "
     "arXiv:2405.05465; microsoft/vidur data/profiling/a100/attention.csv at e2d00e9 (profiled decode-attention "
-    "calls on an A100 80GB) — the A100's kv_read_efficiency and decode_attention_call_time",
+    "calls on an A100 80GB) — the A100's kv_read_efficiency and decode_attention_call_time; its Meta-Llama-3-8B "
+    "A100 profile (FlashInfer) as stored in sw5sh/cs378-assignment3 at 7ac2fe9 — their validation",
 )
 
 

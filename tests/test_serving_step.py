@@ -642,6 +642,37 @@ def test_vidur_a100_decode_attention_fit():
     assert extra / ((rows[(64, 4032)] - rows[(64, 2048)]) * 1e-6) / 1e9 == pytest.approx(1383, abs=0.5)
 
 
+VIDUR8B_CSV = ROOT / "specs" / "data" / "serving" / "vidur-attention-decode-a100-llama3-8b.csv"
+VIDUR8B_ROWS = [(int(r["batch_size"]), int(r["kv_cache_size"]), int(r["attn_decode_median_us"]))
+                for r in csv.DictReader(VIDUR8B_CSV.open(encoding="utf-8"))]
+VIDUR8B_MISSES = {
+    (2, 2112): "2 sequences: the kernel's time stays near its 1-sequence 24 us (ours 1.21)",
+    (14, 2112): "a step in the kernel's time from 13 to 14 sequences (86 -> 111 us; ours 0.84)",
+}
+
+
+@pytest.fixture(scope="module")
+def vidur_a100_8b():
+    return _serving_data_constants("vidur-attention-decode-a100-llama3-8b.plan", "qwen3_8b_attention_a100")
+
+
+@pytest.mark.parametrize("row", [
+    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=VIDUR8B_MISSES[r[:2]]))
+    if r[:2] in VIDUR8B_MISSES else r for r in VIDUR8B_ROWS], ids=lambda r: f"{r[0]}x{r[1]}-{r[2]}us")
+def test_decode_attention_against_vidur_a100_llama3_8b(vidur_a100_8b, row):
+    """Source: Vidur's profile data/profiling/compute/a100/meta-llama/Meta-Llama-3-8B/attention.csv as
+    stored in sw5sh/cs378-assignment3 (commit 7ac2fe9): median kernel times of FlashInfer decode-attention
+    calls on an A100 80GB for Llama-3-8B's attention at TP 1 — 32 query and 8 KV heads of 128, Qwen3-8B's —
+    1-41 sequences at 2,112 cached tokens (24-265 µs) and 116-280 sequences at 2,048 (581-1,323 µs).
+    Ours: the step's decode-attention term of one Qwen3-8B layer on the catalog's ``a100_sxm_80gb``, whose
+    19.7 µs and 81 % come from the other Vidur table (Llama-2-70B at TP 2 through FlashAttention-2): an
+    independent check at the compared attention shape.  Tolerance: the 15 % the step model states; two
+    rows are strict expected failures (VIDUR8B_MISSES)."""
+    d, n, t = row
+    got = st.step_parts(vidur_a100_8b, 0, d, d * n, ops("numpy"))["decode_attention"][0] / vidur_a100_8b["L"]
+    assert got * 1e6 == pytest.approx(t, rel=0.15)
+
+
 def test_fused_moe_a100_sxm_hand_figures():
     """The two figures the documentation draws from vLLM PR #40542's A100 SXM4 80 GB table, by hand:
     at 4,096 tokens the layer's FLOPs are 4,096 · 6 · 3 · 2 · 2,048 · 1,408 = 425.2 GFLOP, 46.7 % of
