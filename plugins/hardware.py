@@ -42,6 +42,10 @@ def plan_kinds_register():
             Param("max_matmul_efficiency", "", doc="measured maximum achievable matrix-product throughput as a "
                   "fraction of peak_flops (MAMF); the serving step's GEMMs reach at most this (default: "
                   "matmul_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("kv_read_efficiency", "", doc="fraction of mem_bw the serving step's decode attention reads the "
+                  "KV cache at (default: mem_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("decode_attention_call_time", "s", doc="fixed time of one layer's decode-attention call beyond "
+                  "its KV read (serving step; default: 0 s)", optional=True, min=0),
         )),
         KindSpec("link", "an interconnect, bandwidth per direction", (
             Param("bandwidth", "B/s", doc="bandwidth per direction", optional=True, min=0, min_open=True),

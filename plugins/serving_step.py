@@ -31,7 +31,8 @@ batch grows comes out of the arithmetic, with no switch:
 4. **attention** of the prefill chunk (causal pairs inside the chunk plus the pairs with a
    cached prefix, ``prefill_prefix``) at peak·η_attn, against reading the KV of prefix and
    chunk; **decode attention** against reading ``context_tokens`` of KV (its FLOPs count
-   too, 4·n_q·d_h per pair and layer).
+   too, 4·n_q·d_h per pair and layer) at the device's ``kv_read_efficiency``, plus the device's
+   ``decode_attention_call_time`` once per layer when the step decodes.
 5. **elementwise kernels** (residual add + RMSNorm twice per layer, the gated activation):
    memory-bound, 2·4·h + mats·f elements read or written per token and layer.
 6. **tensor-parallel all-reduces**: 2 per layer of T·h 16-bit activations on the link (ring
@@ -58,6 +59,12 @@ Sources of the generic values:
   prices the weight reads of the dense matrices, the experts and the LM head.  The A100 SXM 80 GB
   states 0.685: gpt-fast's batch-1 Llama-2-7B BF16 decode reads 1,397 GB/s of its 2,039 GB/s
   (pytorch-labs/gpt-fast README).
+* ``kv_read_efficiency`` and ``decode_attention_call_time`` (device fields; defaults the
+  device's ``mem_efficiency`` and 0 s): a decode-attention call of one layer takes
+  t0 + KV bytes / (mem_bw·η_kv).  The A100 SXM 80 GB states 19.7 µs and 0.81: the relative
+  least-squares fit of Vidur's profiled FlashAttention-2 paged-decode calls on an A100 80GB
+  (microsoft/vidur data/profiling/a100/attention.csv, 7,865 calls of 8–128 sequences at
+  512–4,032 tokens, 89 % of them within 15 % of the fit; specs/data/serving/README.md).
 * ``max_matmul_efficiency`` (a device field; default the device's ``matmul_efficiency``): the
   measured maximum achievable matmul throughput (MAMF) over ``peak_flops``; the step's η_max is
   the smaller of the two.  The A100 SXM 80 GB states 0.859: 267.9 of 312 TFLOP/s BF16
@@ -149,6 +156,10 @@ REFERENCES = (
     "80GB, 1-4,096 tokens) — validation of the routed-experts term at prefill sizes (a known miss)",
     "JakeFlasher/benchmark_flash_attention (nvbench times of FlashAttention-2's paged decode on an A30, "
     "32 query and 8 KV heads of 128) — validation of the decode-attention term",
+    "Agrawal et al. 2024, 'Vidur: A Large-Scale Simulation Framework for LLM Inference', MLSys 2024, "
+    "arXiv:2405.05465; microsoft/vidur data/profiling/a100/attention.csv at e2d00e9 (profiled decode-attention "
+    "calls on an A100 80GB) — the A100's kv_read_efficiency and decode_attention_call_time; its Meta-Llama-3-8B "
+    "A100 profile (FlashInfer) as stored in sw5sh/cs378-assignment3 at 7ac2fe9 — their validation",
 )
 
 
@@ -192,7 +203,8 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
 
     :param a: :func:`plugins.decoder.architecture`; :param m: :func:`plugins.decoder.moe_architecture`.
     :param dev: dict with ``peak_flops`` (FLOP/s), ``mem_bw`` (B/s) and optionally
-        ``matmul_efficiency``, ``matmul_half_flops``, ``mem_efficiency``.
+        ``matmul_efficiency``, ``matmul_half_flops``, ``mem_efficiency`` and the other fields of
+        :data:`DEVICE_FIELDS` (``decode_attention_call_time`` in s).
     :param tp: tensor-parallel degree (a whole number); :param link: dict with ``bandwidth``
         (B/s per direction) and optionally ``latency`` (s), ``efficiency``, ``launch`` for tp > 1.
     :param kv_bytes: KV-cache bytes per token of the whole model (all layers, before the TP
@@ -203,8 +215,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         window in tokens; ``None``: every layer attends to the whole context.
     :param knobs: overrides of :data:`GENERIC` (attention_efficiency, kernel_overhead, …).
     :return: dict in base units (per GPU after the TP split): ``peak``, ``mem_bw``, ``eta_mm``,
-        ``F_half``, ``eta_mem``, ``eta_attn``; ``dense_params``/``dense_bytes`` (matrices outside
-        the routed experts), ``E``, ``k``, ``moe_layers``, ``expert_params``/``expert_bytes``
+        ``F_half``, ``eta_mem``, ``eta_wr`` (weight reads), ``eta_kv`` (decode KV reads),
+        ``attn_call_time`` (s per layer's decode-attention call), ``eta_attn``;
+        ``dense_params``/``dense_bytes`` (matrices outside the routed experts), ``E``, ``k``, ``moe_layers``, ``expert_params``/``expert_bytes``
         (one expert in every MoE layer), ``head_flops``/``head_bytes`` (LM head),
         ``attn_per_pair`` (FLOP per query–key pair, all layers), ``kv_bytes_per_token``,
         ``elementwise_bytes`` (per token), ``allreduces``, ``allreduce_bytes_per_token``,
@@ -255,6 +268,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         # a GEMM whose weight read bounds it (few tokens): its own fraction of mem_bw
         "eta_wr": dev.get("weight_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
         "eta_attn": k_["attention_efficiency"],
+        # decode attention: its KV read's own fraction of mem_bw and a fixed time per call
+        "eta_kv": dev.get("kv_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
+        "attn_call_time": dev.get("decode_attention_call_time", 0),
         "eta_expert": k_["expert_efficiency"],
         "mem_bw": dev["mem_bw"],
         # matrices a token multiplies outside the routed experts, per GPU (params)
@@ -341,7 +357,8 @@ def kv_window_of(model, conv=float):
 #: the optional device fields the step reads (name, unit); a device without one uses the
 #: default of :func:`constants` (GENERIC, or another field: see the module docstring)
 DEVICE_FIELDS = (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
-                 ("weight_read_efficiency", ""), ("max_matmul_efficiency", ""))
+                 ("weight_read_efficiency", ""), ("max_matmul_efficiency", ""),
+                 ("kv_read_efficiency", ""), ("decode_attention_call_time", "s"))
 
 
 def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None, numeric=True, knobs=None):
@@ -540,7 +557,13 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
         # upper bound otherwise (only the sum C of the D contexts is known)
         Ce = C - c["kv_local_share"] * o.max(C - D * c["kv_window"], 0)
     tc = (Ce + D) * c["attn_per_pair"] / (peak * c["eta_attn"])
-    tm = (Ce + D) * c["kv_bytes_per_token"] / bw              # the context read, one token written
+    # the context read and one token written, at the KV-read bandwidth, plus a fixed time per
+    # layer's call when the step decodes at all (min(D, 1): D is a whole number of sequences)
+    bw_kv = c["mem_bw"] * c.get("eta_kv", c["eta_mem"])
+    tm = (Ce + D) * c["kv_bytes_per_token"] / bw_kv
+    call = c.get("attn_call_time", 0)
+    if not _is_zero(call):
+        tm = tm + o.min(D, 1) * c["L"] * call
     out["decode_attention"] = (o.max(tc, tm), tc, tm)
     # 5. elementwise kernels
     tm = T * c["elementwise_bytes"] / bw
