@@ -1445,6 +1445,8 @@ def console_main() -> None:
         code = main()
     except SystemExit as e:           # argparse's --help / usage errors
         code = e.code
+    except KeyboardInterrupt:         # Ctrl-C before main's own handler is in place
+        code = 130
     if code is None:
         code = EXIT_OK
     elif not isinstance(code, int):

@@ -86,7 +86,7 @@ def _exprs():
 _EXPRS, _XYZ = _exprs()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(e=_EXPRS, vals=st.tuples(*[st.fractions(min_value=-20, max_value=20, max_denominator=9)] * 3))
 def test_numeric_substitution_is_sympys_exact_value(e, vals):
     """subs_numbers (Python fractions where the expression is rational after substitution,

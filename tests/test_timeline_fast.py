@@ -138,7 +138,7 @@ def test_array_schedule_matches_the_definitions():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=200, deadline=None)
     @given(st.data())
     def check(data):
         tl, acts = _random_timeline(data)
