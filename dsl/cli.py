@@ -1257,7 +1257,13 @@ def cmd_sweep(args) -> int:
             if name in res.varied or col.dtype == bool:
                 continue
             u = res.units.get(name, "")
-            print(f"  {name}: {format_number(float(col.min()))} .. {format_number(float(col.max()))} {u}".rstrip())
+            ok = col[col == col]                  # the points where it has a value (not NaN)
+            if not len(ok):
+                print(f"  {name}: no value at any point")
+                continue
+            missing = len(col) - len(ok)
+            print(f"  {name}: {format_number(float(ok.min()))} .. {format_number(float(ok.max()))} {u}".rstrip()
+                  + (f" (no value at {missing:,} point{'s' if missing != 1 else ''})" if missing else ""))
     return EXIT_OK
 
 

@@ -650,8 +650,10 @@ def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
     from . import pipeline as pipe
 
     p, v = X["p"], X["v"]
-    L = int(ctx.nominal(K["L"]))
-    m = ctx.nominal(r["m"])
+    # the schedule's shape (micro-batches, layers per stage) is built from these numbers: a sweep
+    # or solve over what they depend on (gpus, global batch, micro-batch) rebuilds the plan
+    L = int(ctx.nominal(K["L"], structural=True))
+    m = ctx.nominal(r["m"], structural=True)
     sched = kn.value("schedule")
     if v > 1 and not kn.given("schedule"):
         sched = "interleaved"          # virtual stages mean Megatron's interleaved 1F1B

@@ -217,3 +217,43 @@ def test_closed_form_answer_whose_structure_differs_is_replaced_by_a_search(tmp_
     # below 10 the structure is the one of the nominal value: the closed form stands
     s = _solve(ev, "p.n for p.q >= 12")
     assert s.method == "symbolic" and s.answer == 6 and "structure is the same there" in s.note
+
+
+# ---------------------------------------------------------------- a pipeline's micro-batch count
+PIPE = """\
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 2e12 token; seq_len = 8192 token; global_batch = 1024 seq; deadline = %s }
+plan p {
+  model = llama31_70b; workload = w; device = h100_sxm; gpus = %d; gpus_per_host = 8; mfu = 40 %%
+  use memory { weights = "bf16"; grads = "fp32"; master = "fp32"; optimizer = "adamw" }
+  use finish {}
+  use layout { tp = 8; pp = 4; zero = 1; link = nvlink4; nic = ib_ndr_400g; nics_per_host = 8 }
+}
+"""
+
+
+def test_a_pipeline_rebuilt_when_the_gpu_count_changes_its_micro_batches(tmp_path):
+    """The pipeline's schedule has one slot per micro-batch, m = global batch / (dp · micro-batch)
+    with dp = gpus / (tp · pp): a sweep or solve over the GPU count rebuilds the plan, and
+    agrees with the plan evaluated at that count.  With tp·pp = 32 and a batch of 1,024, the
+    GPU counts with whole micro-batches are 32·dp for dp dividing 1,024; if 512 GPUs miss the
+    deadline, the next such count, 1,024, is the answer."""
+    f = tmp_path / "pipe.plan"
+    f.write_text(PIPE % ("60 day", 512))
+    at = {}
+    for g in (512, 1024):
+        g_file = tmp_path / f"pipe{g}.plan"
+        g_file.write_text(PIPE % ("60 day", g))
+        ws = evaluate_file(str(g_file))
+        at[g] = (ws.value("p.step_time"), ws.value("p.finish_time"))
+    from dsl.results.sweep import parse_vary, run
+    ws = evaluate_file(str(f))
+    assert "p.gpus" in ws.structural
+    res = run(ws, "p", [parse_vary(ws, "p.gpus=512:1024:3")])
+    cols = dict(zip(res.columns["p.gpus"].tolist(), res.columns["step_time"].tolist()))
+    assert cols[1024] == pytest.approx(at[1024][0], rel=1e-9)
+    assert cols[512] == pytest.approx(at[512][0], rel=1e-9)
+    assert at[512][1] > 60                        # this plan misses 60 days at 512 GPUs
+    s = solve_query(evaluate_file(str(f)), parse_query("p.gpus for p.finish_time <= w.deadline"))
+    assert s.value == 1024 and s.holds

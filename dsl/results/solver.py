@@ -720,6 +720,46 @@ class _Probe:
         return None if self.error else self.lv - self.rv
 
 
+# whole values of the target screened by substitution between two rebuilt plans, at most
+SCREEN_LIMIT = 100_000
+
+
+def _whole_number_screen(ws, target: str, rounding0: dict):
+    """``plausible(k)``: whether the nominal plan's whole-number requirements (see
+    :func:`_rounding_requirements`) that depend on ``target`` hold with ``target = k`` and
+    every other input at its nominal value — exact substitution into their full expressions,
+    no rebuild.  A value that fails this cannot meet the rebuilt plan's requirements either
+    when they are the same expressions (a micro-batch count from the GPU count); the solver
+    still rebuilds the plan at every value that passes, so the screen only chooses which
+    values are worth rebuilding."""
+    from dsl.engine.nodes import symbol
+    x = symbol(target)
+    checks = []
+    for r in ws.requirements:
+        if f"{r.plan}.{r.name}" not in rounding0 or r.op != "==":
+            continue
+        sides = [e.xreplace({s: ws.full_expr(s.name) for s in e.free_symbols if s.name in ws.nodes})
+                 for e in (r.lhs, r.rhs)]
+        if any(x in e.free_symbols for e in sides):
+            checks.append(sides)
+    if not checks:
+        return lambda k: True
+
+    def plausible(k: int) -> bool:
+        for lf, rf in checks:
+            lv = ws.subs_value(lf.xreplace({x: sp.Integer(k)}))
+            rv = ws.subs_value(rf.xreplace({x: sp.Integer(k)}))
+            if lv is None or rv is None:
+                return True               # not decided here: rebuild
+            try:
+                if not bool(sp.Eq(lv, rv)) and abs(float(lv) - float(rv)) > 1e-9 * max(abs(float(lv)), abs(float(rv)), 1e-300):
+                    return False
+            except (TypeError, ValueError):
+                return True
+        return True
+    return plausible
+
+
 def _rounding_requirements(ev) -> dict:
     """``{plan.name: ok}`` of the plan's whole-number requirements (equalities whose sides round:
     the global batch splits into whole micro-batches) and ``{plan.name: ok}`` of the others."""
@@ -903,24 +943,38 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
         answer, bracket = (b if up else a), (a, b)
     elif stop == "holds-above":
         answer, up = seq[0], True
-    # the plan's whole-number requirements: step towards the side where the relation holds
+    # the plan's whole-number requirements: step towards the side where the relation holds,
+    # past values that break them or cannot be built; a value is rebuilt only when the nominal
+    # plan's whole-number requirements, with the target set to it, hold (a cheap substitution)
     skipped: list[int] = []
     broken_names: set = set()
+    screened, boundary = 0, None
     if answer is not None:
         step = 1 if up else -1
-        k = answer
+        plausible = _whole_number_screen(ws, target, rounding0)
+        k, first, boundary = answer, True, answer
         while True:
             p = probe(k)
-            if not holds(p, rel) or k < lo or (hi is not None and k > hi):
+            if not first and p.error:
+                skipped.append(k)         # cannot be built there: the next one may be
+            elif not holds(p, rel) or k < lo or (hi is not None and k > hi):
                 answer = None
                 break
-            if not p.broken:
+            elif not p.broken:
                 answer = k
                 break
-            skipped.append(k)
-            broken_names.update(p.broken)
+            else:
+                skipped.append(k)
+                broken_names.update(p.broken)
+            first = False
             k += step
-            if k < lo or (hi is not None and k > hi) or (hi is None and k > cap):
+            scanned = 0
+            while (lo <= k and (hi is None or k <= hi) and (hi is not None or k <= cap)
+                   and scanned < SCREEN_LIMIT and not plausible(k)):
+                k += step
+                scanned += 1
+            screened += scanned
+            if k < lo or (hi is not None and k > hi) or (hi is None and k > cap) or scanned >= SCREEN_LIMIT:
                 answer = None
                 break
     if op == "==" and answer is not None and not holds(probe(answer), "=="):
@@ -958,7 +1012,8 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
     if bracket is not None:
         a, b = bracket
         if answer is not None:        # the nearest value tried on the failing side that could be built
-            side = [k for k, p in probes.items() if not p.error and (k < answer if up else k > answer)]
+            side = [k for k, p in probes.items() if not p.error and not holds(p, rel)
+                    and (k < answer if up else k > answer)]
             if side:
                 a, b = (max(side), answer) if up else (answer, min(side))
         notes.append("left and right sides " + ", ".join(at(k) for k in (a, b)))
@@ -980,9 +1035,15 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
                          + (": it moves away from holding as the value grows" if stop == "fails-above" else ""))
     elif stop == "holds-above":
         notes.append(f"it holds at {answer}, the lowest allowed value, and more so above")
-    if skipped:
-        notes.append(f"{', '.join(map(str, skipped))} break{'s' if len(skipped) == 1 else ''} "
-                     f"{', '.join(sorted(broken_names))}")
+    if skipped and broken_names:
+        end = answer if answer is not None else max(skipped) if up else min(skipped)
+        inside = sorted(k for k, p in probes.items() if not p.error and p.broken and holds(p, rel)
+                        and min(boundary, end) <= k <= max(boundary, end))
+        names = ", ".join(sorted({n for k in inside for n in probes[k].broken} | broken_names))
+        notes.append(f"{', '.join(map(str, inside))} meet{'s' if len(inside) == 1 else ''} it but "
+                     f"break{'s' if len(inside) == 1 else ''} {names}"
+                     + (f"; {screened:,} other values from {min(boundary, end)} to {max(boundary, end)} "
+                        "break it with the target substituted (not rebuilt)" if screened else ""))
     errors = sorted(k for k, p in probes.items() if p.error)
     if errors:
         notes.append(f"the plan cannot be built at {who} = {', '.join(map(str, errors))} "
