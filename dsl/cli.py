@@ -982,7 +982,7 @@ def _check_strict(ws, args) -> int:
             checked += 1
             if res["ok"]:
                 continue
-            rr = requirement_report(ws, req)
+            rr = requirement_report(ws, req, top=5)
             u = req.unit
             side = req.text or req.doc or req.name
             summary = (f"requirement '{p}.{req.name}' fails: {format_quantity(rr['lhs'], u)} {req.op} "
@@ -996,7 +996,8 @@ def _check_strict(ws, args) -> int:
                         if be["value"] is not None and be["holds"] else "no single change of it fixes this")
                 drivers.append(f"{d['input']} = {format_quantity(d['value'], n.unit)} "
                                f"(elasticity {d['elasticity']:+.3g}; {flip})")
-            hint = (f"{side}; the inputs that drive it (largest elasticities of lhs/rhs first):\n"
+            hint = (f"wanted: {side}; the inputs that drive it (the plan's own first, largest elasticities "
+                    "of lhs/rhs first):\n"
                     + "\n".join(f"    - {x}" for x in drivers)) if drivers else side
             span = req.span or ws.decls[p].ast.name_span
             diag = Diagnostic("error", "requirement", summary, span, hint)

@@ -164,11 +164,28 @@ def elasticities(ws, expr) -> list[dict]:
     return out
 
 
+LEVER_KINDS = ("plan", "workload")
+
+
+def is_lever(ws, nid: str) -> bool:
+    """Whether input ``nid`` is a choice of the plan (a field or block parameter of a plan or a
+    workload: GPUs, MFU, batch, deadline) rather than a property of what it runs on (a model's
+    layers, a device's bandwidth)."""
+    n = ws.nodes.get(nid)
+    d = ws.decls.get(n.owner) if n is not None else None
+    return d is not None and d.ast.kind in LEVER_KINDS
+
+
 def requirement_drivers(ws, req, top: int | None = None) -> list[dict]:
     """Inputs ranked by the elasticity of ``lhs/rhs`` of requirement ``req`` (a
-    :class:`~dsl.evaluate.workspace.Requirement`): how strongly a 1 % change of each moves the margin."""
+    :class:`~dsl.evaluate.workspace.Requirement`): how strongly a 1 % change of each moves the
+    margin.  The plan's own choices (:func:`is_lever`) come first, each group by decreasing
+    |elasticity|: the first rows are what the user can change."""
     ratio = req.lhs / req.rhs if req.rhs != 0 else req.lhs
     rows = [r for r in elasticities(ws, ratio) if r["elasticity"] == r["elasticity"] and r["elasticity"] != 0]
+    for r in rows:
+        r["lever"] = is_lever(ws, r["input"])
+    rows.sort(key=lambda r: not r["lever"])          # stable: elasticity order within each group
     return rows[:top] if top else rows
 
 
