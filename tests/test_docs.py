@@ -217,3 +217,19 @@ def test_readme_cli_reference_lists_every_option():
     assert not missing, missing
     for opt in ("--limit", "--allow-outside-root"):
         assert opt in readme
+
+
+def test_language_doc_lists_every_catalog_declaration():
+    """docs/language.md's paragraph on imports names every device, link, storage, model and
+    engine the packaged catalog declares (and nothing it does not)."""
+    import re
+    catalog = ROOT / "specs" / "catalog"
+    declared = set()
+    for f in ("hardware.plan", "models.plan", "engines.plan"):
+        declared |= set(re.findall(r"^(?:device|link|storage|model|engine)\s+(\w+)", (catalog / f).read_text(),
+                                   re.M))
+    text = (ROOT / "docs" / "language.md").read_text()
+    para = text[text.index("`@catalog/hardware.plan` (devices"):text.index("A file imported twice")]
+    listed = set(re.findall(r"`(\w+)`", para))
+    assert declared <= listed, sorted(declared - listed)
+    assert not (listed - declared - {"source"}), sorted(listed - declared)
