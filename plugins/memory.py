@@ -285,7 +285,8 @@ def _peaks_table(ws, plan):
 
                 def anchor(a, edge):
                     return edge if a is None else f"{a[1]} of {a[0]}"
-                label = h.id if len(hs) == 1 else f"{h.doc}: {len(hs)} × {format_number(convert(size, unit))} {unit}"
+                what = h.doc or (f"{h.kind} holds" if h.kind else "holds")   # holds added as a block have no doc
+                label = h.id if len(hs) == 1 else f"{what}: {len(hs)} × {format_number(convert(size, unit))} {unit}"
                 rows.append((name, pool, label, round(convert(size * len(hs), unit), 3), unit,
                              f"{anchor(h.start, 'timeline start')} → {anchor(h.end, 'timeline end')}"
                              + (" (first of them)" if len(hs) > 1 else "")))
