@@ -34,7 +34,9 @@ def _output(case: str, fmt: str) -> str:
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-@pytest.mark.parametrize("case", [c.stem for c in CASE_FILES])
+# one worker per case file under pytest-xdist (--dist loadgroup): its text and JSON goldens and
+# the other per-case tests of its group share one evaluation (the cache in conftest.py)
+@pytest.mark.parametrize("case", [pytest.param(c.stem, marks=pytest.mark.xdist_group(c.stem)) for c in CASE_FILES])
 def test_golden(case, fmt, request):
     got = _output(case, fmt)
     path = GOLDENS / f"{case}.{fmt}"

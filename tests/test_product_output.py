@@ -33,7 +33,8 @@ def test_the_pattern_catches_what_it_should():
         assert not FORBIDDEN.search(ok), ok
 
 
-@pytest.mark.parametrize("case", [c.name for c in sorted(CASES.glob("*.plan"))])
+@pytest.mark.parametrize("case", [pytest.param(c.name, marks=pytest.mark.xdist_group(c.stem))   # with its goldens
+                                  for c in sorted(CASES.glob("*.plan"))])
 def test_default_eval_output_has_no_citations(case):
     rc, out, err = run_main("eval", f"specs/cases/{case}")
     assert rc == 0, err
