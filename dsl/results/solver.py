@@ -427,6 +427,31 @@ def file_requirement_results(ev) -> list[dict]:
 _TEXT_MAX = 600      # a readable answer longer than this is not shown
 
 
+_POLY: dict = {}       # (e, x) -> (numerator, denominator, Poly of the numerator in x), or the error
+
+
+def _numer_poly(e, x):
+    """Numerator and denominator of ``e`` over a common denominator (``sympy.together``) and the
+    numerator as a polynomial in ``x``; remembered, since the readable answer asks twice (is
+    the closed form short? is it linear?).
+
+    :raises sympy.PolynomialError: when the numerator is not a polynomial in ``x``."""
+    key = (e, x)
+    got = _POLY.get(key)
+    if got is None:
+        n, d = sp.fraction(sp.together(e))
+        try:
+            got = (n, d, sp.Poly(n, x))
+        except sp.PolynomialError as err:
+            got = err
+        if len(_POLY) > 64:
+            _POLY.clear()
+        _POLY[key] = got
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
 def _long_closed_form(e, x, limit: int) -> bool:
     """True when the closed-form roots of ``e = 0`` in ``x`` would be too long to show, judged
     before sympy builds them: the numerator is a polynomial of degree n ≥ 2 in ``x`` and n times
@@ -434,7 +459,7 @@ def _long_closed_form(e, x, limit: int) -> bool:
     them; the two roots of the GPU-count quadratic over 16 inputs run to 18,000 characters
     each, and building them takes sympy seconds)."""
     try:
-        p = sp.Poly(sp.fraction(sp.together(e))[0], x)
+        _, _, p = _numer_poly(e, x)
     except sp.PolynomialError:
         return False
     if p.degree() < 2:
@@ -450,8 +475,7 @@ def _linear_root(e, x):
     if e.has(sp.Float):
         return None
     try:
-        n, d = sp.fraction(sp.together(e))
-        p = sp.Poly(n, x)
+        n, d, p = _numer_poly(e, x)
     except sp.PolynomialError:
         return None
     if p.degree() != 1:
