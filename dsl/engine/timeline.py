@@ -1409,7 +1409,8 @@ class Timeline:
             # the forms no other form dominates: rows in decreasing lexicographic order (a
             # dominating row comes before every row it dominates), each kept unless a kept row
             # is ≥ in every coefficient.  Exact: the rational coefficients are scaled to
-            # integers by their common denominator, compared as int64 columns when they fit
+            # integers by their common denominator; many forms are compared as int64 columns
+            # (when they fit), a few as Python ints
             if len(forms) <= 1:
                 return forms
             forms = list(forms)
@@ -1420,7 +1421,7 @@ class Timeline:
             for r, f in zip(rows, forms):
                 for k, c in f:
                     r[col[k]] = c.numerator * (den // c.denominator)
-            if max(abs(v) for r in rows for v in r) < 2 ** 62:
+            if len(forms) > 12 and max(abs(v) for r in rows for v in r) < 2 ** 62:
                 a = np.array(rows, dtype=np.int64)
                 order = np.lexsort(-a.T[::-1])
                 kept = np.empty_like(a)
@@ -1433,7 +1434,7 @@ class Timeline:
                     m += 1
                     out.add(forms[i])
                 return out
-            idx = sorted(range(len(forms)), key=lambda i: [-x for x in rows[i]])
+            idx = sorted(range(len(forms)), key=lambda i: rows[i], reverse=True)
             keep: list = []
             out = set()
             for i in idx:
