@@ -1445,8 +1445,8 @@ class Timeline:
 
         def to_expr(forms):
             inv = list(terms)
-            exprs = sorted((sp.Add(*[sp.Rational(c.numerator, c.denominator) * inv[k] for k, c in f])
-                            for f in forms), key=sp.default_sort_key)
+            # no sort here: an unevaluated Max puts its arguments in sympy's canonical order itself
+            exprs = [sp.Add(*[sp.Rational(c.numerator, c.denominator) * inv[k] for k, c in f]) for f in forms]
             if not exprs:
                 return sp.Integer(0)
             return exprs[0] if len(exprs) == 1 else sp.Max(*exprs, evaluate=False)
