@@ -496,12 +496,28 @@ def _roots(e, x) -> list:
     return [r] if r is not None else sp.solve(e, x)
 
 
+_FACTORED: dict = {}     # expression -> sympy.factor(expression): the same sub-sums recur
+
+
+def _factor(x):
+    """``sympy.factor(x)``, remembered (a pure function of ``x``; a readable answer factors the
+    same sub-sums again — ``overhead + 1`` in a numerator and a denominator, in every query of
+    one plan)."""
+    r = _FACTORED.get(x)
+    if r is None:
+        r = sp.factor(x)
+        if len(_FACTORED) > 1024:
+            _FACTORED.clear()
+        _FACTORED[x] = r
+    return r
+
+
 def _tidy(e):
     """Present a rational expression readably: numerator and denominator factored, and each
     sum collected on its most frequent symbol (``steps*(1 + L)*(a + b + c)`` rather than the
     expanded six-term sum)."""
     def t(x):
-        y = sp.factor(x)
+        y = _factor(x)
         if isinstance(y, sp.Mul):
             # with float coefficients factor() can return 1.0·x: x itself is not factored again
             return sp.Mul(*[a if a.is_number or a == x else t(a) for a in y.args])
