@@ -94,6 +94,22 @@ def test_tornado_svg_geometry():
     assert report._tornado_svg("y", "", []) == ""
 
 
+def test_plugin_figures_import_matplotlib_only_to_draw():
+    """A report whose plans no plugin figure applies to (memory-formats: tables only) builds its
+    figures without importing matplotlib (each ``draw`` gets a LazyFigure); one with figures
+    (flops-qwen3-8b: two) imports it.  In a new process, so that no other test imported it."""
+    code = ("import sys, dsl; from dsl.present import report; ev = dsl.load(sys.argv[1]); "
+            "d = report.build(ev, ev.plans(own=True), figures=True); "
+            "print('matplotlib' in sys.modules, sum(len(p['figures']) for p in d['plans'].values()))")
+    import sys
+    from conftest import REPO_ROOT
+    out = {case: subprocess.run([sys.executable, "-c", code, f"specs/cases/{case}.plan"], cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=120).stdout.split()
+           for case in ("memory-formats", "flops-qwen3-8b")}
+    assert out["memory-formats"] == ["False", "0"]
+    assert out["flops-qwen3-8b"] == ["True", "2"]
+
+
 def test_break_even_table(data):
     rows = data["plans"]["gpus48"]["break_even"]
     be = _row(rows, requirement="meets_deadline", input="gpus48.mfu")
