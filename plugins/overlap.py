@@ -112,7 +112,9 @@ def plan_quantities_price(ctx):
             pieces.append((sp.Integer(i + 1), cond))
         ctx.define("best_buckets", sp.Piecewise(*pieces[:-1], (pieces[-1][0], True)), "",
                    f"bucket count in 1..{N} with the least exposed time (smallest on ties)", headline=True)
-        ctx.define("best_exposed_time", sp.Min(*ex), "ms", "least exposed time over the searched counts",
+        # unevaluated: the arguments are distinct quantities, which sympy's pairwise comparison
+        # (tens of milliseconds) cannot order; the nominal value evaluates the Min at once
+        ctx.define("best_exposed_time", sp.Min(*ex, evaluate=False), "ms", "least exposed time over the searched counts",
                    headline=True)
 
 

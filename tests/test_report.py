@@ -76,6 +76,40 @@ def test_tornado_over_declared_ranges(data):
     assert "<svg" in s["svg"]
 
 
+def test_tornado_svg_geometry():
+    """The tornado chart is written as SVG directly: bars from the nominal y to each end, each
+    end's input value beside its own bar.  Hand layout: plot x from 46 (5-letter label · 6 px
+    + 16) over 520 px for y in [17.5, 32.5] (range 20..30 padded by a quarter each side)."""
+    rows = [{"input": "p.mfu", "lo": "30 %", "hi": "50 %", "y_lo": 30.0, "y_hi": 20.0, "y0": 25.0}]
+    svg = report._tornado_svg("finish_time", "day", rows)
+    assert svg == report._tornado_svg("finish_time", "day", rows)          # same input, same bytes
+    # blue (low end, y 25 → 30): x 306.00 .. 479.33; orange (high end, y 20 → 25): x 132.67 .. 306.00
+    assert '<rect x="306.00" y="39.20" width="173.33" height="15.60" fill="#4C72B0"/>' in svg
+    assert '<rect x="132.67" y="39.20" width="173.33" height="15.60" fill="#DD8452"/>' in svg
+    # the low end (30 %) gives the larger y: its label is right of the blue bar, 50 % left of the orange
+    assert 'x="482.33" y="50.85" font-size="9" text-anchor="start">30 %</text>' in svg
+    assert 'x="129.67" y="50.85" font-size="9" text-anchor="end">50 %</text>' in svg
+    # ticks every 2 days from 18 to 32
+    assert [m for m in re.findall(r'text-anchor="middle">(\d+)</text>', svg)] == [str(v) for v in range(18, 33, 2)]
+    assert report._tornado_svg("y", "", []) == ""
+
+
+def test_plugin_figures_import_matplotlib_only_to_draw():
+    """A report whose plans no plugin figure applies to (memory-formats: tables only) builds its
+    figures without importing matplotlib (each ``draw`` gets a LazyFigure); one with figures
+    (flops-qwen3-8b: two) imports it.  In a new process, so that no other test imported it."""
+    code = ("import sys, dsl; from dsl.present import report; ev = dsl.load(sys.argv[1]); "
+            "d = report.build(ev, ev.plans(own=True), figures=True); "
+            "print('matplotlib' in sys.modules, sum(len(p['figures']) for p in d['plans'].values()))")
+    import sys
+    from conftest import REPO_ROOT
+    out = {case: subprocess.run([sys.executable, "-c", code, f"specs/cases/{case}.plan"], cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=120).stdout.split()
+           for case in ("memory-formats", "flops-qwen3-8b")}
+    assert out["memory-formats"] == ["False", "0"]
+    assert out["flops-qwen3-8b"] == ["True", "2"]
+
+
 def test_break_even_table(data):
     rows = data["plans"]["gpus48"]["break_even"]
     be = _row(rows, requirement="meets_deadline", input="gpus48.mfu")

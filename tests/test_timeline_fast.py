@@ -30,6 +30,29 @@ def test_full_expr_collects_scaled_durations_of_one_input():
     assert sp.simplify(tl.full_expr() - f) == 0      # 5/9 f + 4/9 f on one resource
 
 
+def _fan(coeffs, a, b):
+    """Parallel branches of durations p·a + q·b into one sink (makespan = max over branches)."""
+    tl = Timeline("p", "t")
+    for i, (p, q) in enumerate(coeffs):
+        tl.add(f"b{i}", p * a + q * b, f"r{i}")
+    tl.add("end", 0, "z", after=[f"b{i}" for i in range(len(coeffs))])
+    return tl
+
+
+def test_full_expr_pareto_with_rational_and_huge_coefficients():
+    """Fourteen incomparable branches k/3·a + (13−k)/7·b (k = 0..13) and six dominated ones
+    (k/3·a + (12−k)/7·b ≤ the k-th): the makespan is the max of exactly the fourteen, whatever
+    the size of the coefficients (int64 columns, or Python ints past 2^62)."""
+    a, b = sp.symbols("a b", nonnegative=True)
+    for scale in (sp.Integer(1), sp.Integer(2) ** 70):
+        keep = [(scale * sp.Rational(k, 3), scale * sp.Rational(13 - k, 7)) for k in range(14)]
+        drop = [(scale * sp.Rational(k, 3), scale * sp.Rational(12 - k, 7)) for k in range(6)]
+        for coeffs in (keep + drop, drop + keep, keep[:5] + drop[:2]):
+            e = _fan(coeffs, a, b).full_expr(limit=64)
+            want = {p * a + q * b for p, q in coeffs if (p, q) in keep}
+            assert set(e.args if isinstance(e, sp.Max) else [e]) == want
+
+
 def test_full_expr_gives_up_beyond_the_form_limit():
     xs = sp.symbols("x0:6", nonnegative=True)
     tl = Timeline("p", "t")

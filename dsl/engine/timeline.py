@@ -1388,6 +1388,9 @@ class Timeline:
         :return: ``(ids, starts, finishes, pareto, to_expr)`` or None when some activity keeps
             more than ``limit`` forms (the caller then uses critical-path lengths).
         """
+        import math
+
+        import numpy as np
         import sympy as sp
         from fractions import Fraction
 
@@ -1408,7 +1411,10 @@ class Timeline:
                         t, c = c * t, sp.Integer(1)
                     k = terms.setdefault(t, len(terms))
                     acc[k] = acc.get(k, 0) + Fraction(int(c.p), int(c.q))
-                v = vec_of[e] = tuple(sorted(acc.items()))
+                # whole coefficients as ints (equal and hashing alike, several times faster
+                # in the sets of forms); sums of ints stay ints
+                v = vec_of[e] = tuple(sorted((k, c.numerator if c.denominator == 1 else c)
+                                             for k, c in acc.items()))
             return v
 
         def shift(forms, e):
@@ -1424,22 +1430,47 @@ class Timeline:
             return out
 
         def pareto(forms):
+            # the forms no other form dominates: rows in decreasing lexicographic order (a
+            # dominating row comes before every row it dominates), each kept unless a kept row
+            # is ≥ in every coefficient.  Exact: the rational coefficients are scaled to
+            # integers by their common denominator; many forms are compared as int64 columns
+            # (when they fit), a few as Python ints
             if len(forms) <= 1:
                 return forms
-            dense = [dict(f) for f in forms]
-            keys = sorted({k for d in dense for k in d})
-            rows = [(tuple(d.get(k, 0) for k in keys), f) for d, f in zip(dense, forms)]
-            rows.sort(key=lambda r: [-x for x in r[0]])
+            forms = list(forms)
+            keys = sorted({k for f in forms for k, _ in f})
+            col = {k: i for i, k in enumerate(keys)}
+            den = math.lcm(*{c.denominator for f in forms for _, c in f})
+            rows = [[0] * len(keys) for _ in forms]
+            for r, f in zip(rows, forms):
+                for k, c in f:
+                    r[col[k]] = c.numerator * (den // c.denominator)
+            if len(forms) > 12 and max(abs(v) for r in rows for v in r) < 2 ** 62:
+                a = np.array(rows, dtype=np.int64)
+                order = np.lexsort(-a.T[::-1])
+                kept = np.empty_like(a)
+                m, out = 0, set()
+                for i in order.tolist():
+                    row = a[i]
+                    if m and (kept[:m] >= row).all(axis=1).any():
+                        continue
+                    kept[m] = row
+                    m += 1
+                    out.add(forms[i])
+                return out
+            idx = sorted(range(len(forms)), key=lambda i: rows[i], reverse=True)
             keep: list = []
-            for row, f in rows:
-                if not any(all(a >= b for a, b in zip(g, row)) for g, _ in keep):
-                    keep.append((row, f))
-            return {f for _, f in keep}
+            out = set()
+            for i in idx:
+                if not any(all(x >= y for x, y in zip(g, rows[i])) for g in keep):
+                    keep.append(rows[i])
+                    out.add(forms[i])
+            return out
 
         def to_expr(forms):
             inv = list(terms)
-            exprs = sorted((sp.Add(*[sp.Rational(c.numerator, c.denominator) * inv[k] for k, c in f])
-                            for f in forms), key=sp.default_sort_key)
+            # no sort here: an unevaluated Max puts its arguments in sympy's canonical order itself
+            exprs = [sp.Add(*[sp.Rational(c.numerator, c.denominator) * inv[k] for k, c in f]) for f in forms]
             if not exprs:
                 return sp.Integer(0)
             return exprs[0] if len(exprs) == 1 else sp.Max(*exprs, evaluate=False)

@@ -330,13 +330,13 @@ def _svg_text(fig) -> str:
 
 def _plugin_figures(ws, plan: str) -> list[dict]:
     try:
-        from dsl.present.figures import FigureError, new_figure
+        from dsl.present.figures import FigureError, LazyFigure
     except ImportError:  # pragma: no cover
         return []
     out = []
     for name, spec in sorted(ws.plugins.figures.items()):
         try:
-            fig = new_figure()
+            fig = LazyFigure()     # matplotlib only for a plugin that draws something
             if spec.draw(ws, plan, fig):
                 out.append({"name": name, "title": spec.title, "plugin": spec.plugin, "svg": _svg_text(fig)})
         except FigureError:
@@ -349,35 +349,91 @@ def _plugin_figures(ws, plan: str) -> list[dict]:
     return out
 
 
+def _nice_ticks(lo: float, hi: float, most: int = 8) -> list[float]:
+    """Tick positions 1, 2, 2.5 or 5 × 10^k apart covering [lo, hi] (at most ``most`` + 1)."""
+    span = hi - lo
+    if not (span > 0 and math.isfinite(span)):
+        return [lo]
+    raw = span / most
+    k = math.floor(math.log10(raw))
+    step = next(m * 10.0 ** k for m in (1, 2, 2.5, 5, 10) if m * 10.0 ** k >= raw)
+    first = math.ceil(lo / step - 1e-9)
+    return [i * step for i in range(first, math.floor(hi / step + 1e-9) + 1)]
+
+
+def _tick_text(v: float, step: float) -> str:
+    """A tick label with as many decimals as the step needs (−0 shown as 0)."""
+    if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-4):
+        return f"{v:.4g}".replace("-", "−")
+    k = math.floor(math.log10(step) + 1e-9)
+    dec = max(0, -k + (1 if round(step / 10.0 ** k, 6) == 2.5 else 0))
+    s = f"{v:.{dec}f}"
+    return ("0" if float(s) == 0 else s).replace("-", "−")
+
+
 def _tornado_svg(name: str, unit: str, rows: list[dict]) -> str:
-    """Horizontal bars from y at the low end to y at the high end of each input's range."""
-    if not rows:
+    """Horizontal bars from y at the low end to y at the high end of each input's range
+    (blue: low end, orange: high end; the high bar drawn over the low one), a line at the
+    nominal y: an inline SVG written directly (text as text, no plotting library; the same
+    input gives the same bytes)."""
+    ok = [v for r in rows for v in (r["y_lo"], r["y_hi"]) if math.isfinite(v)]
+    if not rows or not ok or not math.isfinite(rows[0]["y0"]):
         return ""
-    try:
-        from dsl.present.figures import FigureError, new_figure
-        fig = new_figure(7.0, 0.6 + 0.45 * len(rows))
-    except (ImportError, FigureError):
-        return ""
-    ax = fig.add_subplot(111)
+    fs, row_h, char_w = 11, 26, 0.6            # font size (px), row pitch (px), glyph width / size
+    left = max(len(r["input"]) for r in rows) * char_w * (fs - 1) + 16   # x of the plot area
+    width = 520.0
+    top = 34.0
+    height = row_h * len(rows)
+    title = f"{name}: each input over its declared range (blue: low end, orange: high end)"
+    total_w = max(left + width + 16, len(title) * char_w * (fs + 1) + 16)
+    total_h = top + height + 46
     y0 = rows[0]["y0"]
-    rev = list(reversed(rows))
-    # one bar container per end (all low ends, then all high ends: each row's high bar still
-    # drawn over its low bar), not one per bar — matplotlib builds a container per call
-    for end, color in (("y_lo", "#4C72B0"), ("y_hi", "#DD8452")):
-        ax.barh(range(len(rev)), [r[end] - y0 for r in rev], left=y0, color=color, height=0.6)
-    for i, r in enumerate(rev):
-        ax.text(min(r["y_lo"], r["y_hi"]), i, f"{r['lo']} ", va="center", ha="right", fontsize=7)
-        ax.text(max(r["y_lo"], r["y_hi"]), i, f" {r['hi']}", va="center", ha="left", fontsize=7)
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r["input"] for r in reversed(rows)], fontsize=8)
-    ax.axvline(y0, color="black", linewidth=0.8)
-    ax.set_xlabel(f"{name} ({unit})" if unit else name)
-    ax.set_title(f"{name}: each input over its declared range (blue: low end, orange: high end)", fontsize=9)
-    lo = min(min(r["y_lo"], r["y_hi"]) for r in rows)
-    hi = max(max(r["y_lo"], r["y_hi"]) for r in rows)
+    lo, hi = min(ok), max(ok)
     pad = (hi - lo) * 0.25 or abs(y0) * 0.05 or 1.0
-    ax.set_xlim(lo - pad, hi + pad)
-    return _svg_text(fig)
+    a, b = lo - pad, hi + pad
+
+    def X(v: float) -> str:
+        return f"{left + (v - a) / (b - a) * width:.2f}"
+
+    def T(x, y, s, anchor="start", size=fs):
+        return (f'<text x="{x}" y="{y:.2f}" font-size="{size}" text-anchor="{anchor}">'
+                f"{html.escape(str(s))}</text>")
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" height="{total_h:.0f}" '
+           f'viewBox="0 0 {total_w:.0f} {total_h:.0f}" font-family="DejaVu Sans, Arial, sans-serif" '
+           f'role="img"><title>{html.escape(name)}: tornado chart</title>',
+           f'<rect width="{total_w:.0f}" height="{total_h:.0f}" fill="white"/>',
+           T(f"{total_w / 2:.2f}", 18, title, "middle", fs + 1)]
+    ticks = _nice_ticks(a, b)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    for t in ticks:     # grid-less axis: ticks and labels below the plot
+        out.append(f'<line x1="{X(t)}" y1="{top + height:.2f}" x2="{X(t)}" y2="{top + height + 4:.2f}" '
+                   'stroke="black" stroke-width="0.8"/>')
+        out.append(T(X(t), top + height + 16, _tick_text(t, step), "middle", fs - 1))
+    out.append(f'<rect x="{left:.2f}" y="{top:.2f}" width="{width:.2f}" height="{height:.2f}" fill="none" '
+               'stroke="black" stroke-width="0.8"/>')
+    for end, color in (("y_lo", "#4C72B0"), ("y_hi", "#DD8452")):
+        for i, r in enumerate(rows):
+            if not math.isfinite(r[end]):
+                continue
+            x1, x2 = sorted((r[end], y0))
+            out.append(f'<rect x="{X(x1)}" y="{top + i * row_h + row_h * 0.2:.2f}" '
+                       f'width="{float(X(x2)) - float(X(x1)):.2f}" height="{row_h * 0.6:.2f}" fill="{color}"/>')
+    for i, r in enumerate(rows):
+        yc = top + (i + 0.5) * row_h + fs * 0.35
+        out.append(T(f"{left - 6:.2f}", yc, r["input"], "end", fs - 1))
+        # each end's input value beside its own bar: the smaller y on the left
+        ends = sorted((e for e in ((r["y_lo"], r["lo"]), (r["y_hi"], r["hi"])) if math.isfinite(e[0])),
+                      key=lambda e: e[0])
+        for k, (yv, txt) in enumerate(ends):    # the left one leftwards, the right one rightwards
+            left_side = k == 0 and (len(ends) == 2 or yv < y0)
+            out.append(T(f"{float(X(yv)) + (-3 if left_side else 3):.2f}", yc, txt,
+                         "end" if left_side else "start", fs - 2))
+    out.append(f'<line x1="{X(y0)}" y1="{top:.2f}" x2="{X(y0)}" y2="{top + height:.2f}" stroke="black" '
+               'stroke-width="1"/>')
+    out.append(T(f"{left + width / 2:.2f}", top + height + 36, f"{name} ({unit})" if unit else name, "middle"))
+    out.append("</svg>\n")
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- renderers

@@ -53,7 +53,8 @@ def active_branch(expr, at: dict):
     ceiling/floor by their argument (see the module docstring)."""
     from dsl.results.solver import active_branch
 
-    e = active_branch(expr, {k: sp.Float(v, 30) for k, v in at.items()})
+    fs = expr.free_symbols       # only the symbols the expression holds: ``at`` covers every input
+    e = active_branch(expr, {k: sp.Float(v, 30) for k, v in at.items() if k in fs})
     return e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
 
 
@@ -256,8 +257,7 @@ def break_even(ws, req, nid: str) -> dict:
     from dsl.results.solver import bisect_root, param_domain, in_domain, sign_changes
 
     x = sp.Symbol(nid, real=True)
-    at = nominal_floats(ws)
-    x0 = float(at[x])
+    x0 = float(ws.nodes[nid].nominal)       # an input's nominal value (what nominal_floats holds)
     sides, syms, args0, f_l, f_r = compile_sides(ws, req)
     pos = syms.index(x) if x in syms else None
 

@@ -427,6 +427,31 @@ def file_requirement_results(ev) -> list[dict]:
 _TEXT_MAX = 600      # a readable answer longer than this is not shown
 
 
+_POLY: dict = {}       # (e, x) -> (numerator, denominator, Poly of the numerator in x), or the error
+
+
+def _numer_poly(e, x):
+    """Numerator and denominator of ``e`` over a common denominator (``sympy.together``) and the
+    numerator as a polynomial in ``x``; remembered, since the readable answer asks twice (is
+    the closed form short? is it linear?).
+
+    :raises sympy.PolynomialError: when the numerator is not a polynomial in ``x``."""
+    key = (e, x)
+    got = _POLY.get(key)
+    if got is None:
+        n, d = sp.fraction(sp.together(e))
+        try:
+            got = (n, d, sp.Poly(n, x))
+        except sp.PolynomialError as err:
+            got = err
+        if len(_POLY) > 64:
+            _POLY.clear()
+        _POLY[key] = got
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
 def _long_closed_form(e, x, limit: int) -> bool:
     """True when the closed-form roots of ``e = 0`` in ``x`` would be too long to show, judged
     before sympy builds them: the numerator is a polynomial of degree n ≥ 2 in ``x`` and n times
@@ -434,7 +459,7 @@ def _long_closed_form(e, x, limit: int) -> bool:
     them; the two roots of the GPU-count quadratic over 16 inputs run to 18,000 characters
     each, and building them takes sympy seconds)."""
     try:
-        p = sp.Poly(sp.fraction(sp.together(e))[0], x)
+        _, _, p = _numer_poly(e, x)
     except sp.PolynomialError:
         return False
     if p.degree() < 2:
@@ -450,8 +475,7 @@ def _linear_root(e, x):
     if e.has(sp.Float):
         return None
     try:
-        n, d = sp.fraction(sp.together(e))
-        p = sp.Poly(n, x)
+        n, d, p = _numer_poly(e, x)
     except sp.PolynomialError:
         return None
     if p.degree() != 1:
@@ -472,12 +496,28 @@ def _roots(e, x) -> list:
     return [r] if r is not None else sp.solve(e, x)
 
 
+_FACTORED: dict = {}     # expression -> sympy.factor(expression): the same sub-sums recur
+
+
+def _factor(x):
+    """``sympy.factor(x)``, remembered (a pure function of ``x``; a readable answer factors the
+    same sub-sums again — ``overhead + 1`` in a numerator and a denominator, in every query of
+    one plan)."""
+    r = _FACTORED.get(x)
+    if r is None:
+        r = sp.factor(x)
+        if len(_FACTORED) > 1024:
+            _FACTORED.clear()
+        _FACTORED[x] = r
+    return r
+
+
 def _tidy(e):
     """Present a rational expression readably: numerator and denominator factored, and each
     sum collected on its most frequent symbol (``steps*(1 + L)*(a + b + c)`` rather than the
     expanded six-term sum)."""
     def t(x):
-        y = sp.factor(x)
+        y = _factor(x)
         if isinstance(y, sp.Mul):
             # with float coefficients factor() can return 1.0·x: x itself is not factored again
             return sp.Mul(*[a if a.is_number or a == x else t(a) for a in y.args])
