@@ -105,7 +105,8 @@ from . import serving_sim as sim
 from .collectives import collective_time
 from .layout_model import ops
 from .serving_engine import per_gpu_sizes
-from .serving_step import DEVICE_FIELDS as STEP_DEVICE_FIELDS, constants as step_constants_of, kv_window_of, step_time
+from .serving_step import DEVICE_FIELDS as STEP_DEVICE_FIELDS, ScalarStep, constants as step_constants_of, kv_window_of, \
+    step_time
 
 
 class _Numpy:
@@ -153,6 +154,8 @@ class Layout:
     link: dict | None = None
     price: float | None = None
     reason: str = ""
+    scalar: ScalarStep | None = field(default=None, repr=False, compare=False)          # step_fn's
+    scalar_decode: ScalarStep | None = field(default=None, repr=False, compare=False)   # decode_fn's
 
     def kv_tokens(self, S, T):
         """KV tokens of one replica at max_num_seqs S and chunk T (numpy): the engine's
@@ -271,8 +274,32 @@ def pp_send_time(g: Layout, tokens, o):
     return (g.pp - 1) * collective_time("send", 2, size, g.link, o)
 
 
+def _scalar_step(g: Layout, c):
+    """The :class:`plugins.serving_step.ScalarStep` of layout g's constants, made once per
+    layout (its memos serve every candidate simulated on it); a new one for other constants."""
+    if c is not g.c:
+        return ScalarStep(c)
+    if g.scalar is None:
+        g.scalar = ScalarStep(g.c)
+    return g.scalar
+
+
 def step_fn(g: Layout):
-    """The step cost of one (virtual) engine of layout g, as serving_sim calls it."""
+    """The step cost of one (virtual) engine of layout g, as serving_sim calls it; its
+    ``for_numbers(c)`` is the same cost of one iteration on Python numbers (the simulator's
+    hook, see :func:`plugins.serving_sim.simulate`)."""
+    def numbers(c):
+        one = _scalar_step(g, c)
+        if g.pp <= 1:
+            return one
+        py = ops("python")
+
+        def with_sends(P, D, C, K=0, ps=None):           # f's branch for one iteration, below
+            t = one(P, D, C, K, ps)
+            T = P + D
+            return float(t + pp_send_time(g, T, py)) if T > 0 else float(t)
+        return with_sends
+
     def f(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_prefix=0, prefill_seqs=None):
         o = o or ops("numpy")
         t = step_time(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
@@ -286,6 +313,7 @@ def step_fn(g: Layout):
             if np.ndim(t) == 0:
                 t = float(t)
         return t
+    f.for_numbers = numbers
     return f
 
 
@@ -293,6 +321,28 @@ def decode_only_step(c, prefill_tokens, decode_seqs, context_tokens, o=None):
     """A decode pool's step: transferred prompt tokens cost no compute (their KV arrived by
     transfer), the decodes the engine's step."""
     return step_time(c, 0 * np.asarray(prefill_tokens), decode_seqs, context_tokens, o)
+
+
+def decode_fn(g: Layout):
+    """:func:`decode_only_step` with a ``for_numbers`` (the simulator's hook): a
+    :class:`plugins.serving_step.ScalarStep` of layout g's constants kept for its decode pools.
+    Its prefill tokens are :func:`decode_only_step`'s numpy zero, so every term is the same
+    numpy-scalar arithmetic (numpy's power of an integer exponent, in the routed experts'
+    count, may differ from Python's in the last bit)."""
+    def f(c, prefill_tokens, decode_seqs, context_tokens, o=None):
+        return decode_only_step(c, prefill_tokens, decode_seqs, context_tokens, o)
+
+    def numbers(c):
+        if c is not g.c:
+            one = ScalarStep(c)
+        else:
+            if g.scalar_decode is None:
+                g.scalar_decode = ScalarStep(g.c)
+            one = g.scalar_decode
+        zero = 0 * np.asarray(0)
+        return lambda P, D, C: one(zero, D, C)
+    f.for_numbers = numbers
+    return f
 
 
 # ---------------------------------------------------------------- screen
@@ -420,7 +470,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     if cols["disagg"][i]:
         eng_p = sim.Engine(kv, g.block_size, S, T, chunked)
         ones = np.ones_like(w.output)
-        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_time, g.c, o, int(cols["xp"][i]))
+        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_fn(g), g.c, o, int(cols["xp"][i]))
         first = rp.first
         many = w.output > 1
         xfer = kv_transfer_time(g.c, w.prompt, kv_link, o) if kv_link is not None else 0.0 * first
@@ -428,7 +478,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
         if many.any():
             arr = (first + xfer)[many]
             eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S), True)
-            rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_only_step,
+            rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_fn(g),
                                        g.c, o, int(cols["yd"][i]))
             last[many] = rd.last
         ttft = first - w.arrival

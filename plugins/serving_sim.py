@@ -472,12 +472,24 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     equal to the direct evaluation up to rounding); False calls the step cost on every run.
     ``o`` is passed to the step cost; an iteration computed alone passes ``o.scalar`` instead
     when ``o`` has one (``ops("numpy").scalar``: the same max/min/where on Python numbers, at a
-    fraction of numpy's per-call cost), and its cost is remembered by its arguments.
+    fraction of numpy's per-call cost), and its cost is remembered by its arguments — unless
+    the step cost has ``for_numbers``: then ``step_time.for_numbers(c)`` is called once and
+    the callable it returns prices each such iteration, ``(prefill_tokens, decode_seqs,
+    context_tokens, prefill_prefix, prefill_seqs)`` (the last two only for a cost that takes
+    them) → seconds, the same value as the step cost's on Python numbers
+    (:class:`plugins.serving_step.ScalarStep`: it remembers what does not depend on the context).
 
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
     A, Pa, Ga = _arrays(arrival, prompt, output)
     check_workload(A, Pa, Ga, eng)
+    # tens of thousands of small tuples (heap entries, events) and no cycle: without the
+    # collector's passes over every live object
+    with no_gc():
+        return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events)
+
+
+def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None) -> SimResult:
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
     chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
@@ -485,6 +497,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     lin_memo = lin.memo if lin is not None else None
     so = getattr(o, "scalar", o)        # one iteration at a time: the ops on Python numbers
     memo: dict = {}                     # step costs of single iterations by their arguments
+    one = getattr(step_time, "for_numbers", None)
+    one = one(c) if one is not None else None
     P, G = Pa.tolist(), Ga.tolist()
     order = np.argsort(A, kind="stable")
     arr = A[order].tolist() + [math.inf]
@@ -504,7 +518,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     t, nxt, done, it = 0.0, 0, 0, 0
     ar = np.arange(RUN_CAP, dtype=np.int64)
     push, pop = heapq.heappush, heapq.heappop
-    ser_add, v_add, w_add = ser.extend, itl_v.append, itl_w.append
+    ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
     cap4 = 4 * (current_limits().sim_iterations if max_events is None else max_events)
 
     def preempt(v, t_now):
@@ -572,8 +586,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                             dt = a0 + b1 * j
                             tt += dt
                             v_add(dt)
-                            w_add(n_dec)
                             j += 1
+                        w_ext([n_dec] * j)                # each value's weight: the run's decodes
                     else:                                 # the vectorised path's values, in its place
                         dts = []
                         d_add = dts.append
@@ -598,10 +612,13 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                         k = 1 + int(np.searchsorted(ends[:k - 1], ta, side="left"))
                     itl_chunks.append((dts[:k], n_dec))
                     tt = float(ends[k - 1])
+                # blocks allocated: n per bs iterations, and the sequences whose key ≡ −D − j
+                # (mod bs) for the part (j = 0 … part − 1): a window of the histogram ending at −D
                 full, part = divmod(k, bs)
                 used = full * n_dec
-                for j in range(part):
-                    used += hist[(-D - j) % bs]
+                if part:
+                    hi = (-D) % bs + 1
+                    used += sum(hist[hi - part:hi]) if hi >= part else sum(hist[:hi]) + sum(hist[hi - part:])
                 free -= used
                 D += k
                 it += k
@@ -679,14 +696,12 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                     ends_pf += 1
         pf = B - n_dec - budget
         ctx = sum_key + n_dec * D
-        if extra:
-            if not ends_pf and not n_dec:
-                ends_pf = None            # no logits at all: leave the cost its default (one head pass)
-            key_ = (pf, n_dec, ctx, prefix, ends_pf)
-        else:
-            key_ = (pf, n_dec, ctx)
-        dt = memo.get(key_)               # the step cost is a function of its arguments: iterations repeat
-        if dt is None:
+        if extra and not ends_pf and not n_dec:
+            ends_pf = None                # no logits at all: leave the cost its default (one head pass)
+        if one is not None:               # the cost's own evaluator for Python numbers
+            dt = float(one(pf, n_dec, ctx, prefix, ends_pf) if extra else one(pf, n_dec, ctx))
+        elif (dt := memo.get(key_ := (pf, n_dec, ctx, prefix, ends_pf) if extra else (pf, n_dec, ctx))) is None:
+            # the step cost is a function of its arguments: iterations repeat
             if extra:
                 dt = float(step_time(c, pf, n_dec, ctx, so, prefill_prefix=prefix, prefill_seqs=ends_pf))
             else:
@@ -750,7 +765,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
 import sympy as sp  # noqa: E402
 
 from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, hookimpl  # noqa: E402
-from dsl.plugin import LimitError, current_limits, limit_hint  # noqa: E402
+from dsl.plugin import LimitError, current_limits, limit_hint, no_gc  # noqa: E402
 
 
 def _too_many_events(cap: int, done: int, n: int, preemptions: int):
