@@ -369,24 +369,28 @@ def _fixed_point(f, lam, P, G):
 def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None = None, chunked: bool = True):
     """Fill the feasibility (``valid``, ``reason``, ``kv``) and the steady-state estimates
     (``est_ttft``, ``est_tpot`` in s; inf when overloaded) of every candidate at the busiest
-    minute's load (module docstring, step 3), and ``mean_ttft``/``mean_tpot`` at the mean load."""
+    minute's load (module docstring, step 3), and ``mean_ttft``/``mean_tpot`` at the mean load
+    (both loads in one pass: each fixed point iterates the two as rows of one array)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        mean = _screen(layouts, dict(cols), w, max_model_len, kv_link, chunked, 1.0)
-        cols = _screen(layouts, cols, w, max_model_len, kv_link, chunked, w.peak_factor(SCREEN_WINDOW))
-    cols["mean_ttft"], cols["mean_tpot"] = mean["est_ttft"], mean["est_tpot"]
+        cols = _screen(layouts, cols, w, max_model_len, kv_link, chunked, (1.0, w.peak_factor(SCREEN_WINDOW)))
+    cols["mean_ttft"], cols["est_ttft"] = cols["est_ttft"]
+    cols["mean_tpot"], cols["est_tpot"] = cols["est_tpot"]
     return cols
 
 
-def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
+def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
+    """The screen at each load multiple of ``peaks`` at once: the estimates are arrays of
+    (loads, candidates), every load's row the same elementwise arithmetic (one numpy call per
+    fixed-point iteration for all the loads)."""
     o = ops("numpy")
     n = len(cols["g"])
     kv = np.zeros(n, dtype=np.int64)
     reason = np.array([""] * n, dtype=object)
-    est_ttft, est_tpot = np.full(n, np.inf), np.full(n, np.inf)
+    est_ttft, est_tpot = np.full((len(peaks), n), np.inf), np.full((len(peaks), n), np.inf)
     Pm, Gm = float(w.prompt.mean()), float(w.output.mean())
     P95 = float(sim.nearest_rank_np(w.prompt, sim.QUANTILES[2]))
     Pmax = int(w.prompt.max())
-    lam = w.rate * peak
+    lam = np.array([w.rate * p for p in peaks])[:, None]         # (loads, 1)
     for gi, g in enumerate(layouts):
         idx = np.flatnonzero(cols["g"] == gi)
         if idx.size == 0:
@@ -421,7 +425,7 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
         a_ttft = np.where(ok & (u < 1), (iters * t_chunk + t) / np.maximum(1 - u, 1e-12), np.inf)
         a_tpot = np.where(ok, t, np.inf)
         # disaggregated: prefill pool (M/G/1 over the trace's prompts), decode pool (fixed point)
-        d_ttft, d_tpot = np.full(idx.size, np.inf), np.full(idx.size, np.inf)
+        d_ttft, d_tpot = np.full((len(peaks), idx.size), np.inf), np.full((len(peaks), idx.size), np.inf)
         if dis.any():
             Tu = np.unique(T[dis])
             for Tv in Tu:
@@ -434,7 +438,7 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
                 lam_p = lam / cols["xp"][idx][sel]
                 rho = lam_p * m1
                 wait = np.where(rho < 1, lam_p * m2 / (2 * np.maximum(1 - rho, 1e-12)), np.inf)
-                d_ttft[sel] = np.where(rho < 0.95, tau95 + 3 * wait, np.inf)
+                d_ttft[:, sel] = np.where(rho < 0.95, tau95 + 3 * wait, np.inf)
             lam_d = lam / np.maximum(cols["yd"][idx], 1)
 
             def dec(pf, nd):
@@ -445,8 +449,8 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
             okd &= (Nd <= S) & (Nd * (Pm + Gm) <= kvt) & (Nd <= T)
             xfer = float(kv_transfer_time(c, Pm, kv_link, o)) if kv_link is not None else 0.0
             d_tpot = np.where(okd, td + xfer / max(Gm - 1, 1), np.inf)
-        est_ttft[idx] = np.where(dis, d_ttft, a_ttft)
-        est_tpot[idx] = np.where(dis, d_tpot, a_tpot)
+        est_ttft[:, idx] = np.where(dis, d_ttft, a_ttft)
+        est_tpot[:, idx] = np.where(dis, d_tpot, a_tpot)
         if not chunked:
             reason[idx] = np.where((reason[idx] == "") & (T < Pmax + 1), "chunk below the longest prompt",
                                    reason[idx])
