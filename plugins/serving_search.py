@@ -154,7 +154,6 @@ class Layout:
     link: dict | None = None
     price: float | None = None
     reason: str = ""
-    scalar: ScalarStep | None = field(default=None, repr=False, compare=False)          # step_fn's
     scalar_decode: ScalarStep | None = field(default=None, repr=False, compare=False)   # decode_fn's
 
     def kv_tokens(self, S, T):
@@ -274,22 +273,12 @@ def pp_send_time(g: Layout, tokens, o):
     return (g.pp - 1) * collective_time("send", 2, size, g.link, o)
 
 
-def _scalar_step(g: Layout, c):
-    """The :class:`plugins.serving_step.ScalarStep` of layout g's constants, made once per
-    layout (its memos serve every candidate simulated on it); a new one for other constants."""
-    if c is not g.c:
-        return ScalarStep(c)
-    if g.scalar is None:
-        g.scalar = ScalarStep(g.c)
-    return g.scalar
-
-
 def step_fn(g: Layout):
     """The step cost of one (virtual) engine of layout g, as serving_sim calls it; its
     ``for_numbers(c)`` is the same cost of one iteration on Python numbers (the simulator's
     hook, see :func:`plugins.serving_sim.simulate`)."""
     def numbers(c):
-        one = _scalar_step(g, c)
+        one = ScalarStep.of(c)
         if g.pp <= 1:
             return one
         py = ops("python")

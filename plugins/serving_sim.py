@@ -561,8 +561,9 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             if waiting:
                 h = waiting[0]
                 hn = P[h] + out[h]
-                blocked = (len(running) >= S or (not chunked and hn > B - n_dec)
-                           or -(-min(hn, B - n_dec) // bs) > free - nb)
+                room = B - n_dec
+                blocked = (len(running) >= S or (not chunked and hn > room)
+                           or -(-(hn if hn < room else room) // bs) > free - nb)
                 ta = math.inf
             else:
                 blocked, ta = True, arr[nxt]
@@ -579,7 +580,8 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                             break
                         j += 1
                     k = min(k, q * bs + j)
-                k = min(k, RUN_CAP)
+                if k > RUN_CAP:
+                    k = RUN_CAP
                 ab = lin_memo.get(n_dec, False) if lin is not None else None
                 if ab is False:
                     ab = lin(n_dec)
@@ -689,7 +691,8 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                 new = P[r] + out[r]
                 if not chunked and new > budget:
                     break
-                new = min(new, budget)
+                if new > budget:
+                    new = budget
                 need = -(-new // bs)
                 if need > free:
                     break

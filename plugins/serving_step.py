@@ -638,9 +638,29 @@ class ScalarStep:
     The terms before the decode attention do not depend on the context, so their running sum
     is remembered by (prefill tokens, decodes, prefix, prefill sequences), with the elementwise
     and all-reduce terms of the step's tokens; only the decode attention, a function of the
-    context read, is computed on every call.  The memo starts over past :attr:`MEMO_CAP` entries."""
+    context read, is computed on every call.  The memo starts over past :attr:`MEMO_CAP` entries.
+    :meth:`of` shares one evaluator (and its memo) among equal constants."""
 
     MEMO_CAP = 1 << 16
+    SHARED_CAP = 32                     # evaluators :meth:`of` keeps
+    _shared: dict = {}
+
+    @classmethod
+    def of(cls, c) -> "ScalarStep":
+        """The evaluator of constants c, one per set of equal values (the plans of a file, the
+        candidates of a search and the evaluations of a solve share what they price): the
+        values are a pure function of the constants, so the memo is too."""
+        try:                            # by type and exact value (float.hex: −0.0 is not 0.0)
+            key = tuple(sorted((k, type(v), v.hex() if isinstance(v, float) else v) for k, v in c.items()))
+            hash(key)
+        except TypeError:               # an unhashable value: an evaluator of its own
+            return cls(c)
+        one = cls._shared.get(key)
+        if one is None:
+            if len(cls._shared) >= cls.SHARED_CAP:
+                cls._shared.clear()
+            one = cls._shared[key] = cls(dict(c))
+        return one
 
     def __init__(self, c):
         self.c, self.o = c, ops("python")
@@ -694,7 +714,7 @@ class ScalarStep:
 
 #: the simulator's hook (plugins/serving_sim.py :func:`simulate`): the same cost, one iteration
 #: on Python numbers at a time
-step_time.for_numbers = ScalarStep
+step_time.for_numbers = ScalarStep.of
 
 
 def static_batch(c, batch, isl, osl, o=None):

@@ -248,7 +248,7 @@ def test_the_simulators_step_is_the_step_cost_bit_for_bit(small):
                 C = D * int(rng.integers(0, 9000))
                 assert one(P, D, C, K, ps) == float(f(g.c, P, D, C, o, prefill_prefix=K, prefill_seqs=ps))
                 assert one_dec(P, D, C) == float(dec(g.c, P, D, C, o))
-    assert ss.step_fn(g1).for_numbers(g1.c) is g1.scalar         # one memo per layout, every candidate
+    assert ss.step_fn(g1).for_numbers(dict(g1.c)) is ss.step_fn(g1).for_numbers(g1.c)    # one memo, every candidate
 
 
 def test_simulated_requests_are_bounded_by_a_count(small):
