@@ -493,6 +493,27 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
         return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events)
 
 
+def _preempt(v, prefilling: bool, t_now: float, D: int, state) -> tuple:
+    """Preempt request v by recomputation (:func:`simulate`'s state): it frees its blocks, its
+    computed tokens drop to 0 and it goes to the front of the waiting queue; a decoder leaves
+    the histogram and the heap (its generation moves on) with its outputs so far.  Returns
+    (blocks freed, the decoder's key or None): the caller updates its counts."""
+    bs, comp, key, hist, gen, out, last, P, pre, waiting = state
+    if prefilling:
+        freed, k = -(-comp[v] // bs), None
+    else:
+        k = key[v]
+        hist[k % bs] -= 1
+        freed = -(-(k + D) // bs)
+        gen[v] += 1
+        out[v] = k + D - P[v] + 1
+        last[v] = t_now              # a decoder emitted at the end of the previous iteration
+    comp[v] = 0
+    pre[v] += 1
+    waiting.appendleft(v)
+    return freed, k
+
+
 def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None) -> SimResult:
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
     chunked = eng.enable_chunked_prefill
@@ -527,23 +548,9 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
     cap4 = 4 * (current_limits().sim_iterations if max_events is None else max_events)
 
-    def preempt(v, t_now):
-        nonlocal X, n_dec, sum_key, free
-        if v == X:
-            free += -(-comp[v] // bs)
-            X = -1
-        else:
-            k = key[v]
-            n_dec -= 1
-            sum_key -= k
-            hist[k % bs] -= 1
-            free += -(-(k + D) // bs)
-            gen[v] += 1
-            out[v] = k + D - P[v] + 1
-            last[v] = t_now              # a decoder emitted at the end of the previous iteration
-        comp[v] = 0
-        pre[v] += 1
-        waiting.appendleft(v)
+    # (the loop's counters stay plain locals: a nested function changing them would make every
+    # access to them, in every iteration, go through a cell)
+    state = (bs, comp, key, hist, gen, out, last, P, pre, waiting)
 
     while done < n:
         while arr[nxt] <= t:
@@ -657,7 +664,13 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                     gone = False
                     while free < 1:
                         v = running.pop()
-                        preempt(v, t)
+                        freed, kv = _preempt(v, v == X, t, D, state)
+                        free += freed
+                        if v == X:
+                            X = -1
+                        else:
+                            n_dec -= 1
+                            sum_key -= kv
                         preempted = True
                         if v == r:
                             gone = True
@@ -676,7 +689,8 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
             if need > free:
                 running.pop()             # X is the tail: it is its own victim
-                preempt(X, t)
+                free += _preempt(X, True, t, D, state)[0]
+                X = -1
                 preempted = True
             else:
                 free -= need
