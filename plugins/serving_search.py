@@ -81,9 +81,9 @@ latencies are percentiles of a simulation.
 
 Deterministic: no randomness; candidates are enumerated in the order of the lists.  Speed
 (``benchmarks/serving_search_azure.py``): the screen prices thousands of candidates in
-about a second (3,456 configurations); each simulation of the 19,366-request Azure conversation
-trace about 0.2–0.5 s, so a search's time is set by its ``simulate`` budget and the limit
-``search_requests``.
+a fraction of a second (3,456 configurations: about 0.3 s); each simulation of the
+19,366-request Azure conversation trace about 0.15–0.4 s, so a search's time is set by its
+``simulate`` budget and the limit ``search_requests``.
 
 References: NVIDIA AIConfigurator 0.12 (``aiconfigurator/sdk/pareto_analysis.py``: aggregated
 and xPyD disaggregated search, Pareto front); Zhong et al. 2024, "DistServe: Disaggregating
@@ -105,7 +105,8 @@ from . import serving_sim as sim
 from .collectives import collective_time
 from .layout_model import ops
 from .serving_engine import per_gpu_sizes
-from .serving_step import DEVICE_FIELDS as STEP_DEVICE_FIELDS, constants as step_constants_of, kv_window_of, step_time
+from .serving_step import DEVICE_FIELDS as STEP_DEVICE_FIELDS, ScalarStep, constants as step_constants_of, kv_window_of, \
+    step_time
 
 
 class _Numpy:
@@ -153,6 +154,7 @@ class Layout:
     link: dict | None = None
     price: float | None = None
     reason: str = ""
+    scalar_decode: ScalarStep | None = field(default=None, repr=False, compare=False)   # decode_fn's
 
     def kv_tokens(self, S, T):
         """KV tokens of one replica at max_num_seqs S and chunk T (numpy): the engine's
@@ -272,7 +274,21 @@ def pp_send_time(g: Layout, tokens, o):
 
 
 def step_fn(g: Layout):
-    """The step cost of one (virtual) engine of layout g, as serving_sim calls it."""
+    """The step cost of one (virtual) engine of layout g, as serving_sim calls it; its
+    ``for_numbers(c)`` is the same cost of one iteration on Python numbers (the simulator's
+    hook, see :func:`plugins.serving_sim.simulate`)."""
+    def numbers(c):
+        one = ScalarStep.of(c)
+        if g.pp <= 1:
+            return one
+        py = ops("python")
+
+        def with_sends(P, D, C, K=0, ps=None):           # f's branch for one iteration, below
+            t = one(P, D, C, K, ps)
+            T = P + D
+            return float(t + pp_send_time(g, T, py)) if T > 0 else float(t)
+        return with_sends
+
     def f(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_prefix=0, prefill_seqs=None):
         o = o or ops("numpy")
         t = step_time(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
@@ -286,6 +302,7 @@ def step_fn(g: Layout):
             if np.ndim(t) == 0:
                 t = float(t)
         return t
+    f.for_numbers = numbers
     return f
 
 
@@ -293,6 +310,28 @@ def decode_only_step(c, prefill_tokens, decode_seqs, context_tokens, o=None):
     """A decode pool's step: transferred prompt tokens cost no compute (their KV arrived by
     transfer), the decodes the engine's step."""
     return step_time(c, 0 * np.asarray(prefill_tokens), decode_seqs, context_tokens, o)
+
+
+def decode_fn(g: Layout):
+    """:func:`decode_only_step` with a ``for_numbers`` (the simulator's hook): a
+    :class:`plugins.serving_step.ScalarStep` of layout g's constants kept for its decode pools.
+    Its prefill tokens are :func:`decode_only_step`'s numpy zero, so every term is the same
+    numpy-scalar arithmetic (numpy's power of an integer exponent, in the routed experts'
+    count, may differ from Python's in the last bit)."""
+    def f(c, prefill_tokens, decode_seqs, context_tokens, o=None):
+        return decode_only_step(c, prefill_tokens, decode_seqs, context_tokens, o)
+
+    def numbers(c):
+        if c is not g.c:
+            one = ScalarStep(c)
+        else:
+            if g.scalar_decode is None:
+                g.scalar_decode = ScalarStep(g.c)
+            one = g.scalar_decode
+        zero = 0 * np.asarray(0)
+        return lambda P, D, C: one(zero, D, C)
+    f.for_numbers = numbers
+    return f
 
 
 # ---------------------------------------------------------------- screen
@@ -319,24 +358,28 @@ def _fixed_point(f, lam, P, G):
 def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None = None, chunked: bool = True):
     """Fill the feasibility (``valid``, ``reason``, ``kv``) and the steady-state estimates
     (``est_ttft``, ``est_tpot`` in s; inf when overloaded) of every candidate at the busiest
-    minute's load (module docstring, step 3), and ``mean_ttft``/``mean_tpot`` at the mean load."""
+    minute's load (module docstring, step 3), and ``mean_ttft``/``mean_tpot`` at the mean load
+    (both loads in one pass: each fixed point iterates the two as rows of one array)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        mean = _screen(layouts, dict(cols), w, max_model_len, kv_link, chunked, 1.0)
-        cols = _screen(layouts, cols, w, max_model_len, kv_link, chunked, w.peak_factor(SCREEN_WINDOW))
-    cols["mean_ttft"], cols["mean_tpot"] = mean["est_ttft"], mean["est_tpot"]
+        cols = _screen(layouts, cols, w, max_model_len, kv_link, chunked, (1.0, w.peak_factor(SCREEN_WINDOW)))
+    cols["mean_ttft"], cols["est_ttft"] = cols["est_ttft"]
+    cols["mean_tpot"], cols["est_tpot"] = cols["est_tpot"]
     return cols
 
 
-def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
+def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
+    """The screen at each load multiple of ``peaks`` at once: the estimates are arrays of
+    (loads, candidates), every load's row the same elementwise arithmetic (one numpy call per
+    fixed-point iteration for all the loads)."""
     o = ops("numpy")
     n = len(cols["g"])
     kv = np.zeros(n, dtype=np.int64)
     reason = np.array([""] * n, dtype=object)
-    est_ttft, est_tpot = np.full(n, np.inf), np.full(n, np.inf)
+    est_ttft, est_tpot = np.full((len(peaks), n), np.inf), np.full((len(peaks), n), np.inf)
     Pm, Gm = float(w.prompt.mean()), float(w.output.mean())
     P95 = float(sim.nearest_rank_np(w.prompt, sim.QUANTILES[2]))
     Pmax = int(w.prompt.max())
-    lam = w.rate * peak
+    lam = np.array([w.rate * p for p in peaks])[:, None]         # (loads, 1)
     for gi, g in enumerate(layouts):
         idx = np.flatnonzero(cols["g"] == gi)
         if idx.size == 0:
@@ -371,7 +414,7 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
         a_ttft = np.where(ok & (u < 1), (iters * t_chunk + t) / np.maximum(1 - u, 1e-12), np.inf)
         a_tpot = np.where(ok, t, np.inf)
         # disaggregated: prefill pool (M/G/1 over the trace's prompts), decode pool (fixed point)
-        d_ttft, d_tpot = np.full(idx.size, np.inf), np.full(idx.size, np.inf)
+        d_ttft, d_tpot = np.full((len(peaks), idx.size), np.inf), np.full((len(peaks), idx.size), np.inf)
         if dis.any():
             Tu = np.unique(T[dis])
             for Tv in Tu:
@@ -384,7 +427,7 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
                 lam_p = lam / cols["xp"][idx][sel]
                 rho = lam_p * m1
                 wait = np.where(rho < 1, lam_p * m2 / (2 * np.maximum(1 - rho, 1e-12)), np.inf)
-                d_ttft[sel] = np.where(rho < 0.95, tau95 + 3 * wait, np.inf)
+                d_ttft[:, sel] = np.where(rho < 0.95, tau95 + 3 * wait, np.inf)
             lam_d = lam / np.maximum(cols["yd"][idx], 1)
 
             def dec(pf, nd):
@@ -395,8 +438,8 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peak):
             okd &= (Nd <= S) & (Nd * (Pm + Gm) <= kvt) & (Nd <= T)
             xfer = float(kv_transfer_time(c, Pm, kv_link, o)) if kv_link is not None else 0.0
             d_tpot = np.where(okd, td + xfer / max(Gm - 1, 1), np.inf)
-        est_ttft[idx] = np.where(dis, d_ttft, a_ttft)
-        est_tpot[idx] = np.where(dis, d_tpot, a_tpot)
+        est_ttft[:, idx] = np.where(dis, d_ttft, a_ttft)
+        est_tpot[:, idx] = np.where(dis, d_tpot, a_tpot)
         if not chunked:
             reason[idx] = np.where((reason[idx] == "") & (T < Pmax + 1), "chunk below the longest prompt",
                                    reason[idx])
@@ -420,7 +463,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     if cols["disagg"][i]:
         eng_p = sim.Engine(kv, g.block_size, S, T, chunked)
         ones = np.ones_like(w.output)
-        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_time, g.c, o, int(cols["xp"][i]))
+        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_fn(g), g.c, o, int(cols["xp"][i]))
         first = rp.first
         many = w.output > 1
         xfer = kv_transfer_time(g.c, w.prompt, kv_link, o) if kv_link is not None else 0.0 * first
@@ -428,7 +471,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
         if many.any():
             arr = (first + xfer)[many]
             eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S), True)
-            rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_only_step,
+            rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_fn(g),
                                        g.c, o, int(cols["yd"][i]))
             last[many] = rd.last
         ttft = first - w.arrival

@@ -59,6 +59,7 @@ from __future__ import annotations
 import heapq
 import math
 import weakref
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -308,9 +309,12 @@ class SimResult:
 
 
 def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
-    ser = np.fromiter(ser, dtype=float, count=len(ser)).reshape(-1, 4)
+    ser = (np.frombuffer(ser, dtype=float).copy() if isinstance(ser, array)
+           else np.fromiter(ser, dtype=float, count=len(ser))).reshape(-1, 4)
+    first, last = ((np.frombuffer(x, dtype=float).copy() if isinstance(x, array) else np.asarray(x, dtype=float))
+                   for x in (first, last))
     return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
-                     np.asarray(first, dtype=float), np.asarray(last, dtype=float), np.asarray(pre, dtype=np.int64),
+                     first, last, np.asarray(pre, dtype=np.int64),
                      itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
                      ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size)
 
@@ -472,12 +476,45 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     equal to the direct evaluation up to rounding); False calls the step cost on every run.
     ``o`` is passed to the step cost; an iteration computed alone passes ``o.scalar`` instead
     when ``o`` has one (``ops("numpy").scalar``: the same max/min/where on Python numbers, at a
-    fraction of numpy's per-call cost), and its cost is remembered by its arguments.
+    fraction of numpy's per-call cost), and its cost is remembered by its arguments — unless
+    the step cost has ``for_numbers``: then ``step_time.for_numbers(c)`` is called once and
+    the callable it returns prices each such iteration, ``(prefill_tokens, decode_seqs,
+    context_tokens, prefill_prefix, prefill_seqs)`` (the last two only for a cost that takes
+    them) → seconds, the same value as the step cost's on Python numbers
+    (:class:`plugins.serving_step.ScalarStep`: it remembers what does not depend on the context).
 
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
     A, Pa, Ga = _arrays(arrival, prompt, output)
     check_workload(A, Pa, Ga, eng)
+    # tens of thousands of small tuples (heap entries, events) and no cycle: without the
+    # collector's passes over every live object
+    with no_gc():
+        return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events)
+
+
+def _preempt(v, prefilling: bool, t_now: float, D: int, state) -> tuple:
+    """Preempt request v by recomputation (:func:`simulate`'s state): it frees its blocks, its
+    computed tokens drop to 0 and it goes to the front of the waiting queue; a decoder leaves
+    the histogram and the heap (its generation moves on) with its outputs so far.  Returns
+    (blocks freed, the decoder's key or None): the caller updates its counts."""
+    bs, comp, key, hist, gen, out, last, P, pre, waiting = state
+    if prefilling:
+        freed, k = -(-comp[v] // bs), None
+    else:
+        k = key[v]
+        hist[k % bs] -= 1
+        freed = -(-(k + D) // bs)
+        gen[v] += 1
+        out[v] = k + D - P[v] + 1
+        last[v] = t_now              # a decoder emitted at the end of the previous iteration
+    comp[v] = 0
+    pre[v] += 1
+    waiting.appendleft(v)
+    return freed, k
+
+
+def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None) -> SimResult:
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
     chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
@@ -485,12 +522,16 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     lin_memo = lin.memo if lin is not None else None
     so = getattr(o, "scalar", o)        # one iteration at a time: the ops on Python numbers
     memo: dict = {}                     # step costs of single iterations by their arguments
+    one = getattr(step_time, "for_numbers", None)
+    one = one(c) if one is not None else None
     P, G = Pa.tolist(), Ga.tolist()
     order = np.argsort(A, kind="stable")
     arr = A[order].tolist() + [math.inf]
     order = order.tolist()
     comp, out, key, gen, pre = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
-    first, last = [math.nan] * n, [math.nan] * n
+    # C doubles and 64-bit counts, not lists of Python objects: numpy takes them without a pass
+    # over objects scattered through memory (≈0.1 s over a slo-azure search's simulations)
+    first, last = array('d', [math.nan]) * n, array('d', [math.nan]) * n
     # decoding sequences, implicitly: computed = key + D
     hist = [0] * bs                     # decoders by key % bs
     heap: list = []                     # (counter value after its last step, generation, request)
@@ -500,30 +541,16 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     running: list[int] = []
     waiting: deque = deque()
     itl_chunks: list = []               # (values array, weight) of vectorised runs
-    itl_v, itl_w, ser = [], [], []
+    itl_v, itl_w, ser = array('d'), array('q'), array('d')
     t, nxt, done, it = 0.0, 0, 0, 0
     ar = np.arange(RUN_CAP, dtype=np.int64)
     push, pop = heapq.heappush, heapq.heappop
-    ser_add, v_add, w_add = ser.extend, itl_v.append, itl_w.append
+    ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
     cap4 = 4 * (current_limits().sim_iterations if max_events is None else max_events)
 
-    def preempt(v, t_now):
-        nonlocal X, n_dec, sum_key, free
-        if v == X:
-            free += -(-comp[v] // bs)
-            X = -1
-        else:
-            k = key[v]
-            n_dec -= 1
-            sum_key -= k
-            hist[k % bs] -= 1
-            free += -(-(k + D) // bs)
-            gen[v] += 1
-            out[v] = k + D - P[v] + 1
-            last[v] = t_now              # a decoder emitted at the end of the previous iteration
-        comp[v] = 0
-        pre[v] += 1
-        waiting.appendleft(v)
+    # (the loop's counters stay plain locals: a nested function changing them would make every
+    # access to them, in every iteration, go through a cell)
+    state = (bs, comp, key, hist, gen, out, last, P, pre, waiting)
 
     while done < n:
         while arr[nxt] <= t:
@@ -541,8 +568,9 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             if waiting:
                 h = waiting[0]
                 hn = P[h] + out[h]
-                blocked = (len(running) >= S or (not chunked and hn > B - n_dec)
-                           or -(-min(hn, B - n_dec) // bs) > free - nb)
+                room = B - n_dec
+                blocked = (len(running) >= S or (not chunked and hn > room)
+                           or -(-(hn if hn < room else room) // bs) > free - nb)
                 ta = math.inf
             else:
                 blocked, ta = True, arr[nxt]
@@ -559,7 +587,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                             break
                         j += 1
                     k = min(k, q * bs + j)
-                k = min(k, RUN_CAP)
+                if k > RUN_CAP:
+                    k = RUN_CAP
                 ab = lin_memo.get(n_dec, False) if lin is not None else None
                 if ab is False:
                     ab = lin(n_dec)
@@ -572,8 +601,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                             dt = a0 + b1 * j
                             tt += dt
                             v_add(dt)
-                            w_add(n_dec)
                             j += 1
+                        w_ext([n_dec] * j)                # each value's weight: the run's decodes
                     else:                                 # the vectorised path's values, in its place
                         dts = []
                         d_add = dts.append
@@ -598,10 +627,13 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                         k = 1 + int(np.searchsorted(ends[:k - 1], ta, side="left"))
                     itl_chunks.append((dts[:k], n_dec))
                     tt = float(ends[k - 1])
+                # blocks allocated: n per bs iterations, and the sequences whose key ≡ −D − j
+                # (mod bs) for the part (j = 0 … part − 1): a window of the histogram ending at −D
                 full, part = divmod(k, bs)
                 used = full * n_dec
-                for j in range(part):
-                    used += hist[(-D - j) % bs]
+                if part:
+                    hi = (-D) % bs + 1
+                    used += sum(hist[hi - part:hi]) if hi >= part else sum(hist[:hi]) + sum(hist[hi - part:])
                 free -= used
                 D += k
                 it += k
@@ -632,7 +664,13 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                     gone = False
                     while free < 1:
                         v = running.pop()
-                        preempt(v, t)
+                        freed, kv = _preempt(v, v == X, t, D, state)
+                        free += freed
+                        if v == X:
+                            X = -1
+                        else:
+                            n_dec -= 1
+                            sum_key -= kv
                         preempted = True
                         if v == r:
                             gone = True
@@ -651,7 +689,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
             if need > free:
                 running.pop()             # X is the tail: it is its own victim
-                preempt(X, t)
+                free += _preempt(X, True, t, D, state)[0]
+                X = -1
                 preempted = True
             else:
                 free -= need
@@ -666,7 +705,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                 new = P[r] + out[r]
                 if not chunked and new > budget:
                     break
-                new = min(new, budget)
+                if new > budget:
+                    new = budget
                 need = -(-new // bs)
                 if need > free:
                     break
@@ -679,14 +719,12 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
                     ends_pf += 1
         pf = B - n_dec - budget
         ctx = sum_key + n_dec * D
-        if extra:
-            if not ends_pf and not n_dec:
-                ends_pf = None            # no logits at all: leave the cost its default (one head pass)
-            key_ = (pf, n_dec, ctx, prefix, ends_pf)
-        else:
-            key_ = (pf, n_dec, ctx)
-        dt = memo.get(key_)               # the step cost is a function of its arguments: iterations repeat
-        if dt is None:
+        if extra and not ends_pf and not n_dec:
+            ends_pf = None                # no logits at all: leave the cost its default (one head pass)
+        if one is not None:               # the cost's own evaluator for Python numbers
+            dt = float(one(pf, n_dec, ctx, prefix, ends_pf) if extra else one(pf, n_dec, ctx))
+        elif (dt := memo.get(key_ := (pf, n_dec, ctx, prefix, ends_pf) if extra else (pf, n_dec, ctx))) is None:
+            # the step cost is a function of its arguments: iterations repeat
             if extra:
                 dt = float(step_time(c, pf, n_dec, ctx, so, prefill_prefix=prefix, prefill_seqs=ends_pf))
             else:
@@ -739,8 +777,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
             running.remove(r)
             done += 1
         t = t_end
-    vals = np.concatenate([np.asarray(itl_v, dtype=float)] + [np.asarray(v, dtype=float) for v, _ in itl_chunks])
-    wts = np.concatenate([np.asarray(itl_w, dtype=np.int64),
+    vals = np.concatenate([np.frombuffer(itl_v, dtype=float)] + [np.asarray(v, dtype=float) for v, _ in itl_chunks])
+    wts = np.concatenate([np.frombuffer(itl_w, dtype=np.int64),
                           np.repeat(np.array([w for _, w in itl_chunks], dtype=np.int64),
                                     [len(v) for v, _ in itl_chunks])])
     return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng)
@@ -750,7 +788,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
 import sympy as sp  # noqa: E402
 
 from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, hookimpl  # noqa: E402
-from dsl.plugin import LimitError, current_limits, limit_hint  # noqa: E402
+from dsl.plugin import LimitError, current_limits, limit_hint, no_gc  # noqa: E402
 
 
 def _too_many_events(cap: int, done: int, n: int, preemptions: int):

@@ -503,35 +503,41 @@ def ring_all_reduce(k, size, link):
     return link.get("launch", 0) + 2 * (k - 1) * link.get("latency", 0) + 2 * (k - 1) / k * size / bw
 
 
-def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix=0, prefill_seqs=None):
-    """The terms of :func:`step_time` (s), each a roofline or a fixed time: a dict
-    ``{name: (time, compute_time, memory_time)}`` (compute/memory None for fixed terms)."""
-    P, D, C = prefill_tokens, decode_seqs, context_tokens
-    T = P + D
-    peak, bw = c["peak"], c["mem_bw"] * c["eta_mem"]
-    bw_w = c["mem_bw"] * c.get("eta_wr", c["eta_mem"])        # weight reads of GEMMs
-    out = {}
-    # 1. dense matrices: one weight read, 2·T·N FLOPs at η of the mean GEMM
+def _dense(c, T, o):
+    """Term 1, the dense matrices of a step of T tokens: (time, FLOP time, weight-read time)."""
     F = 2 * T * c["dense_params"]
-    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / bw_w
-    out["dense"] = (o.max(tc, tm), tc, tm)
-    # 2. routed experts
-    if not _is_zero(c["moe_layers"]):
-        F = 2 * T * c["k"] * c["expert_params"]
-        hit = distinct_experts(c["E"], c["k"], T)
-        # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
-        # fused kernel's weight read and its MMAs do not overlap: their sum
-        tc, tm = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"]), hit * c["expert_bytes"] / bw_w
-        out["experts"] = (tc + tm, tc, tm)
-    # 3. LM head: each decode and the last position of each prefill
-    ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
-    logits = D + (o.min(P, 1) if prefill_seqs is None else prefill_seqs)
+    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / (c["mem_bw"] * c.get("eta_wr", c["eta_mem"]))
+    return (o.max(tc, tm), tc, tm)
+
+
+def _experts(c, T, o):
+    """Term 2, the routed experts of a step of T tokens (MoE): their FLOP time plus their weight read."""
+    F = 2 * T * c["k"] * c["expert_params"]
+    hit = distinct_experts(c["E"], c["k"], T)
+    # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
+    # fused kernel's weight read and its MMAs do not overlap: their sum
+    tc = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"])
+    tm = hit * c["expert_bytes"] / (c["mem_bw"] * c.get("eta_wr", c["eta_mem"]))
+    return (tc + tm, tc, tm)
+
+
+def _logits(P, D, prefill_seqs, o):
+    """Positions that emit logits: each decode and the last position of each prefill."""
+    return D + (o.min(P, 1) if prefill_seqs is None else prefill_seqs)
+
+
+def _lm_head(c, logits, o):
+    """Term 3, the LM head over ``logits`` positions (:func:`_logits`)."""
     F = c["head_flops"] * logits
-    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / bw_w
-    out["lm_head"] = (o.max(tc, tm), tc, tm)
-    # 4. attention: the prefill chunk of each of the ns sequences (P/ns tokens, causal inside,
-    # full to its prefix of K tokens), then the decodes
-    K = prefill_prefix
+    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / (c["mem_bw"] * c.get("eta_wr", c["eta_mem"]))
+    return (o.max(tc, tm), tc, tm)
+
+
+def _prefill_attention(c, P, K, prefill_seqs, o):
+    """Term 4a, attention of a prefill chunk of P tokens: the chunk of each of the ns sequences
+    (P/ns tokens, causal inside, full to its prefix of K tokens)."""
+    peak, bw = c["peak"], c["mem_bw"] * c["eta_mem"]
+    ns = 1 if prefill_seqs is None else o.max(prefill_seqs, 1)     # 0 sequences: no pairs either
     pairs = ns * (flops.attention_pairs(K + P / ns) - flops.attention_pairs(K))
     Kr = K                                           # prefix tokens read per sequence
     if c.get("kv_window") is not None:
@@ -549,31 +555,78 @@ def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix
     tc = pairs * c["attn_per_pair"] / (peak * c["eta_attn"])
     # prefixes (when there is a chunk) and chunks read, chunks written
     tm = (o.min(P, 1) * ns * Kr + 2 * P) * c["kv_bytes_per_token"] / bw
-    out["prefill_attention"] = (o.max(tc, tm), tc, tm)
-    Ce = C
-    if c.get("kv_window") is not None:
-        # a sliding-window layer reads at most its window of each sequence: Σ_i min(C_i, w) is
-        # taken as min(C, D·w) — exact when every context is longer than w or none is, an
-        # upper bound otherwise (only the sum C of the D contexts is known)
-        Ce = C - c["kv_local_share"] * o.max(C - D * c["kv_window"], 0)
-    tc = (Ce + D) * c["attn_per_pair"] / (peak * c["eta_attn"])
-    # the context read and one token written, at the KV-read bandwidth, plus a fixed time per
-    # layer's call when the step decodes at all (min(D, 1): D is a whole number of sequences)
-    bw_kv = c["mem_bw"] * c.get("eta_kv", c["eta_mem"])
-    tm = (Ce + D) * c["kv_bytes_per_token"] / bw_kv
+    return (o.max(tc, tm), tc, tm)
+
+
+def _decode_attention(c, C, D, o):
+    """Term 4b, attention of D decoding sequences reading C cached tokens in all."""
+    return decode_attention_of(c, o)(C, D)
+
+
+def decode_attention_of(c, o):
+    """Term 4b as a function ``(C, D) -> (time, FLOP time, memory time)`` of the constants c
+    (read once): D decoding sequences reading C cached tokens in all, and writing one each."""
+    per_pair, kv_bytes = c["attn_per_pair"], c["kv_bytes_per_token"]
+    # the KV read at the KV-read bandwidth (device field kv_read_efficiency, else mem_efficiency)
+    flop_rate, bw_kv = c["peak"] * c["eta_attn"], c["mem_bw"] * c.get("eta_kv", c["eta_mem"])
+    window, share = c.get("kv_window"), c["kv_local_share"]
     call = c.get("attn_call_time", 0)
-    if not _is_zero(call):
-        tm = tm + o.min(D, 1) * c["L"] * call
-    out["decode_attention"] = (o.max(tc, tm), tc, tm)
-    # 5. elementwise kernels
-    tm = T * c["elementwise_bytes"] / bw
-    out["elementwise"] = (tm, None, tm)
-    # 6. TP all-reduces
-    if not (isinstance(c["tp"], (int, float)) and c["tp"] == 1):
-        t = c["allreduces"] * all_reduce_time(c["tp"], T * c["allreduce_bytes_per_token"], c, o)
-        out["tp_allreduce"] = (t, None, None)
-    # 7. fixed time per step
-    out["fixed"] = (c["kernels"] * c["kernel_overhead"] + c["host_overhead"], None, None)
+    has_call = not _is_zero(call)
+    L = c["L"] if has_call else None
+
+    def term(C, D):
+        Ce = C
+        if window is not None:
+            # a sliding-window layer reads at most its window of each sequence: Σ_i min(C_i, w)
+            # is taken as min(C, D·w) — exact when every context is longer than w or none is,
+            # an upper bound otherwise (only the sum C of the D contexts is known)
+            Ce = C - share * o.max(C - D * window, 0)
+        tc = (Ce + D) * per_pair / flop_rate
+        tm = (Ce + D) * kv_bytes / bw_kv           # the context read, one token written
+        if has_call:
+            # a fixed time per layer's call when the step decodes at all (min(D, 1): D is a
+            # whole number of sequences)
+            tm = tm + o.min(D, 1) * L * call
+        return (o.max(tc, tm), tc, tm)
+    return term
+
+
+def _elementwise(c, T):
+    """Term 5, the elementwise kernels of T tokens (memory-bound)."""
+    tm = T * c["elementwise_bytes"] / (c["mem_bw"] * c["eta_mem"])
+    return (tm, None, tm)
+
+
+def _has_allreduce(c) -> bool:
+    return not (isinstance(c["tp"], (int, float)) and c["tp"] == 1)
+
+
+def _tp_allreduce(c, T, o):
+    """Term 6, the TP all-reduces of T tokens."""
+    return (c["allreduces"] * all_reduce_time(c["tp"], T * c["allreduce_bytes_per_token"], c, o), None, None)
+
+
+def _fixed(c):
+    """Term 7, the fixed time per step."""
+    return (c["kernels"] * c["kernel_overhead"] + c["host_overhead"], None, None)
+
+
+def step_parts(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix=0, prefill_seqs=None):
+    """The terms of :func:`step_time` (s), each a roofline or a fixed time: a dict
+    ``{name: (time, compute_time, memory_time)}`` (compute/memory None for fixed terms), in the
+    order :func:`step_time` adds them."""
+    P, D, C = prefill_tokens, decode_seqs, context_tokens
+    T = P + D
+    out = {"dense": _dense(c, T, o)}                                       # 1. dense matrices
+    if not _is_zero(c["moe_layers"]):
+        out["experts"] = _experts(c, T, o)                                 # 2. routed experts
+    out["lm_head"] = _lm_head(c, _logits(P, D, prefill_seqs, o), o)       # 3. LM head
+    out["prefill_attention"] = _prefill_attention(c, P, prefill_prefix, prefill_seqs, o)   # 4. attention
+    out["decode_attention"] = _decode_attention(c, C, D, o)
+    out["elementwise"] = _elementwise(c, T)                                # 5. elementwise kernels
+    if _has_allreduce(c):
+        out["tp_allreduce"] = _tp_allreduce(c, T, o)                       # 6. TP all-reduces
+    out["fixed"] = _fixed(c)                                               # 7. fixed time per step
     return out
 
 
@@ -597,6 +650,96 @@ def step_time(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_pr
     if isinstance(T, np.ndarray) or isinstance(total, np.ndarray):
         return np.where(np.asarray(T) > 0, total, 0.0)       # an empty step takes no time
     return total if T > 0 else 0.0
+
+
+class ScalarStep:
+    """:func:`step_time` of one iteration on Python numbers, for one dict ``c`` of float
+    constants: what a simulator calls once per scheduler iteration (tens of thousands of
+    calls for one trace).
+
+    ``step(prefill_tokens, decode_seqs, context_tokens, prefill_prefix=0, prefill_seqs=None)``
+    → seconds, equal to ``step_time(c, …, ops("python"), …)`` bit for bit: every term is
+    computed by the function :func:`step_parts` uses and the terms are added in its order.
+    The terms before the decode attention do not depend on the context, so their running sum
+    is remembered by (prefill tokens, decodes, prefix, prefill sequences), with the elementwise
+    and all-reduce terms of the step's tokens; only the decode attention, a function of the
+    context read, is computed on every call.  The memo starts over past :attr:`MEMO_CAP` entries.
+    :meth:`of` shares one evaluator (and its memo) among equal constants."""
+
+    MEMO_CAP = 1 << 16
+    SHARED_CAP = 32                     # evaluators :meth:`of` keeps
+    _shared: dict = {}
+
+    @classmethod
+    def of(cls, c) -> "ScalarStep":
+        """The evaluator of constants c, one per set of equal values (the plans of a file, the
+        candidates of a search and the evaluations of a solve share what they price): the
+        values are a pure function of the constants, so the memo is too."""
+        try:                            # by type and exact value (float.hex: −0.0 is not 0.0)
+            key = tuple(sorted((k, type(v), v.hex() if isinstance(v, float) else v) for k, v in c.items()))
+            hash(key)
+        except TypeError:               # an unhashable value: an evaluator of its own
+            return cls(c)
+        one = cls._shared.get(key)
+        if one is None:
+            if len(cls._shared) >= cls.SHARED_CAP:
+                cls._shared.clear()
+            one = cls._shared[key] = cls(dict(c))
+        return one
+
+    def __init__(self, c):
+        self.c, self.o = c, ops("python")
+        self.moe, self.ar = not _is_zero(c["moe_layers"]), _has_allreduce(c)
+        self.fixed = _fixed(c)[0]
+        self.decode_attention = decode_attention_of(c, self.o)
+        self._memo: dict = {}
+        self._tokens: dict = {}
+        self._logits: dict = {}
+        self._chunks: dict = {}
+
+    def _before(self, P, D, K, ps):
+        """(sum of the terms before the decode attention, elementwise term, all-reduce term or
+        None, whether the step has tokens), remembered; each term remembered by its own
+        arguments too (the step's tokens, the logit positions, the prefill chunk)."""
+        c, o = self.c, self.o
+        T = P + D
+        t = self._tokens.get(T)
+        if t is None:
+            t = self._tokens[T] = (_dense(c, T, o)[0], _experts(c, T, o)[0] if self.moe else None,
+                                   _elementwise(c, T)[0], _tp_allreduce(c, T, o)[0] if self.ar else None, T > 0)
+        n = _logits(P, D, ps, o)
+        lm = self._logits.get(n)
+        if lm is None:
+            lm = self._logits[n] = _lm_head(c, n, o)[0]
+        pa = self._chunks.get((P, K, ps))
+        if pa is None:
+            pa = self._chunks[P, K, ps] = _prefill_attention(c, P, K, ps, o)[0]
+        total = 0 + t[0]
+        if t[1] is not None:
+            total = total + t[1]
+        total = total + lm
+        total = total + pa
+        for memo in (self._memo, self._tokens, self._logits, self._chunks):
+            if len(memo) >= self.MEMO_CAP:
+                memo.clear()
+        m = self._memo[P, D, K, ps] = (total, t[2], t[3], t[4])
+        return m
+
+    def __call__(self, P, D, C, K=0, ps=None):
+        m = self._memo.get((P, D, K, ps))
+        if m is None:
+            m = self._before(P, D, K, ps)
+        total = m[0] + self.decode_attention(C, D)[0]
+        total = total + m[1]
+        if m[2] is not None:
+            total = total + m[2]
+        total = total + self.fixed
+        return total if m[3] else 0.0
+
+
+#: the simulator's hook (plugins/serving_sim.py :func:`simulate`): the same cost, one iteration
+#: on Python numbers at a time
+step_time.for_numbers = ScalarStep.of
 
 
 def static_batch(c, batch, isl, osl, o=None):

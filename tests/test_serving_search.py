@@ -222,6 +222,35 @@ def test_pipeline_step_adds_the_stage_sends_by_hand(small):
     assert ss.step_fn(g1)(g1.c, 100, 10, 1000) == base
 
 
+def test_the_simulators_step_is_the_step_cost_bit_for_bit(small):
+    """The step costs' ``for_numbers`` (one iteration on Python numbers, terms remembered across
+    the candidates of a layout) give the step costs' own values exactly: the aggregated step
+    with and without pipeline sends, and a decode pool's step of a mixture of experts (its
+    expert count raises a float to a numpy integer power, which may differ from Python's in the
+    last bit: the decode pool's evaluator must compute it the same way)."""
+    from dataclasses import replace
+
+    from plugins.layout_model import ops
+    from plugins.serving_step import step_constants
+    _, res, _ = small
+    g1 = next(g for g in res.layouts if g.tp == 1 and g.device == "h100_sxm")
+    g2 = replace(g1, pp=2, link={"bandwidth": 450e9, "efficiency": 0.824, "latency": 3.4e-6, "launch": 8.4e-6})
+    ws = dsl.load("m.plan", text=HEAD + "plan m { model = qwen3_30b_a3b; device = a100_sxm_80gb; "
+                  "use serving_step { tp = 2; link = nvlink4 } }")
+    gm = ss.Layout("a100_sxm_80gb", 2, 1, c=step_constants(ws, "m"))
+    o = ops("python")
+    rng = np.random.default_rng(5)
+    for g in (g1, g2, gm):
+        f, dec = ss.step_fn(g), ss.decode_fn(g)
+        one, one_dec = f.for_numbers(g.c), dec.for_numbers(g.c)
+        for D in range(0, 200):
+            for P, K, ps in ((0, 0, None), (int(rng.integers(1, 3000)), 0, 1), (512, int(rng.integers(1, 4000)), 0)):
+                C = D * int(rng.integers(0, 9000))
+                assert one(P, D, C, K, ps) == float(f(g.c, P, D, C, o, prefill_prefix=K, prefill_seqs=ps))
+                assert one_dec(P, D, C) == float(dec(g.c, P, D, C, o))
+    assert ss.step_fn(g1).for_numbers(dict(g1.c)) is ss.step_fn(g1).for_numbers(g1.c)    # one memo, every candidate
+
+
 def test_simulated_requests_are_bounded_by_a_count(small):
     """The limit `search_requests` bounds a search's simulations by the requests they follow,
     not by a clock: with room for 3,000 requests, the small search (1,200 requests per

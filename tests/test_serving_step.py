@@ -685,3 +685,48 @@ def test_fused_moe_a100_sxm_hand_figures():
     read = st.distinct_experts(64, 6, 64) * 3 * 2048 * 1408 * 2
     assert read == pytest.approx(1.105e9, rel=5e-4)
     assert read / (MOE_SXM_ROWS[64] * 1e-6) / 2039e9 == pytest.approx(0.776, abs=0.0005)
+
+
+# ---------------------------------------------------------------- the simulator's evaluator
+@pytest.fixture(scope="module")
+def four_kinds(tmp_path_factory):
+    """Step constants of a dense model on one GPU and on tp 4, a mixture of experts with FP8
+    weights, and a model with sliding-window layers (Gemma 3 12B)."""
+    import shutil
+    d = tmp_path_factory.mktemp("kinds")
+    shutil.copy(ROOT / "specs" / "catalog" / "hf" / "gemma3-12b-key-fields.json", d / "g.json")
+    (d / "k.plan").write_text("""import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+model g from "g.json"
+plan dense { model = qwen3_8b; device = h100_sxm; use serving_step { } }
+plan tp4 { model = qwen3_8b; device = h100_sxm; use serving_step { tp = 4; link = nvlink4 } }
+plan moe { model = qwen3_30b_a3b; device = a100_sxm_80gb; use serving_step { weights = "fp8" } }
+plan window { model = g; device = h100_sxm; use serving_step { } }
+""", encoding="utf-8")
+    ws = dsl.load(d / "k.plan")
+    return {p: st.step_constants(ws, p) for p in ("dense", "tp4", "moe", "window")}
+
+
+@pytest.mark.parametrize("kind", ["dense", "tp4", "moe", "window"])
+def test_scalar_step_is_step_time_bit_for_bit(four_kinds, kind):
+    """ScalarStep remembers the terms that do not depend on the context; its value must be
+    step_time's on Python numbers exactly (the simulation's schedule depends on every bit),
+    on first calls, remembered calls and after its memos start over."""
+    import random
+    c = four_kinds[kind]
+    rng = random.Random(kind)
+    o = ops("python")
+    one, small = st.ScalarStep(c), st.ScalarStep(c)
+    small.MEMO_CAP = 5                      # the memos start over often
+    pool = [(rng.choice([0, 0, 1, rng.randint(2, 12_000)]), rng.randint(0, 300), rng.choice([0, rng.randint(1, 9_000)]),
+             rng.choice([None, 0, 1, rng.randint(2, 6)])) for _ in range(300)] + [(0, 0, 0, None), (0, 0, 0, 1)]
+    seen = 0
+    for _ in range(3000):
+        P, D, K, ps = rng.choice(pool)
+        C = D * rng.randint(0, 20_000) + rng.randint(0, 15)
+        want = st.step_time(c, P, D, C, o, prefill_prefix=K, prefill_seqs=ps)
+        assert isinstance(want, float) or want == 0.0
+        assert one(P, D, C, K, ps) == want and small(P, D, C, K, ps) == want, (P, D, C, K, ps)
+        seen += P + D == 0
+    assert seen and one(0, 0, 0) == 0.0       # an empty step takes no time
+    assert len(one._memo) <= len(pool) and len(small._memo) <= small.MEMO_CAP
