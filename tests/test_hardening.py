@@ -303,6 +303,10 @@ def test_large_counts_are_a_limit_error_under_a_memory_cap(tmp_path, kind):
     assert "error[limit]" in err and "activities" in err or "devices" in err
 
 
+# The budget's alarm can fire inside a gc callback another library installed in this worker
+# (hypothesis registers one): Python reports that TimeoutError as unraisable and drops it; the
+# alarm repeats every 0.25 s, so the plugin still gives up, which is what this test asserts.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_plugin_that_runs_too_long_gives_up(tmp_path):
     text = (CASES / "serving-azure-trace.plan").read_text(encoding="utf-8").replace("window = 60 s", "window = 1 s")
     p = CASES / "_hardening_window.plan"
