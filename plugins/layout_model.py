@@ -741,7 +741,11 @@ def _floor(x):
     import sympy as sp
     if isinstance(x, sp.Rational):   # an exact number: its floor directly (same Integer)
         return sp.Integer(x.p // x.q)
-    return sp.floor(x)
+    if x.is_number:
+        return sp.floor(x)
+    # symbolic: unevaluated (sympy's evaluation asks whether the argument is an integer,
+    # milliseconds for a ratio of products, and keeps the floor of such a ratio anyway)
+    return sp.floor(x, evaluate=False)
 
 
 def _mod(x, k):
@@ -752,7 +756,9 @@ def _mod(x, k):
     if isinstance(x, (int, sp.Rational)) and isinstance(k, (int, sp.Rational)) and k != 0 \
             and not isinstance(x, bool) and not isinstance(k, bool):
         return sp.Rational(x) % sp.Rational(k)    # exact numbers: what Mod evaluates to, without it
-    return sp.Mod(x, k)
+    if not any(isinstance(a, sp.Basic) and not a.is_number for a in (x, k)):
+        return sp.Mod(x, k)
+    return sp.Mod(x, k, evaluate=False)         # symbolic: as :func:`_floor`
 
 
 # Validity rules: (name, reason shown for a rejected layout, lhs(K, X), op, rhs(K, X)).

@@ -79,7 +79,8 @@ def _exprs():
             st.tuples(kids, st.integers(-3, 3)).map(lambda t: sp.Pow(t[0], t[1])),
             st.lists(kids, min_size=2, max_size=10).map(lambda a: sp.Max(*a, evaluate=False)),
             st.lists(kids, min_size=2, max_size=10).map(lambda a: sp.Min(*a, evaluate=False)),
-            kids.map(sp.floor), kids.map(sp.ceiling), kids.map(sp.sqrt))
+            kids.map(sp.floor), kids.map(sp.ceiling), kids.map(sp.sqrt),
+            two.map(lambda t: sp.Mod(t[0], t[1], evaluate=False)))
     return st.recursive(leaves, grow, max_leaves=12), (x, y, z)
 
 

@@ -71,8 +71,8 @@ _POW_BITS = 4096
 def exact_rational(expr, subs: dict):
     """The exact value of ``expr.xreplace(subs)`` as a :class:`fractions.Fraction`, computed
     with Python's rational arithmetic, when every leaf becomes a rational number and every
-    operation is one of ``+``, ``×``, an integer power, ``Max``, ``Min``, ``floor`` or
-    ``ceiling``; otherwise raises :class:`_NotRational`.
+    operation is one of ``+``, ``×``, an integer power, ``Max``, ``Min``, ``floor``,
+    ``ceiling`` or ``Mod``; otherwise raises :class:`_NotRational`.
 
     Rational arithmetic has one exact answer, so this is the number sympy builds for the same
     substitution, without sympy's per-operation cost (the canonical ordering of every ``Add``
@@ -83,7 +83,7 @@ def exact_rational(expr, subs: dict):
 
     import sympy as sp
 
-    Add, Mul, Pow, Max, Min, floor, ceiling = sp.Add, sp.Mul, sp.Pow, sp.Max, sp.Min, sp.floor, sp.ceiling
+    Add, Mul, Pow, Max, Min, floor, ceiling, Mod = sp.Add, sp.Mul, sp.Pow, sp.Max, sp.Min, sp.floor, sp.ceiling, sp.Mod
     memo: dict = {}
 
     def number(v):
@@ -128,6 +128,11 @@ def exact_rational(expr, subs: dict):
                 r = Fraction(math.floor(ev(args[0])))
             elif f is ceiling:
                 r = Fraction(math.ceil(ev(args[0])))
+            elif f is Mod:                   # x − y·⌊x/y⌋, as sympy's Mod of numbers
+                y = ev(args[1])
+                if y == 0:
+                    raise _NotRational
+                r = ev(args[0]) % y
             else:
                 raise _NotRational
         memo[e] = r
