@@ -80,7 +80,9 @@ def _exprs():
             st.lists(kids, min_size=2, max_size=10).map(lambda a: sp.Max(*a, evaluate=False)),
             st.lists(kids, min_size=2, max_size=10).map(lambda a: sp.Min(*a, evaluate=False)),
             kids.map(sp.floor), kids.map(sp.ceiling), kids.map(sp.sqrt),
-            two.map(lambda t: sp.Mod(t[0], t[1], evaluate=False)))
+            # as the layout model builds it: unevaluated only over symbols, never by a zero constant
+            two.filter(lambda t: not (t[1].is_number and t[1] == 0)).map(
+                lambda t: sp.Mod(t[0], t[1], evaluate=bool(t[0].is_number and t[1].is_number))))
     return st.recursive(leaves, grow, max_leaves=12), (x, y, z)
 
 
