@@ -212,3 +212,14 @@ def test_cli_solve_errors(run_cli, query, code_name):
     assert code == 2      # a --query that cannot be posed is a bad command line
     assert f"error[{code_name}]" in err
     assert "Traceback" not in err
+
+
+def test_far_end_of_the_interval_names_the_requirements_that_fail_there():
+    """y = (x − 1)(9 − x) ≥ 7 holds for 2 ≤ x ≤ 8 (roots of x² − 10x + 16); the plan also
+    requires x ≤ 5, which holds at the answer 2 and fails at the interval's other end, 8."""
+    ws = dsl.load("far.plan", text="plan p {\n  x = 3\n  y = (x - 1) * (9 - x)\n  require x <= 5\n}\n")
+    s = solve(ws, "p.x for p.y >= 7")
+    assert s.intervals == [(pytest.approx(2), pytest.approx(8))]
+    notes = s.note.split("; ")
+    assert any(n.startswith("at 8 these requirements fail: p.") for n in notes), notes
+    assert not any(n.startswith("at 2 ") or n.startswith("at this value") for n in notes), notes

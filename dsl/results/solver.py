@@ -246,8 +246,12 @@ def solve_query(ws, q: A.Query) -> Solution:
         others = [r for r in pick if r != value]
         if others:
             from dsl.engine.units import format_quantity
-            notes.append("other solutions: " + ", ".join(format_quantity(r, "" if node.unit == "1" else node.unit)
-                                                          for r in others))
+
+            def other(r) -> str:
+                shown = format_quantity(r, "" if node.unit == "1" else node.unit)
+                bad = _requirements_failing_at(ws, x, free, nominal, r)
+                return shown + (f" (where {', '.join(bad)} fail{'s' if len(bad) == 1 else ''})" if bad else "")
+            notes.append("other solutions: " + ", ".join(other(r) for r in others))
     whole = None
     if value is not None and spec is not None and spec.whole:
         import math
@@ -263,6 +267,15 @@ def solve_query(ws, q: A.Query) -> Solution:
         failing = _requirements_failing_at(ws, x, free, nominal, whole if whole is not None else value)
         if failing:
             notes.append("at this value these requirements fail: " + ", ".join(failing))
+        if q.op != "==":                  # the other ends of the intervals where it holds
+            from dsl.engine.units import format_quantity
+            ends = sorted({e for iv in intervals for e in iv if e is not None and e != value})
+            for e in ends:
+                bad = _requirements_failing_at(ws, x, free, nominal, e)
+                if bad:
+                    unit = getattr(node, "unit", "") or ""
+                    notes.append(f"at {format_quantity(e, '' if unit == '1' else unit)} these "
+                                 f"requirements fail: {', '.join(bad)}")
     if value is not None and structural:
         check, same = _structural_compare(ws, q, target, whole if whole is not None else value, spec, resid, scale)
         if same is False and whole_target and q.op != "==":
