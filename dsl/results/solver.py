@@ -237,6 +237,8 @@ def solve_query(ws, q: A.Query) -> Solution:
             ok_above = bool(holds_at(value + (abs(value) * 1e-6 or 1e-9)))
             strict = q.op in ("<", ">")
             holds = f"{target} {('>' if ok_above else '<') + ('' if strict else '=')} boundary"
+    failing_at = _requirement_checker(ws, x, free, nominal) if value is not None else None
+    shown_unit = "" if getattr(node, "unit", "1") in ("1", None) else node.unit
     if q.op == "==" and value is not None:
         if abs(resid(value)) > 1e-6 * scale:
             notes.append("the two sides never meet exactly: the left side jumps over the right one at this "
@@ -248,8 +250,8 @@ def solve_query(ws, q: A.Query) -> Solution:
             from dsl.engine.units import format_quantity
 
             def other(r) -> str:
-                shown = format_quantity(r, "" if node.unit == "1" else node.unit)
-                bad = _requirements_failing_at(ws, x, free, nominal, r)
+                shown = format_quantity(r, shown_unit)
+                bad = failing_at(r)
                 return shown + (f" (where {', '.join(bad)} fail{'s' if len(bad) == 1 else ''})" if bad else "")
             notes.append("other solutions: " + ", ".join(other(r) for r in others))
     whole = None
@@ -264,18 +266,16 @@ def solve_query(ws, q: A.Query) -> Solution:
             if note:
                 notes.append(note)
     if value is not None:
-        failing = _requirements_failing_at(ws, x, free, nominal, whole if whole is not None else value)
+        failing = failing_at(whole if whole is not None else value)
         if failing:
             notes.append("at this value these requirements fail: " + ", ".join(failing))
         if q.op != "==":                  # the other ends of the intervals where it holds
             from dsl.engine.units import format_quantity
             ends = sorted({e for iv in intervals for e in iv if e is not None and e != value})
             for e in ends:
-                bad = _requirements_failing_at(ws, x, free, nominal, e)
+                bad = failing_at(e)
                 if bad:
-                    unit = getattr(node, "unit", "") or ""
-                    notes.append(f"at {format_quantity(e, '' if unit == '1' else unit)} these "
-                                 f"requirements fail: {', '.join(bad)}")
+                    notes.append(f"at {format_quantity(e, shown_unit)} these requirements fail: {', '.join(bad)}")
     if value is not None and structural:
         check, same = _structural_compare(ws, q, target, whole if whole is not None else value, spec, resid, scale)
         if same is False and whole_target and q.op != "==":
@@ -663,28 +663,37 @@ def _truth_intervals(holds_at, roots: list[float], dom: tuple = (None, None, Fal
     return out
 
 
-def _requirements_failing_at(ws, x, free, nominal, v: float) -> list[str]:
-    """Names of requirements that depend on the target and fail when it takes value ``v``."""
-    out = []
-    at = dict(nominal)
-    at[x] = sp.Float(v, 30)
+def _requirement_checker(ws, x, free, nominal, names=None):
+    """``failing(v)``: the names of the plan's requirements (those in ``names``, default all)
+    that depend on the target symbol ``x`` and fail when it takes value ``v``, every other
+    input at its nominal value.  Their sides' full expressions are built once; each call
+    substitutes (30-digit floats, relative tolerance 1e-9).  A requirement whose sides cannot
+    be computed at ``v`` is not counted as failing."""
+    checks = []
     for r in ws.requirements:
-        sides = []
-        for e in (r.lhs, r.rhs):
-            fe = e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols})
-            sides.append(fe)
-        if not any(x in fe.free_symbols for fe in sides):
+        name = f"{r.plan}.{r.name}"
+        if names is not None and name not in names:
             continue
-        try:
-            lv, rv = (float(fe.xreplace(at)) for fe in sides)
-        except (TypeError, ValueError):
-            continue
-        tol = 1e-9 * max(abs(lv), abs(rv), 1e-300)
-        ok = {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
-              "==": abs(lv - rv) <= tol}[r.op]
-        if not ok:
-            out.append(f"{r.plan}.{r.name}")
-    return sorted(out)
+        sides = [e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols}) for e in (r.lhs, r.rhs)]
+        if any(x in fe.free_symbols for fe in sides):
+            checks.append((name, r.op, sides))
+
+    def failing(v: float) -> list[str]:
+        at = dict(nominal)
+        at[x] = sp.Float(v, 30)
+        out = []
+        for name, op, sides in checks:
+            try:
+                lv, rv = (float(fe.xreplace(at)) for fe in sides)
+            except (TypeError, ValueError):
+                continue
+            tol = 1e-9 * max(abs(lv), abs(rv), 1e-300)
+            ok = {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
+                  "==": abs(lv - rv) <= tol}[op]
+            if not ok:
+                out.append(name)
+        return sorted(out)
+    return failing
 
 
 def _structural_check(ws, q, target: str, value: float, spec, resid, scale: float) -> list[str]:
@@ -780,37 +789,15 @@ SCREEN_LIMIT = 100_000
 def _whole_number_screen(ws, target: str, rounding0: dict):
     """``plausible(k)``: whether the nominal plan's whole-number requirements (see
     :func:`_rounding_requirements`) that depend on ``target`` hold with ``target = k`` and
-    every other input at its nominal value — exact substitution into their full expressions,
-    no rebuild.  A value that fails this cannot meet the rebuilt plan's requirements either
-    when they are the same expressions (a micro-batch count from the GPU count); the solver
-    still rebuilds the plan at every value that passes, so the screen only chooses which
-    values are worth rebuilding."""
+    every other input at its nominal value (:func:`_requirement_checker`: substitution into
+    their full expressions, no rebuild).  A value that fails this cannot meet the rebuilt
+    plan's requirements either when they are the same expressions (a micro-batch count from
+    the GPU count); the solver still rebuilds the plan at every value that passes, so the
+    screen only chooses which values are worth rebuilding."""
     from dsl.engine.nodes import symbol
-    x = symbol(target)
-    checks = []
-    for r in ws.requirements:
-        if f"{r.plan}.{r.name}" not in rounding0 or r.op != "==":
-            continue
-        sides = [e.xreplace({s: ws.full_expr(s.name) for s in e.free_symbols if s.name in ws.nodes})
-                 for e in (r.lhs, r.rhs)]
-        if any(x in e.free_symbols for e in sides):
-            checks.append(sides)
-    if not checks:
-        return lambda k: True
-
-    def plausible(k: int) -> bool:
-        for lf, rf in checks:
-            lv = ws.subs_value(lf.xreplace({x: sp.Integer(k)}))
-            rv = ws.subs_value(rf.xreplace({x: sp.Integer(k)}))
-            if lv is None or rv is None:
-                return True               # not decided here: rebuild
-            try:
-                if not bool(sp.Eq(lv, rv)) and abs(float(lv) - float(rv)) > 1e-9 * max(abs(float(lv)), abs(float(rv)), 1e-300):
-                    return False
-            except (TypeError, ValueError):
-                return True
-        return True
-    return plausible
+    failing = _requirement_checker(ws, symbol(target), frozenset(), ws.nominal_map(exclude={target}),
+                                   names=set(rounding0))
+    return lambda k: not failing(k)
 
 
 def _rounding_requirements(ev) -> dict:
