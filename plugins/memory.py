@@ -278,15 +278,15 @@ def _peaks_table(ws, plan):
                 size = sizes.get(e)
                 if size is None:
                     size = sizes[e] = float(e.xreplace({s: ws.base_value(s.name) for s in e.free_symbols}))
-                key = (tl.holds.doc_of(hid), size) if len(prof.live) > 8 else (hid, size)
+                key = (tl.holds.label_of(hid), size) if len(prof.live) > 8 else (hid, size)
                 groups.setdefault(key, []).append(hid)
             for (_, size), hs in groups.items():
                 h = tl.holds[hs[0]]
 
                 def anchor(a, edge):
                     return edge if a is None else f"{a[1]} of {a[0]}"
-                what = h.doc or (f"{h.kind} holds" if h.kind else "holds")   # holds added as a block have no doc
-                label = h.id if len(hs) == 1 else f"{what}: {len(hs)} × {format_number(convert(size, unit))} {unit}"
+                label = h.id if len(hs) == 1 else \
+                    f"{tl.holds.label_of(hs[0])}: {len(hs)} × {format_number(convert(size, unit))} {unit}"
                 rows.append((name, pool, label, round(convert(size * len(hs), unit), 3), unit,
                              f"{anchor(h.start, 'timeline start')} → {anchor(h.end, 'timeline end')}"
                              + (" (first of them)" if len(hs) > 1 else "")))

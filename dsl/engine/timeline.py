@@ -339,27 +339,35 @@ class _Holds(_Store):
     def _item(self, block, i):
         return block.hold(i)
 
-    def doc_of(self, key) -> str:
-        """Doc of hold ``key`` without building the hold (holds added as a block have none)."""
-        h = self._single.get(key)
-        if h is not None:
-            return h.doc
-        if key in self:
-            return ""
-        raise KeyError(key)
+    def _in_block(self, key):
+        """``(block, index)`` of a hold added by ``hold_many`` (found by its position), or None."""
+        g = self._hint.get(key)
+        if g is not None:
+            for s in self._segs:
+                if s[0] == "block" and s[2] <= g < s[2] + s[1].n:
+                    return s[1], g - s[2]
+        return None
 
     def bytes_of(self, key):
         """Size expression of hold ``key`` (``self[key].bytes`` without building the hold)."""
         h = self._single.get(key)
         if h is not None:
             return h.bytes
-        g = self._hint.get(key)
-        if g is not None:
-            for s in self._segs:
-                if s[0] == "block" and s[2] <= g < s[2] + s[1].n:
-                    b, i = s[1], g - s[2]
-                    return b.sizes[b.scode[i]]
+        bi = self._in_block(key)
+        if bi is not None:
+            b, i = bi
+            return b.sizes[b.scode[i]]
         return self[key].bytes
+
+    def label_of(self, key) -> str:
+        """What hold ``key`` is, for a table row: its doc, else its kind ("activation holds":
+        holds added as a block have no doc), without building the hold."""
+        h = self._single.get(key)
+        if h is None:
+            bi = self._in_block(key)
+            h = bi[0] if bi is not None else self[key]        # a block carries the kind of its holds
+        doc = getattr(h, "doc", "")
+        return doc or (f"{h.kind} holds" if h.kind else "holds")
 
 
 class _Ids(Sequence):
