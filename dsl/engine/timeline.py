@@ -1294,9 +1294,10 @@ class Timeline:
             b_dur = np.where(on_start[so], dur[b_src], 0.0)
             del so
             heads = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-            hpos = key[heads] - np.repeat(gofs[:-1], np.diff(np.searchsorted(heads, gstart)))
+            hg = np.searchsorted(heads, gstart)  # each generation's first group
+            hpos = key[heads] - np.repeat(gofs[:-1], np.diff(hg))
             del key
-            H = np.searchsorted(heads, gstart).tolist()
+            H = hg.tolist()
             B = gstart.tolist()
         for g in range(len(gens) - 1, -1, -1):
             i0, i1 = G[g], G[g + 1]
