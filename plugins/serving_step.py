@@ -503,10 +503,16 @@ def ring_all_reduce(k, size, link):
     return link.get("launch", 0) + 2 * (k - 1) * link.get("latency", 0) + 2 * (k - 1) / k * size / bw
 
 
+def _weight_bw(c):
+    """Bandwidth at which a GEMM reads its weights: mem_bw · η_wr (``weight_read_efficiency``,
+    else ``mem_efficiency``)."""
+    return c["mem_bw"] * c.get("eta_wr", c["eta_mem"])
+
+
 def _dense(c, T, o):
     """Term 1, the dense matrices of a step of T tokens: (time, FLOP time, weight-read time)."""
     F = 2 * T * c["dense_params"]
-    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / (c["mem_bw"] * c.get("eta_wr", c["eta_mem"]))
+    tc, tm = gemm_time(c, F, c["gemms"], c["eta_mm"]), c["dense_bytes"] / _weight_bw(c)
     return (o.max(tc, tm), tc, tm)
 
 
@@ -517,7 +523,7 @@ def _experts(c, T, o):
     # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
     # fused kernel's weight read and its MMAs do not overlap: their sum
     tc = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"])
-    tm = hit * c["expert_bytes"] / (c["mem_bw"] * c.get("eta_wr", c["eta_mem"]))
+    tm = hit * c["expert_bytes"] / _weight_bw(c)
     return (tc + tm, tc, tm)
 
 
@@ -529,7 +535,7 @@ def _logits(P, D, prefill_seqs, o):
 def _lm_head(c, logits, o):
     """Term 3, the LM head over ``logits`` positions (:func:`_logits`)."""
     F = c["head_flops"] * logits
-    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / (c["mem_bw"] * c.get("eta_wr", c["eta_mem"]))
+    tc, tm = gemm_time(c, F, 1, c["eta_mm"]), c["head_bytes"] / _weight_bw(c)
     return (o.max(tc, tm), tc, tm)
 
 
