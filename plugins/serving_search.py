@@ -277,25 +277,24 @@ def step_fn(g: Layout):
     """The step cost of one (virtual) engine of layout g, as serving_sim calls it; its
     ``for_numbers(c)`` is the same cost of one iteration on Python numbers (the simulator's
     hook, see :func:`plugins.serving_sim.simulate`)."""
+    py = ops("python")
+
+    def plus_sends(t, T: int) -> float:
+        """One iteration of T tokens on Python numbers: its step time plus the stage sends
+        (without numpy's per-call cost)."""
+        return float(t + pp_send_time(g, T, py)) if T > 0 else float(t)
+
     def numbers(c):
         one = ScalarStep.of(c)
         if g.pp <= 1:
             return one
-        py = ops("python")
-
-        def with_sends(P, D, C, K=0, ps=None):           # f's branch for one iteration, below
-            t = one(P, D, C, K, ps)
-            T = P + D
-            return float(t + pp_send_time(g, T, py)) if T > 0 else float(t)
-        return with_sends
+        return lambda P, D, C, K=0, ps=None: plus_sends(one(P, D, C, K, ps), P + D)
 
     def f(c, prefill_tokens, decode_seqs, context_tokens, o=None, prefill_prefix=0, prefill_seqs=None):
         o = o or ops("numpy")
         t = step_time(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix, prefill_seqs)
         if g.pp > 1 and all(isinstance(x, int) for x in (prefill_tokens, decode_seqs, context_tokens)):
-            # one iteration of the simulator (Python numbers): the same sends without numpy's per-call cost
-            T = prefill_tokens + decode_seqs
-            return float(t + pp_send_time(g, T, ops("python"))) if T > 0 else float(t)
+            return plus_sends(t, prefill_tokens + decode_seqs)
         if g.pp > 1:
             T = np.asarray(prefill_tokens) + np.asarray(decode_seqs)
             t = t + np.where(T > 0, pp_send_time(g, T, o), 0.0)
