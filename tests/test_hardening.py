@@ -998,3 +998,22 @@ def test_a_dropped_timeout_is_raised_again():
             while time.monotonic() - t0 < 30:
                 pass
     assert dropped == [1] and time.monotonic() - t0 < 20
+
+
+def test_an_expired_budget_leaves_the_garbage_collector_on():
+    """The alarm can land inside the ``__exit__`` of a block that paused the collector, before
+    it switched it back on (here: a body that pauses it and is interrupted): once the budget
+    has expired, the collector is on again as it was at the start.  Left off, every later
+    evaluation in that process (a notebook, a test worker) would run without it."""
+    import gc
+    from dsl.syntax import limits as L
+    assert gc.isenabled()
+    try:
+        with pytest.raises(TimeoutError):
+            with L.time_budget(0.1):
+                gc.disable()
+                while True:
+                    pass
+        assert gc.isenabled()
+    finally:
+        gc.enable()

@@ -207,7 +207,10 @@ def time_budget(seconds: float | None = None):
 
     Nested budgets keep the tighter one.  Once expired, the alarm repeats every 0.25 s until
     the body has left, so a ``TimeoutError`` that lands where Python drops exceptions (a
-    finalizer, a garbage-collector callback) is raised again in the body.
+    finalizer, a garbage-collector callback) is raised again in the body.  An alarm can land
+    anywhere, also inside the ``__exit__`` of a block that paused the garbage collector
+    (:class:`dsl.engine.timeline.no_gc`) before it re-enabled it: after an expiry the
+    collector is switched back on if it was on when the budget started.
     """
     import signal
     import threading
@@ -221,12 +224,17 @@ def time_budget(seconds: float | None = None):
         yield    # an outer, tighter budget is running
         return
 
+    fired = []
+
     def expired(signum, frame):
         # fire again soon: an exception raised inside a finalizer or a garbage-collector
         # callback is printed and dropped by Python, and the body must not then run unbounded
+        fired.append(True)
         signal.setitimer(signal.ITIMER_REAL, 0.25)
         raise TimeoutError(f"gave up after {secs:g} s")
+    import gc
     import time
+    gc_on = gc.isenabled()
     t0 = time.monotonic()
     old = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, secs)
@@ -235,6 +243,8 @@ def time_budget(seconds: float | None = None):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if fired and gc_on and not gc.isenabled():
+            gc.enable()     # the alarm interrupted a block before it switched the collector back on
         if prev_left:     # the outer budget, less the time spent in this one (it fires at once if spent)
             signal.setitimer(signal.ITIMER_REAL, max(prev_left - (time.monotonic() - t0), 1e-3))
 
