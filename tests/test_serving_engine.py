@@ -18,6 +18,7 @@ from dsl.syntax.diagnostics import PlanError
 
 DATA = REPO_ROOT / "specs" / "data" / "serving"
 GIB = 2 ** 30
+H100 = 79.22 * GIB          # an H100 80GB as CUDA reports it: vLLM PR #12126 "total_gpu_memory (79.22GiB)"
 ROWS = list(csv.DictReader((DATA / "vllm-kv-blocks.csv").open(encoding="utf-8")))
 
 HEAD = '''import "@catalog/hardware.plan"
@@ -110,7 +111,7 @@ def test_hand_computed_budget_qwen3_8b_h100(write_plan):
     kv = 36 * 2 * 8 * 128 * 2                              # 147,456 B per token
     T, S = 2048, 256                                       # vLLM server defaults (chunked prefill)
     A = max(T * 2 * (3 * 12288 + 3 * h), S * V * 40)       # the sampler pass dominates
-    M = 80e9
+    M = H100
     budget = 0.9 * M - W - A - 0.35 * GIB
     blocks = math.floor(budget / (16 * kv))
     assert qval(ws, "a.weights_per_gpu") == W
@@ -226,11 +227,11 @@ plan t {
 }''')
     W = 2 * 8_190_735_360
     # SGLang: mem_fraction_static covers weights and KV; activations live in the rest
-    assert qval(ws, "s.kv_budget") == pytest.approx(0.88 * 80e9 - W, rel=1e-12)
-    assert qval(ws, "s.kv_tokens") == math.floor((0.88 * 80e9 - W) / (36 * 2 * 8 * 128 * 2))   # page of 1
+    assert qval(ws, "s.kv_budget") == pytest.approx(0.88 * H100 - W, rel=1e-12)
+    assert qval(ws, "s.kv_tokens") == math.floor((0.88 * H100 - W) / (36 * 2 * 8 * 128 * 2))   # page of 1
     # TensorRT-LLM: 90 % of what is free after the weights and the 8,192-token activations
     A = 8192 * 2 * (3 * 12288 + 3 * 4096)
-    assert qval(ws, "t.kv_budget") == pytest.approx(0.9 * (80e9 - W - A), rel=1e-12)
+    assert qval(ws, "t.kv_budget") == pytest.approx(0.9 * (H100 - W - A), rel=1e-12)
     assert qval(ws, "t.block_size", "token") == 32
 
 
@@ -242,7 +243,7 @@ def test_block_knobs_override_the_preset(write_plan):
 }''')
     A = max(16384 * 2 * (3 * 12288 + 3 * 4096), 64 * 151_936 * 40)
     assert qval(ws, "a.activation_reserve") == A
-    assert qval(ws, "a.kv_budget") == pytest.approx(0.95 * 80e9 - 2 * 8_190_735_360 - A - 0.35 * GIB, rel=1e-12)
+    assert qval(ws, "a.kv_budget") == pytest.approx(0.95 * H100 - 2 * 8_190_735_360 - A - 0.35 * GIB, rel=1e-12)
     assert qval(ws, "a.kv_tokens") % 32 == 0 and qval(ws, "a.max_num_seqs", "seq") == 64
 
 
