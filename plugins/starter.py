@@ -4,7 +4,8 @@
 training plan (a workload, memory formats, ZeRO-3 data parallelism, a named solve for the
 efficiency the deadline needs and a gate on it) or, with ``--serve``, a serving plan on the
 engine model: ``use engine`` (a vLLM preset, at the smallest tensor-parallel degree at which the
-model leaves a KV cache, found by evaluating each candidate), ``use serving_step`` and ``use
+KV cache holds the step model's decode batch — 64 sequences of 2,048 cached tokens — and one
+request of max_model_len, found by evaluating each candidate), ``use serving_step`` and ``use
 batching`` on Poisson arrivals, with TTFT/TPOT p95 targets as requirements and the replicas they
 need as a named solve; the file is evaluated before the command returns, so a starter that does not evaluate is
 never left behind (a misspelt device is reported at its line, with the catalog name it
@@ -24,6 +25,10 @@ INIT_DESCRIPTION = ("Write a starter .plan file: the model (a Hugging Face confi
                     "targets). The file is evaluated before the command returns.")
 
 # the GPU-to-GPU link inside a host for the catalog's devices (others: PCIe 4.0, to edit)
+# the decode batch the starter's `use serving_step` prices, and the context each sequence holds:
+# the tensor-parallel degree is the smallest at which the KV cache holds this batch
+_BATCH, _CONTEXT = 64, 2048
+
 _LINKS = {"h100_sxm": "nvlink4", "h200": "nvlink4", "b200": "nvlink4", "h800": "nvlink4",
           "rtx_pro_6000_bw": "pcie5_x16", "rtx4090": "pcie4_x16"}
 
@@ -55,7 +60,8 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int) -> list[str]:
     replicas = max(1, gpus // tp)
     link = _LINKS.get(device, "pcie4_x16")
     if tp > 1:
-        tp_line = [f"    # tp GPUs hold one copy of the weights, sharded ({tp} is the smallest tp at which it fits);",
+        tp_line = [f"    # tp GPUs hold one copy of the weights, sharded ({tp} is the smallest tp at which the",
+                   f"    # KV cache holds {_BATCH} sequences of {_CONTEXT:,} tokens, the step's batch);",
                    "    # replicas copies serve the traffic",
                    f"    tp = {tp}; replicas = {replicas}  # {tp * replicas} GPUs"
                    + (f" (of {gpus}: tp × replicas)" if tp * replicas != gpus else ""),
@@ -75,7 +81,7 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int) -> list[str]:
         "    max_model_len = 8192 token  # longest request (prompt + output) the engine accepts",
         "  }",
         "  # one step's time from the device's roofline: a prefill alone, a decode of `batch` sequences",
-        "  use serving_step { batch = 64 seq; context = 2048 token; prefill = 2048 token }",
+        f"  use serving_step {{ batch = {_BATCH} seq; context = {_CONTEXT} token; prefill = 2048 token }}",
         "  # continuous batching of the traffic: TTFT / TPOT / ITL / end-to-end percentiles",
         "  use batching {",
         f"    arrivals = \"poisson\"; rate = {rate} request/s; requests = 1000; seed = 0  # the demand: edit it",
@@ -155,7 +161,9 @@ def _write(out: Path, text: str, cli) -> None:
 
 def _fitting_tp(args, out: Path, cli) -> int:
     """The smallest tensor-parallel degree (1, 2, 4, … up to --gpus) at which the
-    model's weights leave the engine a KV cache of at least one max_model_len request: each
+    model's weights leave the engine a KV cache of at least the step model's decode batch
+    (``_BATCH`` sequences of ``_CONTEXT`` tokens) and one max_model_len request — a cache that
+    barely holds one request would queue almost every request of the starter's traffic: each
     candidate's engine block alone is written to ``out`` and evaluated (quietly).  When none
     fits, the largest: the final evaluation then reports why, with what would fit."""
     import contextlib
@@ -169,7 +177,8 @@ def _fitting_tp(args, out: Path, cli) -> int:
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 ev = cli.load(str(out))
-            if ev.get("serve.kv_tokens", "token") >= ev.get("serve.max_model_len", "token"):
+            need = max(ev.get("serve.max_model_len", "token"), _BATCH * _CONTEXT)
+            if ev.get("serve.kv_tokens", "token") >= need:
                 return tp
         except Exception:       # noqa: BLE001 - does not fit at this tp (or another error the final load reports)
             pass

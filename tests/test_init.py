@@ -70,9 +70,12 @@ def test_init_serving_starts_from_the_engine_model(tmp_path, config):
 
 def test_init_serving_shards_a_model_too_large_for_one_gpu(tmp_path):
     """Llama 3.1 70B (141 GB in BF16) does not fit one 80 GB H100: the starter takes the smallest
-    tp dividing the GPU count at which it fits — at tp 2 each GPU holds 70.6 GB (65.7 GiB) of
-    weights, more than vLLM's 0.9 × 74.5 GiB less the activation and TP buffers; at tp 4, half
-    that — with the host's link for its all-reduces."""
+    tp dividing the GPU count at which the KV cache holds the step's batch of 64 sequences of
+    2,048 tokens (131,072 tokens) — at tp 2 each GPU holds 70.6 GB (65.7 GiB) of weights, and
+    vLLM's 0.9 × 79.22 GiB less those, the 1.2 GiB sampler reserve and 2.1 GiB of runtime and TP
+    buffers leaves about 2.2 GiB: about 14,600 tokens at 160 KiB per token (80 layers × 4 of the 8
+    KV heads × 128 × 2 × 2 B); at tp 4, half the weights — with the host's link for its
+    all-reduces."""
     rc, _, err = run_main("init", "--model", "llama31_70b", "--device", "h100_sxm", "--gpus", "8", "--serve",
                           "-o", "s.plan", cwd=tmp_path)
     assert rc == 0, err

@@ -373,11 +373,11 @@ def test_engine_names_and_step_model_are_read(tmp_path):
 
 def test_inputs_behind_the_simulation_are_structural(tmp_path):
     # the simulation runs at nominal numbers: the inputs behind the engine's KV pool and step time
-    # (device memory and bandwidth, the engine's memory fraction) shape the plan, so a sweep over
-    # one re-evaluates it instead of keeping the nominal result
+    # (device memory as CUDA reports it and bandwidth, the engine's memory fraction) shape the plan,
+    # so a sweep over one re-evaluates it instead of keeping the nominal result
     pytest.importorskip("plugins.serving_step")
     ws = dsl.load(_plan(tmp_path, ENGINE_PLAN))
-    assert {"h100_sxm.memory", "h100_sxm.mem_bw", "vllm.gpu_memory_utilization"} <= set(ws.structural)
+    assert {"h100_sxm.cuda_memory", "h100_sxm.mem_bw", "vllm.gpu_memory_utilization"} <= set(ws.structural)
 
 
 def test_malformed_trace_is_located(tmp_path):
