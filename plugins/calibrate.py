@@ -4,9 +4,9 @@
 with ``device`` (and ``gpus_per_host``) reads a CSV of measured runs — one GPT model, layout and
 measured throughput per row — prices each run with the training step's closed forms
 (:func:`plugins.layout_model.evaluate`, the same text ``use layout`` and ``plan search`` use) on
-the plan's device and links, and fits the named device fields by least squares
-(``scipy.optimize.least_squares``, bounded, on relative step-time residuals) over the selected
-rows.  The fitted values are quantities of the plan (``fit.matmul_efficiency`` for a plan named
+the plan's device and links, and fits the named device fields by bounded least squares on
+relative step-time residuals over the selected rows (one field: Gauss–Newton with numpy, see
+:func:`fit`; several: ``scipy.optimize.least_squares``).  The fitted values are quantities of the plan (``fit.matmul_efficiency`` for a plan named
 ``fit``), so another plan uses the fitted device with
 ``device a100_fit extends a100_sxm_80gb { matmul_efficiency = fit.matmul_efficiency }``.
 The ``calibration`` table lists every run: measured and predicted step time and throughput,
@@ -354,10 +354,16 @@ def fit(runs: list[Run], hw: dict, names: list[str], selected: list[Run], flop_c
     ``*_flops`` fields fitted on a log scale).  Starts from ``start`` (default: the values in
     ``hw``, else the middle of the bounds).
 
-    :returns: ``{"values": {name: float}, "cost": float, "status": int, "nfev": int}``.
+    One field: :func:`_least_squares_1d` (bounded Gauss–Newton, numpy only), which ends at a
+    float whose neighbours have no smaller sum of squares.  Several fields:
+    ``scipy.optimize.least_squares`` (trust-region reflective, bounded).
+
+    :returns: ``{"values": {name: float}, "cost": float, "status": int, "nfev": int}`` — cost
+        ½·Σ residual², status > 0 when converged (0: the evaluation limit was reached), nfev the
+        residual evaluations.
+    :raises RunsError: a selected run whose relative error is not finite at the start.
     """
     import numpy as np
-    from scipy.optimize import least_squares
 
     mode = "mfu" if "mfu" in names else "roofline"
     measured = np.array([measured_step(r, flop_count) for r in selected])
@@ -394,11 +400,94 @@ def fit(runs: list[Run], hw: dict, names: list[str], selected: list[Run], flop_c
         raise RunsError(path, run.line, col, f"run '{run.name}' measures a step of {measured[int(bad[0])]:.3g} s, "
                         "which no value of the fitted fields can match (its relative error is not finite)", None,
                         f"check the run's {col} cell (TFLOP/s per GPU, or seconds per iteration)")
+    if len(names) == 1:         # scipy.optimize costs ≈0.5 s to import: a single field does without
+        x, cost, status, nfev = _least_squares_1d(lambda t: residuals(np.array([t])), x0[0], lo[0], hi[0])
+        vals = values([x])
+        return {"values": {n: vals[n] for n in names}, "cost": cost, "status": status, "nfev": nfev}
+    from scipy.optimize import least_squares
     res = least_squares(residuals, np.array(x0), bounds=(lo, hi), method="trf", x_scale="jac",
                         xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
     vals = values(res.x)
     return {"values": {n: vals[n] for n in names}, "cost": float(res.cost), "status": int(res.status),
             "nfev": int(res.nfev)}
+
+
+XTOL = 1e-12      # relative step and decrease of S that end the one-field fit (least_squares' xtol, ftol)
+
+
+def _least_squares_1d(residuals, x0: float, lo: float, hi: float, max_nfev: int = 2000):
+    """Minimise S(x) = Σ r_i(x)² over lo ≤ x ≤ hi for one unknown: ``residuals(x)`` → numpy array.
+
+    Gauss–Newton (Nocedal & Wright, "Numerical Optimization", 2nd ed., §10.3) with a forward
+    difference derivative J (step √ε·max(1, |x|), as scipy's '2-point' Jacobian), each step
+    clipped to the bounds and halved until S decreases; stops when the step or the relative
+    decrease of S is below :data:`XTOL` (scipy's xtol/ftol criteria) or no step longer lowers S.
+    Then, at float resolution, it moves to the best of x ± 1…3 ulp while that lowers S, so no
+    float within 3 ulp of the answer has a smaller sum of squares (for one run: its relative
+    error is the closest to 0 among its neighbours).  Against scipy's trust-region reflective
+    method on the same residuals, S is equal for one run and equal to float rounding (≤ 1e-14
+    relative) for several (tests/test_calibration.py).
+
+    :returns: ``(x, cost = S/2, status, nfev)``; status 1 converged, 0 ``max_nfev`` reached.
+    """
+    import numpy as np
+
+    nfev = 0
+
+    def sq(x):
+        nonlocal nfev
+        nfev += 1
+        with np.errstate(all="ignore"):
+            r = np.asarray(residuals(x), dtype=float)
+        s = float(r @ r)
+        return r, (s if np.isfinite(s) else math.inf)
+
+    x = float(x0)
+    r, s = sq(x)
+    status = 0
+    while nfev < max_nfev:
+        h = math.sqrt(np.finfo(float).eps) * max(1.0, abs(x))
+        xh = x + h if x + h <= hi else x - h
+        rh, _ = sq(xh)
+        J = (rh - r) / (xh - x)
+        jj = float(J @ J)
+        if not (jj > 0 and math.isfinite(jj)):
+            status = 1
+            break
+        step = -float(J @ r) / jj
+        xn = x
+        while abs(step) > XTOL * (XTOL + abs(x)):
+            xn = min(max(x + step, lo), hi)
+            if xn == x:
+                break
+            rn, sn = sq(xn)
+            if sn < s:
+                break
+            xn = x
+            step /= 2
+        if xn == x:            # no step longer than xtol lowers S
+            status = 1
+            break
+        moved, s_before = abs(xn - x), s
+        x, r, s = xn, rn, sn
+        if moved <= XTOL * (XTOL + abs(x)) or s_before - s <= XTOL * s_before:
+            status = 1
+            break
+    while nfev < max_nfev:         # polish: the best float within 3 ulp, while it improves
+        best = (s, x, r)
+        for sign in (1.0, -1.0):
+            xn = x
+            for _ in range(3):
+                xn = math.nextafter(xn, sign * math.inf)
+                if not lo <= xn <= hi:
+                    break
+                rn, sn = sq(xn)
+                if sn < best[0]:
+                    best = (sn, xn, rn)
+        if best[1] == x:
+            break
+        s, x, r = best
+    return x, s / 2, status, nfev
 
 
 def _clean(x: float) -> float:

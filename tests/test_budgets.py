@@ -99,6 +99,26 @@ def test_n_opt_is_derived_and_matches_the_book_form(law):
     assert sp.simplify(d * e - C / 6) == 0           # C = 6 N D at the optimum
 
 
+def test_closed_form_split_is_the_stationary_point():
+    """optimal_split's closed form zeroes dL/dN of L(N, C/(6N)) and is a minimum there
+    (second derivative > 0), checked by sympy on the symbols, not by re-deriving it."""
+    from plugins.budgets import optimal_split
+    n_opt, d_opt, (A, B, a, b, C) = optimal_split()
+    N = sp.Symbol("N", positive=True)
+    loss = A / N ** a + B / (C / (6 * N)) ** b
+    # dL/dN = −αA·N^(−α−1) + βB·(6/C)^β·N^(β−1): both terms have equal logarithms at N_opt
+    pull = -sp.diff(A / N ** a, N).subs(N, n_opt)
+    push = sp.diff(B / (C / (6 * N)) ** b, N).subs(N, n_opt)
+    assert sp.simplify(sp.expand_log(sp.log(pull), force=True) - sp.expand_log(sp.log(push), force=True)) == 0
+    assert sp.simplify(d_opt * n_opt - C / 6) == 0
+    second = sp.diff(loss, N, 2).subs(N, n_opt)
+    rnd = random.Random(11)
+    for _ in range(10):
+        pt = {A: rnd.uniform(10, 1000), B: rnd.uniform(10, 1000), a: rnd.uniform(0.1, 0.9),
+              b: rnd.uniform(0.1, 0.9), C: 10 ** rnd.uniform(18, 26)}
+        assert float(second.xreplace(pt)) > 0
+
+
 def test_equal_exponents_double_and_triple(law):
     n1, d1 = qval(law, "equal_exponents.n_opt"), qval(law, "equal_exponents.d_opt")
     assert qval(law, "equal_exponents_4x.n_opt") / n1 == pytest.approx(2, rel=1e-12)

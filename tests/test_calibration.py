@@ -302,3 +302,39 @@ def test_fit_is_deterministic():
 def _hw():
     return {"peak": 312e12, "mem_bw": 2039e9, "gph": 8, "link": 300e9, "nic": 25e9, "nics": 8, "latency": 0.0,
             "values": {}}
+
+
+@pytest.mark.parametrize("name", ["mfu", "matmul_efficiency", "mem_efficiency", "matmul_half_flops"])
+@pytest.mark.parametrize("rows", [("1.7B",), ("1.7B", "18B"), ("1.7B", "39B", "145B", "1T")])
+def test_one_field_fit_is_as_good_as_scipy_trf(name, rows):
+    """A single field is fitted without scipy (Gauss–Newton, polished at float resolution).
+    Independent reference: scipy's trust-region reflective least squares on the same bounded
+    problem (same residuals, start and bounds, tolerances 1e-12).  One run: a sum of squares no
+    larger than trf's and the same root to 1e-12; several: a sum of squares equal to float
+    rounding (1e-14 relative), the same field value to 1e-8."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    selected = [BY_NAME[r] for r in rows]
+    got = cal.fit(RUNS, _hw(), [name], selected)
+    measured = np.array([cal.measured_step(r, "narayanan2021") for r in selected])
+    mode = "mfu" if name == "mfu" else "roofline"
+    _key, _unit, (lo, hi), scale = cal.FIELDS[name]
+    log = scale == "log"
+    lo, hi = (math.log10(lo), math.log10(hi)) if log else (lo, hi)
+
+    def residuals(x):
+        v = 10 ** x[0] if log else float(x[0])
+        pred = np.array([p["step"] for p in cal.predict(selected, dict(_hw(), values={name: v}), mode)])
+        return pred / measured - 1
+
+    ref = least_squares(residuals, np.array([(lo + hi) / 2]), bounds=([lo], [hi]), method="trf", x_scale="jac",
+                        xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
+    want = 10 ** ref.x[0] if log else float(ref.x[0])
+    assert got["status"] > 0
+    if len(rows) == 1:      # trf stops within its tolerance of the root; this fit at its float
+        assert got["cost"] <= ref.cost
+        assert got["values"][name] == pytest.approx(want, rel=1e-12)
+    else:
+        assert got["cost"] <= ref.cost * (1 + 1e-14)
+        assert got["values"][name] == pytest.approx(want, rel=1e-8)
