@@ -83,7 +83,8 @@ REFERENCES = (
     "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
     "Megatron-LM' (SC'21), §5.1 (FLOPs per iteration) and Table 1 (weak-scaling runs)",
     "NVIDIA/Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh (the runs' layouts)",
-    "SciPy scipy.optimize.least_squares (trust-region reflective, bounded)",
+    "bounded least squares: one field by Gauss-Newton with SciPy's 2-point derivative and xtol/ftol 1e-12 "
+    "(numpy); several by SciPy scipy.optimize.least_squares (trust-region reflective)",
 )
 
 # fittable names: K key of plugins.layout_model.evaluate, unit, bounds (base units), scale
