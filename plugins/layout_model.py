@@ -12,6 +12,7 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
+import operator
 import sys
 
 from . import collectives as coll
@@ -121,20 +122,115 @@ def _bounded(cls, n, inner):
     return bool(m <= n) if cls is sp.Max else bool(m >= n)
 
 
+_UNBUILT = object()
+
+
+class _Lazy:
+    """A sympy value of :func:`evaluate` not built yet: the operation and its operands.
+
+    ``evaluate`` computes every term of every layout — all three recomputation modes of the
+    activation bytes, every ZeRO stage's volume, both branches of each ``where`` — and a plan
+    reads a dozen of them.  In the sympy path the inputs are wrapped in :class:`_Lazy` leaves, so
+    the same text records the operations instead of performing them; :meth:`force` performs
+    exactly the operations a requested value depends on, with the same operands in the same
+    order (``a + b`` is ``operator.add(a, b)``, Python's dispatch included), so the expression
+    is the one the eager text builds.  ``where`` with a Python or decided condition keeps only
+    the branch taken, unbuilt.  Anything that needs the value itself (``float``, ``bool``, an
+    attribute, a sympy function through ``_sympy_``) builds it first.
+    """
+
+    __slots__ = ("fn", "args", "val")
+    _op_priority = 1000.0        # sympy's binary operators defer to ours (see call_highest_priority)
+
+    def __init__(self, fn, args, val=_UNBUILT):
+        self.fn, self.args, self.val = fn, args, val
+
+    def force(self):
+        v = self.val
+        if v is _UNBUILT:
+            v = self.val = self.fn(*[a.force() if type(a) is _Lazy else a for a in self.args])
+            self.fn = self.args = None
+        return v
+
+    def _sympy_(self):
+        return self.force()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):          # sympify's ``__sympy__`` probe and the like
+            raise AttributeError(name)
+        return getattr(self.force(), name)
+
+    def __eq__(self, other):
+        return self.force() == (other.force() if type(other) is _Lazy else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self.force())
+
+    def __bool__(self):
+        return bool(self.force())
+
+    def __float__(self):
+        return float(self.force())
+
+    def __int__(self):
+        return int(self.force())
+
+    def __neg__(self):
+        return _Lazy(operator.neg, (self,))
+
+    def __repr__(self):
+        return repr(self.force())
+
+
+def _lazy_ops():
+    def pair(op):
+        return (lambda a, b: _Lazy(op, (a, b))), (lambda a, b: _Lazy(op, (b, a)))
+    for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                     ("truediv", operator.truediv), ("pow", operator.pow), ("mod", operator.mod),
+                     ("and", operator.and_), ("or", operator.or_)):
+        f, r = pair(op)
+        setattr(_Lazy, f"__{name}__", f)
+        setattr(_Lazy, f"__r{name}__", r)
+    for name, op in (("gt", operator.gt), ("ge", operator.ge), ("lt", operator.lt), ("le", operator.le)):
+        setattr(_Lazy, f"__{name}__", lambda a, b, op=op: _Lazy(op, (a, b)))
+
+
+_lazy_ops()
+
+
+def _defer(fn, args):
+    """``fn(*args)`` now, or a :class:`_Lazy` of it when an argument is one."""
+    for a in args:
+        if type(a) is _Lazy:
+            return _Lazy(fn, args)
+    return fn(*args)
+
+
+def _piecewise(cond, a, b):
+    import sympy as sp
+    return sp.Piecewise((a, cond), (b, True))
+
+
 class _SympyOps:
     def __init__(self):
         import sympy as sp
-        self.max = lambda *a: _lattice(sp.Max, a)
-        self.min = lambda *a: _lattice(sp.Min, a)
+        mx, mn = (lambda *a: _lattice(sp.Max, a)), (lambda *a: _lattice(sp.Min, a))
+        self.max = lambda *a: _defer(mx, a)
+        self.min = lambda *a: _defer(mn, a)
 
     @staticmethod
     def where(cond, a, b):
         import sympy as sp
+        if type(cond) is _Lazy:
+            cond = cond.force()
         if cond is True or cond is False or isinstance(cond, bool):
             return a if cond else b
         if cond in (sp.true, sp.false):
             return a if cond == sp.true else b
-        return sp.Piecewise((a, cond), (b, True))
+        return _defer(_piecewise, (cond, a, b))
 
 
 def ops(kind: str):
@@ -502,7 +598,7 @@ def shape_constants(a: dict, mo: dict, attn_matrices) -> dict:
             "fe": mo["fe"] if mo.get("moe") else 0, "ks": mo["ks"] if mo.get("moe") else 0}
 
 
-def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False) -> dict:
+def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False, lazy: bool = True) -> dict:
     """Step time terms and memory of layouts.
 
     ``K`` constants (base units): L h a kv dh V N N_emb N_exp E topk fwd_tok (forward FLOP per
@@ -529,7 +625,41 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
         ``tp_bw``/``dp_bw`` (B/s), ``tp_spans`` (bool), ``dp_volume`` (B), ``forward`` (the
         forward share of ``compute``), ``mfu_achieved`` (model FLOPs over step time × gpus ×
         peak), ``mfu_compute`` (the same over the compute term alone).
+
+    In the sympy path (``o`` = ``ops("sympy")``) with ``lazy`` (the default) a value is built
+    when it is first read from the returned dict (:class:`_Lazy`): a plan reads a dozen of the
+    values, and the others (and the branches a layout does not take) cost nothing.  The
+    expressions are the ones ``lazy=False`` builds, operation for operation.
     """
+    if lazy and isinstance(o, _SympyOps):
+        import sympy as sp
+
+        def leaf(x):
+            return _Lazy(None, None, x) if isinstance(x, sp.Basic) else x
+        return _Built(_evaluate({k: leaf(x) for k, x in K.items()}, {k: leaf(x) for k, x in X.items()}, o,
+                                activations, moe))
+    return _evaluate(K, X, o, activations, moe)
+
+
+class _Built(dict):
+    """:func:`evaluate`'s result in the lazy sympy path: a value is built on its first read."""
+
+    def __getitem__(self, k):
+        x = dict.__getitem__(self, k)
+        return x.force() if type(x) is _Lazy else x
+
+    def get(self, k, default=None):
+        return self[k] if k in self else default
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+
+def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
+    """:func:`evaluate` on values as given (numbers, arrays, sympy expressions or :class:`_Lazy`)."""
     t, p, d, c, e, b, v, z, r, sp_on = (X[k] for k in ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp"))
     L, h, kv, dh, s = K["L"], K["h"], K["kv"], K["dh"], K["s"]
     m = K["B"] / (d * b)                                   # micro-batches per pipeline per step
@@ -732,6 +862,8 @@ def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):
 
 
 def _floor(x):
+    if type(x) is _Lazy:
+        return _Lazy(_floor, (x,))
     np = sys.modules.get("numpy")     # an array exists only once numpy is imported
     if np is not None and isinstance(x, np.ndarray):
         return np.floor(x)
@@ -749,6 +881,8 @@ def _floor(x):
 
 
 def _mod(x, k):
+    if type(x) is _Lazy or type(k) is _Lazy:
+        return _Lazy(_mod, (x, k))
     np = sys.modules.get("numpy")     # an array exists only once numpy is imported
     if np is not None and (isinstance(x, np.ndarray) or isinstance(k, np.ndarray)):
         return np.mod(x, k)
