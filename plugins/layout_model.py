@@ -334,10 +334,36 @@ def group_bandwidth(k, stride, K, o):
     is the book's min(GPU link, nics_per_host × NIC bandwidth) (§10.6.2)."""
     gph = K["gph"]
     per_host = o.max(1, o.min(k, gph / stride))        # members of one group on a host
-    spans = k > per_host
+    spans = _spans(k, per_host)
     sharing = gph / per_host                              # groups of this kind on a host
     cross = o.min(K["link"], K["nics"] * K["nic"] / sharing)
     return o.where(spans, cross, K["link"]), spans
+
+
+_REAL = None        # the assumptions of a node's symbol (real, nothing else)
+
+
+def _spans(k, per_host):
+    """``k > per_host`` for ``per_host`` = max(1, min(k, q)), q > 0 (:func:`group_bandwidth`).
+
+    The comparison is k > max(1, q).  When k is a sympy positive multiple of one real symbol
+    with no other assumption (the data-parallel degree gpus/(tp·pp·cp), or ``dp``) it is true
+    for large k and false for k ≤ 1, so sympy cannot decide it: its evaluated relation is the
+    unevaluated one, built here directly, without sympy's attempt to decide it (assumption
+    queries on the Max/Min, milliseconds per plan).  Any other k: ``k > per_host`` as written."""
+    if type(k) is _Lazy or type(per_host) is _Lazy:
+        return _Lazy(_spans, (k, per_host))
+    sp = sys.modules.get("sympy")
+    if sp is not None and isinstance(k, sp.Basic):
+        global _REAL
+        if _REAL is None:
+            _REAL = sp.Symbol("k", real=True).assumptions0
+        x = k
+        if k.is_Mul and len(k.args) == 2 and k.args[0].is_Rational and k.args[0].is_positive:
+            x = k.args[1]
+        if x.is_Symbol and x.assumptions0 == _REAL:
+            return sp.StrictGreaterThan(k, per_host, evaluate=False)
+    return k > per_host
 
 
 # link-dict key of plugins.collectives -> suffix of its K key (K["link_alpha"], K["nic_eff"] …)

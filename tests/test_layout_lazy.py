@@ -98,3 +98,22 @@ def test_python_dispatch_is_kept():
         assert (got.force() if type(got) is lm._Lazy else got) == f(x, y)
     for a, b in itertools.product((lx, x), (ly, y)):
         assert sp.sympify(a + b) == x + y
+
+
+@pytest.mark.parametrize("q", [sp.Float(8.0), 8, sp.Rational(16, 3), 1, sp.Float(0.5)])
+@pytest.mark.parametrize("form", ["symbol", "multiple", "explicit"])
+def test_spans_of_a_gpu_count_is_what_sympy_builds(q, form):
+    """group_bandwidth's k > max(1, min(k, q)) for k = gpus/(tp·pp·cp) or dp (a node symbol, real
+    and nothing else) is built unevaluated: the same relation sympy's evaluated constructor gives."""
+    g = sp.Symbol("plan.gpus", real=True)
+    k = {"symbol": g, "multiple": g / 8, "explicit": sp.Symbol("plan.layout.dp", real=True)}[form]
+    per_host = SYM.max(1, SYM.min(k, q))
+    got = lm._spans(k, per_host)
+    want = k > per_host
+    assert got == want and type(got) is type(want)
+
+
+def test_spans_of_other_expressions_is_left_to_sympy():
+    x = sp.Symbol("x", positive=True)
+    assert lm._spans(x + 20, 8) is sp.true            # decided: x + 20 > 8 for every positive x
+    assert lm._spans(2, 1) is True and lm._spans(1, 1) is False
