@@ -4,6 +4,8 @@
 Every function takes an ``ops`` namespace (:data:`NUMPY` or :data:`SYMPY`) for ``max``,
 ``min`` and ``where``, so one text serves both: in the sympy path the structural knobs
 (tp, pp, …) are Python ints and ``where`` picks a branch; in the numpy path they are arrays.
+In the sympy path :func:`evaluate` records the operations (:class:`_Lazy`) and builds only the
+values a caller reads, each exactly as the eager text would.
 
 Sources: book ch. 10 §10.2.4 (combined parallelism, per-GPU memory and per-link traffic),
 §10.3 (overlap, pipeline bubbles); Korthikanti et al. 2022, "Reducing Activation
