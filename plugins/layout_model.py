@@ -180,8 +180,20 @@ class _Lazy:
     def __int__(self):
         return int(self.force())
 
+    def __index__(self):
+        return operator.index(self.force())
+
     def __neg__(self):
         return _Lazy(operator.neg, (self,))
+
+    def __pos__(self):
+        return _Lazy(operator.pos, (self,))
+
+    def __abs__(self):
+        return _Lazy(operator.abs, (self,))
+
+    def __invert__(self):
+        return _Lazy(operator.invert, (self,))
 
     def __repr__(self):
         return repr(self.force())
@@ -191,7 +203,8 @@ def _lazy_ops():
     def pair(op):
         return (lambda a, b: _Lazy(op, (a, b))), (lambda a, b: _Lazy(op, (b, a)))
     for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                     ("truediv", operator.truediv), ("pow", operator.pow), ("mod", operator.mod),
+                     ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("pow", operator.pow),
+                     ("mod", operator.mod),
                      ("and", operator.and_), ("or", operator.or_)):
         f, r = pair(op)
         setattr(_Lazy, f"__{name}__", f)

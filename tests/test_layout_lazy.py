@@ -93,7 +93,8 @@ def test_python_dispatch_is_kept():
     lx, ly = (lm._Lazy(None, None, s) for s in (x, y))
     for f in (lambda a, b: 2 - a, lambda a, b: a ** 2 / b, lambda a, b: 1 / (a + b), lambda a, b: -a * b + 3,
               lambda a, b: 1 < a, lambda a, b: (a > 1) & (b <= 2), lambda a, b: b % 3,
-              lambda a, b: lm._floor(a / 3), lambda a, b: SYM.max(0, a - b, 1)):
+              lambda a, b: lm._floor(a / 3), lambda a, b: SYM.max(0, a - b, 1), lambda a, b: abs(-a) + (+b),
+              lambda a, b: a // 2, lambda a, b: 7 // b, lambda a, b: ~(a > b)):
         got = f(lx, ly)
         assert (got.force() if type(got) is lm._Lazy else got) == f(x, y)
     for a, b in itertools.product((lx, x), (ly, y)):
