@@ -46,7 +46,7 @@ from __future__ import annotations
 import sympy as sp
 
 from dsl.plugin import hookimpl
-from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec
+from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec, ceiling_of
 
 from . import flops
 from . import layout_model as lm
@@ -488,7 +488,7 @@ def plan_quantities_price(ctx):
                   code="missing-parameter")
 
     wl = ctx.ref("workload")
-    ctx.define("hosts", sp.ceiling(gpus / ctx.param("gpus_per_host")), "", "hosts of gpus_per_host GPUs",
+    ctx.define("hosts", ceiling_of(gpus / ctx.param("gpus_per_host")), "", "hosts of gpus_per_host GPUs",
                headline=True, rank=1)
     ctx.define("tokens_per_step", K["s"] * K["B"], "token", "useful tokens per optimizer step")
     # the step's FLOPs (fallbacks: `use compute` lists them matrix by matrix)
@@ -631,7 +631,7 @@ def plan_quantities_price(ctx):
         _memory_total(ctx, persistent, act, how)
     # ---- steps and finish time (fallbacks `use finish` refines)
     if wl.has("tokens"):
-        steps = ctx.define("steps", sp.ceiling(wl.q("tokens", "token") / (K["s"] * K["B"])), "",
+        steps = ctx.define("steps", ceiling_of(wl.q("tokens", "token") / (K["s"] * K["B"])), "",
                            "optimizer steps: ceil(tokens / tokens per step)", headline=True,
                            references=("Book ch. 10 §10.1.1 (steps of a run)",))
         if wl.has("deadline") and not ctx.provided("step_budget"):

@@ -4,6 +4,8 @@
 Every function takes an ``ops`` namespace (:data:`NUMPY` or :data:`SYMPY`) for ``max``,
 ``min`` and ``where``, so one text serves both: in the sympy path the structural knobs
 (tp, pp, …) are Python ints and ``where`` picks a branch; in the numpy path they are arrays.
+In the sympy path :func:`evaluate` records the operations (:class:`_Lazy`) and builds only the
+values a caller reads, each exactly as the eager text would.
 
 Sources: book ch. 10 §10.2.4 (combined parallelism, per-GPU memory and per-link traffic),
 §10.3 (overlap, pipeline bubbles); Korthikanti et al. 2022, "Reducing Activation
@@ -12,6 +14,7 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
+import operator
 import sys
 
 from . import collectives as coll
@@ -121,20 +124,128 @@ def _bounded(cls, n, inner):
     return bool(m <= n) if cls is sp.Max else bool(m >= n)
 
 
+_UNBUILT = object()
+
+
+class _Lazy:
+    """A sympy value of :func:`evaluate` not built yet: the operation and its operands.
+
+    ``evaluate`` computes every term of every layout — all three recomputation modes of the
+    activation bytes, every ZeRO stage's volume, both branches of each ``where`` — and a plan
+    reads a dozen of them.  In the sympy path the inputs are wrapped in :class:`_Lazy` leaves, so
+    the same text records the operations instead of performing them; :meth:`force` performs
+    exactly the operations a requested value depends on, with the same operands in the same
+    order (``a + b`` is ``operator.add(a, b)``, Python's dispatch included), so the expression
+    is the one the eager text builds.  ``where`` with a Python or decided condition keeps only
+    the branch taken, unbuilt.  Anything that needs the value itself (``float``, ``bool``, an
+    attribute, a sympy function through ``_sympy_``) builds it first.
+    """
+
+    __slots__ = ("fn", "args", "val")
+    _op_priority = 1000.0        # sympy's binary operators defer to ours (see call_highest_priority)
+
+    def __init__(self, fn, args, val=_UNBUILT):
+        self.fn, self.args, self.val = fn, args, val
+
+    def force(self):
+        v = self.val
+        if v is _UNBUILT:
+            v = self.val = self.fn(*[a.force() if type(a) is _Lazy else a for a in self.args])
+            self.fn = self.args = None
+        return v
+
+    def _sympy_(self):
+        return self.force()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):          # sympify's ``__sympy__`` probe and the like
+            raise AttributeError(name)
+        return getattr(self.force(), name)
+
+    def __eq__(self, other):
+        return self.force() == (other.force() if type(other) is _Lazy else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self.force())
+
+    def __bool__(self):
+        return bool(self.force())
+
+    def __float__(self):
+        return float(self.force())
+
+    def __int__(self):
+        return int(self.force())
+
+    def __index__(self):
+        return operator.index(self.force())
+
+    def __neg__(self):
+        return _Lazy(operator.neg, (self,))
+
+    def __pos__(self):
+        return _Lazy(operator.pos, (self,))
+
+    def __abs__(self):
+        return _Lazy(operator.abs, (self,))
+
+    def __invert__(self):
+        return _Lazy(operator.invert, (self,))
+
+    def __repr__(self):
+        return repr(self.force())
+
+
+def _lazy_ops():
+    def pair(op):
+        return (lambda a, b: _Lazy(op, (a, b))), (lambda a, b: _Lazy(op, (b, a)))
+    for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                     ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("pow", operator.pow),
+                     ("mod", operator.mod),
+                     ("and", operator.and_), ("or", operator.or_)):
+        f, r = pair(op)
+        setattr(_Lazy, f"__{name}__", f)
+        setattr(_Lazy, f"__r{name}__", r)
+    for name, op in (("gt", operator.gt), ("ge", operator.ge), ("lt", operator.lt), ("le", operator.le)):
+        setattr(_Lazy, f"__{name}__", lambda a, b, op=op: _Lazy(op, (a, b)))
+
+
+_lazy_ops()
+
+
+def _defer(fn, args):
+    """``fn(*args)`` now, or a :class:`_Lazy` of it when an argument is one."""
+    for a in args:
+        if type(a) is _Lazy:
+            return _Lazy(fn, args)
+    return fn(*args)
+
+
+def _piecewise(cond, a, b):
+    import sympy as sp
+    return sp.Piecewise((a, cond), (b, True))
+
+
 class _SympyOps:
     def __init__(self):
         import sympy as sp
-        self.max = lambda *a: _lattice(sp.Max, a)
-        self.min = lambda *a: _lattice(sp.Min, a)
+        mx, mn = (lambda *a: _lattice(sp.Max, a)), (lambda *a: _lattice(sp.Min, a))
+        self.max = lambda *a: _defer(mx, a)
+        self.min = lambda *a: _defer(mn, a)
 
     @staticmethod
     def where(cond, a, b):
         import sympy as sp
+        if type(cond) is _Lazy:
+            cond = cond.force()
         if cond is True or cond is False or isinstance(cond, bool):
             return a if cond else b
         if cond in (sp.true, sp.false):
             return a if cond == sp.true else b
-        return sp.Piecewise((a, cond), (b, True))
+        return _defer(_piecewise, (cond, a, b))
 
 
 def ops(kind: str):
@@ -238,10 +349,36 @@ def group_bandwidth(k, stride, K, o):
     is the book's min(GPU link, nics_per_host × NIC bandwidth) (§10.6.2)."""
     gph = K["gph"]
     per_host = o.max(1, o.min(k, gph / stride))        # members of one group on a host
-    spans = k > per_host
+    spans = _spans(k, per_host)
     sharing = gph / per_host                              # groups of this kind on a host
     cross = o.min(K["link"], K["nics"] * K["nic"] / sharing)
     return o.where(spans, cross, K["link"]), spans
+
+
+_REAL = None        # the assumptions of a node's symbol (real, nothing else)
+
+
+def _spans(k, per_host):
+    """``k > per_host`` for ``per_host`` = max(1, min(k, q)), q > 0 (:func:`group_bandwidth`).
+
+    The comparison is k > max(1, q).  When k is a sympy positive multiple of one real symbol
+    with no other assumption (the data-parallel degree gpus/(tp·pp·cp), or ``dp``) it is true
+    for large k and false for k ≤ 1, so sympy cannot decide it: its evaluated relation is the
+    unevaluated one, built here directly, without sympy's attempt to decide it (assumption
+    queries on the Max/Min, milliseconds per plan).  Any other k: ``k > per_host`` as written."""
+    if type(k) is _Lazy or type(per_host) is _Lazy:
+        return _Lazy(_spans, (k, per_host))
+    sp = sys.modules.get("sympy")
+    if sp is not None and isinstance(k, sp.Basic):
+        global _REAL
+        if _REAL is None:
+            _REAL = sp.Symbol("k", real=True).assumptions0
+        x = k
+        if k.is_Mul and len(k.args) == 2 and k.args[0].is_Rational and k.args[0].is_positive:
+            x = k.args[1]
+        if x.is_Symbol and x.assumptions0 == _REAL:
+            return sp.StrictGreaterThan(k, per_host, evaluate=False)
+    return k > per_host
 
 
 # link-dict key of plugins.collectives -> suffix of its K key (K["link_alpha"], K["nic_eff"] …)
@@ -502,7 +639,7 @@ def shape_constants(a: dict, mo: dict, attn_matrices) -> dict:
             "fe": mo["fe"] if mo.get("moe") else 0, "ks": mo["ks"] if mo.get("moe") else 0}
 
 
-def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False) -> dict:
+def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False, lazy: bool = True) -> dict:
     """Step time terms and memory of layouts.
 
     ``K`` constants (base units): L h a kv dh V N N_emb N_exp E topk fwd_tok (forward FLOP per
@@ -529,7 +666,41 @@ def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = Fals
         ``tp_bw``/``dp_bw`` (B/s), ``tp_spans`` (bool), ``dp_volume`` (B), ``forward`` (the
         forward share of ``compute``), ``mfu_achieved`` (model FLOPs over step time × gpus ×
         peak), ``mfu_compute`` (the same over the compute term alone).
+
+    In the sympy path (``o`` = ``ops("sympy")``) with ``lazy`` (the default) a value is built
+    when it is first read from the returned dict (:class:`_Lazy`): a plan reads a dozen of the
+    values, and the others (and the branches a layout does not take) cost nothing.  The
+    expressions are the ones ``lazy=False`` builds, operation for operation.
     """
+    if lazy and isinstance(o, _SympyOps):
+        import sympy as sp
+
+        def leaf(x):
+            return _Lazy(None, None, x) if isinstance(x, sp.Basic) else x
+        return _Built(_evaluate({k: leaf(x) for k, x in K.items()}, {k: leaf(x) for k, x in X.items()}, o,
+                                activations, moe))
+    return _evaluate(K, X, o, activations, moe)
+
+
+class _Built(dict):
+    """:func:`evaluate`'s result in the lazy sympy path: a value is built on its first read."""
+
+    def __getitem__(self, k):
+        x = dict.__getitem__(self, k)
+        return x.force() if type(x) is _Lazy else x
+
+    def get(self, k, default=None):
+        return self[k] if k in self else default
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+
+def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
+    """:func:`evaluate` on values as given (numbers, arrays, sympy expressions or :class:`_Lazy`)."""
     t, p, d, c, e, b, v, z, r, sp_on = (X[k] for k in ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp"))
     L, h, kv, dh, s = K["L"], K["h"], K["kv"], K["dh"], K["s"]
     m = K["B"] / (d * b)                                   # micro-batches per pipeline per step
@@ -732,6 +903,8 @@ def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):
 
 
 def _floor(x):
+    if type(x) is _Lazy:
+        return _Lazy(_floor, (x,))
     np = sys.modules.get("numpy")     # an array exists only once numpy is imported
     if np is not None and isinstance(x, np.ndarray):
         return np.floor(x)
@@ -749,6 +922,8 @@ def _floor(x):
 
 
 def _mod(x, k):
+    if type(x) is _Lazy or type(k) is _Lazy:
+        return _Lazy(_mod, (x, k))
     np = sys.modules.get("numpy")     # an array exists only once numpy is imported
     if np is not None and (isinstance(x, np.ndarray) or isinstance(k, np.ndarray)):
         return np.mod(x, k)

@@ -33,7 +33,7 @@ Blocks
 from __future__ import annotations
 
 from dsl.plugin import hookimpl
-from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, ceiling_of
 
 DAY = 86400.0
 
@@ -197,7 +197,7 @@ def _bound(ctx):
     eta, p, T = ctx.param("mfu"), ctx.param("gpus"), b.q("available")
     ctx.define("compute_days", F / (p * peak * eta), "day", "T = F/(p·P·η): compute alone, every GPU busy",
                headline=True)
-    ctx.define("gpus_for_compute", sp.ceiling(F / (peak * eta * T)), "", "⌈F/(P·η·T_available)⌉", headline=True)
+    ctx.define("gpus_for_compute", ceiling_of(F / (peak * eta * T)), "", "⌈F/(P·η·T_available)⌉", headline=True)
     ctx.define("token_rate_per_gpu", peak * eta / fpt, "token/s", "tokens one GPU trains per second", headline=True)
     ctx.define("cluster_token_rate", p * peak * eta / fpt, "token/s", "tokens all GPUs train per second",
                headline=True)
@@ -205,7 +205,7 @@ def _bound(ctx):
                headline=True)
     ctx.define("gpu_hours", F / (peak * eta), "h", "GPU-hours of the work at this efficiency", headline=True)
     if ctx.provided("state_memory"):
-        ctx.define("gpus_for_memory", sp.ceiling(ctx.q("state_memory", "B") / dev.q("memory", "B", positive=True)),
+        ctx.define("gpus_for_memory", ceiling_of(ctx.q("state_memory", "B") / dev.q("memory", "B", positive=True)),
                    "", "⌈persistent state / device memory⌉ (perfectly even sharding)", headline=True)
 
 

@@ -59,6 +59,43 @@ def max_of(xs):
     return sp.Max(*xs, evaluate=False)
 
 
+_REAL_ONLY = None    # the assumptions of a node's symbol: real, nothing else
+
+
+def ceiling_of(x):
+    """``sympy.ceiling(x)``, the same expression, without sympy's assumption queries where they
+    cannot simplify it.
+
+    For x = c · Π sᵢ^±1 — a nonzero rational c times distinct symbols that are real and carry no
+    other assumption (node symbols, :func:`dsl.engine.nodes.symbol`), each to the power 1 or −1:
+    a ratio such as gpus / gpus_per_host — x takes the values c, −c and 1/2 (some sᵢ = ±1, one
+    scaled), so no rule of ``ceiling`` applies (x is not provably an integer, infinite, imaginary,
+    zero, positive or negative) and sympy returns ``ceiling(x)`` unevaluated after asking each of
+    those questions (milliseconds for a ratio of three symbols).  This builds that expression
+    directly.  Anything else (numbers included): ``sympy.ceiling(x)``.
+    """
+    import sympy as sp
+
+    global _REAL_ONLY
+    if isinstance(x, sp.Basic) and not x.is_number:
+        if _REAL_ONLY is None:
+            _REAL_ONLY = sp.Symbol("x", real=True).assumptions0
+        factors = x.args if x.is_Mul else (x,)
+        seen = set()
+        ok = True
+        for i, f in enumerate(factors):
+            if i == 0 and f.is_Rational and x.is_Mul:
+                continue
+            base = f.base if f.is_Pow and f.exp in (1, -1) else f
+            if not base.is_Symbol or base.assumptions0 != _REAL_ONLY or base in seen:
+                ok = False
+                break
+            seen.add(base)
+        if ok and seen:
+            return sp.ceiling(x, evaluate=False)
+    return sp.ceiling(x)
+
+
 class _NotRational(Exception):
     """The expression is not a rational function of rational numbers after substitution."""
 

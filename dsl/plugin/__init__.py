@@ -13,7 +13,9 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
 * helpers: :func:`symbol` (the sympy symbol of a node id), :class:`Span`, :func:`display_path`,
   :class:`Timeline`, :func:`no_gc`, units :func:`parse_unit`, :func:`convert`,
   :func:`format_number`, :func:`format_quantity`, :func:`progress` (a progress bar on stderr
-  for a long loop, drawn only on a terminal with rich installed);
+  for a long loop, drawn only on a terminal with rich installed); sympy builders that skip
+  simplification sympy cannot do: :func:`hinge`, :func:`hinge_sum`, :func:`shortfall_sum`,
+  :func:`max_of`, :func:`ceiling_of`, and :func:`subs_numbers` (exact substitution);
 * files and limits: :func:`read_text` (the one way to read a data file: regular files under the
   project root, size-capped, UTF-8), :class:`FileRefused`, :func:`current_limits`,
   :func:`limit_hint`, :class:`LimitError` (see ``docs/security.md``);
@@ -22,7 +24,7 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
 from __future__ import annotations
 
 from ..engine.nodes import symbol
-from ..engine.piecewise import hinge, hinge_sum, max_of, shortfall_sum, subs_numbers
+from ..engine.piecewise import ceiling_of, hinge, hinge_sum, max_of, shortfall_sum, subs_numbers
 from ..engine.progress import progress
 from ..engine.safeio import FileRefused, read_text
 from ..syntax.limits import LimitError
@@ -40,4 +42,5 @@ __all__ = ["BlockView", "CommandSpec", "Diagnostic", "FileRefused", "LimitError"
            "read_text", "PlanError", "DeclContext", "DeclView", "FigureSpec", "KindSpec", "Param",
            "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
            "convert", "display_path", "format_number", "format_quantity", "hookimpl", "hookspec", "no_gc",
-           "parse_unit", "progress", "symbol", "hinge", "hinge_sum", "max_of", "shortfall_sum", "subs_numbers"]
+           "parse_unit", "progress", "symbol", "ceiling_of", "hinge", "hinge_sum", "max_of", "shortfall_sum",
+           "subs_numbers"]
