@@ -462,7 +462,8 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     if cols["disagg"][i]:
         eng_p = sim.Engine(kv, g.block_size, S, T, chunked)
         ones = np.ones_like(w.output)
-        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_fn(g), g.c, o, int(cols["xp"][i]))
+        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_fn(g), g.c, o, int(cols["xp"][i]),
+                                   record=False)
         first = rp.first
         many = w.output > 1
         xfer = kv_transfer_time(g.c, w.prompt, kv_link, o) if kv_link is not None else 0.0 * first
@@ -471,7 +472,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
             arr = (first + xfer)[many]
             eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S), True)
             rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_fn(g),
-                                       g.c, o, int(cols["yd"][i]))
+                                       g.c, o, int(cols["yd"][i]), record=False)
             last[many] = rd.last
         ttft = first - w.arrival
         tpot = (last[many] - first[many]) / (w.output[many] - 1)
@@ -479,7 +480,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     else:
         eng = sim.Engine(kv // g.pp, g.block_size, S, T, chunked)
         r = sim.simulate_replicas(w.arrival, w.prompt, w.output, eng, step_fn(g), g.c, o,
-                                  int(cols["r"][i]) * g.pp)
+                                  int(cols["r"][i]) * g.pp, record=False)
         ttft, tpot, span = r.ttft, r.tpot, r.span
     q = sim.QUANTILES[2]
     out = {"ttft_p95": sim.nearest_rank_np(ttft, q),

@@ -58,11 +58,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 import weakref
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import accumulate
 
 
 class _Numpy:
@@ -203,7 +205,9 @@ class SimResult:
     ``first``/``last``: time of each request's first and last output token; ``preemptions``
     per request; ``itl_values``/``itl_weights``: inter-token latencies, each value standing
     for ``weight`` tokens; ``series_*``: at each event, the time, the waiting requests, the
-    running requests and the KV blocks in use; ``iterations``: engine iterations simulated."""
+    running requests and the KV blocks in use; ``iterations``: engine iterations simulated;
+    ``events``: the scheduler's events (the length of the series when they are recorded; -1 when
+    not counted)."""
 
     arrival: np.ndarray
     prompt: np.ndarray
@@ -221,6 +225,7 @@ class SimResult:
     blocks: int
     block_size: int
     _cache: dict = field(default_factory=dict, repr=False)
+    events: int = -1
 
     @property
     def ttft(self) -> np.ndarray:
@@ -308,7 +313,7 @@ class SimResult:
         return out
 
 
-def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
+def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, events=-1):
     ser = (np.frombuffer(ser, dtype=float).copy() if isinstance(ser, array)
            else np.fromiter(ser, dtype=float, count=len(ser))).reshape(-1, 4)
     first, last = ((np.frombuffer(x, dtype=float).copy() if isinstance(x, array) else np.asarray(x, dtype=float))
@@ -316,7 +321,7 @@ def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
     return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
                      first, last, np.asarray(pre, dtype=np.int64),
                      itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
-                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size)
+                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size, events=events)
 
 
 def _arrays(arrival, prompt, output):
@@ -469,7 +474,7 @@ class _Affine:
 
 
 def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True,
-             max_events: int | None = None) -> SimResult:
+             max_events: int | None = None, record: bool = True) -> SimResult:
     """The same schedule as :func:`simulate_reference`, advancing runs of identical decode
     iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
     closed form α + β·context when the step cost is affine in the context (:class:`_Affine`;
@@ -483,6 +488,11 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     them) → seconds, the same value as the step cost's on Python numbers
     (:class:`plugins.serving_step.ScalarStep`: it remembers what does not depend on the context).
 
+    ``record=False`` keeps only what the per-request figures need (first and last token times,
+    preemptions, the iteration count): the inter-token latencies and the event series come back
+    empty (``SimResult.events`` still counts the events) — the same schedule and the same times,
+    for a caller that reads TTFT, TPOT, end-to-end latency and the span only (the SLO search).
+
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
     A, Pa, Ga = _arrays(arrival, prompt, output)
@@ -490,7 +500,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     # tens of thousands of small tuples (heap entries, events) and no cycle: without the
     # collector's passes over every live object
     with no_gc():
-        return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events)
+        return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events, record)
 
 
 def _preempt(v, prefilling: bool, t_now: float, D: int, state) -> tuple:
@@ -514,7 +524,8 @@ def _preempt(v, prefilling: bool, t_now: float, D: int, state) -> tuple:
     return freed, k
 
 
-def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None) -> SimResult:
+def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None,
+              record: bool = True) -> SimResult:
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
     chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
@@ -545,8 +556,9 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     t, nxt, done, it = 0.0, 0, 0, 0
     ar = np.arange(RUN_CAP, dtype=np.int64)
     push, pop = heapq.heappush, heapq.heappop
-    ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
-    cap4 = 4 * (current_limits().sim_iterations if max_events is None else max_events)
+    ser_add, v_add, v_ext, w_add, w_ext = ser.extend, itl_v.append, itl_v.extend, itl_w.append, itl_w.extend
+    cap = current_limits().sim_iterations if max_events is None else max_events
+    events = 0
 
     # (the loop's counters stay plain locals: a nested function changing them would make every
     # access to them, in every iteration, go through a cell)
@@ -559,9 +571,11 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
         if not running and not waiting:
             t = arr[nxt]
             continue
-        ser_add((t, len(waiting), len(running), NB - free))
-        if len(ser) > cap4:
-            _too_many_events(cap4 // 4, done, n, sum(pre))
+        if record:
+            ser_add((t, len(waiting), len(running), NB - free))
+        events += 1
+        if events > cap:
+            _too_many_events(cap, done, n, sum(pre))
         nb = hist[(-D) % bs]
         # ---- a run of identical decode iterations: no prefill, nothing admissible, no preemption
         if X < 0 and n_dec and nb <= free:
@@ -592,26 +606,47 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                 ab = lin_memo.get(n_dec, False) if lin is not None else None
                 if ab is False:
                     ab = lin(n_dec)
-                if ab is not None and k <= SHORT_RUN:     # short run: a Python loop, closed form
+                if ab is not None and k <= SHORT_RUN:     # short run: closed form, summed in order
                     a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
                     b1 = ab[1] * n_dec
-                    j, tt = 0, t
-                    if k <= 24:
+                    if a0 >= 0 and b1 >= 0:
+                        # dt_j = a0 + b1·j and the starts t, t + dt_0, (t + dt_0) + dt_1, … in
+                        # C loops (the same float operations in the same order as a Python
+                        # loop); the times never decrease, so the iterations that start before
+                        # the next arrival are a bisection of the starts
+                        m = k
+                        if ta != math.inf and a0 > 0:
+                            # every step takes at least a0: at most (ta − t)/a0 + 1 start before
+                            # ta (with room for rounding); all m of them before ta means the
+                            # bound was short, and the run is computed in full
+                            m = min(k, int((ta - t) / a0 * 1.000001) + 2)
+                        while True:
+                            dts = list(map(a0.__add__, map(b1.__mul__, range(m))))
+                            ends = list(accumulate(dts, initial=t))
+                            j = m if ta == math.inf else bisect_left(ends, ta, 0, m)
+                            if j < m or m == k:
+                                break
+                            m = k
+                        tt = ends[j]
+                        if record:
+                            if k <= 24:
+                                v_ext(dts[:j] if j < k else dts)
+                                w_ext([n_dec] * j)        # each value's weight: the run's decodes
+                            else:                         # the vectorised path's values, in its place
+                                itl_chunks.append((dts[:j] if j < k else dts, n_dec))
+                    else:                                 # (a cost that falls: one at a time)
+                        j, tt, dts = 0, t, []
                         while j < k and tt < ta:
                             dt = a0 + b1 * j
                             tt += dt
-                            v_add(dt)
+                            dts.append(dt)
                             j += 1
-                        w_ext([n_dec] * j)                # each value's weight: the run's decodes
-                    else:                                 # the vectorised path's values, in its place
-                        dts = []
-                        d_add = dts.append
-                        while j < k and tt < ta:
-                            dt = a0 + b1 * j
-                            tt += dt
-                            d_add(dt)
-                            j += 1
-                        itl_chunks.append((dts, n_dec))
+                        if record:
+                            if k <= 24:
+                                v_ext(dts)
+                                w_ext([n_dec] * j)
+                            else:
+                                itl_chunks.append((dts, n_dec))
                     k = j
                 else:
                     if ab is not None:
@@ -625,7 +660,8 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                     np.cumsum(ends, out=ends)             # t + dt0 + dt1 + …, in iteration order
                     if ta < math.inf:                     # iterations that start before the next arrival
                         k = 1 + int(np.searchsorted(ends[:k - 1], ta, side="left"))
-                    itl_chunks.append((dts[:k], n_dec))
+                    if record:
+                        itl_chunks.append((dts[:k], n_dec))
                     tt = float(ends[k - 1])
                 # blocks allocated: n per bs iterations, and the sequences whose key ≡ −D − j
                 # (mod bs) for the part (j = 0 … part − 1): a window of the histogram ending at −D
@@ -734,7 +770,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             memo[key_] = dt
         t_end = t + dt
         it += 1
-        if n_dec:
+        if n_dec and record:
             v_add(dt)
             w_add(n_dec)
         D += 1
@@ -746,7 +782,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                 out[r] += 1
                 if out[r] == 1:
                     first[r] = t_end
-                else:                     # resumed after a preemption: the gap since its last token
+                elif record:              # resumed after a preemption: the gap since its last token
                     v_add(t_end - last[r])
                     w_add(1)
                 last[r] = t_end
@@ -781,7 +817,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     wts = np.concatenate([np.frombuffer(itl_w, dtype=np.int64),
                           np.repeat(np.array([w for _, w in itl_chunks], dtype=np.int64),
                                     [len(v) for v, _ in itl_chunks])])
-    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng)
+    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng, events)
 
 
 # ================================================================ the `use batching` block
@@ -1037,23 +1073,31 @@ def _replicas(ctx) -> int:
     return int(e.value("replicas")) if e is not None else 1
 
 
-def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1):
+def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1,
+                      record: bool = True):
     """``replicas`` independent engines behind a round-robin dispatcher (request i, in arrival
-    order, to engine i mod replicas): each simulated alone, the results merged."""
+    order, to engine i mod replicas): each simulated alone, the results merged.  ``record``:
+    as :func:`simulate` (False: no inter-token latencies, no event series)."""
     if replicas <= 1:
-        return simulate(arrival, prompt, output, eng, step_time, c, o)
+        return simulate(arrival, prompt, output, eng, step_time, c, o, record=record)
     A, P, G = _arrays(arrival, prompt, output)
     order = np.argsort(A, kind="stable")
     replicas = min(replicas, len(A))     # engines beyond the request count receive nothing
     parts, left = [], current_limits().sim_iterations       # one budget for all the engines
     for idx in (order[k::replicas] for k in range(replicas)):
         if idx.size:
-            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left))
-            left -= parts[-1].series_t.size
+            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record))
+            left -= parts[-1].events
     first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
     for k, r in enumerate(parts):
         idx = order[k::replicas]
         first[idx], last[idx], pre[idx] = r.first, r.last, r.preemptions
+    events = sum(r.events for r in parts)
+    if not record:
+        empty = np.empty(0)
+        return SimResult(A, P, G, first, last, pre, empty, empty.astype(np.int64), empty,
+                         empty.astype(np.int64), empty.astype(np.int64), empty.astype(np.int64),
+                         sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events)
     # the deployment's state: each engine's step function at every event of any engine, summed
     T = np.unique(np.concatenate([r.series_t for r in parts]))
     tot = np.zeros((3, T.size), dtype=np.int64)
@@ -1064,7 +1108,7 @@ def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o
             tot[row, ok] += col[i[ok]]
     return SimResult(A, P, G, first, last, pre, np.concatenate([r.itl_values for r in parts]),
                      np.concatenate([r.itl_weights for r in parts]), T, tot[0], tot[1], tot[2],
-                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size)
+                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events)
 
 
 def _step_cost(ctx, b):

@@ -217,7 +217,19 @@ def test_fast_path_equals_the_reference(w):
     ref = S.simulate_reference(A, P, G, eng, S.linear_step, C)
     _same(ref, S.simulate(A, P, G, eng, S.linear_step, C, affine=False))
     # the closed form of a run (α + β·context) agrees up to rounding
-    _same(ref, S.simulate(A, P, G, eng, S.linear_step, C), exact=False)
+    full = S.simulate(A, P, G, eng, S.linear_step, C)
+    _same(ref, full, exact=False)
+    _same_unrecorded(full, S.simulate(A, P, G, eng, S.linear_step, C, record=False))
+
+
+def _same_unrecorded(full, bare):
+    """Without recording (the SLO search's simulations): the same schedule and times, bit for
+    bit, and no inter-token latencies or event series — only their count."""
+    assert bare.events == full.events == full.series_t.size
+    assert bare.iterations == full.iterations
+    assert np.array_equal(bare.first, full.first) and np.array_equal(bare.last, full.last)
+    assert np.array_equal(bare.preemptions, full.preemptions)
+    assert bare.itl_values.size == bare.itl_weights.size == bare.series_t.size == 0
 
 
 def test_fast_path_with_a_step_cost_not_affine_in_the_context():
@@ -246,6 +258,13 @@ def test_preemption_heavy_trace_slice():
     ref = S.simulate_reference(A, P, G, eng, S.linear_step, c)
     assert ref.preemptions.sum() > 0
     _same(ref, S.simulate(A, P, G, eng, S.linear_step, c, affine=False))
+    full = S.simulate(A, P, G, eng, S.linear_step, c)
+    _same_unrecorded(full, S.simulate(A, P, G, eng, S.linear_step, c, record=False))
+    # round-robin engines: the same merge of the requests' figures
+    two = S.simulate_replicas(A, P, G, eng, S.linear_step, c, replicas=2)
+    bare = S.simulate_replicas(A, P, G, eng, S.linear_step, c, replicas=2, record=False)
+    assert np.array_equal(two.first, bare.first) and np.array_equal(two.last, bare.last)
+    assert bare.events == two.events > 0 and bare.iterations == two.iterations
 
 
 # ---------------------------------------------------------------- workloads the engine cannot run
