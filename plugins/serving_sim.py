@@ -58,13 +58,11 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
 import weakref
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
-from itertools import accumulate
 
 
 class _Numpy:
@@ -556,7 +554,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     t, nxt, done, it = 0.0, 0, 0, 0
     ar = np.arange(RUN_CAP, dtype=np.int64)
     push, pop = heapq.heappush, heapq.heappop
-    ser_add, v_add, v_ext, w_add, w_ext = ser.extend, itl_v.append, itl_v.extend, itl_w.append, itl_w.extend
+    ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
     cap = current_limits().sim_iterations if max_events is None else max_events
     events = 0
 
@@ -606,47 +604,30 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                 ab = lin_memo.get(n_dec, False) if lin is not None else None
                 if ab is False:
                     ab = lin(n_dec)
-                if ab is not None and k <= SHORT_RUN:     # short run: closed form, summed in order
+                if ab is not None and k <= SHORT_RUN:     # short run: a Python loop, closed form
                     a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
                     b1 = ab[1] * n_dec
-                    if a0 >= 0 and b1 >= 0:
-                        # dt_j = a0 + b1·j and the starts t, t + dt_0, (t + dt_0) + dt_1, … in
-                        # C loops (the same float operations in the same order as a Python
-                        # loop); the times never decrease, so the iterations that start before
-                        # the next arrival are a bisection of the starts
-                        m = k
-                        if ta != math.inf and a0 > 0:
-                            # every step takes at least a0: at most (ta − t)/a0 + 1 start before
-                            # ta (with room for rounding); all m of them before ta means the
-                            # bound was short, and the run is computed in full
-                            m = min(k, int((ta - t) / a0 * 1.000001) + 2)
-                        while True:
-                            dts = list(map(a0.__add__, map(b1.__mul__, range(m))))
-                            ends = list(accumulate(dts, initial=t))
-                            j = m if ta == math.inf else bisect_left(ends, ta, 0, m)
-                            if j < m or m == k:
-                                break
-                            m = k
-                        tt = ends[j]
-                        if record:
-                            if k <= 24:
-                                v_ext(dts[:j] if j < k else dts)
-                                w_ext([n_dec] * j)        # each value's weight: the run's decodes
-                            else:                         # the vectorised path's values, in its place
-                                itl_chunks.append((dts[:j] if j < k else dts, n_dec))
-                    else:                                 # (a cost that falls: one at a time)
-                        j, tt, dts = 0, t, []
+                    j, tt = 0, t
+                    if not record:                        # the times alone
+                        while j < k and tt < ta:
+                            tt += a0 + b1 * j
+                            j += 1
+                    elif k <= 24:
                         while j < k and tt < ta:
                             dt = a0 + b1 * j
                             tt += dt
-                            dts.append(dt)
+                            v_add(dt)
                             j += 1
-                        if record:
-                            if k <= 24:
-                                v_ext(dts)
-                                w_ext([n_dec] * j)
-                            else:
-                                itl_chunks.append((dts, n_dec))
+                        w_ext([n_dec] * j)                # each value's weight: the run's decodes
+                    else:                                 # the vectorised path's values, in its place
+                        dts = []
+                        d_add = dts.append
+                        while j < k and tt < ta:
+                            dt = a0 + b1 * j
+                            tt += dt
+                            d_add(dt)
+                            j += 1
+                        itl_chunks.append((dts, n_dec))
                     k = j
                 else:
                     if ab is not None:
