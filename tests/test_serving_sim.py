@@ -216,9 +216,13 @@ def test_fast_path_equals_the_reference(w):
     A, P, G, eng = w
     ref = S.simulate_reference(A, P, G, eng, S.linear_step, C)
     _same(ref, S.simulate(A, P, G, eng, S.linear_step, C, affine=False))
-    # the closed form of a run (α + β·context) agrees up to rounding
+    # the closed form of a run (α + β·context) agrees up to rounding — on arrivals a third of a
+    # microsecond off the 0.1 ms grid of the step times: on the grid an iteration can end exactly
+    # at an arrival, and which side of it the rounding falls decides whether the arrival joins
+    # the next iteration (a different schedule; seen with 7 requests of 1-52 tokens)
+    A = [a + 1e-6 / 3 for a in A]
     full = S.simulate(A, P, G, eng, S.linear_step, C)
-    _same(ref, full, exact=False)
+    _same(S.simulate_reference(A, P, G, eng, S.linear_step, C), full, exact=False)
     _same_unrecorded(full, S.simulate(A, P, G, eng, S.linear_step, C, record=False))
 
 
