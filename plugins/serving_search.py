@@ -155,6 +155,7 @@ class Layout:
     price: float | None = None
     reason: str = ""
     scalar_decode: ScalarStep | None = field(default=None, repr=False, compare=False)   # decode_fn's
+    step_cost: object = field(default=None, repr=False, compare=False)   # step_fn(g), made once
 
     def kv_tokens(self, S, T):
         """KV tokens of one replica at max_num_seqs S and chunk T (numpy): the engine's
@@ -459,10 +460,12 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     g = res.layouts[int(cols["g"][i])]
     S, T, kv = int(cols["S"][i]), int(cols["T"][i]), int(cols["kv"][i])
     o = ops("numpy")
+    if g.step_cost is None:           # one function per layout: its simulations share what they check
+        g.step_cost = step_fn(g)
     if cols["disagg"][i]:
         eng_p = sim.Engine(kv, g.block_size, S, T, chunked)
         ones = np.ones_like(w.output)
-        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_fn(g), g.c, o, int(cols["xp"][i]),
+        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, g.step_cost, g.c, o, int(cols["xp"][i]),
                                    record=False)
         first = rp.first
         many = w.output > 1
@@ -479,7 +482,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
         span = float(last.max() - w.arrival.min())
     else:
         eng = sim.Engine(kv // g.pp, g.block_size, S, T, chunked)
-        r = sim.simulate_replicas(w.arrival, w.prompt, w.output, eng, step_fn(g), g.c, o,
+        r = sim.simulate_replicas(w.arrival, w.prompt, w.output, eng, g.step_cost, g.c, o,
                                   int(cols["r"][i]) * g.pp, record=False)
         ttft, tpot, span = r.ttft, r.tpot, r.span
     q = sim.QUANTILES[2]

@@ -456,7 +456,8 @@ class _Affine:
     the KV read).  Otherwise None, and runs are evaluated by vectorised calls."""
 
     def __init__(self, step_time, c, o, top: int):
-        self.f, self.c, self.o, self.top, self.memo = step_time, c, o, max(int(top), 16), {}
+        self.f, self.c, self.o, self.top = step_time, c, o, max(int(top), 16)
+        self.memo = _affine_memo(step_time, c, o, self.top)
 
     def __call__(self, n: int):
         r = self.memo.get(n, False)
@@ -469,6 +470,35 @@ class _Affine:
         ok = bool(np.all(np.abs(pred - ys) <= 1e-11 * np.abs(ys)))
         r = self.memo[n] = (a, b) if ok else None
         return r
+
+
+_AFFINE_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+AFFINE_SHARED_CAP = 64     # (constants, ops, pool) memos kept per step cost (then they start over)
+
+
+def _affine_memo(step_time, c, o, top: int) -> dict:
+    """The memo of :class:`_Affine` (decode batch n → (α, β) or None) shared by every
+    simulation of the same step cost (the function object) at equal constants (by type and
+    exact value), ops and pool size: the check is a pure function of those, and the engines
+    of a round-robin deployment, the evaluations of a solve and a search's candidates of one
+    layout and pool repeat it (≈30 µs per batch size).  A fresh dict when the constants are
+    not hashable or the cost cannot be weakly referenced."""
+    try:
+        ck = None if c is None else tuple(sorted(
+            (k, type(v), v.hex() if isinstance(v, float) else v) for k, v in c.items()))
+        key = (ck, type(o), getattr(o, "max", None), getattr(o, "min", None), getattr(o, "where", None), top)
+        hash(key)
+        per = _AFFINE_SHARED.get(step_time)
+        if per is None:
+            per = _AFFINE_SHARED[step_time] = {}
+    except (TypeError, AttributeError):
+        return {}
+    memo = per.get(key)
+    if memo is None:
+        if len(per) >= AFFINE_SHARED_CAP:
+            per.clear()
+        memo = per[key] = {}
+    return memo
 
 
 def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True,

@@ -502,3 +502,29 @@ def test_the_old_chunked_prefill_name_points_at_the_new_one(tmp_path):
                  'step_overhead = 1 ms } }\n')
     d = e.value.diagnostics[0]
     assert d.code == "unknown-name" and "did you mean 'enable_chunked_prefill'?" in d.hint and d.span.column > 1
+
+
+def test_affine_checks_are_shared_by_equal_costs_only():
+    # the (α, β) of a decode batch is a pure function of the cost, its constants (type and exact
+    # value), the ops and the pool: simulations that share them share the check
+    m = S._affine_memo(S.linear_step, dict(C), None, 1600)
+    assert S._affine_memo(S.linear_step, {k: float(v) for k, v in C.items()}, None, 1600) is m
+    assert S._affine_memo(S.linear_step, dict(C), None, 1616) is not m
+    assert S._affine_memo(S.linear_step, {**C, "overhead": 0.0100000001}, None, 1600) is not m
+    assert S._affine_memo(S.linear_step, {**C, "token": 1}, None, 1600) is not \
+        S._affine_memo(S.linear_step, {**C, "token": 1.0}, None, 1600)
+    assert S._affine_memo(lambda *a: S.linear_step(*a), dict(C), None, 1600) is not m
+    assert S._affine_memo(S.linear_step, {**C, "bad": {}}, None, 1600) == {}       # unhashable: its own
+    # the times are those of an unshared check, bit for bit
+    tr = st.read_trace(AZURE)
+    A, P, G = (np.asarray(x[:300]) for x in (tr.arrived, tr.prefill, tr.decode))
+    eng = S.Engine(kv_tokens=60000, block_size=16, max_num_seqs=64, max_num_batched_tokens=2048)
+    c = {"overhead": 0.006, "token": 3e-5, "context": 5e-8}
+    first = S.simulate(A, P, G, eng, S.linear_step, c)
+    shared = S._affine_memo(S.linear_step, c, None, eng.blocks * eng.block_size)
+    assert shared                                          # filled by the first simulation
+    again = S.simulate(A, P, G, eng, S.linear_step, dict(c))
+    alone = S.simulate(A, P, G, eng, lambda *a: S.linear_step(*a), c)     # a cost of its own
+    for r in (again, alone):
+        assert np.array_equal(r.first, first.first) and np.array_equal(r.last, first.last)
+        assert np.array_equal(r.itl_values, first.itl_values)
