@@ -725,8 +725,8 @@ class ScalarStep:
             total = total + t[1]
         total = total + lm
         total = total + pa
-        for memo in (self._memo, self._tokens, self._logits, self._chunks):
-            if len(memo) >= self.MEMO_CAP:
+        if len(self._memo) >= self.MEMO_CAP:    # each term memo gains at most one entry per step memo's
+            for memo in (self._memo, self._tokens, self._logits, self._chunks):
                 memo.clear()
         m = self._memo[P, D, K, ps] = (total, t[2], t[3], t[4])
         return m
