@@ -82,8 +82,10 @@ latencies are percentiles of a simulation.
 Deterministic: no randomness; candidates are enumerated in the order of the lists.  Speed
 (``benchmarks/serving_search_azure.py``): the screen prices thousands of candidates in
 a fraction of a second (3,456 configurations: about 0.3 s); each simulation of the
-19,366-request Azure conversation trace about 0.15–0.4 s, so a search's time is set by its
-``simulate`` budget and the limit ``search_requests``.
+19,366-request Azure conversation trace about 0.1–0.4 s (run without recording the
+inter-token latencies and the event series, which the search does not read:
+``simulate(record=False)``), so a search's time is set by its ``simulate`` budget and the limit
+``search_requests``.
 
 References: NVIDIA AIConfigurator 0.12 (``aiconfigurator/sdk/pareto_analysis.py``: aggregated
 and xPyD disaggregated search, Pareto front); Zhong et al. 2024, "DistServe: Disaggregating
