@@ -578,7 +578,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     n_dec, sum_key, D = 0, 0, 0
     X = -1                              # the running request still prefilling (always the tail), or -1
     free = NB
-    running: list[int] = []
+    running: dict = {}                  # in admission order (a dict: a finish leaves in O(1))
     waiting: deque = deque()
     itl_chunks: list = []               # (values array, weight) of vectorised runs
     itl_v, itl_w, ser = array('d'), array('q'), array('d')
@@ -700,21 +700,23 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                     free += -(-(kr + D) // bs)
                     out[r] = G[r]
                     last[r] = t
-                    running.remove(r)
+                    del running[r]
                     done += 1
                 continue
         # ---- one iteration, the general rules
         preempted = False
         if nb > free:                     # decoders in order; preempt from the tail when the pool runs out
             i = 0
-            while i < len(running):
-                r = running[i]
+            lst = list(running)
+            while i < len(lst):
+                r = lst[i]
                 if r == X:
                     break
                 if (key[r] + D) % bs == 0:
                     gone = False
                     while free < 1:
-                        v = running.pop()
+                        v = lst.pop()
+                        del running[v]
                         freed, kv = _preempt(v, v == X, t, D, state)
                         free += freed
                         if v == X:
@@ -739,7 +741,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             new = min(P[X] + out[X] - comp[X], budget)
             need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
             if need > free:
-                running.pop()             # X is the tail: it is its own victim
+                running.popitem()         # X is the tail: it is its own victim
                 free += _preempt(X, True, t, D, state)[0]
                 X = -1
                 preempted = True
@@ -763,7 +765,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                     break
                 waiting.popleft()
                 free -= need
-                running.append(r)
+                running[r] = None
                 sched.append((r, new))
                 budget -= new
                 if comp[r] + new == P[r] + out[r]:
@@ -803,7 +805,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                 last[r] = t_end
                 if out[r] == G[r]:
                     free += -(-comp[r] // bs)
-                    running.remove(r)
+                    del running[r]
                     done += 1
                 else:                     # a decoder from now on
                     k = comp[r] - D
@@ -825,7 +827,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             free += -(-(kr + D) // bs)
             out[r] = G[r]
             last[r] = t_end
-            running.remove(r)
+            del running[r]
             done += 1
         t = t_end
     vals = np.concatenate([np.frombuffer(itl_v, dtype=float)] + [np.asarray(v, dtype=float) for v, _ in itl_chunks])
