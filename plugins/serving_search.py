@@ -82,8 +82,10 @@ latencies are percentiles of a simulation.
 Deterministic: no randomness; candidates are enumerated in the order of the lists.  Speed
 (``benchmarks/serving_search_azure.py``): the screen prices thousands of candidates in
 a fraction of a second (3,456 configurations: about 0.3 s); each simulation of the
-19,366-request Azure conversation trace about 0.15–0.4 s, so a search's time is set by its
-``simulate`` budget and the limit ``search_requests``.
+19,366-request Azure conversation trace about 0.1–0.4 s (run without recording the
+inter-token latencies and the event series, which the search does not read:
+``simulate(record=False)``), so a search's time is set by its ``simulate`` budget and the limit
+``search_requests``.
 
 References: NVIDIA AIConfigurator 0.12 (``aiconfigurator/sdk/pareto_analysis.py``: aggregated
 and xPyD disaggregated search, Pareto front); Zhong et al. 2024, "DistServe: Disaggregating
@@ -155,6 +157,7 @@ class Layout:
     price: float | None = None
     reason: str = ""
     scalar_decode: ScalarStep | None = field(default=None, repr=False, compare=False)   # decode_fn's
+    step_cost: object = field(default=None, repr=False, compare=False)   # step_fn(g), made once
 
     def kv_tokens(self, S, T):
         """KV tokens of one replica at max_num_seqs S and chunk T (numpy): the engine's
@@ -459,10 +462,13 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     g = res.layouts[int(cols["g"][i])]
     S, T, kv = int(cols["S"][i]), int(cols["T"][i]), int(cols["kv"][i])
     o = ops("numpy")
+    if g.step_cost is None:           # one function per layout: its simulations share what they check
+        g.step_cost = step_fn(g)
     if cols["disagg"][i]:
         eng_p = sim.Engine(kv, g.block_size, S, T, chunked)
         ones = np.ones_like(w.output)
-        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, step_fn(g), g.c, o, int(cols["xp"][i]))
+        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, g.step_cost, g.c, o, int(cols["xp"][i]),
+                                   record=False)
         first = rp.first
         many = w.output > 1
         xfer = kv_transfer_time(g.c, w.prompt, kv_link, o) if kv_link is not None else 0.0 * first
@@ -471,15 +477,15 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
             arr = (first + xfer)[many]
             eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S), True)
             rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_fn(g),
-                                       g.c, o, int(cols["yd"][i]))
+                                       g.c, o, int(cols["yd"][i]), record=False)
             last[many] = rd.last
         ttft = first - w.arrival
         tpot = (last[many] - first[many]) / (w.output[many] - 1)
         span = float(last.max() - w.arrival.min())
     else:
         eng = sim.Engine(kv // g.pp, g.block_size, S, T, chunked)
-        r = sim.simulate_replicas(w.arrival, w.prompt, w.output, eng, step_fn(g), g.c, o,
-                                  int(cols["r"][i]) * g.pp)
+        r = sim.simulate_replicas(w.arrival, w.prompt, w.output, eng, g.step_cost, g.c, o,
+                                  int(cols["r"][i]) * g.pp, record=False)
         ttft, tpot, span = r.ttft, r.tpot, r.span
     q = sim.QUANTILES[2]
     out = {"ttft_p95": sim.nearest_rank_np(ttft, q),

@@ -81,6 +81,7 @@ QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(9
 RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
 MEMO_CAP = 1 << 16         # single-iteration step costs remembered at most (then the memo starts over)
 SHORT_RUN = 64             # runs up to this many iterations: a Python loop (numpy's per-call cost is higher)
+BARE_RUN = 128             # the same without recording (≈70 ns an iteration against numpy's ≈10 µs a run)
 
 
 class SimError(ValueError):
@@ -203,7 +204,9 @@ class SimResult:
     ``first``/``last``: time of each request's first and last output token; ``preemptions``
     per request; ``itl_values``/``itl_weights``: inter-token latencies, each value standing
     for ``weight`` tokens; ``series_*``: at each event, the time, the waiting requests, the
-    running requests and the KV blocks in use; ``iterations``: engine iterations simulated."""
+    running requests and the KV blocks in use; ``iterations``: engine iterations simulated;
+    ``events``: the scheduler's events (the length of the series when they are recorded; -1 when
+    not counted)."""
 
     arrival: np.ndarray
     prompt: np.ndarray
@@ -221,6 +224,7 @@ class SimResult:
     blocks: int
     block_size: int
     _cache: dict = field(default_factory=dict, repr=False)
+    events: int = -1
 
     @property
     def ttft(self) -> np.ndarray:
@@ -308,7 +312,7 @@ class SimResult:
         return out
 
 
-def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
+def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, events=-1):
     ser = (np.frombuffer(ser, dtype=float).copy() if isinstance(ser, array)
            else np.fromiter(ser, dtype=float, count=len(ser))).reshape(-1, 4)
     first, last = ((np.frombuffer(x, dtype=float).copy() if isinstance(x, array) else np.asarray(x, dtype=float))
@@ -316,7 +320,7 @@ def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng):
     return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
                      first, last, np.asarray(pre, dtype=np.int64),
                      itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
-                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size)
+                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size, events=events)
 
 
 def _arrays(arrival, prompt, output):
@@ -453,7 +457,8 @@ class _Affine:
     the KV read).  Otherwise None, and runs are evaluated by vectorised calls."""
 
     def __init__(self, step_time, c, o, top: int):
-        self.f, self.c, self.o, self.top, self.memo = step_time, c, o, max(int(top), 16), {}
+        self.f, self.c, self.o, self.top = step_time, c, o, max(int(top), 16)
+        self.memo = _affine_memo(step_time, c, o, self.top)
 
     def __call__(self, n: int):
         r = self.memo.get(n, False)
@@ -468,8 +473,37 @@ class _Affine:
         return r
 
 
+_AFFINE_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+AFFINE_SHARED_CAP = 64     # (constants, ops, pool) memos kept per step cost (then they start over)
+
+
+def _affine_memo(step_time, c, o, top: int) -> dict:
+    """The memo of :class:`_Affine` (decode batch n → (α, β) or None) shared by every
+    simulation of the same step cost (the function object) at equal constants (by type and
+    exact value), ops and pool size: the check is a pure function of those, and the engines
+    of a round-robin deployment, the evaluations of a solve and a search's candidates of one
+    layout and pool repeat it (≈30 µs per batch size).  A fresh dict when the constants are
+    not hashable or the cost cannot be weakly referenced."""
+    try:
+        ck = None if c is None else tuple(sorted(
+            (k, type(v), v.hex() if isinstance(v, float) else v) for k, v in c.items()))
+        key = (ck, type(o), getattr(o, "max", None), getattr(o, "min", None), getattr(o, "where", None), top)
+        hash(key)
+        per = _AFFINE_SHARED.get(step_time)
+        if per is None:
+            per = _AFFINE_SHARED[step_time] = {}
+    except (TypeError, AttributeError):
+        return {}
+    memo = per.get(key)
+    if memo is None:
+        if len(per) >= AFFINE_SHARED_CAP:
+            per.clear()
+        memo = per[key] = {}
+    return memo
+
+
 def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True,
-             max_events: int | None = None) -> SimResult:
+             max_events: int | None = None, record: bool = True) -> SimResult:
     """The same schedule as :func:`simulate_reference`, advancing runs of identical decode
     iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
     closed form α + β·context when the step cost is affine in the context (:class:`_Affine`;
@@ -483,6 +517,11 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     them) → seconds, the same value as the step cost's on Python numbers
     (:class:`plugins.serving_step.ScalarStep`: it remembers what does not depend on the context).
 
+    ``record=False`` keeps only what the per-request figures need (first and last token times,
+    preemptions, the iteration count): the inter-token latencies and the event series come back
+    empty (``SimResult.events`` still counts the events) — the same schedule and the same times,
+    for a caller that reads TTFT, TPOT, end-to-end latency and the span only (the SLO search).
+
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
     A, Pa, Ga = _arrays(arrival, prompt, output)
@@ -490,7 +529,7 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     # tens of thousands of small tuples (heap entries, events) and no cycle: without the
     # collector's passes over every live object
     with no_gc():
-        return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events)
+        return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events, record)
 
 
 def _preempt(v, prefilling: bool, t_now: float, D: int, state) -> tuple:
@@ -514,7 +553,8 @@ def _preempt(v, prefilling: bool, t_now: float, D: int, state) -> tuple:
     return freed, k
 
 
-def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None) -> SimResult:
+def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None,
+              record: bool = True) -> SimResult:
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
     chunked = eng.enable_chunked_prefill
     extra = _extra_args(step_time)
@@ -538,7 +578,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     n_dec, sum_key, D = 0, 0, 0
     X = -1                              # the running request still prefilling (always the tail), or -1
     free = NB
-    running: list[int] = []
+    running: dict = {}                  # in admission order (a dict: a finish leaves in O(1))
     waiting: deque = deque()
     itl_chunks: list = []               # (values array, weight) of vectorised runs
     itl_v, itl_w, ser = array('d'), array('q'), array('d')
@@ -546,7 +586,8 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     ar = np.arange(RUN_CAP, dtype=np.int64)
     push, pop = heapq.heappush, heapq.heappop
     ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
-    cap4 = 4 * (current_limits().sim_iterations if max_events is None else max_events)
+    cap = current_limits().sim_iterations if max_events is None else max_events
+    events = 0
 
     # (the loop's counters stay plain locals: a nested function changing them would make every
     # access to them, in every iteration, go through a cell)
@@ -559,9 +600,11 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
         if not running and not waiting:
             t = arr[nxt]
             continue
-        ser_add((t, len(waiting), len(running), NB - free))
-        if len(ser) > cap4:
-            _too_many_events(cap4 // 4, done, n, sum(pre))
+        if record:
+            ser_add((t, len(waiting), len(running), NB - free))
+        events += 1
+        if events > cap:
+            _too_many_events(cap, done, n, sum(pre))
         nb = hist[(-D) % bs]
         # ---- a run of identical decode iterations: no prefill, nothing admissible, no preemption
         if X < 0 and n_dec and nb <= free:
@@ -592,11 +635,18 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                 ab = lin_memo.get(n_dec, False) if lin is not None else None
                 if ab is False:
                     ab = lin(n_dec)
-                if ab is not None and k <= SHORT_RUN:     # short run: a Python loop, closed form
+                if ab is not None and (k <= SHORT_RUN or not record and (
+                        k <= BARE_RUN or ta - t < BARE_RUN * (ab[0] + ab[1] * (sum_key + n_dec * D)))):
+                    # short run (or, without recording, one that ends within BARE_RUN steps of
+                    # at least α each): a Python loop, closed form
                     a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
                     b1 = ab[1] * n_dec
                     j, tt = 0, t
-                    if k <= 24:
+                    if not record:                        # the times alone
+                        while j < k and tt < ta:
+                            tt += a0 + b1 * j
+                            j += 1
+                    elif k <= 24:
                         while j < k and tt < ta:
                             dt = a0 + b1 * j
                             tt += dt
@@ -625,7 +675,8 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                     np.cumsum(ends, out=ends)             # t + dt0 + dt1 + …, in iteration order
                     if ta < math.inf:                     # iterations that start before the next arrival
                         k = 1 + int(np.searchsorted(ends[:k - 1], ta, side="left"))
-                    itl_chunks.append((dts[:k], n_dec))
+                    if record:
+                        itl_chunks.append((dts[:k], n_dec))
                     tt = float(ends[k - 1])
                 # blocks allocated: n per bs iterations, and the sequences whose key ≡ −D − j
                 # (mod bs) for the part (j = 0 … part − 1): a window of the histogram ending at −D
@@ -649,21 +700,23 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                     free += -(-(kr + D) // bs)
                     out[r] = G[r]
                     last[r] = t
-                    running.remove(r)
+                    del running[r]
                     done += 1
                 continue
         # ---- one iteration, the general rules
         preempted = False
         if nb > free:                     # decoders in order; preempt from the tail when the pool runs out
             i = 0
-            while i < len(running):
-                r = running[i]
+            lst = list(running)
+            while i < len(lst):
+                r = lst[i]
                 if r == X:
                     break
                 if (key[r] + D) % bs == 0:
                     gone = False
                     while free < 1:
-                        v = running.pop()
+                        v = lst.pop()
+                        del running[v]
                         freed, kv = _preempt(v, v == X, t, D, state)
                         free += freed
                         if v == X:
@@ -688,7 +741,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             new = min(P[X] + out[X] - comp[X], budget)
             need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
             if need > free:
-                running.pop()             # X is the tail: it is its own victim
+                running.popitem()         # X is the tail: it is its own victim
                 free += _preempt(X, True, t, D, state)[0]
                 X = -1
                 preempted = True
@@ -712,7 +765,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                     break
                 waiting.popleft()
                 free -= need
-                running.append(r)
+                running[r] = None
                 sched.append((r, new))
                 budget -= new
                 if comp[r] + new == P[r] + out[r]:
@@ -734,7 +787,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             memo[key_] = dt
         t_end = t + dt
         it += 1
-        if n_dec:
+        if n_dec and record:
             v_add(dt)
             w_add(n_dec)
         D += 1
@@ -746,13 +799,13 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                 out[r] += 1
                 if out[r] == 1:
                     first[r] = t_end
-                else:                     # resumed after a preemption: the gap since its last token
+                elif record:              # resumed after a preemption: the gap since its last token
                     v_add(t_end - last[r])
                     w_add(1)
                 last[r] = t_end
                 if out[r] == G[r]:
                     free += -(-comp[r] // bs)
-                    running.remove(r)
+                    del running[r]
                     done += 1
                 else:                     # a decoder from now on
                     k = comp[r] - D
@@ -774,14 +827,14 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
             free += -(-(kr + D) // bs)
             out[r] = G[r]
             last[r] = t_end
-            running.remove(r)
+            del running[r]
             done += 1
         t = t_end
     vals = np.concatenate([np.frombuffer(itl_v, dtype=float)] + [np.asarray(v, dtype=float) for v, _ in itl_chunks])
     wts = np.concatenate([np.frombuffer(itl_w, dtype=np.int64),
                           np.repeat(np.array([w for _, w in itl_chunks], dtype=np.int64),
                                     [len(v) for v, _ in itl_chunks])])
-    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng)
+    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng, events)
 
 
 # ================================================================ the `use batching` block
@@ -1037,23 +1090,31 @@ def _replicas(ctx) -> int:
     return int(e.value("replicas")) if e is not None else 1
 
 
-def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1):
+def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1,
+                      record: bool = True):
     """``replicas`` independent engines behind a round-robin dispatcher (request i, in arrival
-    order, to engine i mod replicas): each simulated alone, the results merged."""
+    order, to engine i mod replicas): each simulated alone, the results merged.  ``record``:
+    as :func:`simulate` (False: no inter-token latencies, no event series)."""
     if replicas <= 1:
-        return simulate(arrival, prompt, output, eng, step_time, c, o)
+        return simulate(arrival, prompt, output, eng, step_time, c, o, record=record)
     A, P, G = _arrays(arrival, prompt, output)
     order = np.argsort(A, kind="stable")
     replicas = min(replicas, len(A))     # engines beyond the request count receive nothing
     parts, left = [], current_limits().sim_iterations       # one budget for all the engines
     for idx in (order[k::replicas] for k in range(replicas)):
         if idx.size:
-            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left))
-            left -= parts[-1].series_t.size
+            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record))
+            left -= parts[-1].events
     first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
     for k, r in enumerate(parts):
         idx = order[k::replicas]
         first[idx], last[idx], pre[idx] = r.first, r.last, r.preemptions
+    events = sum(r.events for r in parts)
+    if not record:
+        empty = np.empty(0)
+        return SimResult(A, P, G, first, last, pre, empty, empty.astype(np.int64), empty,
+                         empty.astype(np.int64), empty.astype(np.int64), empty.astype(np.int64),
+                         sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events)
     # the deployment's state: each engine's step function at every event of any engine, summed
     T = np.unique(np.concatenate([r.series_t for r in parts]))
     tot = np.zeros((3, T.size), dtype=np.int64)
@@ -1064,7 +1125,7 @@ def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o
             tot[row, ok] += col[i[ok]]
     return SimResult(A, P, G, first, last, pre, np.concatenate([r.itl_values for r in parts]),
                      np.concatenate([r.itl_weights for r in parts]), T, tot[0], tot[1], tot[2],
-                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size)
+                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events)
 
 
 def _step_cost(ctx, b):

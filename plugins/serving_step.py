@@ -102,6 +102,8 @@ Sources of the generic values:
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from dsl.plugin import Param, UseSpec, hookimpl
@@ -198,6 +200,14 @@ def _decl_name(ref):
 
 
 # ---------------------------------------------------------------- constants
+@lru_cache(maxsize=256)
+def _nsimplify(v: float):
+    """``sympy.nsimplify`` of a float (the generic knobs' values as exact rationals), once per
+    value and process: a sympy number is immutable, and every evaluation of a plan with a step
+    model asks for the same ten (≈2 ms each, which a solve's re-evaluations repeated)."""
+    return sp.nsimplify(v)
+
+
 def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=None, kv_window=None):
     """The step constants from an architecture and a device (numbers or sympy expressions).
 
@@ -229,7 +239,7 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
     k_.update({key: v for key, v in (knobs or {}).items() if v is not None})
     if any(isinstance(v, sp.Basic) for v in a.values()):
         # symbolic constants: exact rationals for the generic values (readable explanations)
-        k_ = {key: (sp.nsimplify(v) if isinstance(v, float) else v) for key, v in k_.items()}
+        k_ = {key: (_nsimplify(v) if isinstance(v, float) else v) for key, v in k_.items()}
     wb = FORMAT_BYTES[weights]
     if not any(isinstance(v, sp.Basic) for v in a.values()) and isinstance(wb, sp.Basic):
         wb = float(wb)
@@ -725,8 +735,8 @@ class ScalarStep:
             total = total + t[1]
         total = total + lm
         total = total + pa
-        for memo in (self._memo, self._tokens, self._logits, self._chunks):
-            if len(memo) >= self.MEMO_CAP:
+        if len(self._memo) >= self.MEMO_CAP:    # each term memo gains at most one entry per step memo's
+            for memo in (self._memo, self._tokens, self._logits, self._chunks):
                 memo.clear()
         m = self._memo[P, D, K, ps] = (total, t[2], t[3], t[4])
         return m
