@@ -1022,6 +1022,23 @@ class Timeline:
                 by_res.setdefault(b.names[i], Counter())[b.durations[b.dcode[i]]] += 1
         return list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
 
+    def duration_release(self) -> tuple[list, list]:
+        """Each activity's duration and release (None: none) expressions, in activity order,
+        read from the columns (no activity object per row)."""
+        durs: list = []
+        rels: list = []
+        for seg in self.activities._segs:
+            if seg[0] == "one":
+                for k in seg[1]:
+                    a = self.activities._single[k]
+                    durs.append(a.duration)
+                    rels.append(a.release)
+            else:
+                b = seg[1]
+                durs.extend(b.durations[c] for c in b.dcode.tolist())
+                rels.extend([None] * b.n)
+        return durs, rels
+
     def mirror(self):
         """``(rows, edges)`` to mirror the activities into the quantity graph: rows
         ``(id, duration, resource, plugin, doc)`` in order, edges the distinct ``(pred, succ)``
@@ -1414,7 +1431,7 @@ class Timeline:
 
         ids, preds = self.edges()
         order = self.topo(len(ids), preds)
-        acts = list(self.activities.values())
+        durs, rels = self.duration_release()
         terms: dict = {}          # term (symbol or non-linear atom) -> index
         sparse: dict = {}         # expression -> {index: Fraction}
 
@@ -1432,10 +1449,10 @@ class Timeline:
 
         # every expression once, in the order the pass below meets them (term indices as before)
         for i in order:
-            vec(acts[i].release)
+            vec(rels[i])
             for _, lag, _ in preds[i]:
                 vec(lag)
-            vec(acts[i].duration)
+            vec(durs[i])
         n_terms = len(terms)
         scale = math.lcm(1, *{c.denominator for acc in sparse.values() for c in acc.values()})
         dense: dict = {}          # expression -> integer tuple (scaled), None when all zero
@@ -1510,14 +1527,14 @@ class Timeline:
         fin: list = [None] * len(ids)
         for i in order:
             cands: set = set()
-            if acts[i].release is not None:
-                cands |= shift({zero}, acts[i].release)
+            if rels[i] is not None:
+                cands |= shift({zero}, rels[i])
             for j, lag, on in preds[i]:
                 cands |= shift(fin[j] if on == "finish" else st[j], lag)
             s = pareto(cands) if cands else {zero}
             if len(s) > limit:
                 return None
-            st[i], fin[i] = s, shift(s, acts[i].duration)
+            st[i], fin[i] = s, shift(s, durs[i])
         return ids, st, fin, pareto, to_expr, inv, scale
 
     def full_times(self, limit: int = FORM_LIMIT):
