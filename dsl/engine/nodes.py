@@ -13,7 +13,7 @@ import sympy as sp
 
 from ..syntax import ast as A
 from ..syntax.diagnostics import Span
-from .deferred import DeferredAttr
+from .deferred import DeferredAttr, deferred
 from .units import Dim
 
 
@@ -69,7 +69,7 @@ class Node:
 
     @property
     def numeric(self) -> bool:
-        return self.value is None and ("_deferred_expr" in self.__dict__ or self.expr is not None)
+        return self.value is None and (deferred(self, "expr") is not None or self.expr is not None)
 
     def seal(self) -> None:
         """Make the node read-only (it becomes a :class:`SealedNode`).  Nodes are built by the
