@@ -409,7 +409,10 @@ def plan_quantities_price(ctx):
         "dualpipe": (p / 2 - 1) * ((t_f + t_b) + t_b - 3 * t_w),
     }.get(sched)
     if bound is not None:
-        ctx.define("bubble_bound", sp.Max(bound, 0), "ms",
+        # the bound is a product over the block's parameters, real symbols of no known sign:
+        # sympy cannot order it against 0, so its evaluating Max (a sign query through the
+        # assumptions, then factor_terms, ≈5 ms a plan) returns this same unevaluated Max
+        ctx.define("bubble_bound", sp.Max(bound, 0, evaluate=False), "ms",
                    "closed-form bubble per stage of this schedule (GPipe/1F1B (p−1)(t_f+t_b), interleaved ÷v, "
                    "ZB-H1 (p−1)(T_F+T_B−T_W), ZB-H2 (p−1)(T_F+T_B−2T_W), DualPipe (PP/2−1)(F&B+B−3W))")
     npos = st.p if sched == "dualpipe" else st.p * st.v
