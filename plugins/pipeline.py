@@ -492,8 +492,12 @@ def plan_activities_schedule(ctx):
             ctx.define(f"{ident}_peak", pk, "MiB", f"largest per-stage peak ({name})")
         cands.append((name, T, pk))
     if budget is not None and others:
+        # one Piecewise per compared schedule over its own makespan and peak symbols: sympy
+        # cannot order two of them, so its evaluating Min (pairwise comparisons, factor_terms)
+        # returns this same unevaluated Min
         ctx.define("fastest_in_budget",
-                   sp.Min(*[sp.Piecewise((T, pk <= budget), (sp.oo, True)) for _, T, pk in cands]), "ms",
+                   sp.Min(*[sp.Piecewise((T, pk <= budget), (sp.oo, True)) for _, T, pk in cands], evaluate=False),
+                   "ms",
                    "makespan of the fastest compared schedule whose largest stage peak fits the budget "
                    "(infeasible peaks are ruled out first, then time is compared)", headline=True,
                    references=("Book ch. 10 §10.3.2 (pipeline schedules and bubbles)",))
