@@ -409,7 +409,10 @@ def plan_quantities_price(ctx):
         "dualpipe": (p / 2 - 1) * ((t_f + t_b) + t_b - 3 * t_w),
     }.get(sched)
     if bound is not None:
-        ctx.define("bubble_bound", sp.Max(bound, 0), "ms",
+        # the bound is a product over the block's parameters, real symbols of no known sign:
+        # sympy cannot order it against 0, so its evaluating Max (a sign query through the
+        # assumptions, then factor_terms, ≈5 ms a plan) returns this same unevaluated Max
+        ctx.define("bubble_bound", sp.Max(bound, 0, evaluate=False), "ms",
                    "closed-form bubble per stage of this schedule (GPipe/1F1B (p−1)(t_f+t_b), interleaved ÷v, "
                    "ZB-H1 (p−1)(T_F+T_B−T_W), ZB-H2 (p−1)(T_F+T_B−2T_W), DualPipe (PP/2−1)(F&B+B−3W))")
     npos = st.p if sched == "dualpipe" else st.p * st.v
@@ -489,8 +492,12 @@ def plan_activities_schedule(ctx):
             ctx.define(f"{ident}_peak", pk, "MiB", f"largest per-stage peak ({name})")
         cands.append((name, T, pk))
     if budget is not None and others:
+        # one Piecewise per compared schedule over its own makespan and peak symbols: sympy
+        # cannot order two of them, so its evaluating Min (pairwise comparisons, factor_terms)
+        # returns this same unevaluated Min
         ctx.define("fastest_in_budget",
-                   sp.Min(*[sp.Piecewise((T, pk <= budget), (sp.oo, True)) for _, T, pk in cands]), "ms",
+                   sp.Min(*[sp.Piecewise((T, pk <= budget), (sp.oo, True)) for _, T, pk in cands], evaluate=False),
+                   "ms",
                    "makespan of the fastest compared schedule whose largest stage peak fits the budget "
                    "(infeasible peaks are ruled out first, then time is compared)", headline=True,
                    references=("Book ch. 10 §10.3.2 (pipeline schedules and bubbles)",))

@@ -168,3 +168,25 @@ def test_dualpipe_holds_at_most_pp_plus_one_microbatches(ws, plan):
         prof = ws.memory_profile(plan, "pipeline", f"stage {r}")
         assert len([h for h in prof.live if h.startswith("act:")]) <= 4 + 1
     assert len([h for h in ws.memory_profile(plan, "pipeline", "stage 0").live if h.startswith("act:")]) == 5
+
+
+def test_exact_makespan_is_built_only_when_read():
+    """`plan eval` needs the makespan's number, not its 21-path ``Max``: after evaluation the
+    node still waits for its expression, its value is the book's 283 ms (ZB-H1), and the
+    expression built on first read is the timeline's exact max-plus form, equal to 283 ms at
+    the nominal inputs."""
+    import sympy as sp
+
+    from dsl.engine.deferred import deferred
+
+    ev = dsl.load(CASE)
+    nid = ev.lookup("zb_h1.pipeline_time")
+    node = ev.nodes[nid]
+    assert deferred(node, "expr") is not None
+    assert qval(ev, "zb_h1.pipeline_time", "ms") == pytest.approx(283, abs=0.5)
+    e = node.expr
+    assert deferred(node, "expr") is None and isinstance(e, sp.Max)
+    assert e == ev.timelines[("zb_h1", "pipeline")].full_expr()
+    assert node.expr is e and ev.timelines[("zb_h1", "pipeline")].makespan_expr is e
+    at = e.xreplace({s: ev.base_value(s.name) for s in e.free_symbols})
+    assert at == ev.base_value(nid) and float(at) * 1e3 == pytest.approx(283, abs=0.5)

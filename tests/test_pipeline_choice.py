@@ -48,3 +48,15 @@ def test_break_even_budget_is_fill_drains_peak(ws):
     assert s.value / 1e9 == pytest.approx(2.57, rel=0.005)
     assert s.value == pytest.approx(qval(ws, "budget_1gb.activation_peak"), rel=1e-6)
     assert s.holds is not None and ">=" in s.holds
+
+
+def test_fastest_in_budget_is_the_min_sympy_would_build(ws):
+    """The plugin builds the Min over the compared schedules unevaluated (sympy cannot order two
+    of its Piecewise arguments); evaluating it from its arguments gives the same Min."""
+    import sympy as sp
+
+    for plan, n in (("budget_1gb", 2), ("budget_ample", 2), ("budget_all", 4)):
+        e = ws.nodes[ws.lookup(f"{plan}.fastest_in_budget")].expr
+        assert isinstance(e, sp.Min) and len(e.args) == n
+        again = sp.Min(*e.args)
+        assert again == e and sp.srepr(again) == sp.srepr(e)

@@ -94,3 +94,18 @@ def test_symbolic_makespan_matches_numeric_event_model(write_plan):
             ws1 = dsl.load(write_plan(base.format(s=s, tf=tf, tb=tb, tw=tw, c=c), f"{s}{tf}{tb}{c}.plan"))
             assert _at(ws0, "x.pipeline_time", forward=tf, backward=tb, weight_grad=tw, transfer=c,
                        transfer_back=c) == pytest.approx(qval(ws1, "x.pipeline_time", "ms"))
+
+
+def test_bubble_bound_is_the_max_sympy_would_build():
+    """The plugin builds ``Max(bound, 0)`` unevaluated (sympy's evaluation only spends time on a
+    bound whose sign it cannot know); evaluating it from its arguments gives the same Max, for
+    every schedule with a closed-form bound."""
+    ev = dsl.load(BOOK)
+    seen = set()
+    for plan in ("fill_drain", "one_f_one_b", "interleaved", "zb_h1", "zb_h2", "dualpipe"):
+        e = ev.nodes[ev.lookup(f"{plan}.bubble_bound")].expr
+        assert isinstance(e, sp.Max) and sp.S.Zero in e.args
+        again = sp.Max(*e.args)
+        assert again == e and sp.srepr(again) == sp.srepr(e)
+        seen.add(sp.srepr(e.xreplace({s: sp.Symbol(s.name.split(".", 1)[1], real=True) for s in e.free_symbols})))
+    assert len(seen) == 5      # fill-drain and 1F1B share (p−1)(t_f+t_b); the other four differ

@@ -53,6 +53,61 @@ def test_full_expr_pareto_with_rational_and_huge_coefficients():
             assert set(e.args if isinstance(e, sp.Max) else [e]) == want
 
 
+def test_full_expr_pareto_of_hundreds_of_forms():
+    """300 incomparable branches k·a + (299−k)·b and 300 dominated ones (each ≤ one of them,
+    shuffled in): more forms than one block of the int64 comparison, so a row is checked
+    against the rows kept from earlier blocks and against its own block."""
+    import random
+
+    a, b = sp.symbols("a b", nonnegative=True)
+    keep = [(k, 299 - k) for k in range(300)]
+    drop = [(k, 298 - k) for k in range(299)] + [(0, 0)]
+    coeffs = keep + drop
+    random.Random(7).shuffle(coeffs)
+    e = _fan(coeffs, a, b).full_expr(limit=10 ** 9)
+    assert set(e.args) == {p * a + q * b for p, q in keep}
+
+
+def test_full_expr_pareto_agrees_with_the_definition():
+    """Random fans of 1-60 branches over three inputs: the Max keeps exactly the coefficient
+    rows that no other row is ≥ in every column (checked pair by pair here)."""
+    import random
+
+    xs = sp.symbols("x0:3", nonnegative=True)
+    rng = random.Random(3)
+    for _ in range(40):
+        rows = list({tuple(rng.randint(0, 4) for _ in xs) for _ in range(rng.randint(1, 60))})
+        rows = [r for r in rows if any(r)] or [(1, 0, 0)]
+        tl = Timeline("p", "t")
+        for i, r in enumerate(rows):
+            tl.add(f"b{i}", sum(c * x for c, x in zip(r, xs)), f"r{i}")
+        tl.add("end", 0, "z", after=[f"b{i}" for i in range(len(rows))])
+        want = {sum(c * x for c, x in zip(r, xs)) for r in rows
+                if not any(o != r and all(p >= q for p, q in zip(o, r)) for o in rows)}
+        e = tl.full_expr(limit=10 ** 9)
+        assert set(e.args if isinstance(e, sp.Max) else [e]) == want
+
+
+def test_deferred_makespan_knows_its_symbols_and_value_before_it_is_built():
+    """max(a, a + b, c) + 1 with a = 2, b = 3/2, c = 9/4: 9/2, from the forms alone; the
+    expression is built on the first read only."""
+    a, b, c = sp.symbols("a b c", nonnegative=True)
+    tl = Timeline("p", "t")
+    tl.add("x", a, "r1")
+    tl.add("y", a + b, "r2")
+    tl.add("z", c, "r3")
+    tl.add("end", 1, "r4", after=["x", "y", "z"])
+    d = tl.full_expr_deferred()
+    assert d.free_symbols == {a, b, c}
+    assert d.exact({a: sp.Integer(2), b: sp.Rational(3, 2), c: sp.Rational(9, 4)}) == sp.Rational(9, 2)
+    assert d.exact({a: sp.Integer(2), b: sp.Float(1.5), c: sp.Integer(1)}) is None   # not exact: declined
+    e = d.get()
+    assert d.get() is e and set(e.args) == {a + b + 1, c + 1}
+    t2 = Timeline("p", "t")
+    t2.add("x", a * b, "r1")                          # a non-linear term: built at once
+    assert t2.full_expr_deferred().exact({a: sp.Integer(2), b: sp.Integer(3)}) is None
+
+
 def test_full_expr_gives_up_beyond_the_form_limit():
     xs = sp.symbols("x0:6", nonnegative=True)
     tl = Timeline("p", "t")

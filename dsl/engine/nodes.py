@@ -13,6 +13,7 @@ import sympy as sp
 
 from ..syntax import ast as A
 from ..syntax.diagnostics import Span
+from .deferred import DeferredAttr, deferred
 from .units import Dim
 
 
@@ -68,7 +69,7 @@ class Node:
 
     @property
     def numeric(self) -> bool:
-        return self.value is None and self.expr is not None
+        return self.value is None and (deferred(self, "expr") is not None or self.expr is not None)
 
     def seal(self) -> None:
         """Make the node read-only (it becomes a :class:`SealedNode`).  Nodes are built by the
@@ -76,6 +77,10 @@ class Node:
         own to slow its construction."""
         self.__dict__["_sealed"] = True
         self.__class__ = SealedNode
+
+
+# a makespan's exact expression may be left to be built on first read (dsl.engine.deferred)
+Node.expr = DeferredAttr("expr")
 
 
 class SealedNode(Node):

@@ -47,6 +47,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .deferred import DeferredAttr, DeferredExpr
+
 FULL_LIMIT = 200          # activities up to which the makespan is a full max-plus expression
 FORM_LIMIT = 64          # non-dominated path forms per activity kept by full_expr
 MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the quantity graph
@@ -1020,6 +1022,23 @@ class Timeline:
                 by_res.setdefault(b.names[i], Counter())[b.durations[b.dcode[i]]] += 1
         return list(dict.fromkeys(sp.Add(*[n * e for e, n in v.items()]) for v in by_res.values()))
 
+    def duration_release(self) -> tuple[list, list]:
+        """Each activity's duration and release (None: none) expressions, in activity order,
+        read from the columns (no activity object per row)."""
+        durs: list = []
+        rels: list = []
+        for seg in self.activities._segs:
+            if seg[0] == "one":
+                for k in seg[1]:
+                    a = self.activities._single[k]
+                    durs.append(a.duration)
+                    rels.append(a.release)
+            else:
+                b = seg[1]
+                durs.extend(b.durations[c] for c in b.dcode.tolist())
+                rels.extend([None] * b.n)
+        return durs, rels
+
     def mirror(self):
         """``(rows, edges)`` to mirror the activities into the quantity graph: rows
         ``(id, duration, resource, plugin, doc)`` in order, edges the distinct ``(pred, succ)``
@@ -1394,10 +1413,17 @@ class Timeline:
         Pareto-optimal paths, exact for every non-negative input, built in one topological pass
         without sympy's pairwise ``Max`` simplification.
 
-        :return: ``(ids, starts, finishes, pareto, to_expr)`` or None when some activity keeps
-            more than ``limit`` forms (the caller then uses critical-path lengths).
+        Forms are held as dense tuples of integers, one per term: every coefficient is scaled
+        by the common denominator ``scale`` of all durations, lags and releases (a positive
+        factor keeps every dominance relation), so sums and comparisons are exact integer work.
+
+        :return: ``(ids, starts, finishes, pareto, to_expr, terms, scale)`` — ``terms`` the
+            inputs in column order, a form's value ``Σ form[k]·terms[k] / scale`` — or None when
+            some activity keeps more than ``limit`` forms (the caller then uses critical-path
+            lengths).
         """
         import math
+        from operator import add, ge
 
         import numpy as np
         import sympy as sp
@@ -1405,13 +1431,12 @@ class Timeline:
 
         ids, preds = self.edges()
         order = self.topo(len(ids), preds)
-        acts = list(self.activities.values())
+        durs, rels = self.duration_release()
         terms: dict = {}          # term (symbol or non-linear atom) -> index
-        vec_of: dict = {}         # expression -> ((index, Fraction), ...)
+        sparse: dict = {}         # expression -> {index: Fraction}
 
         def vec(e):
-            v = vec_of.get(e)
-            if v is None:
+            if e is not None and e not in sparse:
                 acc: dict = {}
                 for t, c in sp.expand(e).as_coefficients_dict().items():
                     if c.is_Float:                  # a decimal literal: its exact binary value
@@ -1420,66 +1445,80 @@ class Timeline:
                         t, c = c * t, sp.Integer(1)
                     k = terms.setdefault(t, len(terms))
                     acc[k] = acc.get(k, 0) + Fraction(int(c.p), int(c.q))
-                # whole coefficients as ints (equal and hashing alike, several times faster
-                # in the sets of forms); sums of ints stay ints
-                v = vec_of[e] = tuple(sorted((k, c.numerator if c.denominator == 1 else c)
-                                             for k, c in acc.items()))
-            return v
+                sparse[e] = acc
+
+        # every expression once, in the order the pass below meets them (term indices as before)
+        for i in order:
+            vec(rels[i])
+            for _, lag, _ in preds[i]:
+                vec(lag)
+            vec(durs[i])
+        n_terms = len(terms)
+        scale = math.lcm(1, *{c.denominator for acc in sparse.values() for c in acc.values()})
+        dense: dict = {}          # expression -> integer tuple (scaled), None when all zero
+        for e, acc in sparse.items():
+            row = [0] * n_terms
+            for k, c in acc.items():
+                row[k] = int(c * scale)
+            dense[e] = tuple(row) if any(row) else None
+        zero = (0,) * n_terms
 
         def shift(forms, e):
-            if e is None:
+            d = None if e is None else dense[e]
+            if d is None:
                 return forms
-            add = vec(e)
-            out = set()
-            for f in forms:
-                d = dict(f)
-                for k, c in add:
-                    d[k] = d.get(k, 0) + c
-                out.add(tuple(sorted((k, c) for k, c in d.items() if c)))
-            return out
+            return {tuple(map(add, f, d)) for f in forms}
 
         def pareto(forms):
-            # the forms no other form dominates: rows in decreasing lexicographic order (a
-            # dominating row comes before every row it dominates), each kept unless a kept row
-            # is ≥ in every coefficient.  Exact: the rational coefficients are scaled to
-            # integers by their common denominator; many forms are compared as int64 columns
-            # (when they fit), a few as Python ints
+            # the forms no other form dominates (is ≥ in every coefficient).  Forms are distinct
+            # integer rows, so a row is dominated exactly when another row is ≥ it; in
+            # decreasing lexicographic order a dominating row comes before every row it dominates
             if len(forms) <= 1:
                 return forms
-            forms = list(forms)
-            keys = sorted({k for f in forms for k, _ in f})
-            col = {k: i for i, k in enumerate(keys)}
-            den = math.lcm(*{c.denominator for f in forms for _, c in f})
-            rows = [[0] * len(keys) for _ in forms]
-            for r, f in zip(rows, forms):
-                for k, c in f:
-                    r[col[k]] = c.numerator * (den // c.denominator)
-            if len(forms) > 12 and max(abs(v) for r in rows for v in r) < 2 ** 62:
+            if len(forms) > 24 and n_terms and max(map(max, forms)) < 2 ** 62 and min(map(min, forms)) > -2 ** 62:
+                # as int64 rows, a block at a time: a block's rows that no kept row dominates,
+                # less those another row of the block dominates, are kept
+                rows = list(forms)
                 a = np.array(rows, dtype=np.int64)
-                order = np.lexsort(-a.T[::-1])
-                kept = np.empty_like(a)
-                m, out = 0, set()
-                for i in order.tolist():
-                    row = a[i]
-                    if m and (kept[:m] >= row).all(axis=1).any():
-                        continue
-                    kept[m] = row
-                    m += 1
-                    out.add(forms[i])
+                order = np.lexsort(a.T[::-1])[::-1]          # decreasing lexicographic order
+                kept = a[:0]
+                out = set()
+                lo = 0
+                while lo < len(rows):
+                    size = max(16, min(256, (1 << 22) // ((len(kept) + 256) * n_terms)))
+                    idx = order[lo:lo + size]
+                    lo += size
+                    blk = a[idx]
+                    if len(kept):
+                        alive = ~(kept[None, :, :] >= blk[:, None, :]).all(axis=2).any(axis=1)
+                        idx, blk = idx[alive], blk[alive]
+                    if len(blk) > 1:       # [i, j]: row j ≥ row i; only itself for an undominated row
+                        alive = (blk[None, :, :] >= blk[:, None, :]).all(axis=2).sum(axis=1) == 1
+                        idx, blk = idx[alive], blk[alive]
+                    kept = np.concatenate([kept, blk])
+                    out.update(rows[i] for i in idx.tolist())
                 return out
-            idx = sorted(range(len(forms)), key=lambda i: rows[i], reverse=True)
             keep: list = []
-            out = set()
-            for i in idx:
-                if not any(all(x >= y for x, y in zip(g, rows[i])) for g in keep):
-                    keep.append(rows[i])
-                    out.add(forms[i])
-            return out
+            for r in sorted(forms, reverse=True):
+                if not any(all(map(ge, g, r)) for g in keep):
+                    keep.append(r)
+            return set(keep)
+
+        inv = list(terms)
+        coef = {}                 # (term index, scaled coefficient) -> sympy term
 
         def to_expr(forms):
-            inv = list(terms)
             # no sort here: an unevaluated Max puts its arguments in sympy's canonical order itself
-            exprs = [sp.Add(*[sp.Rational(c.numerator, c.denominator) * inv[k] for k, c in f]) for f in forms]
+            exprs = []
+            for f in forms:
+                parts = []
+                for k, c in enumerate(f):
+                    if c:
+                        t = coef.get((k, c))
+                        if t is None:
+                            t = coef[(k, c)] = sp.Rational(c, scale) * inv[k]
+                        parts.append(t)
+                exprs.append(sp.Add(*parts))
             if not exprs:
                 return sp.Integer(0)
             return exprs[0] if len(exprs) == 1 else sp.Max(*exprs, evaluate=False)
@@ -1488,15 +1527,15 @@ class Timeline:
         fin: list = [None] * len(ids)
         for i in order:
             cands: set = set()
-            if acts[i].release is not None:
-                cands |= shift({()}, acts[i].release)
+            if rels[i] is not None:
+                cands |= shift({zero}, rels[i])
             for j, lag, on in preds[i]:
                 cands |= shift(fin[j] if on == "finish" else st[j], lag)
-            s = pareto(cands) if cands else {()}
+            s = pareto(cands) if cands else {zero}
             if len(s) > limit:
                 return None
-            st[i], fin[i] = s, shift(s, acts[i].duration)
-        return ids, st, fin, pareto, to_expr
+            st[i], fin[i] = s, shift(s, durs[i])
+        return ids, st, fin, pareto, to_expr, inv, scale
 
     def full_times(self, limit: int = FORM_LIMIT):
         """Exact max-plus start and finish expressions of every activity (small timelines).
@@ -1507,20 +1546,61 @@ class Timeline:
         r = self._forms(limit)
         if r is None:
             return None
-        ids, st, fin, _, to_expr = r
+        ids, st, fin, _, to_expr, _, _ = r
         return ids, [to_expr(f) for f in st], [to_expr(f) for f in fin]
 
     def full_expr(self, limit: int = FORM_LIMIT):
         """Exact max-plus makespan expression (small timelines), or None when too many
         non-dominated paths remain (the caller then uses the critical path's length)."""
+        d = self.full_expr_deferred(limit)
+        return None if d is None else d.get()
+
+    def full_expr_deferred(self, limit: int = FORM_LIMIT) -> DeferredExpr | None:
+        """:meth:`full_expr` as a :class:`~dsl.engine.deferred.DeferredExpr`: the Pareto-optimal
+        path forms of the makespan are found now, the sympy ``Max`` over them (whose canonical
+        argument order is most of its cost) is built on first use.
+
+        When every term is an input symbol (or a constant), the free symbols and the exact value
+        at given input values (the largest form, in Python fractions: the number
+        ``subs_numbers`` gives for the built ``Max``) are known without building; otherwise the
+        evaluator declines and the reader builds the expression.  None when the path forms
+        exceed ``limit``.
+        """
+        import sympy as sp
+        from fractions import Fraction
+
         r = self._forms(limit)
         if r is None:
             return None
-        ids, _, fin, pareto, to_expr = r
+        _, _, fin, pareto, to_expr, terms, scale = r
         sinks: set = set()
         for f in fin:
             sinks |= f
-        return to_expr(pareto(sinks) if sinks else {()})
+        top = pareto(sinks) if sinks else set()
+        one = sp.S.One
+        if not all(t.is_Symbol or t is one for t in terms):
+            e = to_expr(top)
+            return DeferredExpr(lambda: e, frozenset(e.free_symbols))
+        used = {k for f in top for k, c in enumerate(f) if c}
+        free = frozenset(terms[k] for k in used if terms[k] is not one)
+
+        def exact(values):
+            xs = []
+            for k, t in enumerate(terms):
+                if k not in used:
+                    xs.append(0)
+                    continue
+                v = one if t is one else values[t]
+                if not v.is_Rational:
+                    return None
+                xs.append(Fraction(int(v.p), int(v.q)))
+            if not top:
+                return sp.Integer(0)
+            best = Fraction(max(sum(c * x for c, x in zip(f, xs) if c) for f in top)) / scale
+            return sp.Integer(best.numerator) if best.denominator == 1 else sp.Rational(best.numerator,
+                                                                                        best.denominator)
+
+        return DeferredExpr(lambda: to_expr(top), free, exact)
 
     def chain_expr(self, sched: Schedule, activity: str, at: str = "finish"):
         """Symbolic start or finish time of ``activity`` along its nominal binding chain
@@ -1757,3 +1837,7 @@ class Timeline:
     def peak_expr(self, prof: Profile):
         import sympy as sp
         return sp.Add(*[self.holds.bytes_of(h) for h in prof.live]) if prof.live else sp.Integer(0)
+
+
+# the exact makespan expression may be left to be built on first read (full_expr_deferred)
+Timeline.makespan_expr = DeferredAttr("makespan_expr")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 
+from ..engine.deferred import DeferredExpr, defer, deferred
 from ..engine.timeline import FORM_LIMIT, FULL_LIMIT, MIRROR_LIMIT, Timeline
 from ..engine.units import Dim
 from ..plugin.context import PlanContext
@@ -40,6 +41,8 @@ def replay_graph(ops, order_edges):
 
     g = nx.DiGraph()
     for nid, attrs, srcs in ops:
+        if isinstance(attrs.get("expr"), DeferredExpr):     # a makespan not built yet: built now
+            attrs = dict(attrs, expr=attrs["expr"].get())
         g.add_node(nid, **attrs)
         for x in srcs:
             g.add_edge(x, nid)
@@ -54,9 +57,10 @@ class GraphMixin:
     def _timeline_quantities(self, tl: Timeline) -> None:
         """Check a timeline's structure and define its makespan and peak quantities.
 
-        Small timelines get their exact max-plus makespan now; larger ones a placeholder over
-        the same inputs, replaced in :meth:`_schedule_timelines` by the symbolic length of the
-        nominal critical path once the inputs have been range-checked.
+        Small timelines get their exact max-plus makespan now (its path forms; the sympy
+        expression is built on first read, :meth:`Timeline.full_expr_deferred`); larger ones a
+        placeholder over the same inputs, replaced in :meth:`_schedule_timelines` by the
+        symbolic length of the nominal critical path once the inputs have been range-checked.
         """
         import sympy as sp
 
@@ -93,9 +97,11 @@ class GraphMixin:
                            "work on each resource and the declared dependencies")
             return
         full = tl.symbolic == "full" or (tl.symbolic == "auto" and len(tl.activities) <= FULL_LIMIT)
-        if full:
-            tl.makespan_expr = tl.full_expr(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
-        if tl.makespan_expr is not None:
+        d = tl.full_expr_deferred(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT) if full else None
+        if d is not None:
+            defer(tl, "makespan_expr", d)
+            total = sp.Dummy("makespan")    # stands in while the quantities are defined, then deferred
+        elif tl.makespan_expr is not None:
             total = tl.makespan_expr
         else:   # placeholder over every duration (a lower bound), replaced after range checks
             sums = tl.resource_sums()
@@ -104,13 +110,16 @@ class GraphMixin:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
             ctx.define(name, total, unit, doc, headline, rank=rank, references=tl.refs.get(name, ()))
+            n = self.nodes.get(f"{tl.plan}.{name}")
+            if d is not None and n is not None and n.__dict__.get("expr") is total:
+                defer(n, "expr", d)
         for name, pool, unit, doc, headline, plugin, rank in tl.peaks:
             ctx = PlanContext(self, tl.plan)
             ctx._current_plugin = plugin
             ctx.define(name, tl.pool_total(pool), unit, doc, headline, rank=rank, references=tl.refs.get(name, ()))
         if tl.times or tl.areas:
             times = (tl.full_times(limit=10 ** 9 if tl.symbolic == "full" else FORM_LIMIT)
-                     if tl.makespan_expr is not None else None)
+                     if d is not None or tl.makespan_expr is not None else None)
             if times is not None:
                 ids, st, fin = times
                 pos = {a: i for i, a in enumerate(ids)}
@@ -130,7 +139,8 @@ class GraphMixin:
             for name, pool, unit, doc, headline, plugin, rank in tl.areas:
                 ctx = PlanContext(self, tl.plan)
                 ctx._current_plugin = plugin
-                ctx.define(name, tl.area_expr(pool, start_of, finish_of, total), unit, doc, headline, rank=rank,
+                end = tl.makespan_expr if d is not None else total     # an area needs the built makespan
+                ctx.define(name, tl.area_expr(pool, start_of, finish_of, end), unit, doc, headline, rank=rank,
                            references=tl.refs.get(name, ()))
         if len(tl.activities) <= MIRROR_LIMIT:
             rows, edges = tl.mirror()
@@ -176,8 +186,8 @@ class GraphMixin:
                 tl.schedule = None
                 continue
             changed = False
-            full_sym = tl.makespan_expr is not None
-            if tl.makespan_expr is None:
+            full_sym = deferred(tl, "makespan_expr") is not None or tl.makespan_expr is not None
+            if not full_sym:
                 tl.makespan_expr = tl.path_expr(tl.schedule)
                 for name, *_ in tl.makespans:
                     self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
@@ -304,13 +314,15 @@ class GraphMixin:
         for nid in sorted(self.nodes):
             n = self.nodes[nid]
             srcs = ()
-            if n.expr is not None:
-                names = {s.name for s in n.expr.free_symbols}
+            d = deferred(n, "expr")         # a makespan's exact form, not built for evaluation
+            expr = d if d is not None else n.expr
+            if expr is not None:
+                names = {s.name for s in expr.free_symbols}
                 referenced |= names
                 srcs = tuple(x for x in sorted(names) if x != nid)
                 for x in srcs:
                     succ.setdefault(x, set()).add(nid)
-            ops.append((nid, dict(kind=n.kind, expr=n.expr, unit=n.unit, plugin=n.plugin, doc=n.doc), srcs))
+            ops.append((nid, dict(kind=n.kind, expr=expr, unit=n.unit, plugin=n.plugin, doc=n.doc), srcs))
         for nid in sorted(set(succ) - set(self.nodes)):
             preds = sorted(succ[nid])
             self.rep.error("missing-quantity", f"'{nid}' is used by {', '.join(preds)} but never defined",

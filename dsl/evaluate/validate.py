@@ -8,6 +8,7 @@ import sympy as sp
 
 from ..syntax.diagnostics import did_you_mean, display_path
 from ..engine.units import DIMENSIONLESS, Dim, describe_dim, format_dim, parse_unit
+from ..engine.deferred import deferred
 from ..engine.nodes import Abort, DeclRef, ListVal, Node, Val, rational
 
 
@@ -215,7 +216,8 @@ class ValidateMixin:
         if cached is not None and cached[0] == len(self.nodes):
             referenced = cached[1]
         else:
-            referenced = {s.name for m in self.nodes.values() if m.expr is not None for s in m.expr.free_symbols}
+            referenced = {s.name for m in self.nodes.values()
+                          for e in [deferred(m, "expr") or m.expr] if e is not None for s in e.free_symbols}
         known = [p.name for s in self.plugins.blocks.values() for p in s.plan_params]
         for nid in sorted(self.nodes):
             n = self.nodes[nid]

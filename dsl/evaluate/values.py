@@ -6,6 +6,7 @@ from pathlib import Path
 
 import sympy as sp
 
+from ..engine.deferred import deferred
 from ..engine.nodes import HUGE, Abort, ListVal, Node, Val, symbol
 
 
@@ -35,7 +36,8 @@ class ValuesMixin:
         n = self.nodes[nid]
         if n.kind == "field" and n.state != 2:
             self.build(nid)
-        if n.expr is None:
+        d = deferred(n, "expr")         # an exact makespan not built: its own exact evaluator first
+        if d is None and n.expr is None:
             self._values[nid] = None
             return None
         if n.kind == "activity":        # durations repeat: one evaluation per distinct expression
@@ -43,16 +45,20 @@ class ValuesMixin:
             if key in self._values:
                 v = self._values[nid] = self._values[key]
                 return v
+        v = None
         if n.input:
             v = n.nominal
         else:
             subs = {}
-            for s in n.expr.free_symbols:
+            for s in (n.expr if d is None else d).free_symbols:
                 dv = self.value(s.name) if s.name in self.nodes else None
                 if dv is None:
                     self._values[nid] = None
                     return None
                 subs[s] = dv
+            if d is not None:
+                v = d.exact(subs)
+        if v is None and not n.input:
             if n.expr.has(sp.Pow) and not self._powers_in_range(n, subs):
                 self._values[nid] = None
                 return None

@@ -10,6 +10,7 @@ import sympy as sp
 
 from ..syntax.diagnostics import Span, did_you_mean, display_path
 from ..plugin.records import UseSpec
+from ..engine.deferred import deferred
 from ..engine.timeline import Timeline
 from ..engine.units import DIMENSIONLESS, default_unit_for, parse_unit
 from ..engine.nodes import Abort, DeclRef, Node, Requirement, as_expr, symbol
@@ -115,10 +116,11 @@ class _ContextBase:
                 if n is None or nid in seen:
                     continue
                 seen.add(nid)
+                d = deferred(n, "expr")        # an exact makespan not built yet: its symbols
                 if n.input:
                     self.ws.structural.add(nid)
-                elif n.expr is not None:
-                    todo.extend(s.name for s in n.expr.free_symbols)
+                elif d is not None or n.expr is not None:
+                    todo.extend(s.name for s in (n.expr if d is None else d).free_symbols)
         return v
 
     def _define(self, node_id: str, name: str, expr, unit: str, doc: str, headline: bool,
