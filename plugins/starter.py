@@ -53,21 +53,28 @@ def _model_lines(model: str, out: Path) -> tuple[list[str], str]:
     return [], model
 
 
-def _serve_body(mname: str, device: str, gpus: int, tp: int) -> list[str]:
+def _serve_body(mname: str, device: str, gpus: int, tp: int, holds: bool = True) -> list[str]:
     """The serving plan: `use engine` (the KV cache on the engine's terms), `use serving_step`
     (one step's time) and `use batching` (continuous batching of Poisson arrivals), with the
     SLO as requirements and the replicas it needs as a named solve."""
     replicas = max(1, gpus // tp)
     link = _LINKS.get(device, "pcie4_x16")
     if tp > 1:
-        tp_line = [f"    # tp GPUs hold one copy of the weights, sharded ({tp} is the smallest tp at which the",
-                   f"    # KV cache holds {_BATCH} sequences of {_CONTEXT:,} tokens, the step's batch);",
+        why = ([f"    # tp GPUs hold one copy of the weights, sharded ({tp} is the smallest tp at which the",
+                f"    # KV cache holds {_BATCH} sequences of {_CONTEXT:,} tokens, the step's batch);"] if holds else
+               [f"    # tp GPUs hold one copy of the weights, sharded; at no tp up to {tp} does the KV cache hold",
+                f"    # {_BATCH} sequences of {_CONTEXT:,} tokens (the step's batch): more GPUs, FP8 weights",
+                '    # (weights = "fp8") or a smaller batch;'])
+        tp_line = [*why,
                    "    # replicas copies serve the traffic",
                    f"    tp = {tp}; replicas = {replicas}  # {tp * replicas} GPUs"
                    + (f" (of {gpus}: tp × replicas)" if tp * replicas != gpus else ""),
                    f"    link = {link}  # the GPUs' link inside the host (the tensor-parallel all-reduces)"]
     else:
-        tp_line = ["    # one copy of the model per GPU; a model too large for one GPU needs tp > 1 (dividing its",
+        tp_line = ([] if holds else
+                   [f"    # the KV cache does not hold {_BATCH} sequences of {_CONTEXT:,} tokens (the step's batch)",
+                    '    # on one GPU: more GPUs (--gpus), FP8 weights (weights = "fp8") or a smaller batch'])
+        tp_line += ["    # one copy of the model per GPU; a model too large for one GPU needs tp > 1 (dividing its",
                    f"    # heads) and the link of those GPUs: `tp = 2; link = {link}`",
                    f"    tp = 1; replicas = {replicas}  # {replicas} GPUs"]
     rate = 2 * replicas          # 2 request/s per copy of the model: a placeholder demand
@@ -100,9 +107,10 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int) -> list[str]:
 
 
 def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path, tp: int = 1,
-                 recompute: str = "none") -> str:
+                 recompute: str = "none", holds: bool = True) -> str:
     """The text of the starter plan (see the module docstring); ``recompute`` is the training
-    layout's activation recomputation (none, selective, full)."""
+    layout's activation recomputation (none, selective, full); ``holds`` whether the serving
+    starter's KV cache holds the step's batch at ``tp`` (the comment says so, or what to change)."""
     mlines, mname = _model_lines(model, out)
     head = ["# Starter plan written by `plan init`: edit the numbers marked below, then",
             f"#   plan eval {out.name}        (every quantity, requirement and named solve)",
@@ -113,7 +121,7 @@ def starter_text(model: str, device: str, gpus: int, serve: bool, out: Path, tp:
         head.append('import "@catalog/engines.plan"  # serving-engine presets: vllm, sglang, trtllm')
     head += [""] + mlines
     if serve:
-        return "\n".join(head + _serve_body(mname, device, gpus, tp)) + "\n"
+        return "\n".join(head + _serve_body(mname, device, gpus, tp, holds)) + "\n"
     per_host = min(8, gpus)
     batch = max(1, math.ceil(512 / gpus)) * gpus          # a multiple of the GPU count near 512
     link = _LINKS.get(device, "pcie4_x16")
@@ -159,13 +167,15 @@ def _write(out: Path, text: str, cli) -> None:
                              "check that the directory exists and is writable") from None
 
 
-def _fitting_tp(args, out: Path, cli) -> int:
+def _fitting_tp(args, out: Path, cli) -> tuple[int, bool]:
     """The smallest tensor-parallel degree (1, 2, 4, … up to --gpus) at which the
     model's weights leave the engine a KV cache of at least the step model's decode batch
     (``_BATCH`` sequences of ``_CONTEXT`` tokens) and one max_model_len request — a cache that
     barely holds one request would queue almost every request of the starter's traffic: each
-    candidate's engine block alone is written to ``out`` and evaluated (quietly).  When none
-    fits, the largest: the final evaluation then reports why, with what would fit."""
+    candidate's engine block alone is written to ``out`` and evaluated (quietly).  Returns
+    (tp, True); when none holds the batch, (the largest, False): the starter's comment and a
+    warning say so, and a model that does not fit at all is reported by the final evaluation,
+    with what would fit."""
     import contextlib
     import io
 
@@ -179,12 +189,12 @@ def _fitting_tp(args, out: Path, cli) -> int:
                 ev = cli.load(str(out))
             need = max(ev.get("serve.max_model_len", "token"), _BATCH * _CONTEXT)
             if ev.get("serve.kv_tokens", "token") >= need:
-                return tp
+                return tp, True
         except Exception:       # noqa: BLE001 - does not fit at this tp (or another error the final load reports)
             pass
         finally:
             out.unlink(missing_ok=True)
-    return cands[-1]
+    return cands[-1], False
 
 
 def _fitting_recompute(args, out: Path, cli) -> str:
@@ -249,14 +259,15 @@ def run_command(args, cli) -> int:
         raise cli.UsageError("output", f"'{out}' exists", "pass --force to overwrite it, or -o another file")
     copied = _copy_config(args, out, cli)
     try:
-        tp = _fitting_tp(args, out, cli) if args.serve else 1
+        tp, holds = _fitting_tp(args, out, cli) if args.serve else (1, True)
         recompute = "none" if args.serve else _fitting_recompute(args, out, cli)
-        text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp, recompute)
+        text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp, recompute, holds)
         _write(out, text, cli)
         try:
-            cli.load(str(out))
+            ws = cli.load(str(out))
         except Exception:
             out.unlink(missing_ok=True)     # never leave a starter that does not evaluate
+            print(f"plan: the starter {out} does not evaluate and was not kept; its error follows", file=sys.stderr)
             raise
     except BaseException:
         if copied is not None:
@@ -267,4 +278,26 @@ def run_command(args, cli) -> int:
               file=sys.stderr)
     print(f"wrote {out} ({'serving' if args.serve else 'training'} plan for {args.gpus} × {args.device}); "
           f"next: plan eval {out}", file=sys.stderr)
+    if args.serve:
+        _warn_serving(ws, out, holds, sys.stderr)
     return cli.EXIT_OK
+
+
+def _warn_serving(ws, out: Path, holds: bool, err) -> None:
+    """Warnings after a serving starter is written: the KV cache does not hold the step's batch,
+    or the placeholder demand (2 request/s per replica) misses the starter's own SLO targets on
+    this device — the numbers to edit are the rate, the replicas or the device."""
+    from dsl.results.solver import file_requirement_results
+
+    if not holds:
+        kv = ws.get("serve.kv_tokens", "token")
+        print(f"plan: warning: the KV cache holds {kv:,.0f} tokens, {kv / _CONTEXT:.3g} sequences of {_CONTEXT:,}: "
+              f"fewer than the step's batch of {_BATCH} (see the comment in {out})", file=err)
+    failed = [r for r in file_requirement_results(ws) if r["name"] in ("ttft_target", "tpot_target") and not r["ok"]]
+    if failed:
+        shown = {"ttft_target": ("serve.ttft_p95", "s"), "tpot_target": ("serve.tpot_p95", "ms")}
+        what = ", ".join(f"{r['text']} fails at {ws.get(shown[r['name']][0], shown[r['name']][1]):.4g} "
+                         f"{shown[r['name']][1]}" for r in failed)
+        print(f"plan: warning: the placeholder demand misses the starter's SLO on this device: {what}; "
+              f"lower the `rate` of `use batching`, or `plan solve {out} replicas_needed` for the replicas it needs",
+              file=err)

@@ -146,3 +146,25 @@ def test_init_training_recomputes_when_the_activations_do_not_fit(tmp_path):
     assert run_main("init", "--model", "q.json", "--device", "h100_sxm", "--gpus", "64", "-o", "q.plan",
                     cwd=tmp_path)[0] == 0
     assert '# recompute = "selective"' in (tmp_path / "q.plan").read_text(encoding="utf-8")
+
+
+def test_init_serving_says_when_no_tp_holds_the_batch(tmp_path):
+    """On 3 H100s Llama 3.1 70B can only take tp 2 (tp 4 needs four GPUs): its KV cache then
+    holds about 14,600 tokens (the budget of the test above), about 7 sequences of 2,048 against
+    the step's batch of 64 — the comment and a warning say so, and the placeholder demand misses
+    the TTFT target (warned, with what to edit)."""
+    rc, _, err = run_main("init", "--model", "llama31_70b", "--device", "h100_sxm", "--gpus", "3", "--serve",
+                          "-o", "s.plan", cwd=tmp_path)
+    assert rc == 0, err
+    text = (tmp_path / "s.plan").read_text(encoding="utf-8")
+    assert "tp = 2; replicas = 1" in text and "at no tp up to 2 does the KV cache hold" in text
+    assert "smallest tp at which" not in text
+    assert "fewer than the step's batch of 64" in err and "sequences of 2,048" in err
+    assert "misses the starter's SLO" in err and "serve.ttft_p95 <= 2 s fails at" in err
+
+
+def test_init_serving_starter_that_fits_nowhere_is_not_kept(tmp_path):
+    rc, _, err = run_main("init", "--model", "deepseek_v3", "--device", "h100_sxm", "--gpus", "8", "--serve",
+                          "-o", "d.plan", cwd=tmp_path)
+    assert rc == 1 and "does not evaluate and was not kept" in err and "does-not-fit" in err
+    assert not (tmp_path / "d.plan").exists() and "Traceback" not in err
