@@ -462,7 +462,8 @@ def plan_quantities_price(ctx):
     _offload_knobs(ctx, kn, K, X, link)
     nominal_d = ctx.nominal(d)
     if not explicit_dp and t * p * c > 1 and nominal_d != int(nominal_d):
-        kn.error_at("tp", f"tp·pp·cp = {t * p * c} does not divide the {ctx.value('gpus'):g} GPUs",
+        g = ctx.value("gpus")
+        kn.error_at("tp", f"tp·pp·cp = {t * p * c} does not divide the {g:g} GPU{'' if g == 1 else 's'}",
                     "choose degrees whose product divides gpus, or give dp", code="out-of-range")
     mode = _activation_mode(ctx, kn)
     o = lm.ops("sympy")

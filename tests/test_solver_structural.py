@@ -257,3 +257,6 @@ def test_a_pipeline_rebuilt_when_the_gpu_count_changes_its_micro_batches(tmp_pat
     assert at[512][1] > 60                        # this plan misses 60 days at 512 GPUs
     s = solve_query(evaluate_file(str(f)), parse_query("p.gpus for p.finish_time <= w.deadline"))
     assert s.value == 1024 and s.holds
+    # the reason for the values it cannot be built at is the first one's, and says so
+    assert "the plan cannot be built at p.gpus = 1, 2, 4," in s.note
+    assert "(at 1: tp·pp·cp = 32 does not divide the 1 GPU)" in s.note

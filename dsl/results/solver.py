@@ -1086,8 +1086,9 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
                         "break it with the target substituted (not rebuilt)" if screened else ""))
     errors = sorted(k for k, p in probes.items() if p.error)
     if errors:
+        why = (probes[errors[0]].error if len(errors) == 1 else f"at {errors[0]}: {probes[errors[0]].error}")
         notes.append(f"the plan cannot be built at {who} = {', '.join(map(str, errors))} "
-                     f"({probes[errors[0]].error}): counted as not meeting it")
+                     f"({why}): counted as not meeting it")
     # monotone in the target? the truth changes at most once, and LHS − RHS moves one way only
     good = sorted((p for p in probes.values() if not p.error), key=lambda p: p.k)
     truths = [holds(p, rel) for p in good]
