@@ -363,7 +363,7 @@ def _fit(ctx):
     try:
         c = fit_law(fit_obs)
     except ImportError:
-        ctx.error("fitting needs numpy and scipy", 'pip install "plan-dsl[numeric]"', code="missing-dependency")
+        ctx.error("fitting needs numpy and scipy", 'pip install "plan-dsl[numeric]" (in a checkout of plan: pip install ".[numeric]")', code="missing-dependency")
     for k in ("E", "A", "B", "alpha", "beta"):
         ctx.define(f"fit_{k}", sp.Float(c[k], 15), "", f"fitted {k}", headline=True)
 

@@ -635,7 +635,7 @@ def plan_quantities_price(ctx):
     except RunsError as e:
         _runs_error(ctx, b, e)
     except ImportError:
-        ctx.error("calibration needs numpy and scipy", 'pip install "plan-dsl[numeric]"', code="missing-dependency")
+        ctx.error("calibration needs numpy and scipy", 'pip install "plan-dsl[numeric]" (in a checkout of plan: pip install ".[numeric]")', code="missing-dependency")
     mode = "mfu" if "mfu" in names else "roofline"
     for n in names:
         lo, hi = FIELDS[n][2]

@@ -392,7 +392,7 @@ def _engine_dask(K, X, meta, chunks, progress, scheduler=None, client=None):
     try:
         from distributed import Client, as_completed
     except ImportError as e:
-        raise MissingDependency('plan search --engine dask needs dask: pip install "plan-dsl[dist]"') from e
+        raise MissingDependency('plan search --engine dask needs dask: pip install "plan-dsl[dist]" (in a checkout of plan: pip install ".[dist]")') from e
     own = None
     if client is None:
         if scheduler:

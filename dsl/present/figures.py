@@ -32,7 +32,7 @@ def _mpl():
     try:
         import matplotlib
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise MissingPackage("figures need matplotlib: pip install \"plan-dsl[plot]\"") from e
+        raise MissingPackage("figures need matplotlib: pip install \"plan-dsl[plot]\" (in a checkout of plan: pip install \".[plot]\")") from e
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "plan"
     matplotlib.rcParams["path.simplify"] = False
