@@ -585,6 +585,11 @@ def test_bad_limit_setting_is_a_usage_error(tmp_path):
         assert rc == 2 and "error[limit]" in err, err
 
 
+# the budget's alarm can land inside a garbage-collector callback (hypothesis installs one in
+# this process); Python drops the exception there and reports it as unraisable, and the alarm
+# fires again 0.25 s later in the body (dsl.syntax.limits.time_budget) — the report below is
+# what the test checks
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_report_under_a_time_budget():
     rc, _, err = cli("report", CASES / "serving-azure-trace.plan", "--format", "md", "--limit", "seconds=1",
                      seconds=120)
