@@ -90,3 +90,24 @@ def test_to_frame_without_pandas(case_ws, monkeypatch):
     res = sweep.run(case_ws, "gpus48", [sweep.parse_vary(case_ws, "gpus48.mfu=30%:50%:3")])
     frame = res.to_frame()
     assert isinstance(frame, dict) and list(frame["gpus48.mfu"]) == [30, 40, 50]
+
+
+def test_file_level_requirement_on_the_plan_counts_in_feasibility(tmp_path):
+    """A file-level `require` that reads the swept plan is a requirement column of its sweep:
+    the design case's 32-GPU plan finishes in 30 days from an MFU of about 47 % (the book), so a
+    file-level gate of 30 days fails below it, as the plan's own meets_deadline does."""
+    import shutil
+
+    from dsl.results.evaluation import evaluate_file
+    src = sweep.__file__.rsplit("dsl", 1)[0] + "specs/cases/cpt-qwen3-8b-4090.plan"
+    f = tmp_path / "case.plan"
+    shutil.copy(src, f)
+    f.write_text(f.read_text(encoding="utf-8").replace('import "../catalog/', 'import "@catalog/')
+                 + "\nrequire month: gpus32.finish_time <= 30 day\n", encoding="utf-8")
+    ws = evaluate_file(str(f))
+    res = sweep.run(ws, "gpus32", [sweep.parse_vary(ws, "gpus32.mfu=40%:50%:101")])
+    assert "month" in res.requirements
+    assert (res.columns["month"] == (res.columns["finish_time"] <= 30 + 1e-9)).all()
+    ok = res.columns["gpus32.mfu"][res.columns["month"]]
+    assert ok.min() == pytest.approx(47, abs=0.5)
+    assert not res.columns["feasible"][~res.columns["month"]].any()

@@ -205,6 +205,17 @@ def _check_allowed(ws, nid: str, name: str, bounds: list[float]) -> None:
                                     f"range {bad}", None, "keep START and STOP inside the range")])
 
 
+def plan_requirements(ws, plan: str) -> list:
+    """The requirements a sweep of ``plan`` checks: the plan's own, then each file-level
+    ``require`` that reads a quantity of ``plan`` and no named solve's answer (those are
+    checked at the answers, by ``plan check``)."""
+    own = [r for r in ws.requirements if r.plan == plan]
+    pre = plan + "."
+    files = [r for r in getattr(ws, "file_requirements", ()) if not r.answers
+             and any(s.name.startswith(pre) for e in (r.lhs, r.rhs) for s in getattr(e, "free_symbols", ()))]
+    return own + files
+
+
 def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None = None,
                     requirements: bool = True):
     """Compile the outputs of ``plan`` as one numpy function of the varied node ids.
@@ -218,7 +229,7 @@ def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None 
     free = frozenset(varied)
     syms = [sp.Symbol(v, real=True) for v in varied]
     ids = outputs if outputs is not None else [n.id for n in ws.headline(plan)]
-    reqs = [r for r in ws.requirements if r.plan == plan] if requirements else []
+    reqs = plan_requirements(ws, plan) if requirements else []
     nominal = ws.nominal_map(exclude=free)
 
     def full(e):
@@ -338,7 +349,7 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size, dead
     continuous = [i for i in range(len(varies)) if i not in structural]
     ids = list(outputs) if outputs is not None else [n.id for n in ws.headline(plan)]
     units = [ws.nodes[i].unit for i in ids]
-    reqs = [r for r in ws.requirements if r.plan == plan]
+    reqs = plan_requirements(ws, plan)
     out = [np.full(size, np.nan) for _ in range(len(ids) + 2 * len(reqs))]
     from dsl.engine.progress import progress
     import time
