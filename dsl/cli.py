@@ -196,7 +196,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
     x = sub.add_parser("explain", help="the derivation tree of a quantity down to the inputs",
                        description="Print how NAME (plan.quantity) is derived: at each node its value, the "
                                    "plugin or declaration that defines it, its formula over the nodes below, its "
-                                   "documentation and references and, for inputs, range and source.")
+                                   "documentation and references and, for inputs, range and source; for a requirement "
+                                   "(plan.requirement, or a file-level require by its name) its verdict and both sides' trees.")
     x.add_argument("file", metavar="FILE")
     x.add_argument("name", metavar="NAME", help="e.g. gpus48.finish_time, or a requirement such as "
                                                 "gpus48.meets_deadline (both of its sides explained)")
@@ -1341,6 +1342,14 @@ def cmd_explain(args) -> int:
                 print(json.dumps(rt, indent=2, sort_keys=True))
             else:
                 print(explain.render_requirement(rt, plan))
+            return EXIT_OK
+    if "." not in args.name and args.name not in ws.nodes:
+        rt = explain.file_requirement_tree(ws, args.name, args.depth)
+        if rt is not None:
+            if args.format == "json":
+                print(json.dumps(rt, indent=2, sort_keys=True))
+            else:
+                print(explain.render_requirement(rt, ""))
             return EXIT_OK
     nid = _cmdline(ws.lookup, args.name)
     t = explain.tree(ws, nid, args.depth)

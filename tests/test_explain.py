@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 
 from dsl.present import explain, graphviz
 
@@ -97,3 +99,27 @@ def test_a_computed_number_has_no_fraction_for_a_formula(tmp_path):
     t = explain.tree(ws, "chat.ttft_p95")
     assert t["formula"] == "" and t["children"] == []
     assert "/" not in explain.render(t, "chat").splitlines()[1]
+
+
+def test_file_level_requirement_is_explained(run_cli, tmp_path):
+    """`plan explain FILE NAME` of a file-level `require`: its verdict at the nominal point (the
+    design case's 32 GPUs take the book's 34.3 days at 40 % MFU, over a 30-day gate), the tree of
+    what its sides read, a constant side in the requirement's unit; one that reads a named solve
+    is checked at the solve's answer (the book's ~47 % MFU for 32 GPUs)."""
+    import shutil
+    f = tmp_path / "case.plan"
+    shutil.copy(CASE, f)
+    f.write_text(f.read_text(encoding="utf-8").replace('import "../catalog/', 'import "@catalog/')
+                 + "\nrequire month: gpus32.finish_time <= 30 day\n"
+                 "solve need: gpus32.mfu for gpus32.finish_time <= cpt.deadline\n"
+                 "require sane: need <= 60 %\n", encoding="utf-8")
+    code, out, err = run_cli("explain", f, "month", "--depth", "0")
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("month: 34.33 day <= 30 day  FAIL") and "file-level requirement" in first
+    assert "gpus32.finish_time = 34.33 day" in out and "right side: 30 day" in out
+    code, out, err = run_cli("explain", f, "sane", "--format", "json")
+    assert code == 0, err
+    t = json.loads(out)
+    assert t["ok"] is True and t["answers"] == ["need"] and t["rhs"] == "60 %"
+    assert float(t["lhs"].split()[0]) == pytest.approx(47, abs=0.5)

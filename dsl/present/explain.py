@@ -141,10 +141,38 @@ def requirement_tree(ws, plan: str, name: str, max_depth: int | None = None) -> 
             "doc": req.doc, "plugin": req.plugin, "text": req.text, "sides": sides}
 
 
+def file_requirement_tree(ws, name: str, max_depth: int | None = None) -> dict | None:
+    """A file-level ``require NAME: …`` explained as :func:`requirement_tree` explains a plan's:
+    its result at the nominal point (named solves it reads at their answers), and the
+    derivation tree of each quantity its sides read; None when the file has no such
+    requirement."""
+    req = next((r for r in getattr(ws, "file_requirements", ()) if r.name == name), None)
+    if req is None:
+        return None
+    from ..results.solver import file_requirement_results
+    res = next((r for r in file_requirement_results(ws) if r["name"] == name), None)
+    if res is None:
+        return None
+    shown = {k: ("no value" if res.get(f"{k}_si") is None else format_quantity(res[f"{k}_si"], req.unit))
+             for k in ("lhs", "rhs")}
+    sides = {}
+    for key, e in (("lhs", req.lhs), ("rhs", req.rhs)):
+        syms = sorted(x.name for x in e.free_symbols if x.name in ws.nodes)
+        # a constant side is shown in the requirement's unit, not as its base-unit number
+        sides[key] = {"formula": sp.sstr(e) if getattr(e, "free_symbols", None) else shown[key],
+                      "trees": [tree(ws, x, max_depth) for x in syms]}
+    return {"requirement": name, "ok": res["ok"], "op": req.op, "unit": req.unit, "lhs": shown["lhs"],
+            "rhs": shown["rhs"], "doc": req.doc, "plugin": "file", "text": req.text, "sides": sides,
+            "answers": list(req.answers), "note": res.get("note"), "where": res["where"]}
+
+
 def render_requirement(t: dict, plan: str) -> str:
     """:func:`requirement_tree` as text: the verdict, then each side's formula and trees."""
-    lines = [f"{t['requirement']}: {t['lhs']} {t['op']} {t['rhs']}  {'ok' if t['ok'] else 'FAIL'}   "
-             f"[{'requirement of plan ' + plan if t['plugin'] == 'plan' else 'plugin ' + t['plugin']}]"]
+    who = {"plan": f"requirement of plan {plan}", "file": f"file-level requirement, {t.get('where')}"}.get(
+        t["plugin"], f"plugin {t['plugin']}")
+    lines = [f"{t['requirement']}: {t['lhs']} {t['op']} {t['rhs']}  {'ok' if t['ok'] else 'FAIL'}   [{who}]"]
+    if t.get("answers"):
+        lines.append(f"   at the answers of {', '.join(t['answers'])}" + (f": {t['note']}" if t.get("note") else ""))
     if t["doc"] and t["doc"] != t["text"]:
         lines.append(f"   {t['doc']}")
     for key, label in (("lhs", "left side"), ("rhs", "right side")):
