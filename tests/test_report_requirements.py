@@ -108,6 +108,12 @@ def test_check_strict_names_failing_requirement_margin_and_drivers(run_cli):
     # train 29.0 d, L 1.02 %, finish 34.3 d)
     eps = -((78.9 - 0.5 - 0.08) / 78.9) * 29.0 * 1.0102 / 34.3
     assert float(m.group(1)) == pytest.approx(eps, abs=0.01)
+    # the GPU count is a whole number: the nearest one on the side where it holds. Hand: train
+    # time must fall to (30 − 5) / 1.0102 = 24.75 d; of the 32-GPU 29.03 d, the 0.58 s of
+    # 78.9 s that do not scale stay (0.21 d) and the rest scales as 32/g: 28.82·32/g ≤ 24.54
+    # → g ≥ 37.6, so 38
+    m = re.search(r"holds when gpus32\.gpus >= ([\d.]+)\)", err)
+    assert m and m.group(1) == "38", err
     assert "1 of 8 requirements fail" in err
 
 

@@ -252,7 +252,9 @@ def break_even(ws, req, nid: str) -> dict:
 
     :returns: ``{"input", "nominal", "value", "holds"}`` in base units: ``value`` is the
         boundary nearest the nominal value inside the input's allowed range (None: never),
-        ``holds`` says on which side the requirement holds (``"<="``/``">="``) or None.
+        ``holds`` says on which side the requirement holds (``"<="``/``">="``) or None.  For a
+        whole-number input the value is the nearest whole number on the holding side (``whole``:
+        True), or None when that number is outside the input's range or does not hold.
     """
     from dsl.results.solver import bisect_root, param_domain, in_domain, sign_changes
 
@@ -298,6 +300,17 @@ def break_even(ws, req, nid: str) -> dict:
     up, down = holds(v + step), holds(v - step)
     out["value"] = v
     out["holds"] = ">=" if up and not down else "<=" if down and not up else None
+    spec = ws.param_specs.get(nid)
+    if out["holds"] and spec is not None and (spec.kind == "int" or spec.whole):
+        # a whole-number input (GPUs, micro-batch): the nearest whole value on the side where it
+        # holds, in the input's own unit; none when that value leaves its allowed range
+        from dsl.engine.units import parse_unit
+        scale = float(parse_unit(spec.unit).scale) if spec.unit else 1.0
+        w = (math.ceil(v / scale - 1e-9) if out["holds"] == ">=" else math.floor(v / scale + 1e-9)) * scale
+        if in_domain(w, dom) and holds(w):
+            out["value"], out["whole"] = w, True
+        else:
+            out["value"], out["holds"] = None, None
     return out
 
 
