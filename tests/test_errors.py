@@ -514,3 +514,29 @@ def test_expression_cut_by_a_newline_has_a_hint(tmp_path):
     p = write(tmp_path, "plan p {\n  x = 1 +\n}\n")
     r = run("check", str(p))
     assert r.returncode == 1 and "must end on the line it starts" in r.stderr
+
+
+def test_a_typo_in_one_plan_is_one_error_not_a_cascade(tmp_path, run_cli):
+    """A misspelt parameter in the first plan stops the pricing; a solve over a second,
+    untouched plan's priced quantity must not add "has no field" for it."""
+    f = tmp_path / "two.plan"
+    f.write_text('''import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e12 token; seq_len = 8192 token; global_batch = 512 seq; deadline = 20 day }
+plan a {
+  model = qwen3_8b; workload = w; device = h100_sxm; gpus = 256; gpus_per_host = 8; mfu = 40 %
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam"; usable = 80 GB }
+  use layout { zer = 1; link = nvlink4; nic = nic_400g; nics_per_host = 8 }
+  use finish {}
+}
+plan b {
+  model = qwen3_8b; workload = w; device = h100_sxm; gpus = 512; gpus_per_host = 8; mfu = 40 %
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam"; usable = 80 GB }
+  use layout { zero = 1; link = nvlink4; nic = nic_400g; nics_per_host = 8 }
+  use finish {}
+}
+solve need: b.gpus for b.finish_time <= w.deadline
+''', encoding="utf-8")
+    code, _, err = run_cli("eval", f)
+    assert code == 1 and "did you mean 'zero'?" in err and "1 error" in err, err
+    assert "has no field" not in err

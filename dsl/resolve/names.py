@@ -18,14 +18,19 @@ class NamesMixin:
 
     def _block_failed(self, plan: str, name: str) -> bool:
         """A block plan ``plan`` uses provides ``name``, and an error was already reported inside
-        the plan (or at one of its blocks): the block stopped there, and the missing name is a
-        consequence of that error, not one of its own."""
+        the plan (or at one of its blocks), or one elsewhere stopped the pricing before the plan
+        was priced: the missing name is a consequence of that error, not one of its own."""
         info = self.decls[plan]
         if not any(name in spec.provides and spec.name in info.uses for spec in self.plugins.blocks.values()):
             return False
         spans = [info.ast.span, *info.use_spans.values()]
-        return any(e.span is not None and any(e.span.file == s.file and s.line <= e.span.line <= s.end_line
-                                              for s in spans) for e in self.rep.errors)
+        if any(e.span is not None and any(e.span.file == s.file and s.line <= e.span.line <= s.end_line
+                                          for s in spans) for e in self.rep.errors):
+            return True
+        # an error elsewhere stopped the pricing before this plan: none of its quantities is a
+        # plugin's yet, so a name its blocks provide is missing because of that error
+        pre = plan + "."
+        return bool(self.rep.errors) and not any(n.startswith(pre) and self.nodes[n].plugin for n in self.nodes)
 
     def _resolve(self, parts: tuple[str, ...], scope, span: Span):
         if len(parts) >= 2 and parts[0] in getattr(self, "aliases", {}) and parts[0] not in self.decls:
