@@ -168,6 +168,15 @@ def plan_quantities_price(ctx):
                + (f" ({how})" if how else " (none declared)"))
     usable = ctx.define("usable_memory", b.q("usable"), "GiB", "memory a GPU gives to training", headline=True,
                         rank=4)
+    dev = ctx.ref("device")
+    if b.given("usable") and dev is not None and dev.has("memory"):
+        # more than the device has even when its nominal "80 GB" is read as GiB (the HBM of an
+        # 80 GB GPU is 80 GiB; CUDA reports about 79.2 GiB of it): a typo or a wrong device
+        u0, m0 = ctx.nominal(b.q("usable")), ctx.nominal(dev.q("memory", "B"))
+        if u0 is not None and m0 is not None and u0 > m0 * sp.Rational(2**30, 10**9):
+            b.warn_at("usable", f"usable memory {float(u0) / 2**30:.4g} GiB is more than the device has "
+                      f"({dev.name}.memory = {float(m0) / 1e9:.4g} GB, {float(m0) / 2**30:.4g} GiB)",
+                      "usable is the part of the device's memory training may take, e.g. 0.9 * device.memory")
     if how is None and not ctx.provided("step_time"):
         # no budget and no training step to derive activations from (a plan of state alone)
         ctx.warn(f"memory_per_gpu of plan '{ctx.name}' counts the persistent training state only: no activation "

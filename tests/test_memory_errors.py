@@ -69,3 +69,27 @@ def test_buffers_duplicate_name(write_plan):
 def test_buffers_durations_length(write_plan):
     err = _err(write_plan, "use buffers { " + BUF + "; durations = [1 ms] }")
     assert "error[out-of-range]: `durations` has 1 items but `ops` has 2" in err
+
+
+def test_usable_memory_above_the_device_is_a_warning_once(tmp_path, run_cli):
+    """`usable = 120 GB` on an 80 GB H100 (111.8 GiB > even 80 GiB) is a located warning, once
+    for the two plans that share the block's text; 76 GiB on an 80 GB GPU (whose HBM is 80 GiB)
+    is how published runs size it, and no warning."""
+    body = '''import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e12 token; seq_len = 4096 token; global_batch = 512 seq; deadline = 20 day }
+plan a {
+  model = qwen3_8b; workload = w; device = DEV; gpus = 64; gpus_per_host = 8; mfu = 40 %
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam"; usable = USABLE }
+  use layout { zero = 3; link = nvlink4; nic = nic_400g; nics_per_host = 8 }
+}
+plan b extends a { gpus = 128 }
+'''
+    f = tmp_path / "u.plan"
+    f.write_text(body.replace("DEV", "h100_sxm").replace("USABLE", "120 GB"), encoding="utf-8")
+    code, _, err = run_cli("check", f)
+    assert code == 0 and err.count("warning[suspicious]") == 1, err
+    assert "u.plan:6:" in err and "usable memory 111.8 GiB is more than the device has" in err
+    f.write_text(body.replace("DEV", "a100_sxm_80gb").replace("USABLE", "76 GiB"), encoding="utf-8")
+    code, _, err = run_cli("check", f)
+    assert code == 0 and "warning" not in err, err

@@ -283,6 +283,17 @@ class BlockView:
         span = n.assign.value.span if n is not None and n.assign and n.default is None else self.span
         self._ctx.error(summary, hint, span=span, code=code)
 
+    def warn_at(self, param: str, summary: str, hint: str = "", code: str = "suspicious") -> None:
+        """Report a warning at the text of ``param`` (or at the block when it was defaulted); the
+        plugin goes on."""
+        nid = f"{self._ctx.name}.{self.name}.{param}"
+        n = self._ctx.ws.nodes.get(nid)
+        span = n.assign.value.span if n is not None and n.assign and n.default is None else self.span
+        rep = self._ctx.ws.rep
+        if not any(d.severity == "warning" and d.code == code and d.summary == summary and d.span == span
+                   for d in rep.items):     # plans that inherit the block share its text: warn once
+            rep.warning(code, summary, span, hint)
+
     def given(self, param: str) -> bool:
         """True when the user wrote ``param`` (not a default)."""
         a = self._ctx.ws.decls[self._ctx.name].uses.get(self.name, {})
