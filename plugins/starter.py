@@ -28,6 +28,8 @@ INIT_DESCRIPTION = ("Write a starter .plan file: the model (a Hugging Face confi
 # the decode batch the starter's `use serving_step` prices, and the context each sequence holds:
 # the tensor-parallel degree is the smallest at which the KV cache holds this batch
 _BATCH, _CONTEXT = 64, 2048
+# the starter's SLO at the 95th percentile: (quantity, limit, unit), written as its requirements
+_TARGETS = (("ttft_p95", 2, "s"), ("tpot_p95", 50, "ms"))
 
 _LINKS = {"h100_sxm": "nvlink4", "h200": "nvlink4", "b200": "nvlink4", "h800": "nvlink4",
           "rtx_pro_6000_bw": "pcie5_x16", "rtx4090": "pcie4_x16"}
@@ -99,8 +101,7 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int, holds: bool = True)
         "}",
         "",
         "# the service-level objective at the 95th percentile (the CI gate: plan check --strict)",
-        "require ttft_target: serve.ttft_p95 <= 2 s",
-        "require tpot_target: serve.tpot_p95 <= 50 ms",
+        *(f"require {q.split('_')[0]}_target: serve.{q} <= {limit:g} {unit}" for q, limit, unit in _TARGETS),
         "# the fewest replicas meeting the first-token target (GPUs = tp × replicas)",
         "solve replicas_needed: serve.engine.replicas for serve.ttft_p95 <= 2 s",
     ]
@@ -285,19 +286,15 @@ def run_command(args, cli) -> int:
 
 def _warn_serving(ws, out: Path, holds: bool, err) -> None:
     """Warnings after a serving starter is written: the KV cache does not hold the step's batch,
-    or the placeholder demand (2 request/s per replica) misses the starter's own SLO targets on
-    this device — the numbers to edit are the rate, the replicas or the device."""
-    from dsl.results.solver import file_requirement_results
-
+    or the placeholder demand (2 request/s per replica) misses the starter's own SLO targets
+    (``_TARGETS``) on this device — the numbers to edit are the rate, the replicas or the device."""
     if not holds:
         kv = ws.get("serve.kv_tokens", "token")
         print(f"plan: warning: the KV cache holds {kv:,.0f} tokens, {kv / _CONTEXT:.3g} sequences of {_CONTEXT:,}: "
               f"fewer than the step's batch of {_BATCH} (see the comment in {out})", file=err)
-    failed = [r for r in file_requirement_results(ws) if r["name"] in ("ttft_target", "tpot_target") and not r["ok"]]
+    failed = [f"serve.{q} <= {limit:g} {unit} fails at {ws.get('serve.' + q, unit):.4g} {unit}"
+              for q, limit, unit in _TARGETS if ws.get("serve." + q, unit) > limit]
     if failed:
-        shown = {"ttft_target": ("serve.ttft_p95", "s"), "tpot_target": ("serve.tpot_p95", "ms")}
-        what = ", ".join(f"{r['text']} fails at {ws.get(shown[r['name']][0], shown[r['name']][1]):.4g} "
-                         f"{shown[r['name']][1]}" for r in failed)
-        print(f"plan: warning: the placeholder demand misses the starter's SLO on this device: {what}; "
+        print(f"plan: warning: the placeholder demand misses the starter's SLO on this device: {', '.join(failed)}; "
               f"lower the `rate` of `use batching`, or `plan solve {out} replicas_needed` for the replicas it needs",
               file=err)
