@@ -106,6 +106,12 @@ ENGINE_FIELDS = (
     Param("cuda_context", "B", doc="CUDA context memory charged to the budget", min=0, optional=True),
     Param("sampler_bytes", "B", doc="bytes per logit of the sampler pass in the profiled batch", min=0,
           optional=True),
+    Param("large_gpu_memory", "B", doc="device memory (as CUDA reports it) from which the engine's large-GPU "
+          "defaults replace max_num_seqs and chunked_batched_tokens", min=0, optional=True),
+    Param("large_gpu_max_num_seqs", "seq", doc="max_num_seqs on a large GPU", min=1, optional=True),
+    Param("large_gpu_batched_tokens", "token", doc="chunked_batched_tokens on a large GPU", min=1, optional=True),
+    Param("large_gpu_excludes", kind="string", optional=True,
+          doc="devices whose catalog name contains this text keep the other defaults (vLLM: \"a100\")"),
 )
 
 ENGINE = UseSpec(
@@ -294,6 +300,24 @@ def _device_memory(b, dev):
     return dev.q("memory", "B", positive=True)
 
 
+def _large_gpu(ctx, eng, dev, M) -> bool:
+    """Whether the engine's large-GPU defaults apply: the engine states ``large_gpu_memory``
+    (and both large values), the device memory M (as CUDA reports it) is at least that, and the
+    device's catalog name does not contain ``large_gpu_excludes``.  vLLM's server takes
+    max_num_batched_tokens 8,192 and max_num_seqs 1,024 when the device's total memory is at
+    least 70 GiB and its name does not contain "a100" (vllm/engine/arg_utils.py,
+    EngineArgs.get_batch_defaults; the A100 exclusion from vLLM PR #17885), 2,048 and 256
+    otherwise.  M is read at its nominal value and marked structural (a sweep over it rebuilds)."""
+    if not all(eng.has(f) for f in ("large_gpu_memory", "large_gpu_max_num_seqs", "large_gpu_batched_tokens")):
+        return False
+    excl = str(eng.value("large_gpu_excludes", "") or "").lower()
+    if excl and excl in dev.name.lower():
+        return False
+    m0 = ctx.nominal(M, structural=True)
+    t0 = ctx.nominal(eng.q("large_gpu_memory", "B"), structural=True)
+    return m0 is not None and t0 is not None and m0 >= t0
+
+
 # ---------------------------------------------------------------- pricing
 def _price(ctx, b):
     for other in ("decode_bound", "call_chain"):
@@ -330,16 +354,18 @@ def _price(ctx, b):
     util = _knob(b, eng, "gpu_memory_utilization")
     bs = _knob(b, eng, "block_size", "token")
     max_len = b.q("max_model_len")
-    seqs = _knob(b, eng, "max_num_seqs", "seq")
+    M = _device_memory(b, dev)
+    large = _large_gpu(ctx, eng, dev, M)
+    seqs = eng.q("large_gpu_max_num_seqs", "seq") if large and not b.given("max_num_seqs") \
+        else _knob(b, eng, "max_num_seqs", "seq")
     chunked = bool(b.value("enable_chunked_prefill")) if b.given("enable_chunked_prefill") \
         else bool(eng.value("enable_chunked_prefill", False))
     if b.given("max_num_batched_tokens"):
         T = b.q("max_num_batched_tokens")
     elif chunked:
-        T = _knob(b, eng, "chunked_batched_tokens", "token")
+        T = eng.q("large_gpu_batched_tokens", "token") if large else _knob(b, eng, "chunked_batched_tokens", "token")
     else:
         T = sp.Max(max_len, _knob(b, eng, "min_batched_tokens", "token"))
-    M = _device_memory(b, dev)
 
     def over(name):
         return b.q(name) if b.given(name) else (eng.q(name, "B") if eng.has(name) else sp.Integer(0))

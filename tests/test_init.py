@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import shutil
 
+import re
+
 import pytest
 
 from conftest import REPO_ROOT, run_main
@@ -54,8 +56,12 @@ def test_init_serving_starts_from_the_engine_model(tmp_path, config):
                  "solve replicas_needed: serve.engine.replicas"):
         assert line in text, line
     assert "decode_bound" not in text
-    # both fit one 80 GB H100 in BF16 (8.2 B and 30.5 B parameters: 16 and 61 GB), so tp = 1
-    assert "tp = 1; replicas = 8" in text
+    # Qwen3-8B's cache holds the step's batch (64 × 2,048 tokens) on one H100 (tp = 1). Qwen3-30B-A3B's
+    # 56.87 GiB of weights leave 0.9 × 79.22 − 56.87 − 5.796 (vLLM's sampler pass over 1,024 ×
+    # 151,936 logits at 40 B, the large-GPU max_num_seqs) − 0.35 = 8.28 GiB: 90,000 tokens of
+    # 96 KiB (48 layers × 4 KV heads × 128 × 2 × 2 B), fewer than 131,072, so tp = 2
+    tp = 1 if config == "Qwen3-8B.json" else 2
+    assert f"tp = {tp}; replicas = {8 // tp}" in text
     assert run_main("fmt", "--check", "s.plan", cwd=tmp_path)[0] == 0
     rc, out, err = run_main("eval", "s.plan", "--format", "json", cwd=tmp_path)
     assert rc == 0, err
@@ -149,17 +155,24 @@ def test_init_training_recomputes_when_the_activations_do_not_fit(tmp_path):
 
 
 def test_init_serving_says_when_no_tp_holds_the_batch(tmp_path):
-    """On 3 H100s Llama 3.1 70B can only take tp 2 (tp 4 needs four GPUs): its KV cache then
-    holds about 14,600 tokens (the budget of the test above), about 7 sequences of 2,048 against
-    the step's batch of 64 — the comment and a warning say so, and the placeholder demand misses
-    the TTFT target (warned, with what to edit)."""
-    rc, _, err = run_main("init", "--model", "llama31_70b", "--device", "h100_sxm", "--gpus", "3", "--serve",
+    """Qwen3-30B-A3B on one H100: its KV cache holds about 90,000 tokens (the budget of the test
+    above), about 44 sequences of 2,048 against the step's batch of 64 — the comment and a
+    warning say so."""
+    rc, _, err = run_main("init", "--model", "qwen3_30b_a3b", "--device", "h100_sxm", "--gpus", "1", "--serve",
                           "-o", "s.plan", cwd=tmp_path)
     assert rc == 0, err
     text = (tmp_path / "s.plan").read_text(encoding="utf-8")
-    assert "tp = 2; replicas = 1" in text and "at no tp up to 2 does the KV cache hold" in text
+    assert "tp = 1; replicas = 1" in text and "does not hold 64 sequences of 2,048 tokens" in text
     assert "smallest tp at which" not in text
-    assert "fewer than the step's batch of 64" in err and "sequences of 2,048" in err
+    assert "fewer than the step's batch of 64" in err
+    m = re.search(r"holds ([\d,]+) tokens, ([\d.]+) sequences", err)
+    assert m and int(m.group(1).replace(",", "")) == 90_448, err     # floor(budget / (16 × 98,304)) × 16
+
+
+def test_init_serving_warns_when_the_placeholder_demand_misses_the_slo(tmp_path):
+    rc, _, err = run_main("init", "--model", "qwen3_8b", "--device", "rtx4090", "--gpus", "1", "--serve",
+                          "-o", "s.plan", cwd=tmp_path)
+    assert rc == 0, err
     assert "misses the starter's SLO" in err and "serve.ttft_p95 <= 2 s fails at" in err
 
 

@@ -109,7 +109,7 @@ def test_hand_computed_budget_qwen3_8b_h100(write_plan):
     params, V, h = 8_190_735_360, 151_936, 4096           # Qwen3-8B (V is a multiple of 64)
     W = 2 * params
     kv = 36 * 2 * 8 * 128 * 2                              # 147,456 B per token
-    T, S = 2048, 256                                       # vLLM server defaults (chunked prefill)
+    T, S = 8192, 1024                                      # vLLM server defaults on a GPU of >= 70 GiB (not A100)
     A = max(T * 2 * (3 * 12288 + 3 * h), S * V * 40)       # the sampler pass dominates
     M = H100
     budget = 0.9 * M - W - A - 0.35 * GIB
@@ -272,7 +272,26 @@ def test_standard_names_for_the_other_serving_blocks(write_plan):
                  "serving_gpus", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
                  "serving_tp", "serving_pp"):
         assert f"a.{name}" in ws.nodes, name
-    assert qval(ws, "a.max_num_batched_tokens", "token") == 2048 and qval(ws, "a.serving_tp") == 2
+    assert qval(ws, "a.max_num_batched_tokens", "token") == 8192 and qval(ws, "a.serving_tp") == 2   # an H100
+
+
+@pytest.mark.parametrize("device,seqs,tokens", [("h100_sxm", 1024, 8192), ("h200", 1024, 8192), ("b200", 1024, 8192),
+                                                ("a100_sxm_80gb", 256, 2048), ("l40s", 256, 2048),
+                                                ("rtx4090", 256, 2048)])
+def test_vllm_server_defaults_follow_the_gpu(write_plan, device, seqs, tokens):
+    """vLLM's server takes max_num_seqs 1,024 and 8,192 batched tokens on a GPU whose total memory
+    is at least 70 GiB and whose name does not contain "a100" (vllm/engine/arg_utils.py,
+    get_batch_defaults), 256 and 2,048 otherwise; a value in the block overrides either, and the
+    pre-V1 preset keeps 256 on every GPU."""
+    ws = _eval(write_plan, f'''plan a {{
+  model = qwen3_8b; device = {device}
+  use engine {{ engine = vllm; max_model_len = 8192 token }}
+}}
+plan b extends a {{ use engine {{ max_num_seqs = 64 seq; max_num_batched_tokens = 4096 token }} }}
+plan c extends a {{ use engine {{ engine = vllm_v0 }} }}''')
+    assert qval(ws, "a.max_num_seqs", "seq") == seqs and qval(ws, "a.max_num_batched_tokens", "token") == tokens
+    assert qval(ws, "b.max_num_seqs", "seq") == 64 and qval(ws, "b.max_num_batched_tokens", "token") == 4096
+    assert qval(ws, "c.max_num_seqs", "seq") == 256 and qval(ws, "c.max_num_batched_tokens", "token") == 8192
 
 
 def test_worked_case_qwen3_8b():
