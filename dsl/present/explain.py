@@ -129,16 +129,33 @@ def requirement_tree(ws, plan: str, name: str, max_depth: int | None = None) -> 
     res = ws.requirement(plan, name)
     if req is None or res is None:
         return None
+    shown = _shown_sides(req, res)
+    return {"requirement": f"{plan}.{name}", "ok": res["ok"], "op": req.op, "unit": req.unit,
+            "lhs": shown["lhs"], "rhs": shown["rhs"], "doc": req.doc, "plugin": req.plugin, "text": req.text,
+            "sides": _sides(ws, req, plan, shown, max_depth)}
+
+
+def _shown_sides(req, res) -> dict:
+    """Both sides' values at the nominal point in the requirement's unit ("no value" without one)."""
+    return {k: ("no value" if res.get(f"{k}_si") is None else format_quantity(res[f"{k}_si"], req.unit))
+            for k in ("lhs", "rhs")}
+
+
+def _sides(ws, req, plan: str, shown: dict, max_depth: int | None) -> dict:
+    """Each side of a requirement: its formula (names short within ``plan``; a constant side as
+    its value in the requirement's unit, not its base-unit number) and the tree of each
+    quantity it reads."""
     sides = {}
     for key, e in (("lhs", req.lhs), ("rhs", req.rhs)):
-        syms = sorted((x.name for x in e.free_symbols if x.name in ws.nodes))
-        txt = sp.sstr(e)
-        for x in sorted(syms, key=lambda x: -len(x)):
-            txt = txt.replace(x, _short(x, plan))
+        syms = sorted(x.name for x in getattr(e, "free_symbols", ()) if x.name in ws.nodes)
+        if getattr(e, "free_symbols", None):
+            txt = sp.sstr(e)
+            for x in sorted(syms, key=lambda x: -len(x)):
+                txt = txt.replace(x, _short(x, plan))
+        else:
+            txt = shown[key]
         sides[key] = {"formula": txt, "trees": [tree(ws, x, max_depth) for x in syms]}
-    return {"requirement": f"{plan}.{name}", "ok": res["ok"], "op": req.op, "unit": req.unit,
-            "lhs": format_quantity(res["lhs_si"], req.unit), "rhs": format_quantity(res["rhs_si"], req.unit),
-            "doc": req.doc, "plugin": req.plugin, "text": req.text, "sides": sides}
+    return sides
 
 
 def file_requirement_tree(ws, name: str, max_depth: int | None = None) -> dict | None:
@@ -153,16 +170,10 @@ def file_requirement_tree(ws, name: str, max_depth: int | None = None) -> dict |
     res = next((r for r in file_requirement_results(ws) if r["name"] == name), None)
     if res is None:
         return None
-    shown = {k: ("no value" if res.get(f"{k}_si") is None else format_quantity(res[f"{k}_si"], req.unit))
-             for k in ("lhs", "rhs")}
-    sides = {}
-    for key, e in (("lhs", req.lhs), ("rhs", req.rhs)):
-        syms = sorted(x.name for x in e.free_symbols if x.name in ws.nodes)
-        # a constant side is shown in the requirement's unit, not as its base-unit number
-        sides[key] = {"formula": sp.sstr(e) if getattr(e, "free_symbols", None) else shown[key],
-                      "trees": [tree(ws, x, max_depth) for x in syms]}
+    shown = _shown_sides(req, res)
     return {"requirement": name, "ok": res["ok"], "op": req.op, "unit": req.unit, "lhs": shown["lhs"],
-            "rhs": shown["rhs"], "doc": req.doc, "plugin": "file", "text": req.text, "sides": sides,
+            "rhs": shown["rhs"], "doc": req.doc, "plugin": "file", "text": req.text,
+            "sides": _sides(ws, req, "", shown, max_depth),
             "answers": list(req.answers), "note": res.get("note"), "where": res["where"]}
 
 
