@@ -278,21 +278,12 @@ class BlockView:
     def error_at(self, param: str, summary: str, hint: str = "", code: str = "out-of-range") -> None:
         """Report an error at the text of ``param`` (or at the block when it was defaulted)
         and stop this plugin."""
-        nid = f"{self._ctx.name}.{self.name}.{param}"
-        n = self._ctx.ws.nodes.get(nid)
-        span = n.assign.value.span if n is not None and n.assign and n.default is None else self.span
-        self._ctx.error(summary, hint, span=span, code=code)
+        self._ctx.error(summary, hint, span=self.value_span(param) or self.span, code=code)
 
     def warn_at(self, param: str, summary: str, hint: str = "", code: str = "suspicious") -> None:
         """Report a warning at the text of ``param`` (or at the block when it was defaulted); the
         plugin goes on."""
-        nid = f"{self._ctx.name}.{self.name}.{param}"
-        n = self._ctx.ws.nodes.get(nid)
-        span = n.assign.value.span if n is not None and n.assign and n.default is None else self.span
-        rep = self._ctx.ws.rep
-        if not any(d.severity == "warning" and d.code == code and d.summary == summary and d.span == span
-                   for d in rep.items):     # plans that inherit the block share its text: warn once
-            rep.warning(code, summary, span, hint)
+        self._ctx.ws.rep.warning(code, summary, self.value_span(param) or self.span, hint)
 
     def given(self, param: str) -> bool:
         """True when the user wrote ``param`` (not a default)."""

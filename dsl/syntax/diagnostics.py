@@ -68,7 +68,11 @@ class Reporter:
 
     def warning(self, code: str, summary: str, span: Span | None = None, hint: str = "",
                 related: tuple = ()) -> None:
-        self.items.append(Diagnostic("warning", code, summary, span, hint, tuple(related)))
+        """Record a warning; one identical to a recorded one (plans that inherit a block share its
+        text, so a plugin warns about it once per plan) is kept once."""
+        d = Diagnostic("warning", code, summary, span, hint, tuple(related))
+        if d not in self.items:
+            self.items.append(d)
 
     @property
     def errors(self) -> list[Diagnostic]:
