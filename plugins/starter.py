@@ -80,6 +80,7 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int, holds: bool = True)
                    f"    # heads) and the link of those GPUs: `tp = 2; link = {link}`",
                    f"    tp = 1; replicas = {replicas}  # {replicas} GPUs"]
     rate = 2 * replicas          # 2 request/s per copy of the model: a placeholder demand
+    ttft, tpot = _TARGETS
     return [
         "plan serve {",
         f"  model = {mname}; device = {device}",
@@ -96,14 +97,14 @@ def _serve_body(mname: str, device: str, gpus: int, tp: int, holds: bool = True)
         f"    arrivals = \"poisson\"; rate = {rate} request/s; requests = 1000; seed = 0  # the demand: edit it",
         "    input = 2048 token; output = 256 token  # tokens in and out per request",
         "    # or a CSV trace (arrived_at, num_prefill_tokens, num_decode_tokens): trace = \"requests.csv\"",
-        "    slo_ttft = 2 s; slo_tpot = 50 ms  # the latency targets goodput counts",
+        f"    slo_ttft = {ttft[1]:g} {ttft[2]}; slo_tpot = {tpot[1]:g} {tpot[2]}  # the latency targets goodput counts",
         "  }",
         "}",
         "",
         "# the service-level objective at the 95th percentile (the CI gate: plan check --strict)",
         *(f"require {q.split('_')[0]}_target: serve.{q} <= {limit:g} {unit}" for q, limit, unit in _TARGETS),
         "# the fewest replicas meeting the first-token target (GPUs = tp × replicas)",
-        "solve replicas_needed: serve.engine.replicas for serve.ttft_p95 <= 2 s",
+        f"solve replicas_needed: serve.engine.replicas for serve.{ttft[0]} <= {ttft[1]:g} {ttft[2]}",
     ]
 
 
