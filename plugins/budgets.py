@@ -48,7 +48,7 @@ import csv
 import functools
 
 from dsl.plugin import hookimpl
-from dsl.plugin import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec
+from dsl.plugin import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec, install_hint
 
 BATCH = UseSpec(
     "batch", "tokens read and label tokens per parameter update",
@@ -363,7 +363,7 @@ def _fit(ctx):
     try:
         c = fit_law(fit_obs)
     except ImportError:
-        ctx.error("fitting needs numpy and scipy", 'pip install "plan-dsl[numeric]" (in a checkout of plan: pip install ".[numeric]")', code="missing-dependency")
+        ctx.error("fitting needs numpy and scipy", install_hint("numeric"), code="missing-dependency")
     for k in ("E", "A", "B", "alpha", "beta"):
         ctx.define(f"fit_{k}", sp.Float(c[k], 15), "", f"fitted {k}", headline=True)
 

@@ -74,7 +74,7 @@ from pathlib import Path
 import sympy as sp
 
 from dsl.plugin import hookimpl
-from dsl.plugin import Param, Table, TableSpec, UseSpec, current_limits, limit_hint
+from dsl.plugin import Param, Table, TableSpec, UseSpec, current_limits, install_hint, limit_hint
 
 from . import layout_model as lm
 from .serving_trace import TraceError, cell_span, open_csv
@@ -635,7 +635,7 @@ def plan_quantities_price(ctx):
     except RunsError as e:
         _runs_error(ctx, b, e)
     except ImportError:
-        ctx.error("calibration needs numpy and scipy", 'pip install "plan-dsl[numeric]" (in a checkout of plan: pip install ".[numeric]")', code="missing-dependency")
+        ctx.error("calibration needs numpy and scipy", install_hint("numeric"), code="missing-dependency")
     mode = "mfu" if "mfu" in names else "roofline"
     for n in names:
         lo, hi = FIELDS[n][2]

@@ -27,7 +27,7 @@ import math
 import itertools
 from dataclasses import dataclass, field
 
-from dsl.plugin import Diagnostic, PlanError
+from dsl.plugin import Diagnostic, PlanError, install_hint
 
 KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp", "off")
 KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
@@ -392,7 +392,7 @@ def _engine_dask(K, X, meta, chunks, progress, scheduler=None, client=None):
     try:
         from distributed import Client, as_completed
     except ImportError as e:
-        raise MissingDependency('plan search --engine dask needs dask: pip install "plan-dsl[dist]" (in a checkout of plan: pip install ".[dist]")') from e
+        raise MissingDependency(f"plan search --engine dask needs dask: {install_hint('dist')}") from e
     own = None
     if client is None:
         if scheduler:

@@ -32,7 +32,8 @@ def _mpl():
     try:
         import matplotlib
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise MissingPackage("figures need matplotlib: pip install \"plan-dsl[plot]\" (in a checkout of plan: pip install \".[plot]\")") from e
+        from dsl.syntax.diagnostics import install_hint
+        raise MissingPackage(f"figures need matplotlib: {install_hint('plot')}") from e
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "plan"
     matplotlib.rcParams["path.simplify"] = False

@@ -163,6 +163,12 @@ def _quote(span: Span) -> list[str]:
     return [gutter + shown, " " * (len(gutter) + col - 1) + "^" * width]
 
 
+def install_hint(extra: str) -> str:
+    """How to install an optional extra of this project (``numeric``, ``plot``, ``dist``): by its
+    package name, and from a checkout, where that name does not resolve."""
+    return f'pip install "plan-dsl[{extra}]" (in a checkout of plan: pip install ".[{extra}]")'
+
+
 def did_you_mean(name: str, candidates) -> str | None:
     """The candidate ``name`` most likely stands for, or None: the same name in another case;
     else a candidate that starts with it or contains it as a ``_``-separated part (``h100`` →
