@@ -118,18 +118,12 @@ def _emax(n):
     return mpmath.quad(f, [-mpmath.inf, -2, 0, 2, 4, 6, mpmath.inf])
 
 
-_NODES: dict = {}
-
-
+@lru_cache(maxsize=None)
 def _normal_at(x, prec: int):
     """(φ(x), Φ(x)) as ``mpmath.npdf``/``mpmath.ncdf`` give them at ``prec`` bits, memoised per
     (node, precision): the quadrature's nodes are a fixed set (a few thousand at most)."""
-    key = (x, prec)
-    got = _NODES.get(key)
-    if got is None:
-        import mpmath
-        got = _NODES[key] = (mpmath.npdf(x), mpmath.ncdf(x))
-    return got
+    import mpmath
+    return mpmath.npdf(x), mpmath.ncdf(x)
 
 
 @hookimpl
