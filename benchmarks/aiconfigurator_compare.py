@@ -43,6 +43,14 @@ tokens/s/GPU: AIConfigurator's ``tokens/s/gpu``; ours b·osl / (TTFT + (osl − 
 static (its definition: b requests of osl tokens per request latency) and b·(osl − 1) / Σ step
 times / tp for agg.
 
+Routing (MoE): AIConfigurator times Qwen3 MoE layers under power-law routing of exponent 1.2
+(aiconfigurator_core/sdk/models/moe.py ``_power_law_alpha = 1.2``; its collector's documentation,
+"Power-Law Distribution in MoE Workload Simulation", says of that exponent "top 20 % of experts
+handle ~65 % of the workload").  Ours prices the same workload: ``expert_skew`` =
+``skew_for_top_share(E, k, 0.65)`` (0.91 for Qwen3-30B-A3B's 128 experts, top-8), the Zipf
+popularity at which the top 20 % of experts take 65 % of the routed tokens.  ``--routing uniform``
+prices uniform routing instead (the step model's default).
+
 Device constants: the catalog's peak_flops and mem_bw with the efficiency fields of the
 device (generic defaults of plugins/serving_step.py when the catalog has none); the TP link is
 the catalog's NVLink of the host (nvlink4, 450 GB/s per direction; A100 NVLink 3, 300 GB/s).
@@ -97,6 +105,23 @@ def load_constants(points):
 
 def link_fields(ws, name):
     return {"bandwidth": float(ws.base_value(f"{name}.bandwidth"))}
+
+
+#: AIConfigurator's MoE workload: the share of routed tokens its power-law routing of exponent
+#: 1.2 puts on the top 20 % of experts, as its collector's documentation states it
+AIC_TOP20_SHARE = 0.65
+
+
+def routing_knobs(ws, model, routing="aic"):
+    """Step knobs for ``model``'s routing: {} for a dense model or ``routing`` = "uniform";
+    for "aic", ``expert_skew`` at which the top 20 % of experts take :data:`AIC_TOP20_SHARE`
+    of the routed tokens (:func:`plugins.serving_step.skew_for_top_share`)."""
+    from plugins.serving_step import skew_for_top_share
+
+    if routing == "uniform" or not ws.has(f"{model}.experts"):
+        return {}
+    E, k = int(ws.base_value(f"{model}.experts")), int(ws.base_value(f"{model}.experts_per_token"))
+    return {"expert_skew": skew_for_top_share(E, k, AIC_TOP20_SHARE)}
 
 
 def ours_static(c, b, isl, osl):
@@ -192,6 +217,8 @@ def main(argv=None):
     ap.add_argument("--isl", type=int, default=2048)
     ap.add_argument("--osl", type=int, default=256)
     ap.add_argument("--backend", default="vllm")
+    ap.add_argument("--routing", choices=("aic", "uniform"), default="aic",
+                    help="MoE routing priced: AIConfigurator's power-law workload (default) or uniform")
     ap.add_argument("--csv", help="write the AIConfigurator figures and ours to this CSV")
     ap.add_argument("--stored", action="store_true", help="compare against the AIConfigurator figures stored "
                     "in specs/data/serving/ instead of running AIConfigurator (no install needed)")
@@ -220,6 +247,13 @@ def main(argv=None):
     hdr = (f"{'mode':6} {'model':14} {'system':9} {'tp':>2} {'b':>3} | {'TTFT aic':>9} {'ours':>9} {'ratio':>6} | "
            f"{'TPOT aic':>8} {'ours':>8} {'ratio':>6} | {'tok/s/GPU aic':>13} {'ours':>9} {'ratio':>6}")
     print(f"AIConfigurator {aic_version}, backend {args.backend}, ISL {args.isl}, OSL {args.osl}; times in ms")
+    for m in models:
+        kn = routing_knobs(ws, m, args.routing)
+        if kn:
+            print(f"{m}: routing priced with expert_skew {kn['expert_skew']:.4f} (top 20 % of experts take "
+                  f"{AIC_TOP20_SHARE:.0%} of the routed tokens, AIConfigurator's power-law workload)")
+        elif ws.has(f"{m}.experts"):
+            print(f"{m}: routing priced uniform")
     print(hdr)
     print("-" * len(hdr))
     worst, groups = {}, {}
@@ -229,7 +263,8 @@ def main(argv=None):
             plan = names[(m, dev)]
             layers = int(ws.base_value(f"{m}.layers"))
             for tp in map(int, args.tps.split(",")):
-                c = step_constants(ws, plan, tp=tp, link=link_fields(ws, link) if tp > 1 else None)
+                c = step_constants(ws, plan, tp=tp, link=link_fields(ws, link) if tp > 1 else None,
+                                   knobs=routing_knobs(ws, m, args.routing))
                 for mode in args.modes.split(","):
                     for b in map(int, args.batches.split(",")):
                         if stored is not None:

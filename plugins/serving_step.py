@@ -21,7 +21,16 @@ batch grows comes out of the arithmetic, with no switch:
 2. **routed experts** (MoE): 2·T·k·N_expert FLOPs against the experts the step's tokens hit —
    E·(1 − (1 − k/E)^T) distinct experts per MoE layer, the expected number when each of the T
    tokens picks k of the E experts uniformly (an inclusion–exclusion count; balanced routers
-   aim at the uniform load).  η = η_expert·F/(F + F_half) at the size of one grouped GEMM (two
+   aim at the uniform load).  A skewed router (``expert_skew`` s > 0: expert i's popularity
+   ∝ i^(−s), Zipf) hits Σ_i 1 − (1 − q_i)^T, q_i the inclusion probabilities of
+   :func:`expert_inclusion` — fewer distinct experts, so a smaller weight read, at the same
+   FLOPs.  Measured routers are skewed: NVIDIA AIConfigurator prices Qwen3 MoE layers on fused-MoE
+   kernels timed under power-law routing of exponent 1.2, estimated for Qwen3-235B on
+   CNN/DailyMail and OpenOrca by latency matching, and states that "the top 20 % of experts
+   handle ~65 % of the workload" there (ai-dynamo/aiconfigurator, collector docs "Power-Law
+   Distribution in MoE Workload Simulation"; aiconfigurator_core/sdk/models/moe.py,
+   ``_power_law_alpha = 1.2``); :func:`skew_for_top_share` turns such a share into s (0.91 for
+   E = 128, top-8).  η = η_expert·F/(F + F_half) at the size of one grouped GEMM (two
    per MoE layer: gate/up and down, as vLLM's fused MoE kernel runs every expert of a layer in
    one launch); η_expert is the ``expert_efficiency`` knob.  The fused kernel's time is the
    *sum* of its FLOP time and its weight read, not their max (the measured vLLM fused-MoE kernel
@@ -118,6 +127,7 @@ GENERIC = {
     **GENERIC_DEVICE,            # the device curve a device without its own fields gets (one home)
     "attention_efficiency": 0.37,
     "expert_efficiency": 0.5,
+    "expert_skew": 0.0,
     "kernel_overhead": 2e-6,
     "kernels_per_layer": None,       # None: counted from the architecture (kernels_per_step)
     "kernels_per_step": 4,
@@ -127,7 +137,7 @@ GENERIC = {
     "link_efficiency": 0.8,
 }
 
-KNOBS = ("attention_efficiency", "expert_efficiency", "kernel_overhead", "host_overhead")
+KNOBS = ("attention_efficiency", "expert_efficiency", "expert_skew", "kernel_overhead", "host_overhead")
 
 REFERENCES = (
     "Williams, Waterman, Patterson 2009, 'Roofline: an insightful visual performance model' (time = "
@@ -289,6 +299,10 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         "gemms": 4 * a["L"],
         # routed experts (0 for a dense model)
         "E": E, "k": k, "moe_layers": Lm,
+        # Zipf exponent of the experts' popularity (0: uniform routing); a plain float in both
+        # modes: it picks the inclusion probabilities of distinct_experts, not a term
+        "expert_skew": float(k_["expert_skew"]) if moe else 0.0,
+        "expert_counts": tuple(k_.get("expert_counts") or (E, k)),
         "expert_params": expert_all / tp,                    # one expert in every MoE layer, per GPU
         "expert_bytes": wb * expert_all / tp,
         # LM head (vocabulary-parallel under TP)
@@ -390,6 +404,7 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         blk = ctx.block("serving_step")
         eng = ctx.block("engine")
         conv = (lambda x: _num(ctx.nominal(x))) if numeric else (lambda x: x)
+        number = lambda x: _num(ctx.nominal(x))           # noqa: E731
         tp_v = tp if tp is not None else _block_tp(blk, eng)
         if link is None:
             src_link = blk if blk is not None and blk.given("link") else \
@@ -400,6 +415,9 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         kv = kv or _format(blk, eng, "kv")
         kn = dict(knobs or {})
         if blk is not None:
+            # the routing skew selects the experts' inclusion probabilities: its number, also
+            # when the other knobs stay expressions
+            kn.setdefault("expert_skew", _num(ctx.nominal(blk.q("expert_skew"))))
             for key in KNOBS:
                 kn.setdefault(key, conv(blk.q(key)))
     else:
@@ -407,7 +425,7 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         mname = _decl_name(ev.python_value(f"{plan}.model"))
         dname = _decl_name(ev.python_value(f"{plan}.device"))
         model, dev = _EvalView(ev, mname), _EvalView(ev, dname)
-        conv = _num
+        conv = number = _num
         kn = dict(knobs or {})
         pre = f"{plan}.serving_step."
         blk_tp = ev.base_value(pre + "tp") if ev.has(pre + "tp") else 1
@@ -430,6 +448,9 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
             link = _link_fields(_EvalView(ev, _decl_name(ev.python_value(f"{plan}.engine.link"))), _num)
         weights, kv = weights or "bf16", kv or "bf16"
     a, m = architecture(model), moe_architecture(model)
+    if kn.get("expert_skew") and m is not None and m.get("moe"):
+        # a skewed router's inclusion probabilities need the expert counts as numbers
+        kn["expert_counts"] = (int(number(m["E"])), int(number(m["k"])))
     a = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in a.items()}
     m = {key: (conv(v) if isinstance(v, sp.Basic) else v) for key, v in m.items()}
     d = {"peak_flops": conv(dev.q("peak_flops", "FLOP/s", positive=True)),
@@ -487,9 +508,130 @@ def roofline(c, F, B, o, eta=None):
     return o.max(F / (c["peak"] * e), B / (c["mem_bw"] * c["eta_mem"]))
 
 
-def distinct_experts(E, k, n):
-    """Expected distinct experts hit when n tokens each pick k of E uniformly: E·(1 − (1 − k/E)^n)."""
-    return E * (1 - (1 - k / E) ** n)
+def distinct_experts(E, k, n, skew=0):
+    """Expected distinct experts hit when n tokens each pick k of the E routed experts.
+
+    ``skew`` = 0 (uniform routing): E·(1 − (1 − k/E)^n) — each expert is missed by one token
+    with probability 1 − k/E, by n independent tokens with its n-th power.  ``skew`` = s > 0:
+    Σ_i 1 − (1 − q_i)^n over the experts' inclusion probabilities q_i of
+    :func:`expert_inclusion` (Zipf popularity of exponent s).  ``n`` may be a number, a numpy
+    array (one value per element) or a sympy expression (for s > 0 one :class:`experts_hit`
+    node); E and k must be numbers when s > 0.  Returns experts (a float, an array or an expression)."""
+    if not skew:
+        return E * (1 - (1 - k / E) ** n)
+    if isinstance(n, sp.Basic):
+        return experts_hit(n, sp.Integer(int(E)), sp.Integer(int(k)), sp.Float(float(skew)))
+    return _hit_sum(n, E, k, skew)
+
+
+def _hit_sum(n, E, k, skew):
+    """Σ_i 1 − (1 − q_i)^n for a number or numpy array n (the terms added in expert order, the
+    same operations for both, so an array element equals the number bit for bit)."""
+    import numpy as np
+    if isinstance(n, sp.Basic):
+        n = float(n)
+    x = n if isinstance(n, (int, float)) else np.asarray(n, dtype=float)
+    total = 0.0
+    for q in expert_inclusion(int(E), int(k), float(skew)):
+        total = total + (1 - (1 - q) ** x)
+    return total
+
+
+def _hit_rate(n, E, k, skew):
+    """d/dn Σ_i 1 − (1 − q_i)^n = −Σ_i ln(1 − q_i)·(1 − q_i)^n (an expert every token picks,
+    q = 1, adds nothing past n = 1)."""
+    import numpy as np
+    q = np.asarray(expert_inclusion(int(E), int(k), float(skew)))
+    q = q[q < 1]
+    x = np.asarray(n, dtype=float)
+    qq = q.reshape((-1,) + (1,) * x.ndim)
+    out = (-np.log1p(-qq) * (1 - qq) ** x).sum(axis=0)
+    return float(out) if x.ndim == 0 else out
+
+
+class experts_hit(sp.Function):
+    """``experts_hit(n, E, k, s)``: the expected distinct experts n tokens hit under a router
+    of Zipf skew s (:func:`distinct_experts`), as one sympy function of n — its value and
+    its derivative in n are computed from :func:`expert_inclusion` (``evalf`` and
+    ``lambdify`` call :attr:`_imp_`), so a plan's expression holds one node instead of an
+    E-term sum.  E, k and s are numbers."""
+
+    nargs = 4
+    _imp_ = staticmethod(_hit_sum)
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sp.ArgumentIndexError(self, argindex)
+        return experts_hit_rate(*self.args)
+
+    def _eval_is_real(self):
+        return True
+
+    def _eval_is_nonnegative(self):
+        return True
+
+
+class experts_hit_rate(sp.Function):
+    """``experts_hit_rate(n, E, k, s)``: d experts_hit / dn (:func:`_hit_rate`)."""
+
+    nargs = 4
+    _imp_ = staticmethod(_hit_rate)
+
+    def _eval_is_real(self):
+        return True
+
+    def _eval_is_nonnegative(self):
+        return True
+
+
+@lru_cache(maxsize=64)
+def expert_inclusion(E: int, k: int, skew: float) -> tuple:
+    """Probabilities q_1 ≥ … ≥ q_E that one token's k routed experts include expert i, when
+    expert i's popularity is Zipf's p_i = i^(−s) / Σ_j j^(−s) (s = ``skew``; s = 0 is uniform).
+
+    A token picks k *distinct* experts, so q_i = min(1, c·p_i) with c chosen so that Σ q_i = k
+    (inclusion probabilities proportional to size, capped at 1: an expert so popular that every
+    token picks it is picked once; Hájek 1964, "Asymptotic theory of rejective sampling").
+    The fraction of routed token slots expert i receives is q_i / k.  Returns a tuple of E floats.
+    Raises ValueError unless 1 ≤ k ≤ E and s ≥ 0."""
+    if not (1 <= k <= E) or skew < 0:
+        raise ValueError(f"expert_inclusion needs 1 <= k <= E and skew >= 0 (E={E}, k={k}, skew={skew})")
+    p = [i ** -skew for i in range(1, E + 1)]
+    q = [0.0] * E
+    capped = 0                          # the most popular experts, q = 1 (a prefix: p decreases)
+    c = k / sum(p)
+    while capped < k and c * p[capped] > 1:
+        capped += 1
+        c = (k - capped) / sum(p[capped:]) if capped < E else 0.0
+    for i in range(E):
+        q[i] = 1.0 if i < capped else c * p[i]
+    return tuple(q)
+
+
+def expert_top_share(E: int, k: int, skew: float, fraction: float = 0.2) -> float:
+    """Share of the routed token slots that the most popular ⌈fraction·E⌉ experts receive under
+    :func:`expert_inclusion` (0.2 of E experts take 0.2 of the slots under uniform routing)."""
+    import math
+    q = expert_inclusion(E, k, skew)
+    return sum(q[:math.ceil(fraction * E - 1e-9)]) / k
+
+
+def skew_for_top_share(E: int, k: int, share: float, fraction: float = 0.2) -> float:
+    """The Zipf exponent s at which the most popular ⌈fraction·E⌉ experts receive ``share`` of
+    the routed token slots (:func:`expert_top_share`), by bisection to 1e-12 on s ∈ [0, 20].
+    A way to state a measured load imbalance ("the top 20 % of experts take 65 % of the
+    tokens") as the ``expert_skew`` knob.  Raises ValueError when ``share`` is below the
+    uniform share or not reachable."""
+    lo, hi = 0.0, 20.0
+    if not expert_top_share(E, k, lo, fraction) <= share <= expert_top_share(E, k, hi, fraction):
+        raise ValueError(f"a top-{fraction:.0%} share of {share} is not reachable with {E} experts, top-{k}")
+    while hi - lo > 1e-12:
+        mid = (lo + hi) / 2
+        if expert_top_share(E, k, mid, fraction) < share:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 def all_reduce_time(k, size, c, o):
@@ -529,7 +671,8 @@ def _dense(c, T, o):
 def _experts(c, T, o):
     """Term 2, the routed experts of a step of T tokens (MoE): their FLOP time plus their weight read."""
     F = 2 * T * c["k"] * c["expert_params"]
-    hit = distinct_experts(c["E"], c["k"], T)
+    skew = c.get("expert_skew", 0)
+    hit = distinct_experts(*c["expert_counts"], T, skew) if skew else distinct_experts(c["E"], c["k"], T)
     # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
     # fused kernel's weight read and its MMAs do not overlap: their sum
     tc = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"])
@@ -812,6 +955,9 @@ SERVING_STEP = UseSpec(
               "(FlashAttention-2 forward on H100)", min=0, min_open=True, max=1),
         Param("expert_efficiency", "", "50 %", "fraction of peak_flops the grouped expert GEMMs of an MoE layer "
               "reach (fused MoE kernel)", min=0, min_open=True, max=1),
+        Param("expert_skew", "", "0", "Zipf exponent s of the routed experts' popularity (0: uniform "
+              "routing; 0.91 puts 65 % of a 128-expert top-8 router's tokens on its top 20 % of experts)",
+              min=0, max=20),
         Param("kernel_overhead", "s", "2 us", "fixed time of each kernel of a step (launch from a CUDA graph, "
               "first and last wave)", min=0),
         Param("host_overhead", "s", "0 s", "host time per step not hidden behind the GPU (scheduler)", min=0),
