@@ -81,7 +81,9 @@ SPEC = UseSpec(
               "(block-scaled formats)", kind="int", min=1),
         Param("transient", "B", "0 GiB", "activations, gathered parameters and workspace live together at "
               "the peak, per GPU (when not written and `use buffers` is used: its transient peak)", min=0),
-        Param("usable", "B", "device.memory", "memory a GPU can give to training", min=0, min_open=True),
+        Param("usable", "B", "device.memory", "memory a GPU can give to training (default: the device's "
+              "nominal memory, e.g. 80 GB = 74.5 GiB on an H100; `usable = device.cuda_memory` budgets against "
+              "what the CUDA driver reports, 79.22 GiB there)", min=0, min_open=True),
     ),
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model trained"),
