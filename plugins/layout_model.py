@@ -225,8 +225,47 @@ def _defer(fn, args):
 
 
 def _piecewise(cond, a, b):
+    """``Piecewise((a, cond), (b, True))`` — built without sympy's evaluation when it provably
+    changes nothing (:func:`_kept_piecewise`), else as sympy evaluates it."""
     import sympy as sp
+    if _kept_piecewise(cond, a, b):
+        return sp.Piecewise((a, cond), (b, True), evaluate=False)
     return sp.Piecewise((a, cond), (b, True))
+
+
+def _kept_piecewise(cond, a, b) -> bool:
+    """True when sympy's ``Piecewise.eval`` returns ``Piecewise((a, cond), (b, True))`` as
+    given, so that the unevaluated constructor builds the same object.
+
+    The case is :func:`group_bandwidth`'s "the group spans hosts", ``x > R`` from :func:`_spans`
+    with x a node symbol (real and nothing else) and R = max(1, min(x, q)) for a number q > 1,
+    or R a finite number.  ``Piecewise.eval`` (sympy's ``_piecewise_collapse_arguments``) would
+    only rewrite ``cond`` by ``_canonical_coeff`` and merge the two pairs if ``a == b``:
+    ``cond.canonical`` is ``cond`` (the bare symbol has fewer nodes than R, so the arguments are
+    in sympy's order; neither side can extract a minus sign), its coefficient split is x = 0 + 1·x,
+    so it rebuilds ``x > R`` evaluated — and that is undecided (x > max(1, min(x, q)) holds for
+    x > q and fails for x ≤ 1; x > n for a real x is unknown), which sympy returns as the
+    unevaluated relation, equal to ``cond``.  Costs sympy's assumption queries, ≈3 ms a plan.
+    Any other condition, or a Piecewise branch, or ``a == b``: False (sympy evaluates)."""
+    import sympy as sp
+    global _REAL
+    if type(cond) is not sp.StrictGreaterThan or isinstance(a, sp.Piecewise) or isinstance(b, sp.Piecewise):
+        return False
+    x, R = cond.args
+    if _REAL is None:
+        _REAL = sp.Symbol("k", real=True).assumptions0
+    if not (x.is_Symbol and x.assumptions0 == _REAL):
+        return False
+    if R.is_Rational or R.is_Float:
+        pass
+    elif type(R) is sp.Max and len(R.args) == 2 and R.args[0] == 1 and type(R.args[1]) is sp.Min:
+        inner = R.args[1].args
+        q = next((y for y in inner if y is not x), None)
+        if len(inner) != 2 or x not in inner or q is None or not (q.is_Rational or q.is_Float) or not q > 1:
+            return False
+    else:
+        return False
+    return isinstance(a, sp.Basic) and isinstance(b, sp.Basic) and a != b
 
 
 class _SympyOps:
