@@ -14,6 +14,7 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 
@@ -199,11 +200,35 @@ class _Lazy:
         return repr(self.force())
 
 
+def _div(a, b):
+    """``a / b`` of two built values: a division by a Piecewise kept by :func:`_piecewise` is the
+    product with its reciprocal (:func:`_reciprocal`), the object sympy's ``a / b`` builds."""
+    sp = sys.modules.get("sympy")
+    if sp is not None and type(b) is sp.Piecewise:
+        return a * _reciprocal(b)
+    return a / b
+
+
+@functools.lru_cache(maxsize=64)
+def _reciprocal(pw):
+    """``1 / pw`` for a two-branch Piecewise: sympy's ``Pow(pw, -1)`` is ``pw._eval_power(-1)``,
+    ``Piecewise((a**-1, cond), (b**-1, True))`` evaluated, which :func:`_kept_piecewise` may show
+    to keep its arguments — then it is built unevaluated; else as sympy builds it.  ``x * (1/pw)``
+    is what ``x / pw`` builds: ``Mul(x, Pow(pw, -1))`` (``Expr.__truediv__``/``__rtruediv__``)."""
+    import sympy as sp
+    if len(pw.args) == 2 and pw.args[1].cond is sp.true:
+        (a, cond), (b, _) = pw.args
+        ia, ib = a ** -1, b ** -1
+        if _kept_piecewise(cond, ia, ib):
+            return sp.Piecewise((ia, cond), (ib, True), evaluate=False)
+    return pw ** -1
+
+
 def _lazy_ops():
     def pair(op):
         return (lambda a, b: _Lazy(op, (a, b))), (lambda a, b: _Lazy(op, (b, a)))
     for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                     ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("pow", operator.pow),
+                     ("truediv", _div), ("floordiv", operator.floordiv), ("pow", operator.pow),
                      ("mod", operator.mod),
                      ("and", operator.and_), ("or", operator.or_)):
         f, r = pair(op)

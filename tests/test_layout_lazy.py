@@ -135,7 +135,8 @@ def test_group_bandwidth_piecewise_is_what_sympy_builds(q, form):
     got = lm._piecewise(cond, a, link)
     want = sp.Piecewise((a, cond), (link, True))
     assert got == want and sp.srepr(got) == sp.srepr(want)
-    assert 1 / got == 1 / want
+    for x in (k * link, sp.Integer(1), 1, 3, sp.Rational(2, 3), 0.5, sp.Float(2.5)):    # a division by it
+        assert lm._div(x, got) == x / want and sp.srepr(lm._div(x, got)) == sp.srepr(x / want)
     assert lm._kept_piecewise(cond, a, link) == (form != "multiple")   # q·x: sympy moves q to the right
 
 
