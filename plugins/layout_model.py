@@ -14,6 +14,7 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 
@@ -199,11 +200,35 @@ class _Lazy:
         return repr(self.force())
 
 
+def _div(a, b):
+    """``a / b`` of two built values: a division by a Piecewise kept by :func:`_piecewise` is the
+    product with its reciprocal (:func:`_reciprocal`), the object sympy's ``a / b`` builds."""
+    sp = sys.modules.get("sympy")
+    if sp is not None and type(b) is sp.Piecewise:
+        return a * _reciprocal(b)
+    return a / b
+
+
+@functools.lru_cache(maxsize=64)
+def _reciprocal(pw):
+    """``1 / pw`` for a two-branch Piecewise: sympy's ``Pow(pw, -1)`` is ``pw._eval_power(-1)``,
+    ``Piecewise((a**-1, cond), (b**-1, True))`` evaluated, which :func:`_kept_piecewise` may show
+    to keep its arguments — then it is built unevaluated; else as sympy builds it.  ``x * (1/pw)``
+    is what ``x / pw`` builds: ``Mul(x, Pow(pw, -1))`` (``Expr.__truediv__``/``__rtruediv__``)."""
+    import sympy as sp
+    if len(pw.args) == 2 and pw.args[1].cond is sp.true:
+        (a, cond), (b, _) = pw.args
+        ia, ib = a ** -1, b ** -1
+        if _kept_piecewise(cond, ia, ib):
+            return sp.Piecewise((ia, cond), (ib, True), evaluate=False)
+    return pw ** -1
+
+
 def _lazy_ops():
     def pair(op):
         return (lambda a, b: _Lazy(op, (a, b))), (lambda a, b: _Lazy(op, (b, a)))
     for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                     ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("pow", operator.pow),
+                     ("truediv", _div), ("floordiv", operator.floordiv), ("pow", operator.pow),
                      ("mod", operator.mod),
                      ("and", operator.and_), ("or", operator.or_)):
         f, r = pair(op)
@@ -225,8 +250,47 @@ def _defer(fn, args):
 
 
 def _piecewise(cond, a, b):
+    """``Piecewise((a, cond), (b, True))`` — built without sympy's evaluation when it provably
+    changes nothing (:func:`_kept_piecewise`), else as sympy evaluates it."""
     import sympy as sp
+    if _kept_piecewise(cond, a, b):
+        return sp.Piecewise((a, cond), (b, True), evaluate=False)
     return sp.Piecewise((a, cond), (b, True))
+
+
+def _kept_piecewise(cond, a, b) -> bool:
+    """True when sympy's ``Piecewise.eval`` returns ``Piecewise((a, cond), (b, True))`` as
+    given, so that the unevaluated constructor builds the same object.
+
+    The case is :func:`group_bandwidth`'s "the group spans hosts", ``x > R`` from :func:`_spans`
+    with x a node symbol (real and nothing else) and R = max(1, min(x, q)) for a number q > 1,
+    or R a finite number.  ``Piecewise.eval`` (sympy's ``_piecewise_collapse_arguments``) would
+    only rewrite ``cond`` by ``_canonical_coeff`` and merge the two pairs if ``a == b``:
+    ``cond.canonical`` is ``cond`` (the bare symbol has fewer nodes than R, so the arguments are
+    in sympy's order; neither side can extract a minus sign), its coefficient split is x = 0 + 1·x,
+    so it rebuilds ``x > R`` evaluated — and that is undecided (x > max(1, min(x, q)) holds for
+    x > q and fails for x ≤ 1; x > n for a real x is unknown), which sympy returns as the
+    unevaluated relation, equal to ``cond``.  Costs sympy's assumption queries, ≈3 ms a plan.
+    Any other condition, or a Piecewise branch, or ``a == b``: False (sympy evaluates)."""
+    import sympy as sp
+    global _REAL
+    if type(cond) is not sp.StrictGreaterThan or isinstance(a, sp.Piecewise) or isinstance(b, sp.Piecewise):
+        return False
+    x, R = cond.args
+    if _REAL is None:
+        _REAL = sp.Symbol("k", real=True).assumptions0
+    if not (x.is_Symbol and x.assumptions0 == _REAL):
+        return False
+    if R.is_Rational or R.is_Float:
+        pass
+    elif type(R) is sp.Max and len(R.args) == 2 and R.args[0] == 1 and type(R.args[1]) is sp.Min:
+        inner = R.args[1].args
+        q = next((y for y in inner if y is not x), None)
+        if len(inner) != 2 or x not in inner or q is None or not (q.is_Rational or q.is_Float) or not q > 1:
+            return False
+    else:
+        return False
+    return isinstance(a, sp.Basic) and isinstance(b, sp.Basic) and a != b
 
 
 class _SympyOps:

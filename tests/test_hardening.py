@@ -156,6 +156,29 @@ def test_power_through_references_is_out_of_range_not_a_hang(tmp_path, body):
     assert "error[out-of-range]" in err and "power" in err
 
 
+def test_magnitude_bound_of_rational_values_is_the_sympy_comparison():
+    """Rational values are checked against 1e±300 with integer products: the same verdict as
+    sympy's abs(v) > 10^300 or abs(v) < 10^-300, at and around both bounds, for both signs."""
+    import sympy as sp
+
+    from dsl.engine.nodes import HUGE
+    from dsl.evaluate.values import _beyond_rational
+    vals = [sp.Integer(0), sp.Integer(1), sp.Rational(-1, 2), HUGE, 1 / HUGE]
+    for d in (-1, 1):
+        vals += [HUGE + d, sp.Rational(HUGE * 3 + d, 3), 1 / (HUGE + d), sp.Rational(7, HUGE * 7 + d)]
+    for v in vals + [-v for v in vals]:
+        want = v != 0 and bool(abs(v) > HUGE or abs(v) < 1 / HUGE)
+        assert _beyond_rational(v) == want, v
+
+
+@pytest.mark.parametrize("expr, bad", [("a * 10", False), ("a * 100", True), ("1 / (a * 10)", False),
+                                       ("1 / (a * 100)", True), ("-a * 100", True)])
+def test_magnitude_bound_at_1e300(tmp_path, expr, bad):
+    p = write(tmp_path, f"plan p {{\n  a = 1e299\n  b = {expr}\n}}\n")
+    rc, _, err = cli("eval", p)
+    assert (rc == 1 and "beyond what a plan can hold" in err) if bad else rc == 0, err
+
+
 def test_ordinary_powers_still_evaluate(tmp_path):
     # 2^10 = 1024; (3/2)^2 = 2.25; 4^0.5 = 2
     p = write(tmp_path, "plan p {\n  a = 2\n  b = a ^ 10\n  c = 1.5 ^ a\n  d = 4 ^ 0.5\n}\n")

@@ -25,6 +25,16 @@ def clip(text: str, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+_HUGE = int(HUGE)
+
+
+def _beyond_rational(v) -> bool:
+    """``abs(v) > HUGE or abs(v) < 1 / HUGE`` for a nonzero sympy Rational ``v`` = p/q (q > 0),
+    by integer products (the same truth value, without sympy's comparisons); False for 0."""
+    p, q = abs(int(v.p)), int(v.q)
+    return p != 0 and (p > _HUGE * q or p * _HUGE < q)
+
+
 class ValuesMixin:
     """Exact nominal values (sympy rationals) and full expressions of the inputs."""
 
@@ -77,15 +87,18 @@ class ValuesMixin:
                                "check the inputs it depends on")
                 self._values[nid] = None
                 return None
-        if v is not None and v.is_number and v.is_real and v != 0 and v not in (sp.oo, -sp.oo) \
-                and (abs(v) > HUGE or abs(v) < 1 / HUGE):
+        rational = getattr(v, "is_Rational", False) is True   # most values: the checks below by integers
+        if (_beyond_rational(v) if rational else v is not None and v.is_number and v.is_real and v != 0
+                and v not in (sp.oo, -sp.oo) and (abs(v) > HUGE or abs(v) < 1 / HUGE)):
             who = f"quantity '{n.name}' of '{n.owner}' (plugin '{n.plugin}')" if n.kind == "quantity" else f"'{nid}'"
             self.rep.error("out-of-range", f"{who} evaluates to about {about(v)}, beyond what a plan can hold "
                            "(magnitudes from 1e-300 to 1e300)", n.span or self.decls[n.owner].ast.name_span,
                            "an input it depends on is extreme; check the exponents and units")
             self._values[nid] = None
             return None
-        if v is sp.zoo or v is sp.nan or v in (sp.oo, -sp.oo) or (getattr(v, "is_finite", True) is False):
+        if rational:
+            pass                        # finite and real
+        elif v is sp.zoo or v is sp.nan or v in (sp.oo, -sp.oo) or (getattr(v, "is_finite", True) is False):
             span = n.span
             for div, dspan in n.div_checks:
                 dv = div.xreplace({s: self.value(s.name) for s in div.free_symbols})
