@@ -932,18 +932,17 @@ def _get_answer(ws, args) -> int:
 
     sol = named_solutions(ws, {args.name})[args.name]
     span = ws.solve_names[args.name].span     # errors point at the solve
-    if args.expr:
-        if sol.symbolic is None:
-            print(render(Diagnostic("error", "solve", f"'{args.name}' has no symbolic form "
-                                    + (f"({sol.method} answer)" if sol.method != "none" else "(no answer)"),
-                                    span, "drop --expr to print the number")), file=sys.stderr)
-            return EXIT_PLAN
-        print(sol.symbolic)
-        return EXIT_OK
     if sol.answer is None:
         print(render(Diagnostic("error", "solve", f"'{args.name}' has no answer: {sol.note}", span,
                                 f"`plan solve {args.file}` shows the query and what was scanned")), file=sys.stderr)
         return EXIT_PLAN
+    if args.expr:
+        if sol.symbolic is None:
+            print(render(Diagnostic("error", "solve", f"'{args.name}' has no symbolic form ({sol.method} answer)",
+                                    span, "drop --expr to print the number")), file=sys.stderr)
+            return EXIT_PLAN
+        print(sol.symbolic)
+        return EXIT_OK
     unit = args.unit or sol.unit
     try:
         check_unit_for(ws.nodes[sol.target].dim, unit)
