@@ -14,6 +14,11 @@ derived quantity, its definition is cut), every other input at its nominal value
 A readable symbolic answer is also given in terms of the neighbouring quantities (only the
 nodes between TARGET and the equation are expanded), when it stays short.  For ``<=``/``>=``/``<``/``>`` the
 boundary is returned with the side on which the relation holds.
+
+A whole-number target (a GPU count) answers a whole number (:func:`_whole_answer`; for ``==``
+the first one from the root upwards at which the sides have met).  One that plugins read to
+build the plan is answered by rebuilding the plan at candidate whole numbers
+(:func:`_search_whole`).
 """
 from __future__ import annotations
 
