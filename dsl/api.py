@@ -138,7 +138,8 @@ class Results(Evaluation):
             from dsl.results.solver import named_solutions
             sol = named_solutions(self, {name})[name]
             if sol.answer is None:
-                raise PlanError([Diagnostic("error", "solve", f"'{name}' has no answer: {sol.note}", None, "")])
+                raise PlanError([Diagnostic("error", "solve", f"'{name}' has no answer: {sol.note}",
+                                            self.solve_names[name].span, "")])
             u = sol.unit if unit is None else unit
             check_unit_for(self.nodes[sol.target].dim, u)
             return float(convert(sol.answer, u))

@@ -928,19 +928,21 @@ def _get_answer(ws, args) -> int:
     target), in the target's unit or ``--in``; ``--expr`` prints its symbolic form."""
     from dsl.engine.units import UnitError, check_unit_for, convert
     from dsl.results.solver import named_solutions
+    from dsl.syntax.diagnostics import Diagnostic, render
 
     sol = named_solutions(ws, {args.name})[args.name]
+    span = ws.solve_names[args.name].span     # errors point at the solve
+    if sol.answer is None:
+        print(render(Diagnostic("error", "solve", f"'{args.name}' has no answer: {sol.note}", span,
+                                f"`plan solve {args.file}` shows the query and what was scanned")), file=sys.stderr)
+        return EXIT_PLAN
     if args.expr:
         if sol.symbolic is None:
-            print(f"plan: error[solve]: '{args.name}' has no symbolic form ({sol.method} answer)\n"
-                  "  hint: drop --expr to print the number", file=sys.stderr)
+            print(render(Diagnostic("error", "solve", f"'{args.name}' has no symbolic form ({sol.method} answer)",
+                                    span, "drop --expr to print the number")), file=sys.stderr)
             return EXIT_PLAN
         print(sol.symbolic)
         return EXIT_OK
-    if sol.answer is None:
-        print(f"plan: error[solve]: '{args.name}' has no answer: {sol.note}\n"
-              f"  hint: `plan solve {args.file}` shows the query and what was scanned", file=sys.stderr)
-        return EXIT_PLAN
     unit = args.unit or sol.unit
     try:
         check_unit_for(ws.nodes[sol.target].dim, unit)
@@ -1129,7 +1131,13 @@ def cmd_solve(args) -> int:
             u = "" if s.unit == "1" else s.unit
             shown = f"{format_number(convert(s.value, s.unit))} {u}".rstrip()
             nominal = f"{format_number(convert(s.nominal, s.unit))} {u}".rstrip() if s.nominal is not None else "?"
-            lines.append(f"  {s.target} = {shown}   (nominal {nominal}; {s.method})")
+            if s.whole_only and s.whole != s.value:
+                # a whole-number target: the whole number first, the continuous root beside it
+                answer = (": no whole number answers" if s.whole is None else
+                          f" = {format_number(convert(s.whole, s.unit))} {u}".rstrip())
+                lines.append(f"  {s.target}{answer}   (nominal {nominal}; {s.method}; continuous root {shown})")
+            else:
+                lines.append(f"  {s.target} = {shown}   (nominal {nominal}; {s.method})")
             if s.holds:
                 lines.append(f"  the relation holds for {s.holds.replace('boundary', shown)}")
             elif s.intervals:

@@ -77,8 +77,12 @@ def test_equality_exact_or_between_two_whole_numbers(tmp_path):
     ev = evaluate_file(_burst(tmp_path))
     s = _solve(ev, "p.batching.max_num_seqs for p.ttft_p95 == 90 ms")
     assert s.answer == 3 and "equal at 3" in s.note
-    s = _solve(ev, "p.batching.max_num_seqs for p.ttft_p95 == 100 ms")     # 120 ms at 2, 90 ms at 3
-    assert s.answer is None and "cross between 2 and 3" in s.note
+    # 120 ms at 2, 90 ms at 3: no whole number makes them equal; 3 is the first at which the
+    # TTFT has come down to 100 ms (a whole-number target answers a whole number)
+    s = _solve(ev, "p.batching.max_num_seqs for p.ttft_p95 == 100 ms")
+    assert s.answer == 3 and s.whole == 3 and s.holds is None
+    assert "no whole number makes the two sides equal, and 3 is the smallest at which they have met" in s.note
+    assert "(p.ttft_p95 <= 100 ms)" in s.note and "at 2: 0.12 s > 0.1 s, at 3: 0.09 s < 0.1 s" in s.note
 
 
 def test_non_monotone_relation_is_flagged(tmp_path):

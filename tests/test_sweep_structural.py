@@ -77,10 +77,12 @@ def test_solve_over_a_structural_input_rebuilds_the_plan_at_the_answer(tmp_path)
     from dsl.testing import evaluate_snippet
     ev = evaluate_snippet("plan p {\n  n = 5\n}\n", plugins=[_branching_plugin()], directory=tmp_path)
     assert "p.n" in ev.structural
-    # at the nominal n = 5 the plan is q = 2n, so q == 30 gives n = 15; rebuilt at 15, q = 3n = 45
+    # at the nominal n = 5 the plan is q = 2n, so q == 30 gives n = 15; rebuilt at 15, q = 3n = 45:
+    # the structure changes there, so the plan is rebuilt at whole n instead, and q(10) = 3·10 = 30
     r = _solve(ev, "p.n for p.q == 30")
-    assert r.value == pytest.approx(15)
-    assert "the structure changes there" in r.note
+    assert r.method == "re-evaluation" and r.value == 10 and r.answer == 10
+    assert "the plan rebuilt at the closed-form answer differs" in r.note
+    assert "the two sides are equal at 10" in r.note
     # q == 12 gives n = 6, below 10: the rebuilt plan has the same structure
     r = _solve(ev, "p.n for p.q == 12")
     assert r.value == pytest.approx(6) and "structure is the same there" in r.note

@@ -14,6 +14,11 @@ derived quantity, its definition is cut), every other input at its nominal value
 A readable symbolic answer is also given in terms of the neighbouring quantities (only the
 nodes between TARGET and the equation are expanded), when it stays short.  For ``<=``/``>=``/``<``/``>`` the
 boundary is returned with the side on which the relation holds.
+
+A whole-number target (a GPU count) answers a whole number (:func:`_whole_answer`; for ``==``
+the first one from the root upwards at which the sides have met).  One that plugins read to
+build the plan is answered by rebuilding the plan at candidate whole numbers
+(:func:`_search_whole`).
 """
 from __future__ import annotations
 
@@ -43,13 +48,14 @@ class Solution:
     intervals: list = None       # for inequalities: [(lo, hi)] where the relation holds (None = unbounded)
     name: str | None = None      # `solve NAME: …`
     whole: float | None = None   # a whole-number target: the whole number that answers (base units)
+    whole_only: bool = False     # the target is a whole number: only ``whole`` answers
 
     @property
     def answer(self) -> float | None:
-        """The answer as a result (base units): the whole number for a whole-number target of an
-        inequality (the nearest one where the relation and the plan's whole-number requirements
-        hold), else the boundary ``value``."""
-        return self.whole if self.whole is not None else self.value
+        """The answer as a result (base units): for a whole-number target the whole number
+        (the nearest one past the boundary where the relation and the plan's whole-number
+        requirements hold; None when there is none), else the boundary ``value``."""
+        return self.whole if self.whole is not None or self.whole_only else self.value
 
     def to_json(self) -> dict:
         """``value``/``nominal``/``answer`` in ``unit`` (as ``plan eval`` shows), ``*_si`` in base
@@ -255,16 +261,23 @@ def solve_query(ws, q: A.Query) -> Solution:
                 return shown + (f" (where {', '.join(bad)} fail{'s' if len(bad) == 1 else ''})" if bad else "")
             notes.append("other solutions: " + ", ".join(other(r) for r in others))
     whole = None
-    if value is not None and spec is not None and spec.whole:
-        import math
+    whole_only = spec is not None and bool(spec.whole)
+    if value is not None and whole_only:
         if q.op == "==":
-            notes.append(f"{q.target.dotted} is a whole number: {math.floor(value)} or {math.ceil(value)} "
-                         "come closest")
+            # the smallest whole number from the root upwards at which the two sides have met:
+            # the relation that holds just above the root (they rarely meet at a whole number)
+            above = resid(value + (abs(value) * 1e-6 or 1e-9))
+            rel = "==" if abs(above) <= tol else ">=" if above > 0 else "<="
+
+            def met(v: float, rel=rel) -> bool | None:
+                r = resid(v)
+                return None if r != r else {"<=": r <= tol, ">=": r >= -tol, "==": abs(r) <= tol}[rel]
+            whole, note = _whole_answer(ws, q, x, free, nominal, value, True, met, dom, rel)
         else:
             up = bool(holds_at(value + (abs(value) * 1e-6 or 1e-9)))
             whole, note = _whole_answer(ws, q, x, free, nominal, value, up, holds_at, dom)
-            if note:
-                notes.append(note)
+        if note:
+            notes.append(note)
     if value is not None:
         failing = failing_at(whole if whole is not None else value)
         if failing:
@@ -278,16 +291,16 @@ def solve_query(ws, q: A.Query) -> Solution:
                     notes.append(f"at {format_quantity(e, shown_unit)} these requirements fail: {', '.join(bad)}")
     if value is not None and structural:
         check, same = _structural_compare(ws, q, target, whole if whole is not None else value, spec, resid, scale)
-        if same is False and whole_target and q.op != "==":
+        if same is False and whole_target:
             # the structure changes between the nominal value and the answer: rebuild the plan instead
             return _search_whole(ws, q, target, node, spec, x0, text, lhs.dim,
                                  reason=f"the expressions keep the plan's structure at the nominal "
                                  f"{q.target.dotted}, and the plan rebuilt at the closed-form answer differs")
         notes.extend(check)
-    elif value is None and structural and whole_target and q.op != "==":
+    elif value is None and structural and whole_target:
         return _search_whole(ws, q, target, node, spec, x0, text, lhs.dim,
                              reason="the expressions, which keep the plan's structure at the nominal "
-                             f"{q.target.dotted}, have no boundary")
+                             f"{q.target.dotted}, have no {'solution' if q.op == '==' else 'boundary'}")
     feasible = True
     if value is not None and spec is not None and (spec.min is not None or spec.max is not None):
         from dsl.engine.units import parse_unit
@@ -312,7 +325,7 @@ def solve_query(ws, q: A.Query) -> Solution:
                          "base units)")
     note = "; ".join(notes)
     return Solution(text, target, node.unit, value, x0, method, symbolic, holds, note, feasible,
-                    roots, intervals, q.name, float(whole) if whole is not None else None)
+                    roots, intervals, q.name, float(whole) if whole is not None else None, whole_only)
 
 
 WHOLE_STEPS = 100_000   # whole numbers tried past the boundary before giving up
@@ -345,12 +358,16 @@ def _holds_exact(lhs, op, rhs, x, v: int) -> bool:
     return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv, "==": abs(lv - rv) <= tol}[op]
 
 
-def _whole_answer(ws, q, x, free, nominal, value: float, up: bool, holds_at, dom) -> tuple:
-    """The whole number that answers an inequality on a whole-number target: from the boundary
+def _whole_answer(ws, q, x, free, nominal, value: float, up: bool, holds_at, dom, met: str | None = None) -> tuple:
+    """The whole number that answers a query on a whole-number target: from the boundary
     towards the side where the relation holds, the first whole number at which the relation
     holds and so do the plan's whole-number requirements (see :func:`_discrete_requirements`;
     a GPU count that must divide the global batch answers the next count that divides it).
+    For an equality ``holds_at`` is the relation ``met`` (``<=``, ``>=`` or ``==`` between
+    the two sides) that holds just above the root, and ``up`` is True: the answer is the first
+    whole number from the root upwards at which the sides have met.
     Returns ``(whole or None, note)``."""
+    from dsl.syntax.format import format_expr
     import math
 
     step = 1 if up else -1
@@ -375,16 +392,19 @@ def _whole_answer(ws, q, x, free, nominal, value: float, up: bool, holds_at, dom
         k = None
     sym = ">=" if up else "<="
     who = q.target.dotted
+    reached = "" if met is None else f" at which {format_expr(q.lhs)} {met} {format_expr(q.rhs)}"
     if k is None:
         names = ", ".join(sorted(broken))
         return None, (f"no whole number {sym} {first} meets the relation together with {names}" if broken else "")
     if k == first:
-        return k, f"as a whole number: {who} {sym} {k}"
+        return k, (f"as a whole number: {who} {sym} {k}" if met is None else
+                   f"as a whole number: {who} = {k}, the first whole number {sym} {first}{reached}")
     skipped = sorted({v for vs in broken.values() for v in vs})
     shown = (f"{skipped[0]}" if len(skipped) == 1 else f"{skipped[0]} … {skipped[-1]}" if
              skipped == list(range(skipped[0], skipped[-1] + 1)) else ", ".join(map(str, skipped[:6])) +
              (", …" if len(skipped) > 6 else ""))
-    return k, (f"as a whole number: {who} = {k}, the first whole number {sym} {first} at which "
+    return k, (f"as a whole number: {who} = {k}, the first whole number {sym} {first}"
+               f"{reached + ' and' if met else ' at which'} "
                f"{', '.join(sorted(broken))} also hold{'s' if len(broken) == 1 else ''} "
                f"({shown} break{'s' if len(skipped) == 1 else ''} it)")
 
@@ -770,12 +790,14 @@ GROWTH = 2 ** 20   # without an upper bound, a search doubles up to this many ti
 
 class _Probe:
     """The plan rebuilt at one whole value of the target: both sides (base units), or the
-    error that stopped the build; ``broken``: the plan's whole-number requirements that fail."""
+    error that stopped the build; ``broken``: the plan's whole-number requirements that fail
+    there and hold in the plan as loaded; ``reqs``: every requirement's state there
+    (:func:`_requirement_states`)."""
 
-    __slots__ = ("k", "lv", "rv", "error", "broken", "ev")
+    __slots__ = ("k", "lv", "rv", "error", "broken", "reqs")
 
-    def __init__(self, k, lv=None, rv=None, error=None, broken=(), ev=None):
-        self.k, self.lv, self.rv, self.error, self.broken, self.ev = k, lv, rv, error, tuple(broken), ev
+    def __init__(self, k, lv=None, rv=None, error=None, broken=(), reqs=None):
+        self.k, self.lv, self.rv, self.error, self.broken, self.reqs = k, lv, rv, error, tuple(broken), reqs or {}
 
     @property
     def r(self) -> float | None:
@@ -786,24 +808,24 @@ class _Probe:
 SCREEN_LIMIT = 100_000
 
 
-def _whole_number_screen(ws, target: str, rounding0: dict):
-    """``plausible(k)``: whether the nominal plan's whole-number requirements (see
-    :func:`_rounding_requirements`) that depend on ``target`` hold with ``target = k`` and
-    every other input at its nominal value (:func:`_requirement_checker`: substitution into
-    their full expressions, no rebuild).  A value that fails this cannot meet the rebuilt
-    plan's requirements either when they are the same expressions (a micro-batch count from
-    the GPU count); the solver still rebuilds the plan at every value that passes, so the
-    screen only chooses which values are worth rebuilding."""
+def _whole_number_screen(ws, target: str, names):
+    """``breaks(k)``: the names (sorted) of the nominal plan's whole-number requirements
+    ``names`` (see :func:`_requirement_states`) that depend on ``target`` and fail with
+    ``target = k`` and every other input at its nominal value (:func:`_requirement_checker`:
+    substitution into their full expressions, no rebuild).  A value that breaks one cannot meet
+    the rebuilt plan's requirements either when they are the same expressions (a micro-batch
+    count from the GPU count); the solver still rebuilds the plan at every value it answers, so
+    the screen only chooses which values are worth rebuilding."""
     from dsl.engine.nodes import symbol
-    failing = _requirement_checker(ws, symbol(target), frozenset(), ws.nominal_map(exclude={target}),
-                                   names=set(rounding0))
-    return lambda k: not failing(k)
+    return _requirement_checker(ws, symbol(target), frozenset(), ws.nominal_map(exclude={target}), names=set(names))
 
 
-def _rounding_requirements(ev) -> dict:
-    """``{plan.name: ok}`` of the plan's whole-number requirements (equalities whose sides round:
-    the global batch splits into whole micro-batches) and ``{plan.name: ok}`` of the others."""
-    rounding, other = {}, {}
+def _requirement_states(ev) -> dict:
+    """``{plan.name: (rounds, ok, lhs, rhs)}`` for every requirement of an evaluation whose sides
+    have values: ``rounds`` for the whole-number ones (equalities whose sides round: the global
+    batch splits into whole micro-batches), ``ok`` the verdict (relative tolerance 1e-9),
+    ``lhs``/``rhs`` the sides as floats in base units."""
+    out = {}
     for r in ev.requirements:
         lv, rv = ev.subs_value(r.lhs), ev.subs_value(r.rhs)
         if lv is None or rv is None:
@@ -815,8 +837,54 @@ def _rounding_requirements(ev) -> dict:
         rounds = r.op == "==" and any(
             e.xreplace({s: ev.full_expr(s.name) for s in e.free_symbols}).has(sp.floor, sp.ceiling, sp.Mod, sp.frac)
             for e in (r.lhs, r.rhs))
-        (rounding if rounds else other)[f"{r.plan}.{r.name}"] = ok
-    return rounding, other
+        out[f"{r.plan}.{r.name}"] = (rounds, ok, lf, rf)
+    return out
+
+
+def _search_points(lo: int, cap: int, nominal: int | None) -> list[int]:
+    """The whole numbers a search tries first, in increasing order: ``lo``, and the nominal
+    value halved while it stays a whole number of at least ``lo`` and doubled up to ``cap`` —
+    values that keep the nominal value's factors, at which a plan built at the nominal value
+    can likely be built again (a GPU count stays a multiple of tp·pp); ``lo`` doubling up to
+    ``cap`` when the nominal value is not a positive whole number in ``[lo, cap]``."""
+    pts = {lo}
+    if nominal is not None and nominal > 0 and lo <= nominal <= cap:
+        k = nominal
+        while k >= lo:
+            pts.add(k)
+            if k % 2:
+                break
+            k //= 2
+        k = nominal * 2
+    else:
+        k = lo * 2 if lo > 0 else 1
+    while k <= cap:
+        pts.add(k)
+        k *= 2
+    return sorted(pts)
+
+
+def _next_candidate(a: int, b: int, breaks, dead: set, screened: dict) -> int | None:
+    """The whole number strictly between ``a`` and ``b`` that a bisection rebuilds the plan at
+    next: the one nearest the midpoint that breaks none of the whole-number requirements with
+    the target substituted (``breaks``, :func:`_whole_number_screen`) and is not known to be
+    unbuildable (``dead``); None when there is none.  Values that break one are recorded in
+    ``screened`` ({value: names}); at most ``SCREEN_LIMIT`` values are screened per call."""
+    m, scanned = (a + b) // 2, 0
+    for d in range(b - a):
+        if m + d >= b and m - d <= a:
+            break
+        for k in ((m,) if d == 0 else (m + d, m - d)):
+            if not a < k < b or k in dead or k in screened:
+                continue
+            bad = breaks(k)
+            if not bad:
+                return k
+            screened[k] = bad
+            scanned += 1
+            if scanned >= SCREEN_LIMIT:
+                return None
+    return None
 
 
 def _side_unit(ws, e) -> str | None:
@@ -837,19 +905,22 @@ def _side_unit(ws, e) -> str | None:
 def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: str = "") -> Solution:
     """Answer a query on a whole-number target that plugins read to build the plan (replicas of
     an engine, a TP degree, a GPU count a layout divides) by **re-evaluating** the plan at
-    candidate values: from the lowest allowed value, doubling until the relation changes (the
-    nominal plan counts as one probe for free), then bisection between the last two values.
-    The relation is assumed monotone in the target — one change from failing to holding, or
-    the reverse — which is checked at the probed points (a note says when it is not).  A value
-    at which the plan cannot be built counts as not meeting the relation; a value that breaks
-    one of the plan's whole-number requirements (see :func:`_rounding_requirements`) is
-    skipped towards the side where the relation holds.  At most the limit
-    ``solve_evaluations`` re-evaluations (``error[limit]`` beyond)."""
-    import math
-
+    candidate values: ``lo`` and the nominal value halved and doubled (:func:`_search_points`;
+    the nominal plan counts as one probe for free) until the relation changes, then bisection
+    between the last two values, trying only values that keep the plan's whole-number
+    requirements with the target substituted (:func:`_next_candidate`).  A value at which the
+    plan cannot be built tells nothing about the relation: it is left out, neither meeting nor
+    failing it.  The relation is assumed monotone in the target — one change from failing to
+    holding, or the reverse — which is checked at the probed points (a note says when it is
+    not).  A value that breaks one of the plan's whole-number requirements (see
+    :func:`_requirement_states`) is skipped towards the side where the relation holds.  For
+    ``==`` the answer is the smallest whole number, from the lowest one the plan can be built
+    at upwards, at which the two sides have met (are equal, or have crossed).  At most the
+    limit ``solve_evaluations`` re-evaluations (``error[limit]`` beyond)."""
     from dsl.engine.units import format_dim, format_quantity
     from dsl.results.evaluation import evaluate_file
     from dsl.syntax import limits as L
+    from dsl.syntax.format import format_expr
 
     who = q.target.dotted
     lo, hi = _whole_domain(ws, target, node, spec, x0)
@@ -865,7 +936,8 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
     order: list[int] = []
     used = [0]
     nominal_k = int(x0) if x0 is not None and float(x0).is_integer() else None
-    rounding0, _ = _rounding_requirements(ws)
+    states0 = _requirement_states(ws)
+    breaks = _whole_number_screen(ws, target, [n for n, st in states0.items() if st[0]])
 
     def sides(ev):
         return ev.subs_value(ev.eval_expr(q.lhs).expr), ev.subs_value(ev.eval_expr(q.rhs).expr)
@@ -897,9 +969,10 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
         else:
             err = None if lv is not None and rv is not None else "a side has no value"
         if err is None:
-            rounding, _ = _rounding_requirements(ev)
-            broken = sorted(n for n, ok in rounding.items() if not ok and rounding0.get(n, True))
-            p = _Probe(k, float(lv), float(rv), None, broken, ev)
+            states = states0 if ev is ws else _requirement_states(ev)
+            broken = sorted(n for n, (rounds, ok, _, _) in states.items()
+                            if rounds and not ok and states0.get(n, (True, True))[1])
+            p = _Probe(k, float(lv), float(rv), None, broken, states)
         else:
             p = _Probe(k, error=err)
         probes[k] = p
@@ -910,7 +983,7 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
 
     def holds(p: _Probe, rel: str) -> bool:
         if p.error:
-            return False      # a plan that cannot be built does not meet anything
+            return False      # a plan that cannot be built meets nothing (callers skip it)
         lv, rv = p.lv, p.rv
         tol = 1e-12 * max(abs(lv), abs(rv), 1e-300)
         return {"<=": lv <= rv + tol, "<": lv < rv - tol, ">=": lv >= rv - tol, ">": lv > rv + tol,
@@ -920,82 +993,83 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
         """How far into the side where ``rel`` holds (positive: holds)."""
         return (p.rv - p.lv) if rel in ("<=", "<") else (p.lv - p.rv)
 
-    # the candidates: lo, then doubling (with the nominal value where it falls), within the range
+    # the candidates: lo, the nominal value halved and doubled, within the range
     cap = hi if hi is not None else max(lo, 1, nominal_k or 1) * GROWTH
-    seq, k = [], lo
-    while k <= cap:
-        seq.append(k)
-        k = k * 2 if k > 0 else 1
-    if nominal_k is not None and lo <= nominal_k <= cap and nominal_k not in seq:
-        seq = sorted(seq + [nominal_k])
+    seq = _search_points(lo, cap, nominal_k)
     if hi is not None and seq[-1] != hi:
         seq.append(hi)
     if nominal_k is not None and lo <= nominal_k <= cap:
         probe(nominal_k)                  # free: the plan as loaded
-    rel = op
+    # an equality is searched as the inequality that fails at the lowest value the plan can be
+    # built at: the answer is where the two sides have met
+    rel, first = op, None
     if op == "==":
-        first = next((probe(k) for k in seq if not probe(k).error), None)
-        if first is None:
-            rel = "<="
-        else:
-            rel = "<=" if first.lv - first.rv > 0 else ">="
-    t0 = holds(probe(seq[0]), rel)
-    flip, stop, evaluable, prev = None, None, [], seq[0]
-    if not probe(seq[0]).error:
-        evaluable.append(probe(seq[0]))
-    for k in seq[1:]:
-        p = probe(k)
-        if holds(p, rel) != t0:
-            flip = (prev, k)
-            break
-        prev = k
-        if p.error:
-            if evaluable:
-                stop = "unbuildable"     # built below, not here: larger values will not build either
+        first = next((p for p in map(probe, seq) if not p.error), None)
+        rel = "<=" if first is None or first.lv > first.rv else ">="
+    t0, flip, stop, evaluable, prev = None, None, None, [], None
+    if first is not None and holds(first, "=="):
+        stop = "equal-at-lowest"
+    else:
+        for k in seq:
+            p = probe(k)
+            if p.error:                   # tells nothing about the relation
+                if evaluable:
+                    stop = "unbuildable"  # built below, not here: larger values will not build either
+                    break
+                continue
+            t = holds(p, rel)
+            if t0 is None:
+                t0 = t
+            elif t != t0:
+                flip = (prev, k)
                 break
-            continue
-        evaluable.append(p)
-        if len(evaluable) >= 2:
-            a, b = evaluable[-2], evaluable[-1]
-            tol = 1e-12 * max(abs(a.lv), abs(a.rv), abs(b.lv), abs(b.rv), 1e-300)
-            d = closeness(b, rel) - closeness(a, rel)
-            if t0 and d > tol and a.k == evaluable[0].k:
-                stop = "holds-above"       # holds at the lowest value and more so above it
-                break
-            if not t0 and d < -tol:
-                stop = "fails-above"       # fails and moves away from holding as it grows
-                break
-            if len(evaluable) >= 3 and all(abs(closeness(x, rel) - closeness(evaluable[-1], rel)) <= tol
-                                           for x in evaluable[-3:]):
-                stop = "flat"
-                break
-    answer, up, bracket = None, True, flip
+            prev = k
+            evaluable.append(p)
+            if len(evaluable) >= 2:
+                a, b = evaluable[-2], evaluable[-1]
+                tol = 1e-12 * max(abs(a.lv), abs(a.rv), abs(b.lv), abs(b.rv), 1e-300)
+                d = closeness(b, rel) - closeness(a, rel)
+                if t0 and d > tol and a.k == evaluable[0].k:
+                    stop = "holds-above"       # holds at the lowest value and more so above it
+                    break
+                if not t0 and d < -tol:
+                    stop = "fails-above"       # fails and moves away from holding as it grows
+                    break
+                if len(evaluable) >= 3 and all(abs(closeness(x, rel) - closeness(evaluable[-1], rel)) <= tol
+                                               for x in evaluable[-3:]):
+                    stop = "flat"
+                    break
+    answer, up, bracket = None, True, None
+    screened: dict[int, list] = {}        # values not rebuilt: they break a whole-number requirement
     if flip is not None:
         a, b = flip
-        ta = holds(probe(a), rel)
-        while b - a > 1:
-            m = (a + b) // 2
-            if holds(probe(m), rel) == ta:
+        dead = {k for k, p in probes.items() if p.error}
+        while (m := _next_candidate(a, b, breaks, dead, screened)) is not None:
+            p = probe(m)
+            if p.error:
+                dead.add(m)
+            elif holds(p, rel) == t0:
                 a = m
             else:
                 b = m
-        up = not ta                   # holds from b upwards, else up to a
+        up = not t0                   # holds from b upwards, else up to a
         answer, bracket = (b if up else a), (a, b)
     elif stop == "holds-above":
-        answer, up = seq[0], True
+        answer, up = evaluable[0].k, True
+    elif stop == "equal-at-lowest":
+        answer, up = first.k, True
     # the plan's whole-number requirements: step towards the side where the relation holds,
     # past values that break them or cannot be built; a value is rebuilt only when the nominal
     # plan's whole-number requirements, with the target set to it, hold (a cheap substitution)
     skipped: list[int] = []
     broken_names: set = set()
-    screened, boundary = 0, None
+    boundary = answer
     if answer is not None:
         step = 1 if up else -1
-        plausible = _whole_number_screen(ws, target, rounding0)
-        k, first, boundary = answer, True, answer
+        k, at_boundary = answer, True
         while True:
             p = probe(k)
-            if not first and p.error:
+            if not at_boundary and p.error:
                 skipped.append(k)         # cannot be built there: the next one may be
             elif not holds(p, rel) or k < lo or (hi is not None and k > hi):
                 answer = None
@@ -1006,20 +1080,20 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
             else:
                 skipped.append(k)
                 broken_names.update(p.broken)
-            first = False
+            at_boundary = False
             k += step
             scanned = 0
-            while (lo <= k and (hi is None or k <= hi) and (hi is not None or k <= cap)
-                   and scanned < SCREEN_LIMIT and not plausible(k)):
+            while lo <= k and (hi is None or k <= hi) and (hi is not None or k <= cap) and scanned < SCREEN_LIMIT:
+                bad = breaks(k)
+                if not bad:
+                    break
+                screened[k] = bad
                 k += step
                 scanned += 1
-            screened += scanned
             if k < lo or (hi is not None and k > hi) or (hi is None and k > cap) or scanned >= SCREEN_LIMIT:
                 answer = None
                 break
-    if op == "==" and answer is not None and not holds(probe(answer), "=="):
-        answer = None                     # the sides cross between two whole numbers
-    exact = answer is not None
+    exact = answer is not None and holds(probe(answer), "==")
     # notes: the method, the bracket, monotonicity, errors
     unit = _side_unit(ws, q.lhs) or _side_unit(ws, q.rhs)
 
@@ -1032,34 +1106,42 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
     if reason:
         notes.append(reason + ": answered by rebuilding the plan instead")
     tried = ", ".join(f"{k} (nominal)" if k == nominal_k else str(k) for k in order)
+    done = f"re-evaluated the plan at {who} = {tried} (plugins read it to build the plan)"
     if answer is not None and op != "==":
-        which = "smallest" if up else "largest"
-        notes.append(f"re-evaluated the plan at {who} = {tried} (plugins read it to build the plan): {answer} is the "
-                     f"{which} whole number that meets it")
+        notes.append(f"{done}: {answer} is the {'smallest' if up else 'largest'} whole number that meets it")
+    elif exact:
+        notes.append(f"{done}: the two sides are equal at {answer}")
     elif answer is not None:
-        notes.append(f"re-evaluated the plan at {who} = {tried} (plugins read it to build the plan): the two sides "
-                     f"are equal at {answer}")
+        notes.append(f"{done}: no whole number makes the two sides equal, and {answer} is the smallest at which they "
+                     f"have met ({format_expr(q.lhs)} {rel} {format_expr(q.rhs)})")
     else:
-        notes.append(f"re-evaluated the plan at {who} = {tried} (plugins read it to build the plan)")
-    neg = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!="}
+        notes.append(done)
+    neg = {"<=": ">", "<": ">=", ">=": "<", ">": "<="}
 
     def at(k: int) -> str:
         p = probes[k]
         if p.error:
             return f"at {k}: cannot be built"
-        return f"at {k}: {fmt(p.lv)} {op if holds(p, rel if op != '==' else '==') else neg[op]} {fmt(p.rv)}"
+        if op == "==":
+            c = "==" if holds(p, "==") else "<" if p.lv < p.rv else ">"
+        else:
+            c = op if holds(p, rel) else neg[op]
+        return f"at {k}: {fmt(p.lv)} {c} {fmt(p.rv)}"
 
     if bracket is not None:
         a, b = bracket
         if answer is not None:        # the nearest value tried on the failing side that could be built
             side = [k for k, p in probes.items() if not p.error and not holds(p, rel)
                     and (k < answer if up else k > answer)]
+            side = [k for k in side if not probes[k].broken] or side
             if side:
                 a, b = (max(side), answer) if up else (answer, min(side))
         notes.append("left and right sides " + ", ".join(at(k) for k in (a, b)))
     if answer is None:
         span_txt = f"{lo} to {max(order)}"
-        if op == "==" and bracket is not None:
+        if t0 is None and stop is None:
+            notes.append(f"the plan cannot be built at any value tried ({span_txt})")
+        elif op == "==" and bracket is not None and not broken_names:
             a, b = bracket
             notes.append(f"no whole number makes the two sides equal: they cross between {a} and {b}")
         elif stop == "flat":
@@ -1074,21 +1156,26 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
             notes.append(f"the relation holds for no value tried ({span_txt})"
                          + (": it moves away from holding as the value grows" if stop == "fails-above" else ""))
     elif stop == "holds-above":
-        notes.append(f"it holds at {answer}, the lowest allowed value, and more so above")
+        lowest = "the lowest allowed value" if answer == lo else "the lowest value tried at which the plan can be built"
+        notes.append(f"it holds at {answer}, {lowest}, and more so above")
     if skipped and broken_names:
         end = answer if answer is not None else max(skipped) if up else min(skipped)
         inside = sorted(k for k, p in probes.items() if not p.error and p.broken and holds(p, rel)
                         and min(boundary, end) <= k <= max(boundary, end))
-        names = ", ".join(sorted({n for k in inside for n in probes[k].broken} | broken_names))
-        notes.append(f"{', '.join(map(str, inside))} meet{'s' if len(inside) == 1 else ''} it but "
-                     f"break{'s' if len(inside) == 1 else ''} {names}"
-                     + (f"; {screened:,} other values from {min(boundary, end)} to {max(boundary, end)} "
-                        "break it with the target substituted (not rebuilt)" if screened else ""))
+        if inside:
+            names = ", ".join(sorted({n for k in inside for n in probes[k].broken} | broken_names))
+            notes.append(f"{', '.join(map(str, inside))} meet{'s' if len(inside) == 1 else ''} it but "
+                         f"break{'s' if len(inside) == 1 else ''} {names}")
+    if screened:
+        names = ", ".join(sorted({n for v in screened.values() for n in v}))
+        n = len(screened)
+        notes.append(f"{n:,} value{'s' if n != 1 else ''} from {min(screened)} to {max(screened)} "
+                     f"break{'s' if n == 1 else ''} {names} with {who} substituted (not rebuilt)")
     errors = sorted(k for k, p in probes.items() if p.error)
     if errors:
         why = (probes[errors[0]].error if len(errors) == 1 else f"at {errors[0]}: {probes[errors[0]].error}")
         notes.append(f"the plan cannot be built at {who} = {', '.join(map(str, errors))} "
-                     f"({why}): counted as not meeting it")
+                     f"({why}): left out, as neither meeting nor failing it")
     # monotone in the target? the truth changes at most once, and LHS − RHS moves one way only
     good = sorted((p for p in probes.values() if not p.error), key=lambda p: p.k)
     truths = [holds(p, rel) for p in good]
@@ -1104,16 +1191,22 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
                      f"other whole numbers may answer too, compare them with `plan sweep FILE --vary {who}=…`")
     elif answer is not None or (op == "==" and bracket is not None):
         notes.append(f"this assumes the relation changes once as {who} grows, as it does at the values tried")
-    if answer is not None and probes[answer].ev is not None:
-        _, other = _rounding_requirements(probes[answer].ev)
-        failing = sorted(n for n, ok in other.items() if not ok)
+    if answer is not None:
+        # the other requirements that fail there and read the target: their sides change between
+        # the values tried (another plan of the file does not move with this one's target)
+        seen: dict[str, set] = {}
+        for p in good:
+            for n, (_, _, lf, rf) in p.reqs.items():
+                seen.setdefault(n, set()).add((lf, rf))
+        failing = sorted(n for n, (rounds, ok, _, _) in probes[answer].reqs.items()
+                         if not rounds and not ok and len(seen.get(n, ())) > 1)
         if failing:
             notes.append("at this value these requirements fail: " + ", ".join(failing))
-    value = float(answer) if answer is not None and exact else None
+    value = float(answer) if answer is not None else None
     holds_txt = intervals = None
     if value is not None and op != "==":
         holds_txt = f"{target} {'>=' if up else '<='} boundary"
         intervals = [(value, float(hi) if hi is not None else None)] if up else [(float(lo), value)]
     return Solution(text, target, node.unit, value, x0, "re-evaluation", None, holds_txt, "; ".join(notes), True,
                     [value] if value is not None else [], intervals or [], q.name,
-                    value)
+                    value, True)
