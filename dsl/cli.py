@@ -170,13 +170,16 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="evaluate a plan over a grid or random samples of inputs (numpy)",
                        description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%:50%:21; "
+                                   "NAME=[V1, V2, …] for listed values, e.g. 'p.layout.tp=[1, 2, 4, 8]'; "
                                    "NAME alone uses its declared range) and evaluate the plan's headline quantities "
                                    "and requirements at every point, compiled once with lambdify and vectorised "
-                                   "with numpy.  Prints a feasibility "
+                                   "with numpy.  A value that shapes the plan (a tp degree) re-evaluates it; where "
+                                   "the plan cannot be built at a value, those points are infeasible and the "
+                                   "summary gives the reason.  Prints a feasibility "
                                    "summary; --out writes every point as CSV.")
     w.add_argument("file", metavar="FILE")
     w.add_argument("--vary", action="append", metavar="NAME=START:STOP:N", required=True,
-                   help="a varied input (repeatable: the grid is the product)")
+                   help="a varied input, START:STOP:N or a list [V1, V2, …] (repeatable: the grid is the product)")
     w.add_argument("--plan", action="append", metavar="NAME", help="plan to evaluate (default: the plan of "
                                                                      "the varied names, else the file's plans)")
     w.add_argument("--random", type=_count(1), metavar="COUNT", help="COUNT uniform random samples instead of a grid")
@@ -1255,8 +1258,11 @@ def cmd_sweep(args) -> int:
             print(f"  {v}: feasible {shown}")
         for r, share in s["failing"].items():
             print(f"  requirement {r}: fails at {share * 100:.1f} % of points")
+        for at, why in res.not_built:
+            shown = ", ".join(f"{v} = {format_number(x)} {res.units[v]}".rstrip() for v, x in at.items())
+            print(f"  not built at {shown}: {why}")
         for name, col in res.columns.items():
-            if name in res.varied or col.dtype == bool:
+            if name in res.varied or col.dtype == bool or col.dtype.kind == "O":
                 continue
             u = res.units.get(name, "")
             ok = col[col == col]                  # the points where it has a value (not NaN)
