@@ -290,6 +290,19 @@ def test_check_reports_literal_out_of_range_with_percent_hint(run_cli, tmp_path)
     assert code == 1 and "error[out-of-range]" in err and "write 40 % for a percentage" in err
 
 
+@pytest.mark.parametrize("written, hint", [
+    ("140 %", "140 % is 1.4, above 100 %"),        # already a percentage: "1.4 %" would be 0.014
+    ("2 * 70 %", "at most 1 (100 %)"),
+    ("400", "at most 1 (100 %)"),                  # beyond 100: no percentage reading
+])
+def test_percent_hint_only_for_a_bare_number(run_cli, tmp_path, written, hint):
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
+                  f"plan p {{ model = qwen3_8b; workload = w; device = h100_sxm; gpus = 1; mfu = {written}\n"
+                  "  use compute {} }\n")
+    code, out, err = run_cli("check", _write(tmp_path, src))
+    assert code == 1 and "error[out-of-range]" in err and hint in err and "for a percentage" not in err
+
+
 def test_missing_quantity_of_a_used_block_hint(tmp_path):
     """tp_comm is a quantity of `use layout` only when tp > 1: the hint must not send the user to
     `use compute` (a block that also lists it) when the plan already uses `use layout`."""
