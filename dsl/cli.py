@@ -213,7 +213,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                                     "--quantity keeps only what one quantity depends on.")
     gr.add_argument("file", metavar="FILE")
     gr.add_argument("--plan", metavar="NAME", help="the plan (default: the file's first plan)")
-    gr.add_argument("--quantity", metavar="NAME", help="only the ancestors of this quantity (plan.quantity)")
+    gr.add_argument("--quantity", metavar="NAME", help="only the ancestors of this quantity (plan.quantity, or "
+                                                         "quantity of the --plan)")
     gr.add_argument("--format", choices=("dot", "mermaid", "svg"), default="dot")
     gr.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
 
@@ -1366,6 +1367,15 @@ def cmd_explain(args) -> int:
     return EXIT_OK
 
 
+def _lookup_in(ws, name: str, plan: str | None) -> str:
+    """Node id of a command-line ``name`` read relative to ``plan`` (``--plan base --quantity
+    step_time`` is ``base.step_time``); a name whose first part is a declaration (``base.…``,
+    ``h100_sxm.peak_flops``) or no plan: as written.  :raises PlanError: unknown name."""
+    if plan is None or name.split(".")[0] in ws.decls:
+        return ws.lookup(name)
+    return ws.lookup(f"{plan}.{name}")
+
+
 def cmd_graph(args) -> int:
     from pathlib import Path
 
@@ -1373,10 +1383,9 @@ def cmd_graph(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    q = _cmdline(ws.lookup, args.quantity) if args.quantity else None
-    if args.plan:
-        plan = _select_plans(ws, args.file, [args.plan])[0]
-    else:
+    plan = _select_plans(ws, args.file, [args.plan])[0] if args.plan else None
+    q = _cmdline(_lookup_in, ws, args.quantity, plan) if args.quantity else None
+    if plan is None:
         plan = ws.nodes[q].owner if q else (ws.plans(own=True) or [None])[0]
     if plan is None:
         print(f"{args.file}: no plan to draw", file=sys.stderr)
