@@ -314,4 +314,19 @@ def test_missing_quantity_of_a_used_block_hint(tmp_path):
         solve_query(ws, parse_query("p.mfu for p.tp_comm == 3 s"))
     hint = ei.value.diagnostics[0].hint
     assert "use compute" not in hint
-    assert "`use layout` defines 'tp_comm' only for some of its settings" in hint
+    assert "`use layout` defines 'tp_comm' only when tp > 1, which plan 'p' does not meet" in hint
+
+
+def test_a_conditional_quantity_names_the_field_that_enables_it(tmp_path):
+    """train_time and finish_time exist only when the workload has a deadline: the hint names
+    the field (it said "only for some of its settings")."""
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 1; mfu = 40 %\n"
+                  "  use memory {}\n  use layout {} }\n")
+    ws = Workspace(_write(tmp_path, src))
+    for name in ("train_time", "finish_time"):
+        with pytest.raises(PlanError) as ei:
+            ws.lookup(f"p.{name}")
+        assert f"`use layout` defines '{name}' only when the plan's workload has `tokens` and a `deadline`" \
+            in ei.value.diagnostics[0].hint
+    assert ws.lookup("p.steps") == "p.steps"
