@@ -1237,17 +1237,19 @@ def plan_activities_schedule(ctx):
         define(f"{m}_mean", unit, f"mean {what}", headline=m in ("ttft", "tpot"))
         for q in (50, 90, 95, 99):
             define(f"{m}_p{q}", unit, f"p{q} {what} (nearest rank)", headline=q == 95 and m != "itl")
-    define("throughput", "token/s", "output tokens per second from the first arrival to the last token",
+    whole = "whole deployment" + (" (every replica)" if _replicas(ctx) > 1 else "")
+    define("throughput", "token/s", f"{whole}: output tokens per second from the first arrival to the last token",
            headline=True)
     if "goodput" in s:
         slo = " and ".join(t for t in (("TTFT ≤ slo_ttft" if x is not None else ""),
                                        ("TPOT ≤ slo_tpot" if y is not None else "")) if t)
-        define("goodput", "request/s", f"requests per second meeting {slo}", headline=True)
+        define("goodput", "request/s", f"{whole}: requests per second meeting {slo}", headline=True)
         define("slo_attainment", "%", f"share of requests meeting {slo}", headline=True)
-    define("preemptions", "", "preemptions by recomputation when the KV pool ran out", headline=True)
-    define("max_queue", "request", "longest waiting queue at an iteration start", headline=True)
-    define("max_running", "request", "most requests running at once")
-    define("peak_kv_use", "%", "largest share of the KV blocks in use", value=s["peak_kv"])
+    define("preemptions", "", f"{whole}: preemptions by recomputation when the KV pool ran out", headline=True)
+    define("max_queue", "request", f"{whole}: longest waiting queue at an iteration start"
+           + (" (the replicas' queues summed)" if _replicas(ctx) > 1 else ""), headline=True)
+    define("max_running", "request", f"{whole}: most requests running at once")
+    define("peak_kv_use", "%", f"{whole}: largest share of the KV blocks in use", value=s["peak_kv"])
     define("sim_requests", "request", "requests simulated (the trace's, less those rejected)", value=float(len(A)))
     if e is not None and ctx.defined("max_model_len"):
         define("rejected_requests", "request", "requests the engine rejects: input + output tokens above "
