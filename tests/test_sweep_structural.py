@@ -139,6 +139,8 @@ def test_a_list_of_values():
     assert list(res.columns["dp"]) == [48, 24, 12] and not res.not_built
     m = sweep.parse_vary(ev, "gpus48.mfu=[30 %, 45 %]")
     assert m.values == pytest.approx((0.30, 0.45), abs=1e-15)
+    drawn = sweep.run(ev, "gpus48", [m], random=50, seed=3).columns["gpus48.mfu"]
+    assert set(drawn.round(9)) == {30.0, 45.0}                     # random samples come from the list
 
 
 @pytest.mark.parametrize("spec, msg", [
