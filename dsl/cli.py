@@ -170,13 +170,16 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="evaluate a plan over a grid or random samples of inputs (numpy)",
                        description="Vary inputs (NAME=START:STOP:N, values with units, e.g. gpus48.mfu=30%:50%:21; "
+                                   "NAME=[V1, V2, …] for listed values, e.g. 'p.layout.tp=[1, 2, 4, 8]'; "
                                    "NAME alone uses its declared range) and evaluate the plan's headline quantities "
                                    "and requirements at every point, compiled once with lambdify and vectorised "
-                                   "with numpy.  Prints a feasibility "
+                                   "with numpy.  A value that shapes the plan (a tp degree) re-evaluates it; where "
+                                   "the plan cannot be built at a value, those points are infeasible and the "
+                                   "summary gives the reason.  Prints a feasibility "
                                    "summary; --out writes every point as CSV.")
     w.add_argument("file", metavar="FILE")
     w.add_argument("--vary", action="append", metavar="NAME=START:STOP:N", required=True,
-                   help="a varied input (repeatable: the grid is the product)")
+                   help="a varied input, START:STOP:N or a list [V1, V2, …] (repeatable: the grid is the product)")
     w.add_argument("--plan", action="append", metavar="NAME", help="plan to evaluate (default: the plan of "
                                                                      "the varied names, else the file's plans)")
     w.add_argument("--random", type=_count(1), metavar="COUNT", help="COUNT uniform random samples instead of a grid")
@@ -210,7 +213,8 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
                                     "--quantity keeps only what one quantity depends on.")
     gr.add_argument("file", metavar="FILE")
     gr.add_argument("--plan", metavar="NAME", help="the plan (default: the file's first plan)")
-    gr.add_argument("--quantity", metavar="NAME", help="only the ancestors of this quantity (plan.quantity)")
+    gr.add_argument("--quantity", metavar="NAME", help="only the ancestors of this quantity (plan.quantity, or "
+                                                         "quantity of the --plan)")
     gr.add_argument("--format", choices=("dot", "mermaid", "svg"), default="dot")
     gr.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
 
@@ -1263,8 +1267,11 @@ def cmd_sweep(args) -> int:
             print(f"  {v}: feasible {shown}")
         for r, share in s["failing"].items():
             print(f"  requirement {r}: fails at {share * 100:.1f} % of points")
+        for at, why in res.not_built:
+            shown = ", ".join(f"{v} = {format_number(x)} {res.units[v]}".rstrip() for v, x in at.items())
+            print(f"  not built at {shown}: {why}")
         for name, col in res.columns.items():
-            if name in res.varied or col.dtype == bool:
+            if name in res.varied or col.dtype == bool or col.dtype.kind == "O":
                 continue
             u = res.units.get(name, "")
             ok = col[col == col]                  # the points where it has a value (not NaN)
@@ -1368,6 +1375,15 @@ def cmd_explain(args) -> int:
     return EXIT_OK
 
 
+def _lookup_in(ws, name: str, plan: str | None) -> str:
+    """Node id of a command-line ``name`` read relative to ``plan`` (``--plan base --quantity
+    step_time`` is ``base.step_time``); a name whose first part is a declaration (``base.…``,
+    ``h100_sxm.peak_flops``) or no plan: as written.  :raises PlanError: unknown name."""
+    if plan is None or name.split(".")[0] in ws.decls:
+        return ws.lookup(name)
+    return ws.lookup(f"{plan}.{name}")
+
+
 def cmd_graph(args) -> int:
     from pathlib import Path
 
@@ -1375,10 +1391,9 @@ def cmd_graph(args) -> int:
 
     ws = _load(args.file)
     _warn(ws)
-    q = _cmdline(ws.lookup, args.quantity) if args.quantity else None
-    if args.plan:
-        plan = _select_plans(ws, args.file, [args.plan])[0]
-    else:
+    plan = _select_plans(ws, args.file, [args.plan])[0] if args.plan else None
+    q = _cmdline(_lookup_in, ws, args.quantity, plan) if args.quantity else None
+    if plan is None:
         plan = ws.nodes[q].owner if q else (ws.plans(own=True) or [None])[0]
     if plan is None:
         print(f"{args.file}: no plan to draw", file=sys.stderr)

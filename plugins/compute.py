@@ -38,7 +38,7 @@ from dsl.plugin import KindSpec, Param, UseSpec
 
 from . import flops as F
 from .decoder import architecture, moe_architecture
-from .layout import STEP_PROVIDES, Knobs
+from .layout import STEP_PROVIDES, STEP_PROVIDES_WHEN, Knobs
 
 SPEC = UseSpec(
     "compute",
@@ -68,6 +68,7 @@ SPEC = UseSpec(
     provides=("flops_forward", "flops_backward", "flops_per_seq", "flops_attention", "flops_6nd",
               "flops_per_token", "flops_per_step", "flops_total", "model_flops_per_token",
               "hardware_flops_per_token", "measured_throughput", "mfu_measured", "hfu_measured") + STEP_PROVIDES,
+    provides_when=STEP_PROVIDES_WHEN,
 )
 
 

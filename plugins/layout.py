@@ -128,6 +128,13 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
 STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
 # achieved utilisation (both modes), and with efficiency = "roofline" the optimizer step on the GPU
 STEP_PROVIDES += ("mfu_achieved", "compute_mfu", "optimizer_time")
+# the quantities the step defines only under a condition, with the field that enables each
+STEP_PROVIDES_WHEN = (
+    ("steps", "the plan's workload has `tokens`"),
+    ("train_time", "the plan's workload has `tokens` and a `deadline` (e.g. `deadline = 30 day`)"),
+    ("finish_time", "the plan's workload has `tokens` and a `deadline` (e.g. `deadline = 30 day`)"),
+    ("tp_comm", "tp > 1"), ("cp_comm", "cp > 1"), ("ep_comm", "ep > 1"),
+)
 
 LAYOUT = UseSpec(
     "layout",
@@ -141,6 +148,7 @@ LAYOUT = UseSpec(
     plan_params=PLAN_PARAMS,
     order=35,
     provides=STEP_PROVIDES,
+    provides_when=STEP_PROVIDES_WHEN,
 )
 
 #: largest degree or micro-batch a search list may hold (a product of three stays within int64)

@@ -400,11 +400,12 @@ def _price(ctx, b):
                            "max_num_seqs sequences, sampled",
                            "vLLM issue #10517 (profiled peak against max_model_len), PR #10511 (the same peak at "
                            "TP 1 and TP 2)"),
-                       doc="profiled peak of the largest scheduled batch: the larger of the forward, tokens · "
-                       "(FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab logits",
+                       doc="per GPU: profiled peak of the largest scheduled batch: the larger of the forward, "
+                       "tokens · (FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab "
+                       "logits",
                        headline=True)
-    rt_q = ctx.define("runtime_overhead", rt, "GiB", "non-PyTorch memory, TP communication buffers, CUDA graphs "
-                      "and context charged to the budget", headline=True)
+    rt_q = ctx.define("runtime_overhead", rt, "GiB", "per GPU: non-PyTorch memory, TP communication buffers, "
+                      "CUDA graphs and context charged to the budget", headline=True)
     if frac_of == "free":
         expr = util * (M - w - act_q - rt_q)
         how = "gpu_memory_utilization × (device memory − weights − activations − runtime)"
@@ -414,12 +415,13 @@ def _price(ctx, b):
     nominal = _num(ctx, kvmem)
     if not nominal > 0:
         _not_fit(ctx, b, eng, m, dev, tp, pp, budget_at, nominal, wb)
-    budget = ctx.define("kv_budget", expr, "GiB", f"memory for the KV cache on one GPU: {how}", headline=True,
+    budget = ctx.define("kv_budget", expr, "GiB", f"per GPU: memory for the KV cache: {how}",
+                        headline=True,
                         references=REFERENCES[frac_of])
-    blocks = ctx.define("kv_blocks", sp.floor(budget / block_bytes), "", "whole KV blocks in the budget",
-                        headline=True)
-    tokens = ctx.define("kv_tokens", blocks * bs, "token", "tokens the KV cache holds: blocks × block_size",
-                        headline=True)
+    blocks = ctx.define("kv_blocks", sp.floor(budget / block_bytes), "", "per engine replica: whole KV blocks "
+                        "in the budget (each block spans the replica's tp · pp GPUs)", headline=True)
+    tokens = ctx.define("kv_tokens", blocks * bs, "token", "per engine replica: tokens its KV cache holds: "
+                        "blocks × block_size (vLLM's 'GPU KV cache size')", headline=True)
     c = b.q("context") if b.given("context") else max_len
     g, l = m.q("kv_cache_width_global"), m.q("kv_cache_width_local")
     per_seq = sp.ceiling(c / bs)
@@ -428,10 +430,11 @@ def _price(ctx, b):
         seqs_held = blocks * (g + l) / (g * per_seq + l * win)
     else:
         seqs_held = blocks / per_seq
-    ctx.define("kv_sequences", seqs_held, "seq", "sequences whose KV fits at the context length: blocks / "
-               "⌈context / block_size⌉", headline=True)
-    ctx.define("serving_gpus", tp * pp * b.q("replicas"), "", "GPUs of the deployment: tp · pp · replicas",
+    ctx.define("kv_sequences", seqs_held, "seq", "per engine replica: sequences whose KV fits at the context "
+               "length: blocks / ⌈context / block_size⌉, a fraction as vLLM logs its 'maximum concurrency'",
                headline=True)
+    ctx.define("serving_gpus", tp * pp * b.q("replicas"), "", "whole deployment: GPUs of the deployment: "
+               "tp · pp · replicas", headline=True)
     ctx.define("serving_tp", sp.Integer(tp), "", "tensor-parallel degree of the serving engine")
     ctx.define("serving_pp", sp.Integer(pp), "", "pipeline-parallel degree of the serving engine")
     ctx.define("block_size", bs, "token", "tokens per KV block")

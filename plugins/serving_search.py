@@ -661,7 +661,7 @@ SERVING_SEARCH = UseSpec(
     provides=("search_gpus", "search_cost", "search_ttft_p95", "search_tpot_p95", "search_throughput",
               "search_tp", "search_pp", "search_replicas", "search_max_num_seqs",
               "search_max_num_batched_tokens",
-              "search_candidates", "search_valid", "search_simulated"),
+              "search_candidates", "search_valid", "search_simulated", "search_rejected_requests"),
 )
 
 _RESULTS = sim.PerEvaluation()   # plan's declaration record -> SearchResult
@@ -843,15 +843,18 @@ def plan_activities_schedule(ctx):
     chunks = [int(round(_float(ctx, x))) for x in b.q_list("max_num_batched_tokens")]
     w = _workload(ctx, b)
     max_len = int(_float(ctx, b.q("max_model_len")))
-    if int(w.prompt.max() + w.output.max()) > max_len:
-        b.error_at("max_model_len", f"the trace has a request of {int((w.prompt + w.output).max()):,} tokens, "
-                   f"above max_model_len = {max_len:,}", "raise max_model_len to cover the trace's longest request")
+    keep = sim.refuse_over_max_model_len(b, "max_model_len", w.prompt, w.output, max_len,
+                                         f"`use serving_search` in '{ctx.name}'")
+    rejected = int(keep.size - np.count_nonzero(keep))
+    if rejected:
+        w = Workload(w.arrival[keep], w.prompt[keep], w.output[keep])
     eng = b.ref("engine")
     chunked = bool(eng.value("enable_chunked_prefill", False))
     cols = candidates(layouts, _ints(b, "replicas"), seqs, chunks, xs, ys)
     res = run(layouts, cols, w, slo_ttft=float(b.value("slo_ttft")), slo_tpot=float(b.value("slo_tpot")),
               max_model_len=max_len, kv_link=kv_link, objective=objective, simulate_k=int(b.value("simulate")),
               margin=float(b.value("screen_margin")), chunked=chunked)
+    res.meta["rejected"] = rejected
     _RESULTS.put(ctx.info, res)
     m = res.meta
     if m["cut"] is not None:
@@ -863,6 +866,8 @@ def plan_activities_schedule(ctx):
     ctx.define("search_candidates", sp.Integer(m["candidates"]), "", f"configurations enumerated ({how})")
     ctx.define("search_valid", sp.Integer(m["valid"]), "", f"configurations that fit their devices ({how})")
     ctx.define("search_simulated", sp.Integer(m["simulated"]), "", f"configurations simulated on the trace ({how})")
+    ctx.define("search_rejected_requests", sp.Integer(rejected), "request", "requests every configuration rejects: "
+               f"input + output tokens above max_model_len (left out of the simulations; {how})", headline=rejected > 0)
     if res.chosen is None:
         ctx.warn(f"no simulated configuration of plan '{ctx.name}' meets TTFT p95 ≤ {m['slo_ttft']:g} s and TPOT "
                  f"p95 ≤ {m['slo_tpot'] * 1e3:g} ms ({m['passing']} of {m['candidates']} passed the screen)",
@@ -913,6 +918,8 @@ def table(res: SearchResult) -> Table:
              f"{m['passing']:,} within the screen margin, {m['simulated']} simulated on the trace; "
              f"targets TTFT p95 ≤ {m['slo_ttft']:g} s, TPOT p95 ≤ {m['slo_tpot'] * 1e3:g} ms; "
              f"objective: {m['objective']}"]
+    if m.get("rejected"):
+        notes.append(f"{m['rejected']:,} requests above max_model_len rejected (left out of every simulation)")
     if m["skipped"]:
         notes.append("skipped: " + "; ".join(f"{k} ({v:,})" for k, v in m["skipped"].items()))
     if res.chosen is not None:

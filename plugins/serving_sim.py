@@ -909,8 +909,36 @@ BATCHING = UseSpec(
               "tpot_p95", "tpot_p99", "itl_mean", "itl_p50", "itl_p90", "itl_p95", "itl_p99", "e2e_mean",
               "e2e_p50", "e2e_p90", "e2e_p95", "e2e_p99", "throughput", "goodput", "slo_attainment",
               "preemptions", "max_queue", "max_running", "peak_kv_use", "sim_requests", "sim_iterations",
-              "sim_span"),
+              "sim_span", "rejected_requests"),
 )
+
+def refuse_over_max_model_len(where, param: str, P, G, max_len: int, who: str):
+    """The requests an engine of ``max_model_len`` serves: a boolean mask over the requests
+    (``P`` input, ``G`` output tokens, int arrays of one shape), True where P + G ≤ ``max_len``.
+
+    vLLM's OpenAI server refuses a request whose prompt plus ``max_tokens`` exceeds
+    ``max_model_len`` before it reaches the scheduler (``OpenAIServing._validate_prompt_and_tokenize``
+    in ``vllm/entrypoints/openai/serving_engine.py``: ``token_num + request.max_tokens >
+    self.max_model_len`` raises "This model's maximum context length is …", answered with HTTP
+    400) and serves the others; a trace's output count is the request's ``max_tokens`` (a
+    benchmark sends the recorded length with ``ignore_eos``).  So the refused requests leave the
+    simulation: a warning ``rejected`` at ``param`` of block ``where`` (a :class:`BlockView`)
+    gives their count and the longest; when every request is refused it is an error there.
+    ``who`` names the block in the message (```use batching` in 'p'``)."""
+    tokens = P + G
+    keep = tokens <= max_len
+    n_out = int(keep.size - np.count_nonzero(keep))
+    if n_out:
+        longest = int(tokens.max())
+        over = (f"{who}: {n_out:,} of the {keep.size:,} requests have more input + output tokens than "
+                f"max_model_len = {max_len:,} (the longest {longest:,})")
+        hint = f"raise max_model_len to {longest:,} token to serve every request, or shorten the requests"
+        if n_out == keep.size:
+            where.error_at(param, f"{over}: the engine rejects every request", hint)
+        where.warn_at(param, f"{over}; the engine rejects them, as vLLM's server does, so they are left out "
+                      "of the latency figures", hint, code="rejected")
+    return keep
+
 
 class PerEvaluation:
     """What a plugin computed for one plan of one evaluation (for its tables and figures), kept
@@ -933,7 +961,7 @@ class PerEvaluation:
         return got[1] if got is not None and got[0]() is info else None
 
 
-_RESULTS = PerEvaluation()   # plan's declaration record -> (SimResult, slo_ttft, slo_tpot)
+_RESULTS = PerEvaluation()   # plan's declaration record -> (SimResult, slo_ttft, slo_tpot, rejected requests)
 
 
 @hookimpl
@@ -1171,6 +1199,16 @@ def plan_activities_schedule(ctx):
     if b is None:
         return
     A, P, G = _workload(ctx, b)
+    e = ctx.block("engine")
+    rejected = 0
+    if e is not None and ctx.defined("max_model_len"):
+        max_len = ctx.nominal(ctx.q("max_model_len", "token"), structural=True)
+        if max_len is not None:
+            keep = refuse_over_max_model_len(e, "max_model_len", P, G, int(sp.floor(max_len)),
+                                             f"`use batching` in '{ctx.name}'")
+            rejected = int(keep.size - np.count_nonzero(keep))
+            if rejected:
+                A, P, G = A[keep], P[keep], G[keep]
     _check_size(ctx, b, A, P, G)
     eng = _engine(ctx, b)
     _check_iterations(ctx, b, P, eng)
@@ -1181,7 +1219,7 @@ def plan_activities_schedule(ctx):
         ctx.error(f"`use batching` in '{ctx.name}': {e}", e.hint or "check the engine's limits and the requests",
                   span=b.span, code="out-of-range")
     x, y = b.value("slo_ttft"), b.value("slo_tpot")
-    _RESULTS.put(ctx.info, (r, x, y))
+    _RESULTS.put(ctx.info, (r, x, y, rejected))
     s = r.summary(x, y)
     sim = "simulated continuous batching"
     ref = ("vLLM v1 scheduler (vllm/v1/core/sched/scheduler.py)",)
@@ -1199,18 +1237,23 @@ def plan_activities_schedule(ctx):
         define(f"{m}_mean", unit, f"mean {what}", headline=m in ("ttft", "tpot"))
         for q in (50, 90, 95, 99):
             define(f"{m}_p{q}", unit, f"p{q} {what} (nearest rank)", headline=q == 95 and m != "itl")
-    define("throughput", "token/s", "output tokens per second from the first arrival to the last token",
+    whole = "whole deployment" + (" (every replica)" if _replicas(ctx) > 1 else "")
+    define("throughput", "token/s", f"{whole}: output tokens per second from the first arrival to the last token",
            headline=True)
     if "goodput" in s:
         slo = " and ".join(t for t in (("TTFT ≤ slo_ttft" if x is not None else ""),
                                        ("TPOT ≤ slo_tpot" if y is not None else "")) if t)
-        define("goodput", "request/s", f"requests per second meeting {slo}", headline=True)
+        define("goodput", "request/s", f"{whole}: requests per second meeting {slo}", headline=True)
         define("slo_attainment", "%", f"share of requests meeting {slo}", headline=True)
-    define("preemptions", "", "preemptions by recomputation when the KV pool ran out", headline=True)
-    define("max_queue", "request", "longest waiting queue at an iteration start", headline=True)
-    define("max_running", "request", "most requests running at once")
-    define("peak_kv_use", "%", "largest share of the KV blocks in use", value=s["peak_kv"])
-    define("sim_requests", "request", "requests simulated", value=float(len(A)))
+    define("preemptions", "", f"{whole}: preemptions by recomputation when the KV pool ran out", headline=True)
+    define("max_queue", "request", f"{whole}: longest waiting queue at an iteration start"
+           + (" (the replicas' queues summed)" if _replicas(ctx) > 1 else ""), headline=True)
+    define("max_running", "request", f"{whole}: most requests running at once")
+    define("peak_kv_use", "%", f"{whole}: largest share of the KV blocks in use", value=s["peak_kv"])
+    define("sim_requests", "request", "requests simulated (the trace's, less those rejected)", value=float(len(A)))
+    if e is not None and ctx.defined("max_model_len"):
+        define("rejected_requests", "request", "requests the engine rejects: input + output tokens above "
+               "max_model_len (left out of every other figure)", headline=rejected > 0, value=float(rejected))
     define("sim_iterations", "", "engine iterations simulated", value=s["iterations"])
     define("sim_span", "s", "first arrival to last output token", value=s["span"])
 
@@ -1227,14 +1270,15 @@ def _build_table(ev, plan):
     got = _stored(ev, plan)
     if got is None:
         return None
-    r, x, y = got
+    r, x, y, rejected = got
     rows = []
     for m, scale, unit in (("ttft", 1, "s"), ("tpot", 1e3, "ms"), ("itl", 1e3, "ms"), ("e2e", 1, "s")):
         try:
             rows.append((f"{m} ({unit})",) + tuple(float(f"{r.quantile(m, q) * scale:.6g}") for q in QUANTILES))
         except ValueError:
             continue
-    notes = (f"{len(r.arrival):,} requests, {r.iterations:,} iterations, "
+    notes = (f"{len(r.arrival):,} requests" + (f" ({rejected:,} more rejected: above max_model_len)" if rejected else "")
+             + f", {r.iterations:,} iterations, "
              f"{int(r.preemptions.sum()):,} preemptions; nearest-rank percentiles",)
     return Table(("metric", "p50", "p90", "p95", "p99"), tuple(rows), notes)
 
@@ -1275,7 +1319,7 @@ def _draw_latency(ev, plan, fig) -> bool:
     got = _stored(ev, plan)
     if got is None:
         return False
-    r, x, y = got
+    r, x, y, _ = got
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     fig.set_size_inches(8, 5.5)
     ax1.plot(r.arrival, r.ttft, ".", ms=1.5, color="#4C72B0", alpha=0.6, rasterized=len(r.arrival) > 2000)

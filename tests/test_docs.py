@@ -59,6 +59,8 @@ def test_example(tmp_path, tag, text):
         for q in ws.queries:          # `solve` lines must be answerable too
             from dsl.results.solver import solve_query
             assert solve_query(ws, q).value is not None, q
+        if ws.queries:                # and a solve example is a complete plan: no warning that it is not
+            assert not [d for d in ws.warnings if d.code == "incomplete"], ws.warnings
         return
     with pytest.raises(PlanError) as exc:
         ws = Workspace(f)
@@ -179,6 +181,35 @@ def test_plugins_doc_covers_every_record():
     assert all(hasattr(dsl.plugin, r) for r in records)
     missing = [r for r in records if f"`{r}(" not in text]
     assert not missing, f"docs/plugins.md does not document records {missing}"
+
+
+_PRINTED = re.compile(r"`plan eval` prints \(the `([\w-]+)` table\):\n\n```text\n(.*?)^```", re.M | re.S)
+
+
+def _printed_tables():
+    """(doc, table name, the plan block before it, the printed lines) of every "`plan eval`
+    prints (the `NAME` table):" followed by a text block in the plugin docs."""
+    out = []
+    for p in PLUGIN_DOCS:
+        src = p.read_text(encoding="utf-8")
+        for m in _PRINTED.finditer(src):
+            plan = [b.group(2) for b in _FENCE.finditer(src, 0, m.start()) if b.group(1) == "plan"][-1]
+            out.append(pytest.param(plan, m.group(1), m.group(2).splitlines(), id=f"{p.name}:{m.group(1)}"))
+    return out
+
+
+@pytest.mark.parametrize("plan,name,lines", _printed_tables())
+def test_printed_tables_are_what_plan_eval_prints(tmp_path, plan, name, lines):
+    """A table a plugin doc shows as printed is, line for line, in `plan eval`'s output of the
+    example above it (a line the doc cuts with "…" matches by its start)."""
+    from conftest import run_cli
+    code, out, err = run_cli("eval", _write(tmp_path, plan))
+    assert code == 0, err
+    got = [line.rstrip() for line in out.splitlines()]
+    want = [line.rstrip() for line in lines]
+    start = got.index(want[0])
+    for g, w in zip(got[start:], want):
+        assert g.startswith(w[:-1].rstrip()) if w.endswith("…") else g == w, (name, w, g)
 
 
 def test_readme_sample_output_is_what_plan_eval_prints():

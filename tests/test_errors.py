@@ -234,6 +234,20 @@ def test_missing_import(tmp_path):
     assert_diag(r, "missing-import", file=p, at=(2, 1), quoted='import "nope.plan"', hint="relative to the importing file")
 
 
+def test_files_that_import_each_other_are_loaded_once(tmp_path):
+    """An import cycle is no error (README, docs/language.md): each file is loaded once, and
+    either file as the root sees both files' declarations."""
+    (tmp_path / "a.plan").write_text('import "b.plan"\ndevice da { memory = 1 GB }\nplan pa { y = db.memory * 2 }\n',
+                                     encoding="utf-8")
+    (tmp_path / "b.plan").write_text('import "a.plan"\ndevice db { memory = 3 GB }\nplan pb { y = da.memory * 2 }\n',
+                                     encoding="utf-8")
+    for root, plan, want in (("a.plan", "pa", "6"), ("b.plan", "pb", "2")):
+        r = run("check", str(tmp_path / root))
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        r = run("get", str(tmp_path / root), f"{plan}.y")
+        assert r.returncode == 0 and r.stdout.strip() == want, r.stderr
+
+
 def test_missing_catalog_import(tmp_path):
     text = 'import "@catalog/hardwar.plan"\n'
     p = write(tmp_path, text)

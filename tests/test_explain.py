@@ -87,6 +87,19 @@ def test_graph_svg(run_cli, tmp_path):
     assert rc == 2 and "no plan 'gpus64'" in err
 
 
+def test_graph_quantity_is_read_relative_to_the_plan(run_cli):
+    """`--plan gpus32 --quantity step_time` is gpus32.step_time (step_time is a quantity of every
+    plan of the file, so alone it is ambiguous); a name with its plan stays as written."""
+    rc, rel, err = run_cli("graph", CASE, "--plan", "gpus32", "--quantity", "step_time", "--format", "mermaid")
+    assert rc == 0, err
+    rc, full, err = run_cli("graph", CASE, "--plan", "gpus32", "--quantity", "gpus32.step_time", "--format",
+                            "mermaid")
+    assert rc == 0, err
+    assert rel == full and "ngpus32_compute_time --> ngpus32_step_time" in rel and "gpus48" not in rel
+    rc, _, err = run_cli("graph", CASE, "--plan", "gpus32", "--quantity", "step_tme")
+    assert rc == 2 and "plan 'gpus32' has no field 'step_tme'" in err and "did you mean 'step_time'" in err
+
+
 def test_a_computed_number_has_no_fraction_for_a_formula(tmp_path):
     """A simulated percentile is a number computed outside sympy: the tree shows its value and
     doc, not the exact base-unit fraction (4426532444553999/50000000000000000) as a formula."""

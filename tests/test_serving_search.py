@@ -298,3 +298,44 @@ def test_fuzz_default_search_is_bounded_by_the_limit_and_warns():
         assert 19_366 * m["simulated"] <= m["requests"] <= 120_000      # each simulation follows every request
         assert m["simulated"] <= 6
         assert (m["cut"] is not None) == (plan in warned)
+
+
+ONE = HEAD + """
+plan one {
+  model = qwen3_8b
+  use serving_search {
+    engine = vllm; max_model_len = 4096 token; trace = "t.csv"
+    devices = [h100_sxm]; links = [nvlink4]; tp = [1]; replicas = [1]
+    max_num_seqs = [16 seq]; max_num_batched_tokens = [4096 token]
+    slo_ttft = 5 s; slo_tpot = 200 ms; simulate = 1
+  }
+}
+"""
+
+
+def _one(tmp_path, rows):
+    """Plan `one` (a single H100 configuration) on a trace of (arrival, input, output) rows."""
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                                    + "".join(f"{a},{p},{g}\n" for a, p, g in rows), encoding="utf-8")
+    (tmp_path / "o.plan").write_text(ONE, encoding="utf-8")
+    return dsl.load(tmp_path / "o.plan")
+
+
+def test_requests_above_max_model_len_are_rejected_as_batching_does(tmp_path):
+    """A request of more input + output tokens than max_model_len is rejected by the engine
+    (vLLM's server answers HTTP 400) and the others are served: the search simulates the rest,
+    counts the rejected ones and warns at max_model_len, as `use batching` does."""
+    ws = _one(tmp_path, [(i / 4, 4090, 7) if i % 4 == 0 else (i / 4, 1000, 20) for i in range(20)])
+    # requests 0, 4, 8, 12, 16 have 4,090 + 7 = 4,097 tokens, one above max_model_len
+    assert qval(ws, "one.search_rejected_requests", "request") == 5
+    assert ss.result_of(ws, "one").meta["requests"] == 15
+    w = [d for d in ws.diagnostics if d.code == "rejected"]
+    assert len(w) == 1 and "5 of the 20 requests" in w[0].summary and "4,097" in w[0].summary
+    assert (w[0].span.line, w[0].span.column) == (8, 36)
+
+
+def test_a_longest_request_within_max_model_len_is_not_rejected(tmp_path):
+    """The check is on each request's input + output, not the longest input plus the longest
+    output of different requests."""
+    ws = _one(tmp_path, [(0, 4000, 2), (0.5, 10, 100)])      # 4,000 + 100 would be 4,100 > 4,096
+    assert qval(ws, "one.search_rejected_requests", "request") == 0

@@ -529,3 +529,52 @@ def test_affine_checks_are_shared_by_equal_costs_only():
     for r in (again, alone):
         assert np.array_equal(r.first, first.first) and np.array_equal(r.last, first.last)
         assert np.array_equal(r.itl_values, first.itl_values)
+
+
+REJECT = """\
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+import "@catalog/engines.plan"
+plan r {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 2048 token }
+  use batching { trace = "r.csv"
+                 step_overhead = 10 ms; step_token = 1 ms/token; step_context = 0.1 ms/token }
+}
+"""
+
+
+def test_requests_above_max_model_len_are_rejected_and_counted(tmp_path):
+    """vLLM's server refuses a request whose prompt + max_tokens exceeds max_model_len (HTTP 400,
+    OpenAIServing._validate_prompt_and_tokenize) and serves the rest: the simulation leaves it
+    out of the latency figures, counts it and warns at max_model_len."""
+    (tmp_path / "r.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                                    "0,100,4\n0.1,2000,49\n0.2,50,2\n", encoding="utf-8")
+    ws = dsl.load(_plan(tmp_path, REJECT))
+    assert qval(ws, "r.rejected_requests", "request") == 1            # 2,000 + 49 = 2,049 > 2,048
+    assert qval(ws, "r.sim_requests", "request") == 2
+    # the first request alone: prefill 0.01 + 100 × 0.001 = 0.11 s, three decodes reading 100,
+    # 101, 102 tokens end at 0.1733 s; the third arrives at 0.2 s to an idle engine: 0.01 + 0.05
+    assert qval(ws, "r.ttft_p50", "s") == pytest.approx(0.06, abs=1e-12)
+    assert qval(ws, "r.ttft_p95", "s") == pytest.approx(0.11, abs=1e-12)
+    w = [d for d in ws.diagnostics if d.code == "rejected"]
+    assert len(w) == 1 and "1 of the 3 requests" in w[0].summary and "2,049" in w[0].summary
+    assert (w[0].span.line, w[0].span.column) == (6, 47)                 # the value of max_model_len
+    assert "2,049 token" in w[0].hint
+
+
+def test_a_request_at_max_model_len_is_served(tmp_path):
+    (tmp_path / "r.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,2000,48\n",
+                                    encoding="utf-8")
+    ws = dsl.load(_plan(tmp_path, REJECT))
+    assert qval(ws, "r.rejected_requests", "request") == 0 and qval(ws, "r.sim_requests", "request") == 1
+    assert not [d for d in ws.diagnostics if d.code == "rejected"]
+
+
+def test_every_request_rejected_is_a_located_error(tmp_path):
+    (tmp_path / "r.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,3000,4\n",
+                                    encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        dsl.load(_plan(tmp_path, REJECT))
+    d = e.value.diagnostics[0]
+    assert "rejects every request" in d.summary and (d.span.line, d.span.column) == (6, 47)

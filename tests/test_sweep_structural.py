@@ -103,3 +103,65 @@ def test_a_structural_sweep_draws_a_progress_bar_on_stderr_only(tmp_path):
     assert on.returncode == off.returncode == 0, on.stderr
     assert on.stdout == off.stdout
     assert "sweeping 4 structural values" in on.stderr and "sweeping" not in off.stderr
+
+
+def test_values_at_which_the_plan_cannot_be_built_are_infeasible_rows():
+    """tp 5 and 7 do not divide 48 GPUs: those points are rows marked infeasible with the
+    error as their reason, and the sweep goes on; dp = 48 / tp elsewhere (hand computation)."""
+    ev = dsl.load(LAYOUT)
+    res = sweep.run(ev, "gpus48", [sweep.parse_vary(ev, "gpus48.layout.tp=1:8:8")])
+    assert list(res.columns["gpus48.layout.tp"]) == [1, 2, 3, 4, 5, 6, 7, 8]
+    dp = res.columns["dp"]
+    assert [dp[i] for i in (0, 1, 2, 3, 5, 7)] == [48, 24, 16, 12, 8, 6]
+    assert dp[4] != dp[4] and dp[6] != dp[6]                          # NaN: no plan at tp 5 and 7
+    assert not res.columns["feasible"][4] and not res.columns["feasible"][6]
+    assert [at for at, _ in res.not_built] == [{"gpus48.layout.tp": 5.0}, {"gpus48.layout.tp": 7.0}]
+    why = res.columns["not_built"]
+    assert why[4] == res.not_built[0][1] and "= 5 does not divide the 48 GPUs" in why[4]
+    assert why[4].startswith("error[out-of-range]: ") and why[0] == ""
+    assert res.summary()["not_built"][1] == {"at": {"gpus48.layout.tp": 7.0}, "reason": why[6]}
+
+
+def test_a_sweep_with_unbuildable_values_reports_them_and_exits_0(tmp_path):
+    code, out, err = run_cli("sweep", LAYOUT, "--plan", "gpus48", "--vary", "gpus48.layout.tp=[4, 5]",
+                             "--out", str(tmp_path / "s.csv"))
+    assert code == 0, err
+    assert "2 points (grid)" in out
+    assert "not built at gpus48.layout.tp = 5: error[out-of-range]: tp·pp·cp = 5 does not divide the 48 GPUs" in out
+    rows = (tmp_path / "s.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[0].endswith(",not_built,feasible") and rows[2].endswith("does not divide the 48 GPUs,false")
+
+
+def test_a_list_of_values():
+    """`NAME=[V1, V2, …]` sweeps exactly the listed values (the `.plan` list syntax)."""
+    ev = dsl.load(LAYOUT)
+    v = sweep.parse_vary(ev, "gpus48.layout.tp=[1, 2, 4]")
+    assert v.values == (1.0, 2.0, 4.0) and (v.start, v.stop, v.n) == (1.0, 4.0, 3)
+    res = sweep.run(ev, "gpus48", [v])
+    assert list(res.columns["dp"]) == [48, 24, 12] and not res.not_built
+    m = sweep.parse_vary(ev, "gpus48.mfu=[30 %, 45 %]")
+    assert m.values == pytest.approx((0.30, 0.45), abs=1e-15)
+    drawn = sweep.run(ev, "gpus48", [m], random=50, seed=3).columns["gpus48.mfu"]
+    assert set(drawn.round(9)) == {30.0, 45.0}                     # random samples come from the list
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("gpus48.layout.tp=[1, 2.5]", "takes whole numbers, but the list has 2.5"),
+    ("gpus48.layout.tp=[2, 2]", "repeats a value"),
+    ("gpus48.layout.tp=[]", "a list is [V1, V2, …]"),
+    ("gpus48.layout.tp=[1, 2", "a list is [V1, V2, …]"),
+    ("gpus48.mfu=[30 %, 2 s]", "is not a value in the unit of"),
+    ("gpus48.mfu=[30 %, 140 %]", "leaves its allowed range"),
+])
+def test_bad_lists(spec, msg):
+    ev = dsl.load(LAYOUT)
+    with pytest.raises(PlanError) as e:
+        sweep.parse_vary(ev, spec)
+    assert msg in e.value.diagnostics[0].summary
+
+
+def test_a_whole_number_range_that_does_not_step_by_whole_numbers_suggests_a_list():
+    ev = dsl.load(LAYOUT)
+    with pytest.raises(PlanError) as e:
+        sweep.parse_vary(ev, "gpus48.layout.tp=1:8:4")
+    assert "gpus48.layout.tp=[1, …, 8]" in e.value.diagnostics[0].hint

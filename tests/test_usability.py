@@ -290,6 +290,19 @@ def test_check_reports_literal_out_of_range_with_percent_hint(run_cli, tmp_path)
     assert code == 1 and "error[out-of-range]" in err and "write 40 % for a percentage" in err
 
 
+@pytest.mark.parametrize("written, hint", [
+    ("140 %", "140 % is 1.4, above 100 %"),        # already a percentage: "1.4 %" would be 0.014
+    ("2 * 70 %", "at most 1 (100 %)"),
+    ("400", "at most 1 (100 %)"),                  # beyond 100: no percentage reading
+])
+def test_percent_hint_only_for_a_bare_number(run_cli, tmp_path, written, hint):
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
+                  f"plan p {{ model = qwen3_8b; workload = w; device = h100_sxm; gpus = 1; mfu = {written}\n"
+                  "  use compute {} }\n")
+    code, out, err = run_cli("check", _write(tmp_path, src))
+    assert code == 1 and "error[out-of-range]" in err and hint in err and "for a percentage" not in err
+
+
 def test_missing_quantity_of_a_used_block_hint(tmp_path):
     """tp_comm is a quantity of `use layout` only when tp > 1: the hint must not send the user to
     `use compute` (a block that also lists it) when the plan already uses `use layout`."""
@@ -301,4 +314,19 @@ def test_missing_quantity_of_a_used_block_hint(tmp_path):
         solve_query(ws, parse_query("p.mfu for p.tp_comm == 3 s"))
     hint = ei.value.diagnostics[0].hint
     assert "use compute" not in hint
-    assert "`use layout` defines 'tp_comm' only for some of its settings" in hint
+    assert "`use layout` defines 'tp_comm' only when tp > 1, which plan 'p' does not meet" in hint
+
+
+def test_a_conditional_quantity_names_the_field_that_enables_it(tmp_path):
+    """train_time and finish_time exist only when the workload has a deadline: the hint names
+    the field (it said "only for some of its settings")."""
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 1; mfu = 40 %\n"
+                  "  use memory {}\n  use layout {} }\n")
+    ws = Workspace(_write(tmp_path, src))
+    for name in ("train_time", "finish_time"):
+        with pytest.raises(PlanError) as ei:
+            ws.lookup(f"p.{name}")
+        assert f"`use layout` defines '{name}' only when the plan's workload has `tokens` and a `deadline`" \
+            in ei.value.diagnostics[0].hint
+    assert ws.lookup("p.steps") == "p.steps"

@@ -139,8 +139,8 @@ class ValidateMixin:
                       (f"{p.max:g}]" if p.max is not None else "inf)")
                 shown = f"{x:g}" if x != 0 or xe == 0 else f"{sp.N(xe, 6)}"
                 hint = p.doc
-                if not p.unit and p.max == 1 and 1 < x <= 100:
-                    hint = f"{p.doc}: write {x:g} % for a percentage"
+                if not p.unit and p.max == 1 and x > 1:
+                    hint = _fraction_hint(p.doc, x, n.assign.value if n.assign else None)
                 # a declaration's field is named with its declaration (dd.peak_flops); a block's by itself
                 info = self.decls.get(n.owner)
                 who = n.id if info is not None and info.kind != "plan" and n.scope and n.scope[1] is None else n.name
@@ -230,3 +230,15 @@ class ValidateMixin:
             guess = did_you_mean(n.name, known)
             self.rep.warning("unused", f"field '{n.name}' of plan '{n.owner}' is not used by any block",
                              n.assign.name_span, f"did you mean '{guess}'?" if guess else "")
+
+
+def _fraction_hint(doc: str, x: float, written) -> str:
+    """The hint of a fraction in (0, 1] given above 1: a bare number up to 100 (``mfu = 40``)
+    was probably meant as a percentage, so the hint gives it as one (``40 %``); a value written
+    with a unit (``140 %``) already is one, and is beyond 100 %."""
+    from ..syntax.ast import Number
+    if isinstance(written, Number) and written.unit is None and x <= 100:
+        return f"{doc}: write {x:g} % for a percentage"
+    if isinstance(written, Number) and written.unit is not None:
+        return f"{doc}: {written.text} {written.unit} is {x:g}, above 100 %"
+    return f"{doc}: at most 1 (100 %)"

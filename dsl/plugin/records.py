@@ -54,9 +54,12 @@ class UseSpec:
     ``params`` are the block's own parameters; ``plan_params`` the plan-level fields the
     block reads (shared by every block that declares them; their units must agree).
     ``provides`` names the plan quantities the block defines (for documentation and for
-    hints such as "'finish_time' is priced by `use finish`").  ``order`` positions the block's
-    quantities in reports.  ``plugin`` is filled in by the facade with the registering
-    plugin's name.
+    hints such as "'finish_time' is priced by `use finish`").  ``provides_when`` pairs a
+    provided quantity the block defines only under a condition with that condition in words
+    naming the field that enables it (``("train_time", "the workload has `tokens` and a
+    `deadline`")``): the hint for a plan that reads it without meeting the condition.
+    ``order`` positions the block's quantities in reports.  ``plugin`` is filled in by the
+    facade with the registering plugin's name.
     """
 
     name: str
@@ -67,6 +70,7 @@ class UseSpec:
     plugin: str = ""
     provides: tuple[str, ...] = ()
     references: tuple[str, ...] = ()
+    provides_when: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,9 @@ class ExprMixin:
         uses = self.decls[plan].uses
         for spec in sorted(self.plugins.blocks.values(), key=lambda s: s.name):
             if name in spec.provides and spec.name in uses:
+                when = dict(spec.provides_when).get(name)
+                if when:
+                    return f"`use {spec.name}` defines '{name}' only when {when}, which plan '{plan}' does not meet"
                 return (f"`use {spec.name}` defines '{name}' only for some of its settings, and those of "
                         f"plan '{plan}' leave it undefined (`plan eval` lists the quantities it has)")
         for spec in sorted(self.plugins.blocks.values(), key=lambda s: s.name):

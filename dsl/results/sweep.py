@@ -42,12 +42,20 @@ def _numpy():
 
 @dataclass
 class Vary:
-    """One varied name: node id, start and stop (base units), number of grid points."""
+    """One varied name: node id, start and stop (base units), number of grid points; or
+    ``values``, the listed points (base units; then start/stop are their least and largest)."""
 
     id: str
     start: float
     stop: float
     n: int = 21
+    values: tuple | None = None
+
+    def grid(self):
+        """The points of this name on a grid (numpy array, base units)."""
+        np = _numpy()
+        return np.asarray(self.values, dtype=float) if self.values is not None else np.linspace(self.start, self.stop,
+                                                                                                self.n)
 
 
 @dataclass
@@ -60,6 +68,9 @@ class SweepResult:
     units: dict = field(default_factory=dict)
     varied: list = field(default_factory=list)
     requirements: list = field(default_factory=list)
+    # structural values at which the plan cannot be built: ({varied id: value in its display
+    # unit}, the error's "error[code]: summary"); their points are infeasible, outputs NaN
+    not_built: list = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.columns["feasible"]) if "feasible" in self.columns else 0
@@ -84,6 +95,7 @@ class SweepResult:
             out["ranges"][v] = (float(col[f].min()), float(col[f].max())) if f.any() else None
         for r in self.requirements:
             out["failing"][r] = float(np.mean(~self.columns[r])) if f.size else 0.0
+        out["not_built"] = [{"at": at, "reason": why} for at, why in self.not_built]
         return out
 
     def write_csv(self, path) -> None:
@@ -97,16 +109,17 @@ class SweepResult:
             w = csv.writer(fh)
             w.writerow(head)
             for i in range(len(self)):
-                w.writerow([("true" if c[i] else "false") if c.dtype == np.bool_ else repr(float(c[i]))
-                            for c in cols])
+                w.writerow([("true" if c[i] else "false") if c.dtype == np.bool_ else
+                            str(c[i]) if c.dtype.kind in "OU" else repr(float(c[i])) for c in cols])
 
 
 def parse_vary(ws, text: str) -> Vary:
     """``NAME=START:STOP[:N]`` (START/STOP are `.plan` values with units, ``30%``,
-    ``1800 s``) or ``NAME`` alone for its declared range ``in [lo, hi]``.
+    ``1800 s``), ``NAME=[V1, V2, …]`` (the listed values, a `.plan` list) or ``NAME`` alone
+    for its declared range ``in [lo, hi]``.
 
     :raises PlanError: ``error[sweep]`` for a malformed spec, a name without a declared range,
-        bounds of the wrong dimension or a count below 2.
+        bounds of the wrong dimension, a count below 2 or an empty or repeating list.
     """
     from dsl.syntax.parser import parse_expression
 
@@ -121,6 +134,8 @@ def parse_vary(ws, text: str) -> Vary:
             raise PlanError([Diagnostic("error", "sweep", f"'{name}' has no declared range", None,
                                         f"give one: --vary {name}=START:STOP:N, or declare `in [lo, hi]` in the plan")])
         return Vary(nid, float(n.range[0]), float(n.range[1]), 21)
+    if rng.strip().startswith("["):
+        return _vary_list(ws, nid, name, n, text, rng)
     parts = rng.split(":")
     if len(parts) not in (2, 3):
         raise PlanError([Diagnostic("error", "sweep", f"bad --vary '{text}'", None,
@@ -134,17 +149,42 @@ def parse_vary(ws, text: str) -> Vary:
         if count < 2:
             raise PlanError([Diagnostic("error", "sweep", f"the number of points in '{text}' must be a whole "
                                         "number of at least 2", None, "e.g. gpus48.mfu=30%:50%:21")])
-    bounds = []
-    for p in parts[:2]:
-        v = ws.eval_expr(parse_expression(p.strip(), "<--vary>"))
-        if v.dim != n.dim or v.expr.free_symbols:
-            from dsl.engine.units import describe_dim
-            raise PlanError([Diagnostic("error", "sweep", f"'{p.strip()}' is not a value in the unit of '{name}' "
-                                        f"({describe_dim(n.dim)})", None, f"write it like {n.unit or 'a plain number'}")])
-        bounds.append(float(v.expr))
+    bounds = [_vary_value(ws, name, n, parse_expression(p.strip(), "<--vary>"), p.strip()) for p in parts[:2]]
     _check_allowed(ws, nid, name, bounds)
     _check_whole(ws, nid, name, bounds, count)
     return Vary(nid, bounds[0], bounds[1], count)
+
+
+def _vary_value(ws, name: str, n, expr, text: str) -> float:
+    """One value of a ``--vary`` (an expression of constants in the unit of ``name``), in base units."""
+    v = ws.eval_expr(expr)
+    if v.dim != n.dim or v.expr.free_symbols:
+        from dsl.engine.units import describe_dim
+        raise PlanError([Diagnostic("error", "sweep", f"'{text}' is not a value in the unit of '{name}' "
+                                    f"({describe_dim(n.dim)})", None, f"write it like {n.unit or 'a plain number'}")])
+    return float(v.expr)
+
+
+def _vary_list(ws, nid: str, name: str, n, text: str, rng: str) -> Vary:
+    """``NAME=[V1, V2, …]``: the listed values (a `.plan` list, at least one, no repeats)."""
+    from dsl.syntax.ast import List
+    from dsl.syntax.parser import parse_expression
+
+    hint = f"e.g. {name}=[1, 2, 4, 8]"
+    try:
+        expr = parse_expression(rng.strip(), "<--vary>")
+    except PlanError:
+        expr = None
+    if not isinstance(expr, List) or not expr.items:
+        raise PlanError([Diagnostic("error", "sweep", f"bad --vary '{text}': a list is [V1, V2, …]", None, hint)])
+    values = [_vary_value(ws, name, n, e, rng.strip()) for e in expr.items]
+    if len(set(values)) != len(values):
+        raise PlanError([Diagnostic("error", "sweep", f"the list in '{text}' repeats a value", None,
+                                    "give each value once")])
+    _check_allowed(ws, nid, name, values)
+    if _whole(ws, nid):
+        _check_whole(ws, nid, name, values, 0)
+    return Vary(nid, min(values), max(values), len(values), tuple(values))
 
 
 STRUCTURAL_POINTS = 64   # re-evaluations a structural sweep may make (each is a full evaluation)
@@ -156,19 +196,26 @@ def _whole(ws, nid: str) -> bool:
 
 
 def _check_whole(ws, nid: str, name: str, bounds: list[float], count: int) -> None:
-    """A whole-number parameter swept only to whole numbers (``tp=1:8:4`` would give 3.33)."""
+    """A whole-number parameter swept only to whole numbers (``tp=1:8:4`` would give 3.33);
+    ``count`` 0: ``bounds`` is a list of values, each checked."""
     if not _whole(ws, nid):
         return
     from dsl.engine.units import parse_unit
     p = ws.param_specs[nid]
     scale = float(parse_unit(p.unit).scale) if p.unit else 1.0
+    if not count:
+        bad = next((v / scale for v in bounds if abs(v / scale - round(v / scale)) > 1e-9), None)
+        if bad is not None:
+            raise PlanError([Diagnostic("error", "sweep", f"'{name}' takes whole numbers, but the list has {bad:g}",
+                                        None, "list whole numbers")])
+        return
     a, b = bounds[0] / scale, bounds[1] / scale
     vals = [a + (b - a) * i / (count - 1) for i in range(count)]
     bad = next((v for v in vals if abs(v - round(v)) > 1e-9), None)
     if bad is not None:
         step = (b - a) / (count - 1)
-        hint = (f"use {count_hint(a, b)} points" if float(a).is_integer() and float(b).is_integer() and b != a
-                else "start and stop at whole numbers")
+        hint = (f"use {count_hint(a, b)} points, or list the values: {name}=[{a:g}, …, {b:g}]"
+                if float(a).is_integer() and float(b).is_integer() and b != a else "start and stop at whole numbers")
         raise PlanError([Diagnostic("error", "sweep", f"'{name}' takes whole numbers, but {a:g}:{b:g}:{count} "
                                     f"steps by {step:g} (it would evaluate {name} = {bad:.3g})", None, hint)])
 
@@ -301,13 +348,16 @@ def _run(ws, plan, varies, random, seed, outputs, deadline) -> SweepResult:
                                         "reads it to build it), so it cannot be sampled at random", None,
                                         "sweep it on a grid (NAME=START:STOP:N), which re-evaluates each value")])
         rng = np.random.default_rng(seed)
-        arrays = [rng.uniform(v.start, v.stop, size=random) for v in varies]
+        arrays = [rng.choice(np.asarray(v.values, dtype=float), size=random) if v.values is not None
+                  else rng.uniform(v.start, v.stop, size=random) for v in varies]
     else:
-        grids = np.meshgrid(*[np.linspace(v.start, v.stop, v.n) for v in varies], indexing="ij")
+        grids = np.meshgrid(*[v.grid() for v in varies], indexing="ij")
         arrays = [g.ravel() for g in grids]
     size = arrays[0].size if arrays else 1
+    not_built = []
     if structural:
-        vals, ids, units, reqs = _structural_values(ws, plan, varies, arrays, structural, outputs, size, deadline)
+        vals, ids, units, reqs, not_built = _structural_values(ws, plan, varies, arrays, structural, outputs, size,
+                                                               deadline)
     else:
         fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
         with np.errstate(all="ignore"):
@@ -330,6 +380,13 @@ def _run(ws, plan, varies, random, seed, outputs, deadline) -> SweepResult:
         res.columns[r.name] = ok
         res.requirements.append(r.name)
         feasible &= ok
+    if not_built:
+        reason = np.full(size, "", dtype=object)
+        for at, why, mask in not_built:
+            feasible &= ~mask
+            reason[mask] = why
+            res.not_built.append((at, why))
+        res.columns["not_built"] = reason
     res.columns["feasible"] = feasible
     return res
 
@@ -338,7 +395,10 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size, dead
     """Outputs per point when some varied inputs are structural: one evaluation of the file per
     combination of their values (overrides), the continuous inputs compiled within each.  The
     columns are those of the nominal plan; an output or requirement a structure does not have
-    is NaN (a requirement: not met) at its points."""
+    is NaN (a requirement: not met) at its points.  A combination at which the plan cannot be
+    built (an evaluation error: a tp that does not divide the GPUs) is not an error of the
+    sweep: its points are NaN and listed in the returned ``not_built`` as (values, reason,
+    mask of its points)."""
     import numpy as np
 
     combos = sorted({tuple(float(arrays[i][k]) for i in structural) for k in range(size)})
@@ -355,15 +415,36 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size, dead
     import time
     if deadline is not None:
         deadline[1]["of"] = len(combos)
+    not_built = []
     with progress(len(combos), f"sweeping {len(combos)} structural values") as advance:
         for combo in combos:
             if deadline is not None and time.monotonic() >= deadline[0]:
                 raise TimeoutError("the sweep's time budget ran out")
-            _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo)
+            try:
+                _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo)
+            except PlanError as e:
+                if deadline is not None and time.monotonic() >= deadline[0]:
+                    raise                       # the time budget stopped the evaluation, not the values
+                not_built.append(_not_built(ws, varies, arrays, structural, combo, e))
             if deadline is not None:
                 deadline[1]["evaluations"] += 1
             advance()
-    return out, ids, units, reqs
+    return out, ids, units, reqs, not_built
+
+
+def _not_built(ws, varies, arrays, structural, combo, e: PlanError):
+    """(values, reason, mask) of a structural combination whose evaluation failed: the values in
+    display units by varied id, the first error as ``error[code]: summary``."""
+    import numpy as np
+
+    mask = np.ones(arrays[0].size, dtype=bool)
+    at = {}
+    for i, x in zip(structural, combo):
+        mask &= arrays[i] == x
+        at[varies[i].id] = x / _scale(ws.nodes[varies[i].id].unit)
+    d = next((d for d in e.diagnostics if d.severity == "error"), e.diagnostics[0] if e.diagnostics else None)
+    why = f"error[{d.code}]: {d.summary}" if d is not None else str(e)
+    return at, why, mask
 
 
 def _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo) -> None:
