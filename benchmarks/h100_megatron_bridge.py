@@ -116,6 +116,12 @@ class Row:
         return f"mbridge_{self.model}_{self.release.replace('.', '_')}"
 
     @property
+    def layout(self) -> tuple:
+        """What the plan of this run depends on (not its precision, release or results)."""
+        return (self.model, self.vocab, self.gpus, self.gbs, self.mbs, self.seq, self.tp, self.pp, self.cp,
+                self.vp, self.zero)
+
+    @property
     def fp8(self) -> bool:
         """FP8 run (the 25.09 Megatron-Bridge rows, which print no precision, are FP8 too)."""
         return self.precision != "BF16"
@@ -182,10 +188,14 @@ def predict(rows: list[Row], overlap: str = "0 %", matmul_efficiency: Fraction |
     """Each row's predicted tokens/s/GPU, MFU (fractions), memory fit, memory (GiB) and step
     terms (s), by plan name."""
     import dsl
-    res = dsl.load(PLAN_PATH, text=plan_text(rows, overlap, matmul_efficiency))
+    # one plan per distinct layout: runs that differ only in precision or release share it
+    first = {}
+    for r in rows:
+        first.setdefault(r.layout, r)
+    res = dsl.load(PLAN_PATH, text=plan_text(list(first.values()), overlap, matmul_efficiency))
     out = {}
     for r in rows:
-        p = res[r.name]
+        p = res[first[r.layout].name]
         step = float(p.value("step_time", "s"))
         d = {"tokens_per_gpu": r.gbs * r.seq / (step * r.gpus), "mfu": float(p.value("mfu_achieved", "")),
              "compute_mfu": float(p.value("compute_mfu", "")), "fits": bool(p.requirements.get("fits_memory", True)),

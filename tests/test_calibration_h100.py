@@ -59,6 +59,12 @@ def _csv(name):
         return list(csv.DictReader(f))
 
 
+def _params(keys, misses: dict):
+    """``keys`` as pytest parameters, each key of ``misses`` marked xfail(strict) with its reason."""
+    return [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=misses[k])) if k in misses else k
+            for k in keys]
+
+
 MBRIDGE = _csv("megatron-bridge-h100.csv")
 DGXC = _csv("dgxc-benchmarking-llama31-h100.csv")
 
@@ -123,11 +129,10 @@ def test_the_hand_counts_are_the_formula():
         assert _megatron_flops_per_token(L, h, nq, nkv, f, 128256, 8192) == BY_HAND[model]
 
 
-@pytest.mark.parametrize("key", [
-    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="the page's 26.04.01 70B row prints 731 TFLOP/s "
-                                            "at 1,664 tokens/s: 0.4393 TFLOP per token, 2.2 % below the 0.449 of "
-                                            "every other 70B row — one of its two numbers is not the same run's"))
-    if k == "LLAMA3_70B@26.04.01" else k for k in MKEYS])
+@pytest.mark.parametrize("key", _params(MKEYS, {
+    "LLAMA3_70B@26.04.01": "the page's 26.04.01 70B row prints 731 TFLOP/s at 1,664 tokens/s: 0.4393 TFLOP per "
+                           "token, 2.2 % below the 0.449 of every other 70B row — one of its two numbers is not the "
+                           "same run's"}))
 def test_published_tflops_are_megatrons_count_times_tokens(key):
     """Model TFLOP/s / tokens/s = Megatron's FLOPs per token, within the rounding of the two
     printed integers (each ±0.5)."""
@@ -151,11 +156,10 @@ def test_dgxc_rows_are_the_readmes_full_model_columns():
 DKEYS = [f"{r['model']} {r['precision']} {r['gpus']}" for r in DGXC]
 
 
-@pytest.mark.parametrize("key", [
-    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="the 70B BF16 2,048-GPU column prints a 14.98 s step "
-                                            "but 2,248,957 tokens/s and 53.38 % MFU, which are 8,192 · 4,096 / 14.92 "
-                                            "s and the 1,024-GPU column's MFU: its throughput is not its step's"))
-    if k == "Llama 3.1 70b BF16 2048" else k for k in DKEYS])
+@pytest.mark.parametrize("key", _params(DKEYS, {
+    "Llama 3.1 70b BF16 2048": "the 70B BF16 2,048-GPU column prints a 14.98 s step but 2,248,957 tokens/s and "
+                               "53.38 % MFU, which are 8,192 · 4,096 / 14.92 s and the 1,024-GPU column's MFU: its "
+                               "throughput is not its step's"}))
 def test_dgxc_throughput_is_tokens_per_step_over_step_time(key):
     """tokens/s = 8,192 · GBS / step time, within half a unit of the step time's last printed
     digit (70B on 256 GPUs: 8,192 · 512 / 14.8 = 283,398.9, printed 283,399)."""
@@ -217,12 +221,13 @@ def test_bf16_prediction_is_slower_than_the_fp8_run(rows, predicted, name):
     assert predicted[name]["tokens_per_gpu"] < rows[name].tokens_per_gpu
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="8B: the FP8 recipe recomputes 5 of 32 layers, "
-                                            "which `recompute` (none / selective / full) cannot state, and on the "
-                                            "catalog device the step's compute is priced too fast (see the module "
-                                            "docstring): its ratio lies above the band"))
-    if "llama3_8b" in n else n for n in _names("mbridge")])
+MBRIDGE_8B_MISS = ("8B: the FP8 recipe recomputes 5 of 32 layers, which `recompute` (none / selective / full) "
+                   "cannot state, and on the catalog device the step's compute is priced too fast (see the module "
+                   "docstring): its ratio lies above the band")
+
+
+@pytest.mark.parametrize("name", _params(_names("mbridge"), {n: MBRIDGE_8B_MISS for n in _names("mbridge")
+                                                             if "llama3_8b" in n}))
 def test_bf16_prediction_within_the_fp8_speedup_band(rows, predicted, name):
     """Megatron-Bridge (FP8): predicted (BF16) / published in [1/1.5, 1/1.2], widened by the
     model's 10 %: [0.600, 0.917]."""
@@ -234,10 +239,8 @@ CATALOG_MISS = ("the catalog's matmul_efficiency (isolated torch.matmul, 81.2 %)
                 "training step too fast: 8B without TP or PP is 25 % fast (see the module docstring)")
 
 
-@pytest.mark.parametrize("name", [
-    n if n == "dgxc_llama31_405b_bf16_576" else pytest.param(n, marks=pytest.mark.xfail(strict=True,
-                                                                                        reason=CATALOG_MISS))
-    for n in _names("dgxc", "BF16")])
+@pytest.mark.parametrize("name", _params(_names("dgxc", "BF16"), {n: CATALOG_MISS for n in _names("dgxc", "BF16")
+                                                                  if n != "dgxc_llama31_405b_bf16_576"}))
 def test_bf16_run_on_the_catalog_device_within_10_percent(rows, predicted, name):
     """DGX Cloud Benchmarking (BF16): predicted tokens/s within 10 % of the published."""
     ratio = predicted[name]["tokens_per_gpu"] / rows[name].tokens_per_gpu
