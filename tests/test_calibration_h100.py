@@ -18,7 +18,8 @@ Sources of the numbers asserted here:
 The model's stated error here is 10 %, from the observed spread: the published throughput of
 one layout moved by up to 12 % between container releases (Megatron-Bridge 405B: 292 → 328
 tokens/s/GPU, 25.11 → 26.04.01), the BF16 runs on a device fitted to one of them are predicted
-within 9.5 %, and the Megatron-Bridge 70B and 405B rows fall within 5 % of the FP8 band.
+within 9.5 %, and the Megatron-Bridge 70B and 405B rows fall within 6 % of the FP8 band (70B at
+0.854 – 0.876 against its upper end 0.833).
 
 Where the catalog device misses (xfail below): its ``matmul_efficiency`` (81.2 %, isolated
 ``torch.matmul`` at 2048³ – 8192³) overstates the matrix products' throughput inside a training
