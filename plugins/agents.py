@@ -41,7 +41,8 @@ from plugins.llmstate import kv_bytes_per_token, kv_tokens, prefill_flops
 TASK_DAG = UseSpec(
     "task_dag",
     "your own activity graph (model calls, tool calls, …) on the shared event engine: task time = critical path",
-    references=("agent task graphs: model and tool calls as a dependency graph", "state held while waiting: A_M = ∫ M(t) dt",
+    references=("agent task graphs: model and tool calls as a dependency graph",
+                "state held while waiting: A_M = ∫ M(t) dt",
                 "dependent versus independent tool calls: a chain adds, parallel calls take the longest"),
     params=(
         Param("activities", doc="activity names, in the order work on a shared resource runs", kind="list",
@@ -81,7 +82,8 @@ TRAJECTORY = UseSpec(
     "trajectory",
     "a measured agent trajectory (CSV log of rounds) on the event engine: task time, speed-ups, prefix reuse",
     references=("prefix reuse: only the uncached part P_i = I_i − K_i of a prompt is prefilled",
-                "Amdahl speed-ups of a task: Amdahl 1967, 'Validity of the single processor approach to achieving large scale computing capabilities'"),
+                "Amdahl speed-ups of a task: Amdahl 1967, 'Validity of the single processor approach to achieving "
+                "large scale computing capabilities'"),
     params=(
         Param("log", doc="CSV with columns round, model_s, tool_s, input_tokens, cached_tokens, output_tokens "
               "(optional other_s: control and transfer time after the round)", kind="file"),
@@ -149,7 +151,8 @@ HANDOFF = UseSpec(
 DECISION = UseSpec(
     "decision_request",
     "a prefill-only request answering several questions in one forward pass, versus generating tokens",
-    references=("prefill-only decision requests: answers read at the last position of one forward pass instead of generated",),
+    references=("prefill-only decision requests: answers read at the last position of one forward pass instead of "
+                "generated",),
     params=(
         Param("input_tokens", "token", None, "tokens of the request (state and all questions)", min=0,
               min_open=True),
@@ -549,4 +552,5 @@ def plan_activities_schedule(ctx):
 def plan_tables_register():
     return [TableSpec("trajectory-rounds", "Trajectory rounds: time and prefix reuse", _trajectory_table,
                       "one row per round of the log",
-                      references=("prefix reuse: only the uncached part P = I − K of a prompt is prefilled", "agent trajectories: measured rounds of model calls and tool calls"))]
+                      references=("prefix reuse: only the uncached part P = I − K of a prompt is prefilled",
+                                  "agent trajectories: measured rounds of model calls and tool calls"))]

@@ -40,7 +40,8 @@ MAX_SNAPSHOTS = 200
 SPEC = UseSpec(
     "async_checkpoint",
     "asynchronous checkpoints: capture, copy to a buffer, background upload, commit (event model)",
-    references=("asynchronous checkpoints: a snapshot copied to a buffer and written in the background while training continues (Mohan et al. 2021, 'CheckFreq: Frequent, Fine-Grained DNN Checkpointing')",),
+    references=("asynchronous checkpoints: a snapshot copied to a buffer and written in the background while "
+                "training continues (Mohan et al. 2021, 'CheckFreq: Frequent, Fine-Grained DNN Checkpointing')",),
     params=(
         Param("interval", "s", None, "time between two snapshot requests", min=0, min_open=True),
         Param("snapshots", "", "2", "snapshots requested (at interval, 2·interval, …)", kind="int", min=1,

@@ -91,7 +91,8 @@ def plan_quantities_price(ctx):
             ctx.define("dry_after", b.q("banked") / (1 - b.q("arrival_ratio")), "s",
                        "B(t) = banked − (1 − arrival_ratio)·t reaches 0",
                        headline=True, rank=26,
-                       references=("jitter buffer: playback starts late enough that every chunk arrives before it is played",))
+                       references=("jitter buffer: playback starts late enough that every chunk arrives before it is "
+                                   "played",))
 
 
 @hookimpl

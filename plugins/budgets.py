@@ -83,7 +83,8 @@ LINEAR = UseSpec(
 
 LAW = UseSpec(
     "scaling_law", "loss L(N, D) = E + A/N^α + B/D^β and the compute-optimal N, D for a budget C = 6ND",
-    references=("compute-optimal model size and data under C = 6ND: Hoffmann et al. 2022, 'Training Compute-Optimal Large Language Models'",),
+    references=("compute-optimal model size and data under C = 6ND: Hoffmann et al. 2022, 'Training Compute-Optimal "
+                "Large Language Models'",),
     params=(
         Param("E", "", doc="irreducible loss (nat/token)", min=0),
         Param("A", "", doc="coefficient of the parameter term", min=0, min_open=True),
@@ -98,7 +99,8 @@ LAW = UseSpec(
 
 FIT = UseSpec(
     "scaling_fit", "fit L(N, D) = E + A/N^α + B/D^β to observations with a held-out check",
-    references=("fitting L(N, D) = E + A/N^α + B/D^β: Hoffmann et al. 2022, 'Training Compute-Optimal Large Language Models'",),
+    references=("fitting L(N, D) = E + A/N^α + B/D^β: Hoffmann et al. 2022, 'Training Compute-Optimal Large Language "
+                "Models'",),
     params=(
         Param("data", kind="file", doc="CSV with columns params, tokens, loss (one observation per row)"),
         Param("holdout_from", "param", default="1e300 param",
@@ -110,7 +112,8 @@ FIT = UseSpec(
 
 PUBLISHED = UseSpec(
     "published", "published training runs compared: D/N, 6ND, GPU-hours, calendar time",
-    references=("published training runs: parameters, tokens and GPU-hours from each run's own report (@catalog/runs.plan)",),
+    references=("published training runs: parameters, tokens and GPU-hours from each run's own report "
+                "(@catalog/runs.plan)",),
     params=(
         Param("runs", kind="list", item="ref", ref_kind="run", min_items=1, doc="the runs to compare"),
         Param("reference", kind="ref", ref_kind="device",
@@ -121,7 +124,8 @@ PUBLISHED = UseSpec(
 
 REQUEST = UseSpec(
     "request_cost", "GPU time of one served request, 2N[P + (G − 1)] FLOPs",
-    references=("cost of a served request: 2N FLOPs per token (Kaplan et al. 2020, 'Scaling Laws for Neural Language Models') at peak · MFU",),
+    references=("cost of a served request: 2N FLOPs per token (Kaplan et al. 2020, 'Scaling Laws for Neural Language "
+                "Models') at peak · MFU",),
     params=(
         Param("params", "param", doc="model parameters N (active parameters for MoE)", min=0, min_open=True),
         Param("prompt", "token", doc="prompt tokens P", min=0),
@@ -166,7 +170,8 @@ def plan_blocks_register():
 @hookimpl
 def plan_kinds_register():
     return [KindSpec("run", "a published training run: parameters, tokens, GPU-hours", RUN_FIELDS,
-                     references=("published training runs: parameters, tokens and GPU-hours from each run's own report (@catalog/runs.plan)",)),
+                     references=("published training runs: parameters, tokens and GPU-hours from each run's own "
+                                 "report (@catalog/runs.plan)",)),
             KindSpec("workload", "the work to do", (
                 Param("tasks", "", doc="tasks served over a model's life (lifecycle cost)", optional=True),))]
 
@@ -585,9 +590,11 @@ def _draw_lifecycle(ws, plan, fig) -> bool:
 def plan_tables_register():
     return [TableSpec("published-runs", "Published training runs", _published_table,
                       "D/N, 6ND, GPU-hours, calendar time and converted GPU-hours",
-                      references=("published training runs: parameters, tokens and GPU-hours from each run's own report (@catalog/runs.plan)",), per_plan=False),
+                      references=("published training runs: parameters, tokens and GPU-hours from each run's own "
+                                  "report (@catalog/runs.plan)",), per_plan=False),
             TableSpec("scaling-fit", "Scaling-law fit: observations, predictions and errors", _fit_table,
-                      references=("fitting L(N, D) = E + A/N^α + B/D^β: Hoffmann et al. 2022, 'Training Compute-Optimal Large Language Models'",))]
+                      references=("fitting L(N, D) = E + A/N^α + B/D^β: Hoffmann et al. 2022, 'Training "
+                                  "Compute-Optimal Large Language Models'",))]
 
 
 @hookimpl
@@ -595,6 +602,8 @@ def plan_figures_register():
     return [FigureSpec("published-runs", "Tokens per parameter and converted GPU-hours",
                        _draw_published, references=("published training runs: GPU-hours against training compute 6ND",)),
             FigureSpec("scaling-fit", "Predicted vs observed loss and the errors", _draw_fit,
-                       references=("fitting L(N, D) = E + A/N^α + B/D^β with a held-out check: Hoffmann et al. 2022, 'Training Compute-Optimal Large Language Models'",)),
+                       references=("fitting L(N, D) = E + A/N^α + B/D^β with a held-out check: Hoffmann et al. 2022, "
+                                   "'Training Compute-Optimal Large Language Models'",)),
             FigureSpec("lifecycle", "Cumulative cost of training and serving with the break-even",
-                       _draw_lifecycle, references=("lifecycle cost: training cost plus the cost of every request served over the model's life",))]
+                       _draw_lifecycle, references=("lifecycle cost: training cost plus the cost of every request "
+                                                    "served over the model's life",))]

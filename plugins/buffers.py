@@ -123,6 +123,7 @@ def plan_activities_schedule(ctx):
         tl.hold(n, size, POOL, start=(f, "start"), end=(l, "finish"), doc=f"tensor '{n}'")
     tl.peak_quantity("peak_memory", POOL, "GiB", "peak of persistent + activations + temporaries over the "
                      "ops", headline=True, rank=2.5,
-                     references=("peak memory from tensor lifetimes: max over time of persistent + activation + temporary bytes",))
+                     references=("peak memory from tensor lifetimes: max over time of persistent + activation + "
+                                 "temporary bytes",))
     ctx.define("transient_peak", ctx.q("peak_memory", "B") - persistent, "GiB",
                "activations and temporaries live together at the peak", headline=True, rank=2.6)

@@ -79,7 +79,8 @@ def plan_quantities_price(ctx):
     else:
         size = sum(ctx.q(f"{k}_memory", "B") for k in ("weights", "master", "optimizer"))
     size = ctx.define("checkpoint_size", size, "GB", "bytes of one resumable checkpoint",
-                      headline=True, references=("what a checkpoint holds: weights, master weights and optimizer state",))
+                      headline=True, references=("what a checkpoint holds: weights, master weights and optimizer "
+                                                 "state",))
     c = ctx.define("save_time", size / b.q("write_bw"), "s", "duration of one synchronous save c")
     lam_hw = ctx.define("failure_rate", ctx.param("gpus") / b.q("device_mtbf"), "s^-1",
                         "device failures per second λ_hw = p / MTBF_device")
@@ -103,11 +104,13 @@ def plan_quantities_price(ctx):
     retry = (1 / lam + r) * (sp.exp(lam * (tau + c)) - 1) / tau - 1
     ctx.define("retry_overhead", retry, "%",
                "Poisson retry model: (1/Λ + r)(e^{Λ(τ+c)} − 1)/τ − 1, failures during saves included",
-               references=("Poisson retry model: failures during saves and restarts included, (1/Λ + r)(e^{Λ(τ+c)} − 1)/τ − 1",))
+               references=("Poisson retry model: failures during saves and restarts included, (1/Λ + r)(e^{Λ(τ+c)} − "
+                           "1)/τ − 1",))
     # d/dτ of (e^{Λ(τ+c)} − 1)/τ = 0  ⇔  (1 − Λτ)e^{Λτ} = e^{−Λc}  ⇔  τ = (1 + W₀(−e^{−(1+Λc)}))/Λ
     ctx.define("retry_optimal_interval", (1 + sp.LambertW(-sp.exp(-(1 + lam * c)))) / lam, "s",
                "optimum of the Poisson retry model: (1 + W₀(−e^{−(1+Λc)}))/Λ",
-               references=("Poisson retry model: failures during saves and restarts included, (1/Λ + r)(e^{Λ(τ+c)} − 1)/τ − 1",))
+               references=("Poisson retry model: failures during saves and restarts included, (1/Λ + r)(e^{Λ(τ+c)} − "
+                           "1)/τ − 1",))
     ctx.define("rollback_cost", tau / 2 + r, "s", "expected cost of one rollback: τ/2 lost work + r restart")
     ctx.define("checkpoint_stream", size / tau, "MB/s",
                "average write stream size/τ; a write queue grows when it exceeds write_bw",
@@ -160,4 +163,5 @@ def plan_figures_register():
     from dsl.plugin import FigureSpec
     return [FigureSpec("checkpoint-cost", "Checkpoint cost terms against the interval", _draw_cost,
                        "c/τ, Λτ/2 and L(τ); τ* and the plan's interval marked",
-                       references=("checkpoint overhead against the interval: save share c/τ, rework share Λτ/2 and their sum",))]
+                       references=("checkpoint overhead against the interval: save share c/τ, rework share Λτ/2 and "
+                                   "their sum",))]

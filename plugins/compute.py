@@ -45,7 +45,9 @@ from .layout import STEP_PROVIDES, Knobs
 SPEC = UseSpec(
     "compute",
     "training FLOPs of a decoder, and the training step under the plan's layout (plain DP by default)",
-    references=("matrix-by-matrix FLOPs: 2·m·k·n per product, backward twice the forward", "per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by Chowdhery et al. 2022, 'PaLM: Scaling Language Modeling with Pathways', Appendix B"),
+    references=("matrix-by-matrix FLOPs: 2·m·k·n per product, backward twice the forward",
+                "per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by Chowdhery et al. 2022, "
+                "'PaLM: Scaling Language Modeling with Pathways', Appendix B"),
     params=(
         Param("label_tokens", "token", "workload.seq_len",
               "tokens per sequence that go through the LM head (vocabulary projection)", min=0),
@@ -116,7 +118,8 @@ def plan_quantities_price(ctx):
     fwd, attn = training_flops(a, s, b.q("label_tokens"), m)
 
     ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence (exact count)",
-               references=("forward FLOPs of a decoder: every matrix product plus causal attention, counted matrix by matrix",))
+               references=("forward FLOPs of a decoder: every matrix product plus causal attention, counted matrix "
+                           "by matrix",))
     ctx.define("flops_backward", 2 * fwd, "TFLOP", "backward matrix FLOPs of one sequence: dX and dW (exact count)")
     per_seq = ctx.define("flops_per_seq", 3 * fwd, "TFLOP", "training matrix FLOPs of one sequence (exact count)")
     ctx.define("flops_attention", 3 * attn, "TFLOP", "causal attention QKᵀ and AV, forward + backward")

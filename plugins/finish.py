@@ -24,7 +24,8 @@ from dsl.plugin import KindSpec, Param, UseSpec
 SPEC = UseSpec(
     "finish",
     "finish time of a training job against its deadline",
-    references=("first-order finish time: reserved time + steps × step time × (1 + overhead)", "step budget: the longest step that still meets the deadline"),
+    references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",
+                "step budget: the longest step that still meets the deadline"),
     params=(),
     plan_params=(Param("workload", kind="ref", ref_kind="workload", doc="the training workload"),),
     order=50,

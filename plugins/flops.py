@@ -80,7 +80,8 @@ REFERENCES = {
     "6nd": ("training compute C ≈ 6ND: Kaplan et al. 2020, 'Scaling Laws for Neural Language Models'",),
     "palm": ("Chowdhery et al. 2022, 'PaLM', appendix B (model FLOPs utilization)",),
     "hardware": ("Chowdhery et al. 2022, 'PaLM', appendix B (hardware FLOPs include rematerialization)",
-                 "hardware FLOPs of selective activation recomputation: Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'"),
+                 "hardware FLOPs of selective activation recomputation: Korthikanti et al. 2022, 'Reducing "
+                 "Activation Recomputation in Large Transformer Models'"),
     "megatron": ("NVIDIA/Megatron-LM megatron/training/training.py num_floating_point_operations "
                  "(commit d98e8a64ddf34856e74b24714e3bedb2f5a39553)",
                  "Narayanan et al. 2021, appendix (FLOPs of a GPT model)"),

@@ -415,19 +415,27 @@ def _memory_only(ctx):
         per[k] = ctx.define(f"{k}_per_gpu", x / d if sharded[k] else x, "GiB",
                             f"{k} state held by one GPU under ZeRO-{z} ({'sharded' if sharded[k] else 'replicated'})")
     persistent = ctx.define("persistent_memory", sum(per.values()), "GiB", f"persistent state per GPU under ZeRO-{z}",
-                            headline=True, references=("ZeRO stages, training state per GPU: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",))
+                            headline=True, references=("ZeRO stages, training state per GPU: Rajbhandari et al. "
+                                                       "2020, 'ZeRO: Memory Optimizations Toward Training Trillion "
+                                                       "Parameter Models'",))
     _memory_total(ctx, persistent, ctx.q("transient_memory", "B"), "declared transient budget")
 
 
 def _memory_total(ctx, persistent, activation, how):
     act = ctx.define("activation_memory", activation, "GiB", f"activation memory per GPU ({how})", headline=True,
-                     rank=4.5, references=("activation memory per layer: Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'",))
+                     rank=4.5, references=("activation memory per layer: Korthikanti et al. 2022, 'Reducing "
+                                           "Activation Recomputation in Large Transformer Models'",))
     if ctx.block("memory") is None:
         return
     usable = ctx.q("usable_memory", "B")
     per_gpu = ctx.define("memory_per_gpu", persistent + act, "GiB", "peak per GPU: persistent state + activations",
-                         headline=True, rank=3, references=("bytes per parameter by format: Micikevicius et al. 2018, 'Mixed Precision Training'; 16 B/param for mixed-precision Adam: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",
-                                                            "transient memory: activations, gathered parameters and workspace live together on top of the persistent state"))
+                         headline=True, rank=3, references=("bytes per parameter by format: Micikevicius et al. "
+                                                            "2018, 'Mixed Precision Training'; 16 B/param for "
+                                                            "mixed-precision Adam: Rajbhandari et al. 2020, 'ZeRO: "
+                                                            "Memory Optimizations Toward Training Trillion Parameter "
+                                                            "Models'",
+                                                            "transient memory: activations, gathered parameters and "
+                                                            "workspace live together on top of the persistent state"))
     ctx.define("memory_margin", usable - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
     ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
 
@@ -525,7 +533,9 @@ def plan_quantities_price(ctx):
     else:
         comp = ctx.define("compute_time", r["compute"], "s",
                           "per-GPU compute of one step at the stated MFU: F_step / (p·P·η)", headline=True, rank=6,
-                          references=("per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by Chowdhery et al. 2022, 'PaLM: Scaling Language Modeling with Pathways', Appendix B",))
+                          references=("per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by "
+                                      "Chowdhery et al. 2022, 'PaLM: Scaling Language Modeling with Pathways', "
+                                      "Appendix B",))
     ctx.define("compute_per_microbatch", comp / m, "s", "per-GPU compute time of one micro-batch")
     if ctx.block("recompute") is not None:
         rec = ctx.q("recompute_time", "s")
@@ -561,7 +571,8 @@ def plan_quantities_price(ctx):
     if moe and (e > 1 or kn.given("routing_imbalance") or ctx.provided("max_device_rows")):
         imb_t = ctx.define("imbalance_time", r["imbalance"], "s", lm.TERM_NAMES["imbalance"], headline=True,
                            rank=6.2, references=("Fedus et al. 2021, 'Switch Transformers'",
-                                                 "expert capacity and device imbalance: dispatches beyond ⌊c·tokens·k/E⌋ dropped, the busiest device sets the pace"))
+                                                 "expert capacity and device imbalance: dispatches beyond "
+                                                 "⌊c·tokens·k/E⌋ dropped, the busiest device sets the pace"))
     else:
         imb_t = None
     if t > 1:
@@ -572,7 +583,8 @@ def plan_quantities_price(ctx):
     if link is not None:
         vol = ctx.define("transfer_volume", r["dp_volume"], "GB", "bytes each GPU sends (and receives) per step "
                          "in its data-parallel group", headline=True,
-                         references=("ZeRO communication volume: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",))
+                         references=("ZeRO communication volume: Rajbhandari et al. 2020, 'ZeRO: Memory "
+                                     "Optimizations Toward Training Trillion Parameter Models'",))
         bw = ctx.define("link_bandwidth", r["dp_bw"], "GB/s", "bandwidth of the narrowest cut the DP ring crosses")
         tt = ctx.define("transfer_time", vol / bw, "s", "link time of the step's DP/ZeRO collectives",
                         headline=True, rank=7)
@@ -629,7 +641,9 @@ def plan_quantities_price(ctx):
             tot += ctx.define(f"{k}_per_gpu", x, "GiB", f"{k} state held by one GPU under ZeRO-{z}, "
                               f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp)")
         persistent = ctx.define("persistent_memory", tot, "GiB", "persistent state per GPU under the layout",
-                                headline=True, references=("ZeRO stages, training state per GPU: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",))
+                                headline=True, references=("ZeRO stages, training state per GPU: Rajbhandari et al. "
+                                                           "2020, 'ZeRO: Memory Optimizations Toward Training "
+                                                           "Trillion Parameter Models'",))
         if mode == "transient":
             act, how = K["transient"], "the declared transient budget"
         elif pipe_peak is not None:

@@ -43,7 +43,8 @@ from plugins import pipeline_schedules as S
 SPEC = UseSpec(
     "pipeline",
     "pipeline-parallel schedule as an event model: makespan, idle time, per-stage memory peaks",
-    references=("pipeline schedules (GPipe, 1F1B, interleaved, zero bubble, DualPipe) as slot orders on one event-model engine",
+    references=("pipeline schedules (GPipe, 1F1B, interleaved, zero bubble, DualPipe) as slot orders on one "
+                "event-model engine",
                 "Huang et al. 2019, 'GPipe'",
                 "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",
                 "Qi et al. 2024, 'Zero Bubble Pipeline Parallelism' (ICLR)",
@@ -393,9 +394,13 @@ def plan_quantities_price(ctx):
     sched = st.schedule
     ctx.define("ideal_time", (m + p - 1) * (t_f + t_b), "ms",
                "fill–drain without transfers or update: T = (m+p−1)(t_f+t_b)",
-               references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of Giant Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
+               references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of Giant "
+                           "Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient "
+                           "Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
     ctx.define("ideal_utilization", m / (m + p - 1), "%", "u = m/(m+p−1)",
-               references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of Giant Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
+               references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of Giant "
+                           "Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient "
+                           "Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
     frac = (p - 1) / m / (v if sched == "interleaved" else 1)
     ctx.define("bubble_fraction", frac, "%",
                "bubble / ideal time: (p−1)/m, interleaved (1/v)(p−1)/m (Megatron-LM)")
@@ -500,7 +505,9 @@ def plan_activities_schedule(ctx):
                    "ms",
                    "makespan of the fastest compared schedule whose largest stage peak fits the budget "
                    "(infeasible peaks are ruled out first, then time is compared)", headline=True,
-                   references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of Giant Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
+                   references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of "
+                               "Giant Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient "
+                               "Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
 
 
 # ---------------------------------------------------------------- the training step's pipeline

@@ -49,7 +49,8 @@ MS = sp.Rational(1, 1000)
 SPEC = UseSpec(
     "recompute",
     "selective activation recomputation: saved GEMM inputs, memory removed and extra FLOPs",
-    references=("selective activation recomputation: Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'",
+    references=("selective activation recomputation: Korthikanti et al. 2022, 'Reducing Activation Recomputation in "
+                "Large Transformer Models'",
                 "Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'"),
     params=(
         Param("tokens", "token", doc="tokens in one micro-batch", min=0, min_open=True),

@@ -73,7 +73,8 @@ STAGES = UseSpec(
 LOOP = UseSpec(
     "rl_loop",
     "synchronous vs asynchronous rollout–train–weight-sync loops on timelines",
-    references=("synchronous and asynchronous RL loops: generation, verification and training in sequence or overlapped with stale policies",),
+    references=("synchronous and asynchronous RL loops: generation, verification and training in sequence or "
+                "overlapped with stale policies",),
     params=(
         Param("gen_time", "s", doc="generation of one batch", min=0, min_open=True),
         Param("train_time", "s", doc="training on one batch", min=0, min_open=True),
@@ -153,7 +154,8 @@ def _price_stages(ctx):
                "kept trajectories offered to training: q·min(r_gen, r_verify)", headline=True, rank=60)
     eff = ctx.define("effective_rate", sp.Min(rl, q * sp.Min(rg, rv)), "sample/s",
                      "trainable trajectories per second: min(r_train, q·min(r_gen, r_verify))",
-                     references=("RL stage rates: the pipelined loop runs at its slowest stage, min(r_train, q · min(r_gen, r_verify))",),
+                     references=("RL stage rates: the pipelined loop runs at its slowest stage, min(r_train, q · "
+                                 "min(r_gen, r_verify))",),
                      headline=True, rank=61)
     nxt = ctx.define("next_bottleneck_rate", median3(cg, cv, cl), "sample/s",
                      "the rate once the bottleneck alone is scaled up: the second-smallest stage capacity",
@@ -179,7 +181,8 @@ def _price_loop(ctx):
     r_a = ctx.define("async_rate", b.q("keep") * batch / t_async, unit,
                      f"effective {what} per second, asynchronous: q·B / period", headline=True, rank=66)
     ctx.define("async_gain", r_a / r_s - 1, "%", "effective-rate change of the asynchronous loop",
-               headline=True, rank=67, references=("asynchronous RL loop: generation overlapped with training on a stale policy",))
+               headline=True, rank=67, references=("asynchronous RL loop: generation overlapped with training on a "
+                                                   "stale policy",))
 
 
 def _price_sync(ctx):

@@ -53,7 +53,8 @@ RATIO = UseSpec(
 NORM = UseSpec(
     "rl_loss_norm",
     "gradient of token-mean, sample-mean and doubly divided losses over answers of different lengths",
-    references=("loss normalisation over answers: per-answer mean versus token-level mean (Yu et al. 2025, 'DAPO: An Open-Source LLM Reinforcement Learning System at Scale')",),
+    references=("loss normalisation over answers: per-answer mean versus token-level mean (Yu et al. 2025, 'DAPO: An "
+                "Open-Source LLM Reinforcement Learning System at Scale')",),
     params=(
         Param("answer_tokens", "", kind="list", min_items=1, doc="loss tokens of each answer"),
         Param("token_grads", "", kind="list", min_items=1, doc="dℓ/dθ of each token of each answer"),

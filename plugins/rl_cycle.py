@@ -150,7 +150,8 @@ def _price_cycle(ctx, b):
                     "teacher forwards of one response")
     upd = ctx.define("flops_update_each", 3 * full, "TFLOP/sample",
                      "forward + backward of one kept sample (3 × forward)",
-                     references=("backward = 2 × forward (input and weight gradients): Kaplan et al. 2020, 'Scaling Laws for Neural Language Models'",))
+                     references=("backward = 2 × forward (input and weight gradients): Kaplan et al. 2020, 'Scaling "
+                                 "Laws for Neural Language Models'",))
     ctx.define("rollout_prefill_flops", n * pre, "TFLOP", "rollout prefill of all generated responses",
                headline=True, rank=81)
     ctx.define("rollout_decode_flops", n * dec, "TFLOP", "rollout decode of all generated responses",
@@ -165,7 +166,8 @@ def _price_cycle(ctx, b):
                      "FLOPs each generated response costs before the update: f_g + f_r (+ f_t)")
     cyc = ctx.define("cycle_flops", n * per + fu, "TFLOP",
                      "one cycle: F(n) = n·(f_g + f_r + f_t) + F_u", headline=True, rank=86,
-                     references=("FLOPs of an RL cycle: generation, reference and policy passes counted matrix by matrix",))
+                     references=("FLOPs of an RL cycle: generation, reference and policy passes counted matrix by "
+                                 "matrix",))
     ctx.define("flops_per_kept", cyc / kept, "TFLOP/sample", "cycle FLOPs per kept sample", headline=True, rank=87)
     ctx.define("update_input_tokens", kept * S, "token", "input tokens of one update: n_keep·(P + G − 1)")
     ctx.define("update_label_tokens", kept * G, "token", "supervised output tokens of one update: n_keep·G")

@@ -52,7 +52,9 @@ NOISE = UseSpec(
 
 BOUND = UseSpec(
     "gpu_bound", "lower bounds on the GPU count from compute and from memory",
-    references=("per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by Chowdhery et al. 2022, 'PaLM: Scaling Language Modeling with Pathways', Appendix B", "GPU count for a deadline: ⌈F / (peak · MFU · available time)⌉"),
+    references=("per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by Chowdhery et al. 2022, "
+                "'PaLM: Scaling Language Modeling with Pathways', Appendix B",
+                "GPU count for a deadline: ⌈F / (peak · MFU · available time)⌉"),
     params=(
         Param("available", "day", default="workload.deadline",
               doc="time available for training compute T_available", min=0, min_open=True),
@@ -112,7 +114,8 @@ COMM = UseSpec(
 AMDAHL = UseSpec(
     "what_if", "what a change of one resource buys: T'/T = 1 − f + f/r with f measured on the step's critical "
                "path",
-    references=("Amdahl's law on the critical path: Amdahl 1967, 'Validity of the single processor approach to achieving large scale computing capabilities'",),
+    references=("Amdahl's law on the critical path: Amdahl 1967, 'Validity of the single processor approach to "
+                "achieving large scale computing capabilities'",),
     params=(
         Param("resources", kind="list", item="string", min_items=1,
               doc="resources of the step timeline to change (gpu, link, input …)"),
@@ -441,13 +444,17 @@ def _draw_frontier(ws, plan, fig) -> bool:
 @hookimpl
 def plan_tables_register():
     return [TableSpec("batch-scaling", "Weak vs strong scaling with the gradient noise scale", _noise_table,
-                      references=("critical batch size from the gradient noise scale: McCandlish et al. 2018, 'An Empirical Model of Large-Batch Training'",)),
+                      references=("critical batch size from the gradient noise scale: McCandlish et al. 2018, 'An "
+                                  "Empirical Model of Large-Batch Training'",)),
             TableSpec("gpu-bounds", "GPU lower bounds: compute and memory", _bound_table,
-                      references=("GPU count for a deadline: ⌈F / (peak · MFU · available time)⌉, and the memory floor ⌈state / memory⌉",), per_plan=False),
+                      references=("GPU count for a deadline: ⌈F / (peak · MFU · available time)⌉, and the memory "
+                                  "floor ⌈state / memory⌉",), per_plan=False),
             TableSpec("compare", "Plans compared", _compare_table,
-                      references=("which degraded input to restore: the gain of restoring each input to its nominal value",), per_plan=False),
+                      references=("which degraded input to restore: the gain of restoring each input to its nominal "
+                                  "value",), per_plan=False),
             TableSpec("what-if", "What a change of one resource buys (Amdahl on the critical path)", _amdahl_table,
-                      references=("Amdahl's law on the critical path: Amdahl 1967, 'Validity of the single processor approach to achieving large scale computing capabilities'",))]
+                      references=("Amdahl's law on the critical path: Amdahl 1967, 'Validity of the single processor "
+                                  "approach to achieving large scale computing capabilities'",))]
 
 
 @hookimpl

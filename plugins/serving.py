@@ -72,7 +72,9 @@ CALL_CHAIN = UseSpec(
 DECODE_BOUND = UseSpec(
     "decode_bound",
     "memory-bandwidth floor of a decode step and the decode rate it allows per card",
-    references=("decode bandwidth bound: each decode step reads the weights and the KV cache once (roofline: Williams, Waterman and Patterson 2009, 'Roofline: An Insightful Visual Performance Model for Multicore Architectures')",),
+    references=("decode bandwidth bound: each decode step reads the weights and the KV cache once (roofline: "
+                "Williams, Waterman and Patterson 2009, 'Roofline: An Insightful Visual Performance Model for "
+                "Multicore Architectures')",),
     params=(
         Param("batch", "seq", None, "sequences decoded together in one step", min=0, min_open=True),
         Param("context", "token", None, "mean context a sequence reads per step (default: the decode-weighted "
@@ -115,7 +117,8 @@ REQUEST_MIX = UseSpec(
 TRACE = UseSpec(
     "trace",
     "window demands and latency metrics from a request trace (CSV)",
-    references=("latency metrics of a trace: time to first token, time per output token, end-to-end latency and their quantiles",),
+    references=("latency metrics of a trace: time to first token, time per output token, end-to-end latency and "
+                "their quantiles",),
     params=(
         Param("file", kind="file", doc="CSV with arrived_at, num_prefill_tokens, num_decode_tokens "
               "[, first_token_at, last_token_at]"),
@@ -152,7 +155,8 @@ FLUID_QUEUE = UseSpec(
 STATE_RESIDENCY = UseSpec(
     "state_residency",
     "state held while jobs wait: A_M = ∫M(t)dt per job and λ·A_M in steady state",
-    references=("state residency A_M = ∫ M(t) dt; λ·M₀·τ held in steady state by Little 1961, 'A Proof for the Queuing Formula: L = λW'",),
+    references=("state residency A_M = ∫ M(t) dt; λ·M₀·τ held in steady state by Little 1961, 'A Proof for the "
+                "Queuing Formula: L = λW'",),
     params=(
         Param("rate", "request/s", None, "jobs entering the wait per second λ", min=0),
         Param("state", "B", "0 B", "state M₀ a waiting job holds", min=0),

@@ -117,4 +117,5 @@ def plan_figures_register():
     from dsl.plugin import FigureSpec
     return [FigureSpec("memory-shards", "Memory per GPU over the sharding degree", _draw_shards,
                        "memory_per_gpu as a function of zero.group against usable memory",
-                       references=("memory per GPU against the sharding degree: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",))]
+                       references=("memory per GPU against the sharding degree: Rajbhandari et al. 2020, 'ZeRO: "
+                                   "Memory Optimizations Toward Training Trillion Parameter Models'",))]
