@@ -600,7 +600,8 @@ def plan_tables_register():
 @hookimpl
 def plan_figures_register():
     return [FigureSpec("published-runs", "Tokens per parameter and converted GPU-hours",
-                       _draw_published, references=("published training runs: GPU-hours against training compute 6ND",)),
+                       _draw_published, references=("published training runs: tokens per parameter, and GPU-hours "
+                                                   "converted between devices by peak FLOP/s",)),
             FigureSpec("scaling-fit", "Predicted vs observed loss and the errors", _draw_fit,
                        references=("fitting L(N, D) = E + A/N^α + B/D^β with a held-out check: Hoffmann et al. 2022, "
                                    "'Training Compute-Optimal Large Language Models'",)),
