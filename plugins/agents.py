@@ -41,8 +41,9 @@ from plugins.llmstate import kv_bytes_per_token, kv_tokens, prefill_flops
 TASK_DAG = UseSpec(
     "task_dag",
     "your own activity graph (model calls, tool calls, …) on the shared event engine: task time = critical path",
-    references=("Book ch. 3 §3.2.4 (agent task graphs)", "Book ch. 3 §3.1.2 (state held while waiting, A_M = ∫ M(t) dt)",
-                "Book ch. 3, exercise 3-4 (dependent vs independent tools)"),
+    references=("agent task graphs: model and tool calls as a dependency graph",
+                "state held while waiting: A_M = ∫ M(t) dt",
+                "dependent versus independent tool calls: a chain adds, parallel calls take the longest"),
     params=(
         Param("activities", doc="activity names, in the order work on a shared resource runs", kind="list",
               item="string", min_items=1),
@@ -66,7 +67,7 @@ TASK_DAG = UseSpec(
 SHARED_PREFIX = UseSpec(
     "shared_prefix",
     "branches generated from one shared prefix: KV state with the prefix counted once",
-    references=("Book ch. 3 §3.2.4 and fig. 3-13 (shared prefix)",),
+    references=("shared prefix: branches generated from one prefix share its KV state",),
     params=(
         Param("prefix", "token", None, "length H₀ of the shared prefix", min=0),
         Param("branches", "token", None, "tokens h_i each branch appends", kind="list", min_items=1),
@@ -80,8 +81,9 @@ SHARED_PREFIX = UseSpec(
 TRAJECTORY = UseSpec(
     "trajectory",
     "a measured agent trajectory (CSV log of rounds) on the event engine: task time, speed-ups, prefix reuse",
-    references=("Book ch. 3 §3.2.1 (prefix reuse P_i = I_i − K_i)",
-                "Book ch. 3, example 3-2 and exercise 3-4 (Amdahl speed-ups)"),
+    references=("prefix reuse: only the uncached part P_i = I_i − K_i of a prompt is prefilled",
+                "Amdahl speed-ups of a task: Amdahl 1967, 'Validity of the single processor approach to achieving "
+                "large scale computing capabilities'"),
     params=(
         Param("log", doc="CSV with columns round, model_s, tool_s, input_tokens, cached_tokens, output_tokens "
               "(optional other_s: control and transfer time after the round)", kind="file"),
@@ -102,7 +104,7 @@ TRAJECTORY = UseSpec(
 SUCCESS_COST = UseSpec(
     "success_cost",
     "cost per successful task C = c/p of an old and a new method; the new one pays iff p₂/p₁ > c₂/c₁",
-    references=("Book ch. 3 §3.2.2 (cost per success)",),
+    references=("cost per success C = c/p: a new method pays when p₂/p₁ > c₂/c₁",),
     params=(
         Param("attempt_cost", "", None, "average cost c₁ of one attempt of the old method (any currency)",
               min=0, min_open=True),
@@ -121,7 +123,7 @@ SUCCESS_COST = UseSpec(
 BATCH_COST = UseSpec(
     "batch_cost",
     "a batch of attempts: total cost, failures, and cost per success when at least one succeeded",
-    references=("Book ch. 3 §3.1.2 (cost per success of a batch)",),
+    references=("cost per success of a batch: the cost of all attempts divided by the successes",),
     params=(
         Param("attempts", doc="attempts in the batch", kind="int", min=1),
         Param("successes", doc="attempts that passed the checks", kind="int", min=0),
@@ -134,7 +136,7 @@ BATCH_COST = UseSpec(
 HANDOFF = UseSpec(
     "handoff",
     "a decision model handing a share e of requests to an LLM: cost c_dec + e·c_LLM per request",
-    references=("Book ch. 3 §3.2.4 (hand-off to a larger model)", "Book ch. 3, exercise 3-3"),
+    references=("hand-off to a larger model: c_dec + e·c_LLM per request",),
     params=(
         Param("decision_cost", "", None, "cost of one request on the decision model", min=0, min_open=True),
         Param("llm_cost", "", None, "cost of one request handed to the LLM", min=0),
@@ -149,7 +151,8 @@ HANDOFF = UseSpec(
 DECISION = UseSpec(
     "decision_request",
     "a prefill-only request answering several questions in one forward pass, versus generating tokens",
-    references=("Book ch. 3 §3.2.4 and fig. 3-15 (prefill-only decision requests)",),
+    references=("prefill-only decision requests: answers read at the last position of one forward pass instead of "
+                "generated",),
     params=(
         Param("input_tokens", "token", None, "tokens of the request (state and all questions)", min=0,
               min_open=True),
@@ -256,10 +259,10 @@ def _schedule_task_dag(ctx, b):
         tl.hold(f"state{i + 1}:{a}>{c}", state, "state", start=(a, "finish"), end=(c, "start"),
                 doc="state held while waiting")
     tl.makespan_quantity("task_time", doc="critical path of the task graph", rank=5,
-                         references=("Book ch. 3 §3.2.4 (task time = critical path)",))
+                         references=("agent task time: the longest path through the task graph",))
     if b.value("hold"):
         tl.area_quantity("state_area", "state", "GiB*s", "∫ held state dt over the task (A_M)",
-                         headline=True, rank=6, references=("Book ch. 3 §3.1.2 (A_M = ∫ M(t) dt)",))
+                         headline=True, rank=6, references=("state held while waiting: A_M = ∫ M(t) dt",))
         tl.peak_quantity("state_peak", "state", "GiB", "largest state held at once")
 
 
@@ -274,7 +277,7 @@ def _price_shared_prefix(ctx, b):
         return kv_tokens(m, n)
     shared = ctx.define("shared_state", c_kv * (tok(h0) + sp.Add(*[tok(h) for h in hs])), "MiB",
                         "c_KV·(H₀ + Σ h_i): the prefix stored once", headline=True,
-                        references=("Book ch. 3 §3.2.4 (shared prefix)",))
+                        references=("shared prefix: branches generated from one prefix share its KV state",))
     unshared = ctx.define("unshared_state", c_kv * sp.Add(*[tok(h0 + h) for h in hs]), "MiB",
                           "c_KV·Σ (H₀ + h_i): every branch with its own copy of the prefix")
     ctx.define("sharing_saving", unshared - shared, "MiB", "state saved by sharing the prefix")
@@ -379,7 +382,7 @@ def _price_trajectory(ctx, b):
     ctx.define("cached_tokens", tot["cached_tokens"], "token", "reused prefix tokens K = Σ K_i")
     ctx.define("uncached_tokens", tot["input_tokens"] - tot["cached_tokens"], "token",
                "tokens prefilled anew P = Σ (I_i − K_i)",
-               references=("Book ch. 3 §3.2.1 (prefix reuse)",))
+               references=("prefix reuse: only the uncached part P = I − K of a prompt is prefilled",))
     ctx.define("output_tokens", tot["output_tokens"], "token", "output tokens, all rounds")
     ctx.define("cache_hit_rate", tot["cached_tokens"] / tot["input_tokens"], "%", "K / I")
     task = ctx.q("task_time", "s")
@@ -459,7 +462,7 @@ def _trajectory_table(ws, plan):
 def _price_success_cost(ctx, b):
     c1, p1, c2, p2 = (b.q(x) for x in ("attempt_cost", "success_rate", "new_attempt_cost", "new_success_rate"))
     C1 = ctx.define("cost_per_success", c1 / p1, "", "C₁ = c₁/p₁", headline=True,
-                    references=("Book ch. 3 §3.2.2 (cost per success)",))
+                    references=("cost per success C = c/p: a new method pays when p₂/p₁ > c₂/c₁",))
     C2 = ctx.define("new_cost_per_success", c2 / p2, "", "C₂ = c₂/p₂", headline=True)
     ctx.define("cost_ratio", C2 / C1, "", "C₂/C₁ = (c₂/c₁)/(p₂/p₁)", headline=True)
     cr = ctx.define("attempt_cost_ratio", c2 / c1, "", "c₂/c₁")
@@ -483,14 +486,14 @@ def _price_batch_cost(ctx, b):
         return
     ctx.define("batch_cost_per_success", total / b.q("successes"), "",
                "total cost of all attempts / successes", headline=True,
-               references=("Book ch. 3 §3.1.2 (cost per success of a batch)",))
+               references=("cost per success of a batch: the cost of all attempts divided by the successes",))
 
 
 def _price_handoff(ctx, b):
     cd, cl, e = b.q("decision_cost"), b.q("llm_cost"), b.q("handoff_rate")
     ho = ctx.define("handoff_cost", e * cl, "", "e·c_LLM: hand-off cost per request")
     per = ctx.define("cost_per_request", cd + ho, "", "c_dec + e·c_LLM", headline=True,
-                     references=("Book ch. 3 §3.2.4 (hand-off cost)",))
+                     references=("hand-off cost: c_dec + e·c_LLM per request",))
     ctx.define("handoff_cost_ratio", per / cd, "", "cost per request over the decision model alone: the "
                "smallest p₂/p₁ for which hand-off lowers the cost per success", headline=True)
     ctx.define("cost_per_success_ratio", (per / cd) / b.q("success_ratio"), "",
@@ -549,4 +552,5 @@ def plan_activities_schedule(ctx):
 def plan_tables_register():
     return [TableSpec("trajectory-rounds", "Trajectory rounds: time and prefix reuse", _trajectory_table,
                       "one row per round of the log",
-                      references=("Book ch. 3 §3.2.1 (prefix reuse)", "Book ch. 3 §3.2.4 (agent trajectories)"))]
+                      references=("prefix reuse: only the uncached part P = I − K of a prompt is prefilled",
+                                  "agent trajectories: measured rounds of model calls and tool calls"))]

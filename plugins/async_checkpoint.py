@@ -40,7 +40,8 @@ MAX_SNAPSHOTS = 200
 SPEC = UseSpec(
     "async_checkpoint",
     "asynchronous checkpoints: capture, copy to a buffer, background upload, commit (event model)",
-    references=("Book ch. 10 §10.4.3 and figs. 10-32 to 10-34 (asynchronous checkpoints)",),
+    references=("asynchronous checkpoints: a snapshot copied to a buffer and written in the background while "
+                "training continues (Mohan et al. 2021, 'CheckFreq: Frequent, Fine-Grained DNN Checkpointing')",),
     params=(
         Param("interval", "s", None, "time between two snapshot requests", min=0, min_open=True),
         Param("snapshots", "", "2", "snapshots requested (at interval, 2·interval, …)", kind="int", min=1,
@@ -162,4 +163,4 @@ def _draw(ws, plan, fig) -> bool:
 def plan_figures_register():
     return [FigureSpec("checkpoint-async", "Asynchronous checkpoints: copy, upload, commit",
                        _draw, "background uploads queue on the storage; a snapshot counts only once committed",
-                       references=("Book ch. 10 §10.4.3, figs. 10-33 and 10-34",))]
+                       references=("asynchronous checkpoints: snapshot, write queue and commit times",))]

@@ -33,7 +33,7 @@ from dsl.plugin import FigureSpec, Param, UseSpec
 SPEC = UseSpec(
     "audio_stream",
     "real-time audio chunks through model, uplink, network, jitter buffer and speaker (event model)",
-    references=("Book ch. 3 §3.3.3 and figs. 3-19, 3-20 (real-time audio)", "Book ch. 3, exercise 3-5 (jitter buffer)"),
+    references=("real-time audio: chunks generated, sent over the network, buffered and played",),
     params=(
         Param("sample_rate", "s^-1", "24000 s^-1", "samples per second", min=0, min_open=True),
         Param("channels", "", "1", "audio channels", min=1),
@@ -72,7 +72,7 @@ def plan_quantities_price(ctx):
         return
     ctx.define("chunk_bytes", b.q("sample_rate") * b.q("chunk") * b.q("channels") * b.q("sample_bytes"), "B",
                "sample_rate · chunk · channels · sample_bytes", headline=True,
-               references=("Book ch. 3 §3.3.3 (audio chunks)",))
+               references=("real-time audio chunks: generation, sending and network delay per chunk",))
     n = int(b.value("chunks"))
     d = b.value("delays")
     if d is not None and len(d) != n:
@@ -91,7 +91,8 @@ def plan_quantities_price(ctx):
             ctx.define("dry_after", b.q("banked") / (1 - b.q("arrival_ratio")), "s",
                        "B(t) = banked − (1 − arrival_ratio)·t reaches 0",
                        headline=True, rank=26,
-                       references=("Book ch. 3 §3.3.3 (jitter buffer)", "Book ch. 3, exercise 3-5"))
+                       references=("jitter buffer: playback starts late enough that every chunk arrives before it is "
+                                   "played",))
 
 
 @hookimpl
@@ -161,4 +162,4 @@ def _draw(ws, plan, fig) -> bool:
 def plan_figures_register():
     return [FigureSpec("audio", "Audio chunks: arrival, jitter buffer and playback", _draw,
                        "capture, model, send, network and playback per chunk; dots mark arrivals, ticks slots",
-                       references=("Book ch. 3 §3.3.3, figs. 3-19 and 3-20",))]
+                       references=("real-time audio: chunk arrivals against playback deadlines",))]

@@ -41,6 +41,8 @@ Declaration kind ``run`` (a published training run): ``params``, ``active_params
 (MoE), ``tokens``, ``gpu_hours`` (summed over GPUs, in hours of one GPU), ``gpus``,
 ``device``; derived ``tokens_per_param``, ``train_flops`` (6·N_active·D) and
 ``calendar_time`` (gpu_hours / gpus).
+
+Book provenance of the fit's figures: ch. 3 figs. 3-27 and 3-28 (observed against predicted loss).
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ from dsl.plugin import FigureSpec, KindSpec, Param, Table, TableSpec, UseSpec, i
 
 BATCH = UseSpec(
     "batch", "tokens read and label tokens per parameter update",
-    references=("Book ch. 3 §3.4.2 (batch size in tokens)",),
+    references=("batch size in tokens: sequences per update × tokens per sequence",),
     params=(
         Param("micro_batch", "seq", doc="sequences per micro-batch B_μ", min=0, min_open=True),
         Param("seq_len", "token", doc="input tokens per sequence P", min=0, min_open=True),
@@ -66,7 +68,7 @@ BATCH = UseSpec(
 
 LINEAR = UseSpec(
     "linear", "matrix FLOPs of one linear layer Y = XW in training",
-    references=("Book ch. 3 §3.4.1 (FLOPs of a linear layer)",),
+    references=("FLOPs of a linear layer Y = XW: 2·m·k·n",),
     params=(
         Param("rows", "", doc="rows m of the input X [m, k] (tokens in the micro-batch)", min=0, min_open=True),
         Param("inputs", "", doc="input width k", min=0, min_open=True),
@@ -81,7 +83,8 @@ LINEAR = UseSpec(
 
 LAW = UseSpec(
     "scaling_law", "loss L(N, D) = E + A/N^α + B/D^β and the compute-optimal N, D for a budget C = 6ND",
-    references=("Book ch. 3 §3.6.1 (scaling law under a compute budget)",),
+    references=("compute-optimal model size and data under C = 6ND: Hoffmann et al. 2022, 'Training Compute-Optimal "
+                "Large Language Models'",),
     params=(
         Param("E", "", doc="irreducible loss (nat/token)", min=0),
         Param("A", "", doc="coefficient of the parameter term", min=0, min_open=True),
@@ -96,7 +99,8 @@ LAW = UseSpec(
 
 FIT = UseSpec(
     "scaling_fit", "fit L(N, D) = E + A/N^α + B/D^β to observations with a held-out check",
-    references=("Book ch. 3, example 3-5 (fitting a scaling law)", "Book ch. 3, figs. 3-27 and 3-28"),
+    references=("fitting L(N, D) = E + A/N^α + B/D^β: Hoffmann et al. 2022, 'Training Compute-Optimal Large Language "
+                "Models'",),
     params=(
         Param("data", kind="file", doc="CSV with columns params, tokens, loss (one observation per row)"),
         Param("holdout_from", "param", default="1e300 param",
@@ -108,7 +112,8 @@ FIT = UseSpec(
 
 PUBLISHED = UseSpec(
     "published", "published training runs compared: D/N, 6ND, GPU-hours, calendar time",
-    references=("Book ch. 3 §3.6.2 (published training runs)",),
+    references=("published training runs: parameters, tokens and GPU-hours from each run's own report "
+                "(@catalog/runs.plan)",),
     params=(
         Param("runs", kind="list", item="ref", ref_kind="run", min_items=1, doc="the runs to compare"),
         Param("reference", kind="ref", ref_kind="device",
@@ -119,7 +124,8 @@ PUBLISHED = UseSpec(
 
 REQUEST = UseSpec(
     "request_cost", "GPU time of one served request, 2N[P + (G − 1)] FLOPs",
-    references=("Book ch. 3 §3.6.3 (cost of a served request)",),
+    references=("cost of a served request: 2N FLOPs per token (Kaplan et al. 2020, 'Scaling Laws for Neural Language "
+                "Models') at peak · MFU",),
     params=(
         Param("params", "param", doc="model parameters N (active parameters for MoE)", min=0, min_open=True),
         Param("prompt", "token", doc="prompt tokens P", min=0),
@@ -132,7 +138,7 @@ REQUEST = UseSpec(
 
 LIFE = UseSpec(
     "lifecycle", "lifecycle cost C_life = C_0 + Q·Σ w_j c_j",
-    references=("Book ch. 3 §3.6.3 (lifecycle cost)",),
+    references=("lifecycle cost: C_life = C_0 + Q · Σ_j w_j c_j",),
     params=(
         Param("upfront", "h", doc="upfront cost C_0 in GPU-hours (training, data, evaluation)", min=0),
         Param("per_task", "s", kind="list", min_items=1, min=0,
@@ -164,7 +170,8 @@ def plan_blocks_register():
 @hookimpl
 def plan_kinds_register():
     return [KindSpec("run", "a published training run: parameters, tokens, GPU-hours", RUN_FIELDS,
-                     references=("Book ch. 3 §3.6.2 (published training runs)",)),
+                     references=("published training runs: parameters, tokens and GPU-hours from each run's own "
+                                 "report (@catalog/runs.plan)",)),
             KindSpec("workload", "the work to do", (
                 Param("tasks", "", doc="tasks served over a model's life (lifecycle cost)", optional=True),))]
 
@@ -178,11 +185,11 @@ def plan_declaration_derive(ctx):
     n_act = ctx.view.q("active_params", "param", positive=True) if ctx.has("active_params") else n
     ctx.define("tokens_per_param", d / n, "token/param", "training tokens per parameter D/N")
     ctx.define("train_flops", 6 * n_act * d, "FLOP", "training compute 6·N·D (N active for MoE)",
-               references=("Book ch. 3 §3.4.1 (training FLOPs 6ND)",))
+               references=("training FLOPs C ≈ 6ND: Kaplan et al. 2020, 'Scaling Laws for Neural Language Models'",))
     if ctx.has("gpu_hours") and ctx.has("gpus"):
         ctx.define("calendar_time", ctx.view.q("gpu_hours", "h", positive=True) / ctx.view.q("gpus", "", positive=True),
                    "day", "calendar time T = H / n with every GPU busy",
-                   references=("Book ch. 3 §3.6.2 (calendar time of a run)",))
+                   references=("calendar time of a run: GPU-hours divided by the GPUs used at once",))
 
 
 # ---------------------------------------------------------------- pricing
@@ -583,16 +590,21 @@ def _draw_lifecycle(ws, plan, fig) -> bool:
 def plan_tables_register():
     return [TableSpec("published-runs", "Published training runs", _published_table,
                       "D/N, 6ND, GPU-hours, calendar time and converted GPU-hours",
-                      references=("Book ch. 3 §3.6.2 (published training runs)",), per_plan=False),
+                      references=("published training runs: parameters, tokens and GPU-hours from each run's own "
+                                  "report (@catalog/runs.plan)",), per_plan=False),
             TableSpec("scaling-fit", "Scaling-law fit: observations, predictions and errors", _fit_table,
-                      references=("Book ch. 3, example 3-5 (fitting a scaling law)",))]
+                      references=("fitting L(N, D) = E + A/N^α + B/D^β: Hoffmann et al. 2022, 'Training "
+                                  "Compute-Optimal Large Language Models'",))]
 
 
 @hookimpl
 def plan_figures_register():
     return [FigureSpec("published-runs", "Tokens per parameter and converted GPU-hours",
-                       _draw_published, references=("Book ch. 3 §3.6.2, figs. 3-30 and 3-31",)),
+                       _draw_published, references=("published training runs: tokens per parameter, and GPU-hours "
+                                                   "converted between devices by peak FLOP/s",)),
             FigureSpec("scaling-fit", "Predicted vs observed loss and the errors", _draw_fit,
-                       references=("Book ch. 3, example 3-5, figs. 3-27 and 3-28",)),
+                       references=("fitting L(N, D) = E + A/N^α + B/D^β with a held-out check: Hoffmann et al. 2022, "
+                                   "'Training Compute-Optimal Large Language Models'",)),
             FigureSpec("lifecycle", "Cumulative cost of training and serving with the break-even",
-                       _draw_lifecycle, references=("Book ch. 3 §3.6.3, fig. 3-29",))]
+                       _draw_lifecycle, references=("lifecycle cost: training cost plus the cost of every request "
+                                                    "served over the model's life",))]

@@ -36,7 +36,7 @@ DEFAULT_OP = sp.Rational(1, 1000)     # 1 ms per op when no durations are given
 SPEC = UseSpec(
     "buffers",
     "tensors and buffers with lifetimes over a sequence of operations: the peak of what is live together",
-    references=("Book ch. 10 §10.1.2 (peak memory from tensor lifetimes)", "Book ch. 10 §10.2.1"),
+    references=("peak memory from tensor lifetimes: max over time of persistent + activation + temporary bytes",),
     params=(
         Param("ops", kind="list", item="string", min_items=1, doc="operations in the order they run"),
         Param("durations", "s", kind="list", optional=True, min=0,
@@ -123,6 +123,7 @@ def plan_activities_schedule(ctx):
         tl.hold(n, size, POOL, start=(f, "start"), end=(l, "finish"), doc=f"tensor '{n}'")
     tl.peak_quantity("peak_memory", POOL, "GiB", "peak of persistent + activations + temporaries over the "
                      "ops", headline=True, rank=2.5,
-                     references=("Book ch. 10 §10.1.2 (peak memory from tensor lifetimes)",))
+                     references=("peak memory from tensor lifetimes: max over time of persistent + activation + "
+                                 "temporary bytes",))
     ctx.define("transient_peak", ctx.q("peak_memory", "B") - persistent, "GiB",
                "activations and temporaries live together at the peak", headline=True, rank=2.6)

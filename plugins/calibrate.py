@@ -80,8 +80,8 @@ from . import layout_model as lm
 from .serving_trace import TraceError, cell_span, open_csv
 
 REFERENCES = (
-    "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using "
-    "Megatron-LM' (SC'21), §5.1 (FLOPs per iteration) and Table 1 (weak-scaling runs)",
+    "FLOPs per iteration and the weak-scaling runs: Narayanan et al. 2021, 'Efficient Large-Scale Language "
+    "Model Training on GPU Clusters Using Megatron-LM' (SC'21), the FLOP count of its evaluation and Table 1",
     "NVIDIA/Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh (the runs' layouts)",
     "bounded least squares: one field by Gauss-Newton with SciPy's 2-point derivative and xtol/ftol 1e-12 "
     "(numpy); several by SciPy scipy.optimize.least_squares (trust-region reflective)",

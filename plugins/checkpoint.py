@@ -47,7 +47,7 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "checkpoint",
     "synchronous checkpoints, failures and restarts: overhead per unit of training time",
-    references=("Book ch. 10 §10.4.4 (checkpoint interval and overhead)",
+    references=("checkpoint interval and overhead: c/τ + Λ(τ/2 + r), optimum τ* = sqrt(2c/Λ)",
                 "Young 1974, 'A first order approximation to the optimum checkpoint interval'"),
     params=(
         Param("interval", "s", None, "useful training time between two saves", min=0, min_open=True),
@@ -79,7 +79,8 @@ def plan_quantities_price(ctx):
     else:
         size = sum(ctx.q(f"{k}_memory", "B") for k in ("weights", "master", "optimizer"))
     size = ctx.define("checkpoint_size", size, "GB", "bytes of one resumable checkpoint",
-                      headline=True, references=("Book ch. 10 §10.4.2 (what a checkpoint holds)",))
+                      headline=True, references=("what a checkpoint holds: weights, master weights and optimizer "
+                                                 "state",))
     c = ctx.define("save_time", size / b.q("write_bw"), "s", "duration of one synchronous save c")
     lam_hw = ctx.define("failure_rate", ctx.param("gpus") / b.q("device_mtbf"), "s^-1",
                         "device failures per second λ_hw = p / MTBF_device")
@@ -95,24 +96,25 @@ def plan_quantities_price(ctx):
              ctx.define("restart_overhead", lam * r, "%", "Λr: time spent restarting")]
     ctx.define("overhead", sum(parts), "%", "L(τ) = c/τ + Λ(τ/2 + r) per unit of training time",
                headline=True, rank=11,
-               references=("Book ch. 10 §10.4.4 (checkpoint overhead)",
-                           "Book ch. 10 §10.4.5 (other job-wide rollbacks)"))
+               references=("checkpoint overhead per unit of training time: c/τ + Λ(τ/2 + r)",
+                           "other job-wide rollbacks: loss spikes and outages add to the failure rate"))
     ctx.define("overhead_slope", -c / tau**2 + lam / 2, "s^-1", "dL/dτ = −c/τ² + Λ/2 (zero at τ*)")
     ctx.define("optimal_interval", sp.sqrt(2 * c / lam), "s", "τ* = sqrt(2c/Λ)",
-               references=("Young 1974, 'A first order approximation to the optimum checkpoint interval'",
-                           "Book ch. 10 §10.4.4"))
+               references=("Young 1974, 'A first order approximation to the optimum checkpoint interval'",))
     retry = (1 / lam + r) * (sp.exp(lam * (tau + c)) - 1) / tau - 1
     ctx.define("retry_overhead", retry, "%",
                "Poisson retry model: (1/Λ + r)(e^{Λ(τ+c)} − 1)/τ − 1, failures during saves included",
-               references=("Book ch. 10 §10.4.4, footnote 20 (Poisson retry model)",))
+               references=("Poisson retry model: failures during saves and restarts included, (1/Λ + r)(e^{Λ(τ+c)} − "
+                           "1)/τ − 1",))
     # d/dτ of (e^{Λ(τ+c)} − 1)/τ = 0  ⇔  (1 − Λτ)e^{Λτ} = e^{−Λc}  ⇔  τ = (1 + W₀(−e^{−(1+Λc)}))/Λ
     ctx.define("retry_optimal_interval", (1 + sp.LambertW(-sp.exp(-(1 + lam * c)))) / lam, "s",
                "optimum of the Poisson retry model: (1 + W₀(−e^{−(1+Λc)}))/Λ",
-               references=("Book ch. 10 §10.4.4, footnote 20 (Poisson retry model)",))
+               references=("Poisson retry model: failures during saves and restarts included, (1/Λ + r)(e^{Λ(τ+c)} − "
+                           "1)/τ − 1",))
     ctx.define("rollback_cost", tau / 2 + r, "s", "expected cost of one rollback: τ/2 lost work + r restart")
     ctx.define("checkpoint_stream", size / tau, "MB/s",
                "average write stream size/τ; a write queue grows when it exceeds write_bw",
-               references=("Book ch. 10 §10.4.1 (write stream)", "Book ch. 10, exercise 10-5"))
+               references=("checkpoint write stream: checkpoint size / interval",))
 
 
 def _draw_cost(ws, plan, fig) -> bool:
@@ -161,4 +163,5 @@ def plan_figures_register():
     from dsl.plugin import FigureSpec
     return [FigureSpec("checkpoint-cost", "Checkpoint cost terms against the interval", _draw_cost,
                        "c/τ, Λτ/2 and L(τ); τ* and the plan's interval marked",
-                       references=("Book ch. 10 §10.4.4, fig. 10-35",))]
+                       references=("checkpoint overhead against the interval: save share c/τ, rework share Λτ/2 and "
+                                   "their sum",))]

@@ -30,6 +30,8 @@ Counting conventions: ``flops = "exact"`` (the default, the count above) | ``"6n
 always given.  ``measured_tokens_per_s`` or ``measured_step_time`` (a measured throughput)
 gives ``mfu_measured`` (under the convention) and ``hfu_measured`` (hardware FLOPs).  The
 step time is priced from the exact count at the plan's ``mfu`` whatever the convention.
+
+Book provenance of the per-GPU compute time: ch. 10 §10.1.3.
 """
 from __future__ import annotations
 
@@ -43,7 +45,9 @@ from .layout import STEP_PROVIDES, STEP_PROVIDES_WHEN, Knobs
 SPEC = UseSpec(
     "compute",
     "training FLOPs of a decoder, and the training step under the plan's layout (plain DP by default)",
-    references=("Book ch. 3 §3.4.1, §3.4.3 (matrix-by-matrix FLOPs)", "Book ch. 10 §10.1.3 (per-GPU compute time)"),
+    references=("matrix-by-matrix FLOPs: 2·m·k·n per product, backward twice the forward",
+                "per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by Chowdhery et al. 2022, "
+                "'PaLM: Scaling Language Modeling with Pathways', Appendix B"),
     params=(
         Param("label_tokens", "token", "workload.seq_len",
               "tokens per sequence that go through the LM head (vocabulary projection)", min=0),
@@ -115,7 +119,8 @@ def plan_quantities_price(ctx):
     fwd, attn = training_flops(a, s, b.q("label_tokens"), m)
 
     ctx.define("flops_forward", fwd, "TFLOP", "forward matrix FLOPs of one sequence (exact count)",
-               references=("Book ch. 3 §3.4.3 (forward FLOPs of a decoder)",))
+               references=("forward FLOPs of a decoder: every matrix product plus causal attention, counted matrix "
+                           "by matrix",))
     ctx.define("flops_backward", 2 * fwd, "TFLOP", "backward matrix FLOPs of one sequence: dX and dW (exact count)")
     per_seq = ctx.define("flops_per_seq", 3 * fwd, "TFLOP", "training matrix FLOPs of one sequence (exact count)")
     ctx.define("flops_attention", 3 * attn, "TFLOP", "causal attention QKᵀ and AV, forward + backward")

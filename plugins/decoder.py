@@ -345,7 +345,7 @@ def plan_declaration_derive(ctx):
         active = Ld * dense + Lm * moe_active + emb + head + final
         ctx.define("expert_flops_per_token", flops.expert_training_per_token(a, m), "GFLOP/token",
                    "training FLOPs of the expert matmuls per token: 18·n_L·h·f·(k + k_s)",
-                   references=("Book ch. 3 §3.6.2 (FLOPs of a mixture-of-experts model)",))
+                   references=("FLOPs of a mixture-of-experts model: only the active experts' matrices count",))
         # DeepSeek-V3 MTP module: one MoE block, two norms, the 2h→h projection, a final norm
         ctx.define("mtp_params", m["mtp"] * (moe + 2 * a["nf"] * h + 2 * h * h + a["nf"] * h), "param",
                    "multi-token-prediction modules (embedding and head shared; not in params)")

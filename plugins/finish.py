@@ -24,7 +24,8 @@ from dsl.plugin import KindSpec, Param, UseSpec
 SPEC = UseSpec(
     "finish",
     "finish time of a training job against its deadline",
-    references=("Book ch. 10 §10.6.1 (first-order finish time)", "Book ch. 10 §10.6.2 (step budget)"),
+    references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",
+                "step budget: the longest step that still meets the deadline"),
     params=(),
     plan_params=(Param("workload", kind="ref", ref_kind="workload", doc="the training workload"),),
     order=50,
@@ -55,13 +56,13 @@ def plan_quantities_price(ctx):
     steps, t_s = ctx.q("steps", ""), ctx.q("step_time", "s")
     L = ctx.define("overhead", 0, "%", "no checkpoint model: no overhead", fallback=True)
     base = ctx.define("train_time", steps * t_s, "day", "steps × step time", headline=True, rank=12,
-                      references=("Book ch. 10 §10.6.1 (first-order finish time)",))
+                      references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",))
     fin = ctx.define("finish_time", reserved + base * (1 + L), "day",
                      "T_0 + steps · t_s · (1 + L)", headline=True, rank=13,
-                     references=("Book ch. 10 §10.6.1 (first-order finish time)",))
+                     references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",))
     ctx.define("deadline", deadline, "day", "the workload's deadline")
     ctx.define("step_budget", (deadline - reserved) / (steps * (1 + L)), "s",
                "longest step that still meets the deadline", headline=True,
-               references=("Book ch. 10 §10.6.2 (step budget)",))
+               references=("step budget: the longest step that still meets the deadline",))
     ctx.define("deadline_slack", deadline - fin, "day", "deadline − finish time", headline=True)
     ctx.require("meets_deadline", fin, "<=", deadline, "day", "the job finishes by the deadline")

@@ -57,6 +57,8 @@ verl
     (3·Σ s²·L·n_q·(d_qk + d_v) with MLA): per token of equal-length sequences 3·L·n_q·(d_qk
     + d_v)·s.  Its dense and MoE estimators assume a SwiGLU FFN (3 matrices); this uses the
     model's matrix count, the same for every SwiGLU model.
+
+Book provenance of the ``exact`` convention: ch. 3 §3.4.1 and §3.4.3 (matrix-by-matrix FLOPs).
 """
 from __future__ import annotations
 
@@ -74,11 +76,12 @@ DESCRIPTIONS = {
 }
 
 REFERENCES = {
-    "exact": ("Book ch. 3 §3.4.1, §3.4.3 (matrix-by-matrix FLOPs)",),
-    "6nd": ("Kaplan et al. 2020, 'Scaling Laws for Neural Language Models', §2.1 (C ≈ 6ND)",),
+    "exact": ("matrix-by-matrix FLOPs: 2·m·k·n per product, backward twice the forward",),
+    "6nd": ("training compute C ≈ 6ND: Kaplan et al. 2020, 'Scaling Laws for Neural Language Models'",),
     "palm": ("Chowdhery et al. 2022, 'PaLM', appendix B (model FLOPs utilization)",),
     "hardware": ("Chowdhery et al. 2022, 'PaLM', appendix B (hardware FLOPs include rematerialization)",
-                 "Korthikanti et al. 2022, §5 (selective activation recomputation)"),
+                 "hardware FLOPs of selective activation recomputation: Korthikanti et al. 2022, 'Reducing "
+                 "Activation Recomputation in Large Transformer Models'"),
     "megatron": ("NVIDIA/Megatron-LM megatron/training/training.py num_floating_point_operations "
                  "(commit d98e8a64ddf34856e74b24714e3bedb2f5a39553)",
                  "Narayanan et al. 2021, appendix (FLOPs of a GPT model)"),

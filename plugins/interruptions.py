@@ -39,7 +39,8 @@ COLUMNS = ("kind", "restarts", "hours")
 SPEC = UseSpec(
     "interruptions",
     "time and money lost to interruptions, from a run log (CSV)",
-    references=("Book ch. 10 §10.4.4, fig. 10-36 and footnote 6 (cost of interruptions)",),
+    references=("cost of interruptions from a run log: time lost before each restart, priced at the cluster's hourly "
+                "cost",),
     params=(
         Param("log", kind="file", doc="CSV run log: kind, restarts, hours (+ any other columns)"),
         Param("rate", "USD/h", None, "cost of the whole job per wall-clock hour", min=0),

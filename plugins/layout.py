@@ -40,6 +40,11 @@ refines), requirement ``fits_memory``; and ``dp``, ``micro_batches``, ``recomput
 ``activation_per_layer``, ``activation_memory``.  Validity rules are requirements named
 after the rule (:func:`plugins.layout_model.rules`), emitted when the knob they test is
 not trivially 1.
+
+Book provenance of the quantities' references: ch. 10 §10.1.1 (steps of a run), §10.1.2 (bytes per
+parameter by format), §10.1.3 (per-GPU compute time), §10.2.1 (ZeRO stages), §10.2.4 (combined
+parallelism, transient memory), §10.3.4 (expert capacity and imbalance), §10.6.1 (first-order
+finish time).
 """
 from __future__ import annotations
 
@@ -142,8 +147,11 @@ LAYOUT = UseSpec(
     references=("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'",
                 "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",
                 "Dao et al. 2022, 'FlashAttention'",
-                "Book ch. 10 §10.2.4 (combined parallelism)", "Book ch. 10 §10.3 (overlap, pipeline bubbles)",
-                "Book ch. 10 §10.3.3 (ZeRO communication volume)", "Jiang et al. 2024, 'MegaScale' (exposed communication)"),
+                "combined parallelism: per-GPU memory and per-link traffic of TP × PP × DP",
+                "communication overlap and pipeline bubbles (p−1)/(v·m)",
+                "ZeRO communication volume: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training "
+                "Trillion Parameter Models'",
+                "Jiang et al. 2024, 'MegaScale' (exposed communication)"),
     params=KNOB_PARAMS,
     plan_params=PLAN_PARAMS,
     order=35,
@@ -415,19 +423,27 @@ def _memory_only(ctx):
         per[k] = ctx.define(f"{k}_per_gpu", x / d if sharded[k] else x, "GiB",
                             f"{k} state held by one GPU under ZeRO-{z} ({'sharded' if sharded[k] else 'replicated'})")
     persistent = ctx.define("persistent_memory", sum(per.values()), "GiB", f"persistent state per GPU under ZeRO-{z}",
-                            headline=True, references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)",))
+                            headline=True, references=("ZeRO stages, training state per GPU: Rajbhandari et al. "
+                                                       "2020, 'ZeRO: Memory Optimizations Toward Training Trillion "
+                                                       "Parameter Models'",))
     _memory_total(ctx, persistent, ctx.q("transient_memory", "B"), "declared transient budget")
 
 
 def _memory_total(ctx, persistent, activation, how):
     act = ctx.define("activation_memory", activation, "GiB", f"activation memory per GPU ({how})", headline=True,
-                     rank=4.5, references=("Korthikanti et al. 2022, §4 (activation memory)",))
+                     rank=4.5, references=("activation memory per layer: Korthikanti et al. 2022, 'Reducing "
+                                           "Activation Recomputation in Large Transformer Models'",))
     if ctx.block("memory") is None:
         return
     usable = ctx.q("usable_memory", "B")
     per_gpu = ctx.define("memory_per_gpu", persistent + act, "GiB", "peak per GPU: persistent state + activations",
-                         headline=True, rank=3, references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",
-                                                            "Book ch. 10 §10.2.4 (transient memory)"))
+                         headline=True, rank=3, references=("bytes per parameter by format: Micikevicius et al. "
+                                                            "2018, 'Mixed Precision Training'; 16 B/param for "
+                                                            "mixed-precision Adam: Rajbhandari et al. 2020, 'ZeRO: "
+                                                            "Memory Optimizations Toward Training Trillion Parameter "
+                                                            "Models'",
+                                                            "transient memory: activations, gathered parameters and "
+                                                            "workspace live together on top of the persistent state"))
     ctx.define("memory_margin", usable - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
     ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
 
@@ -525,7 +541,9 @@ def plan_quantities_price(ctx):
     else:
         comp = ctx.define("compute_time", r["compute"], "s",
                           "per-GPU compute of one step at the stated MFU: F_step / (p·P·η)", headline=True, rank=6,
-                          references=("Book ch. 10 §10.1.3 (per-GPU compute time)",))
+                          references=("per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by "
+                                      "Chowdhery et al. 2022, 'PaLM: Scaling Language Modeling with Pathways', "
+                                      "Appendix B",))
     ctx.define("compute_per_microbatch", comp / m, "s", "per-GPU compute time of one micro-batch")
     if ctx.block("recompute") is not None:
         rec = ctx.q("recompute_time", "s")
@@ -561,7 +579,8 @@ def plan_quantities_price(ctx):
     if moe and (e > 1 or kn.given("routing_imbalance") or ctx.provided("max_device_rows")):
         imb_t = ctx.define("imbalance_time", r["imbalance"], "s", lm.TERM_NAMES["imbalance"], headline=True,
                            rank=6.2, references=("Fedus et al. 2021, 'Switch Transformers'",
-                                                 "Book ch. 10 §10.3.4 (expert capacity and imbalance)"))
+                                                 "expert capacity and device imbalance: dispatches beyond "
+                                                 "⌊c·tokens·k/E⌋ dropped, the busiest device sets the pace"))
     else:
         imb_t = None
     if t > 1:
@@ -572,7 +591,8 @@ def plan_quantities_price(ctx):
     if link is not None:
         vol = ctx.define("transfer_volume", r["dp_volume"], "GB", "bytes each GPU sends (and receives) per step "
                          "in its data-parallel group", headline=True,
-                         references=("Book ch. 10 §10.3.3 (ZeRO communication volume)",))
+                         references=("ZeRO communication volume: Rajbhandari et al. 2020, 'ZeRO: Memory "
+                                     "Optimizations Toward Training Trillion Parameter Models'",))
         bw = ctx.define("link_bandwidth", r["dp_bw"], "GB/s", "bandwidth of the narrowest cut the DP ring crosses")
         tt = ctx.define("transfer_time", vol / bw, "s", "link time of the step's DP/ZeRO collectives",
                         headline=True, rank=7)
@@ -629,7 +649,9 @@ def plan_quantities_price(ctx):
             tot += ctx.define(f"{k}_per_gpu", x, "GiB", f"{k} state held by one GPU under ZeRO-{z}, "
                               f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp)")
         persistent = ctx.define("persistent_memory", tot, "GiB", "persistent state per GPU under the layout",
-                                headline=True, references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)",))
+                                headline=True, references=("ZeRO stages, training state per GPU: Rajbhandari et al. "
+                                                           "2020, 'ZeRO: Memory Optimizations Toward Training "
+                                                           "Trillion Parameter Models'",))
         if mode == "transient":
             act, how = K["transient"], "the declared transient budget"
         elif pipe_peak is not None:
@@ -642,7 +664,7 @@ def plan_quantities_price(ctx):
     if wl.has("tokens"):
         steps = ctx.define("steps", ceiling_of(wl.q("tokens", "token") / (K["s"] * K["B"])), "",
                            "optimizer steps: ceil(tokens / tokens per step)", headline=True,
-                           references=("Book ch. 10 §10.1.1 (steps of a run)",))
+                           references=("steps of a run: training tokens / tokens per step",))
         if wl.has("deadline") and not ctx.provided("step_budget"):
             L_ck = ctx.q("overhead", "") if ctx.block("checkpoint") is not None else 0
             train = ctx.define("train_time", steps * ctx.q("step_time", "s"), "day", "steps × step time",
@@ -650,7 +672,7 @@ def plan_quantities_price(ctx):
             reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
             fin = ctx.define("finish_time", reserved + train * (1 + L_ck), "day", "T_0 + steps · t_s · (1 + L)",
                              headline=True, rank=13, fallback=True,
-                             references=("Book ch. 10 §10.6.1 (first-order finish time)",))
+                             references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",))
             ctx.require("meets_deadline", fin, "<=", wl.q("deadline", "s"), "day", "the job finishes by the deadline")
 
 

@@ -27,6 +27,8 @@ Tables: ``memory-formats`` (the book's format table for this plan's model), ``me
 (per state: format, bytes, replicated or sharded, per-GPU share), ``memory-peaks`` (each
 memory pool's peak on each timeline with the holds live at it) and ``memory-methods`` (the
 §10.2.4 comparison of sharding, recomputation and offload, filled from the plan).
+
+Book provenance of the ``memory-shards`` table: ch. 10 §10.2.1 (ZeRO sharding of the training state).
 """
 from __future__ import annotations
 
@@ -61,9 +63,13 @@ WEIGHT_FORMATS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8")
 SPEC = UseSpec(
     "memory",
     "training state per parameter by format, and the per-GPU memory budget",
-    references=("Book ch. 10 §10.1.2 (bytes per parameter by format)", "Book ch. 3, example 3-3 (FP32 gradients: 18 B/param)",
-                "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', §3.3 (FP8 block scaling)",
-                "Book ch. 10 §10.2.4 (transient memory)"),
+    references=("bytes per parameter by format: Micikevicius et al. 2018, 'Mixed Precision Training'; 16 B/param for "
+                "mixed-precision Adam: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion "
+                "Parameter Models'",
+                "FP32 gradients in mixed-precision Adam: 18 B/param",
+                "FP8 block scaling: DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report'",
+                "transient memory: activations, gathered parameters and workspace live together on top of the "
+                "persistent state"),
     params=(
         Param("weights", default='"bf16"', kind="choice", choices=WEIGHT_FORMATS,
               doc="format of the stored weights (fp8_* are block-scaled; fp8 = fp8_e4m3)"),
@@ -149,12 +155,18 @@ def plan_quantities_price(ctx):
     op_bytes = bpp["weights"] if op == "same" else format_bytes(op, int(b.value("scale_block")))
     ctx.define("operand_bytes_per_param", op_bytes, "B/param",
                "bytes per parameter of the weight copy the matmuls read, scales included",
-               references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",))
+               references=("bytes per parameter by format: Micikevicius et al. 2018, 'Mixed Precision Training'; 16 "
+                           "B/param for mixed-precision Adam: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations "
+                           "Toward Training Trillion Parameter Models'",))
     ctx.define("matmul_weights_memory", op_bytes * N, "GB", "weights the matmuls read per pass",
-               references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",))
+               references=("bytes per parameter by format: Micikevicius et al. 2018, 'Mixed Precision Training'; 16 "
+                           "B/param for mixed-precision Adam: Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations "
+                           "Toward Training Trillion Parameter Models'",))
     total = ctx.define("state_memory", sum(parts.values()), "GB",
                        "persistent training state of the whole model",
-                       references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",))
+                       references=("bytes per parameter by format: Micikevicius et al. 2018, 'Mixed Precision "
+                                   "Training'; 16 B/param for mixed-precision Adam: Rajbhandari et al. 2020, 'ZeRO: "
+                                   "Memory Optimizations Toward Training Trillion Parameter Models'",))
     ctx.define("persistent_memory", total, "GiB", "persistent state per GPU (no sharding)", fallback=True,
                headline=True)
     for k in STATES:
@@ -189,8 +201,12 @@ def plan_quantities_price(ctx):
         return        # the training step (or the ZeRO alias) prices memory_per_gpu with its activations
     per_gpu = ctx.define("memory_per_gpu", ctx.q("persistent_memory", "B") + transient, "GiB",
                          "peak per GPU: persistent state + transient memory", headline=True,
-                         rank=3, references=("Book ch. 10 §10.1.2 (bytes per parameter by format)",
-                                             "Book ch. 10 §10.2.4 (transient memory)"))
+                         rank=3, references=("bytes per parameter by format: Micikevicius et al. 2018, 'Mixed "
+                                             "Precision Training'; 16 B/param for mixed-precision Adam: Rajbhandari "
+                                             "et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion "
+                                             "Parameter Models'",
+                                             "transient memory: activations, gathered parameters and workspace live "
+                                             "together on top of the persistent state"))
     ctx.define("memory_margin", usable - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
     ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
 
@@ -352,15 +368,20 @@ def plan_tables_register():
     finish = ("finish_time", "layout_finish_time")
     return [TableSpec("memory-formats", "Matmul weight formats", _formats_table,
                       "bytes per parameter with block scales, weights read by matmuls, scaling, risk",
-                      references=("Book ch. 10 §10.1.2 (format table: bytes, scaling control and risk per format)",),
+                      references=("numeric formats: bytes, scaling control and main risk per format (Micikevicius et "
+                                  "al. 2018, 'Mixed Precision Training'; Micikevicius et al. 2022, 'FP8 Formats for "
+                                  "Deep Learning')",),
                       per_plan=False, hidden_with=finish),
             TableSpec("memory-states", "Training state per GPU", _states_table,
                       "format, whole-model bytes, replicated or sharded, per-GPU share of each state",
-                      references=("Book ch. 10 §10.2.1 (ZeRO sharding of the training state)",), per_plan=False),
+                      references=("ZeRO sharding of the training state: Rajbhandari et al. 2020, 'ZeRO: Memory "
+                                  "Optimizations Toward Training Trillion Parameter Models'",), per_plan=False),
             TableSpec("memory-peaks", "Memory peaks and the holds live at them", _peaks_table,
                       "each pool's peak on each timeline with the tensors and buffers that make it",
-                      references=("Book ch. 10 §10.1.2 (peak memory from lifetimes)",), per_plan=False),
+                      references=("peak memory from tensor lifetimes: max over time of persistent + activation + "
+                                  "temporary bytes",), per_plan=False),
             TableSpec("memory-methods", "Ways to make it fit", _methods_table,
                       "memory removed, extra work and deciding timing condition per method in use",
-                      references=("Book ch. 10 §10.2.4 (sharding, recomputation and offload compared)",),
+                      references=("sharding, recomputation and offload compared: memory removed, extra work and when "
+                                  "it is paid",),
                       hidden_with=finish)]

@@ -32,6 +32,8 @@ Blocks (book ch. 10 §10.3.4, §10.5.2, §10.5.4, footnotes 5 and 25; ch. 3 §3.
     Expert weights of the model (routed experts × bytes per parameter), each receiver's
     shard under expert parallelism, and the volume of sending all of them to every receiver
     versus each its shard (§10.5.2).
+
+Book provenance of the ``capacity-curve`` figure: ch. 10 §10.3.4, fig. 10-27.
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ ROUTING = UseSpec(
     "moe_routing",
     "expert capacity, dropped dispatches, zero padding and device imbalance of an MoE layer",
     references=("Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)", "Lepikhin et al. 2020, 'GShard'",
-                "Book ch. 10 §10.3.4 (expert capacity and imbalance)"),
+                "expert capacity and device imbalance: dispatches beyond ⌊c·tokens·k/E⌋ dropped, the busiest device "
+                "sets the pace"),
     params=(
         Param("tokens", "token", doc="tokens routed through the layer in one step (per expert-parallel group)",
               min=0, min_open=True),
@@ -78,7 +81,8 @@ ROUTING = UseSpec(
 LONG = UseSpec(
     "long_context",
     "causal attention work of a packed batch from its sequence lengths",
-    references=("Book ch. 10 §10.3.4 (packed long-context batches)", "Book ch. 3 §3.4.2 (attention FLOPs)"),
+    references=("packed long-context batches: causal attention work Σ s_i(s_i+1)/2 per packed batch",
+                "causal attention FLOPs: 4·n_q·d_h per query–key pair"),
     params=(
         Param("seq_lens", "token", kind="list", optional=True, min_items=1, min=0, min_open=True,
               doc="lengths of the sequences packed together"),
@@ -97,7 +101,8 @@ LONG = UseSpec(
 REPLAY = UseSpec(
     "routing_replay",
     "size of the routing-replay record of expert ids (R3)",
-    references=("Book ch. 10 §10.5.4 (routing replay)", "Book ch. 10, exercise 10-8"),
+    references=("routing replay (R3): Ma et al. 2025, 'Stabilizing MoE Reinforcement Learning by Aligning Training "
+                "and Inference Routers'",),
     params=(
         Param("tokens", "token", doc="tokens whose routing is recorded", min=0, min_open=True),
         Param("id_bytes", "B", "2 B", "bytes of one expert id (uint16: 2 B, int32: 4 B)", min=0, min_open=True),
@@ -111,7 +116,7 @@ REPLAY = UseSpec(
 SYNC = UseSpec(
     "expert_sync",
     "distribution of expert weights from a trainer to expert-parallel receivers",
-    references=("Book ch. 10 §10.5.2 (weight distribution to expert-parallel ranks)",),
+    references=("expert weights to expert-parallel ranks: full copies to every rank versus each rank its shard",),
     params=(
         Param("receivers", "", "16", "expert-parallel receivers (EP degree)", min=1, whole=True),
         Param("bytes_per_param", "B/param", "2 B/param", "bytes of one weight (BF16: 2)", min=0, min_open=True),
@@ -264,7 +269,8 @@ def _price_routing(ctx, b):
     cap = ctx.define("expert_capacity", sp.floor(c * T * k / E), "token",
                      "rows per expert: ⌊c·tokens·k/E⌋", headline=True,
                      references=("Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)",
-                                 "Book ch. 10 §10.3.4 (expert capacity and imbalance)"))
+                                 "expert capacity and device imbalance: dispatches beyond ⌊c·tokens·k/E⌋ dropped, "
+                                 "the busiest device sets the pace"))
     drop = ctx.define("dropped_dispatches", hinge_sum(loads, cap), "token",
                       "dispatches beyond an expert's capacity, passed on by the residual", headline=True)
     ctx.define("drop_fraction", drop / D, "%", "dropped share of all dispatches", headline=True)
@@ -279,7 +285,8 @@ def _price_routing(ctx, b):
     even = ctx.define("mean_device_rows", D / n_dev, "token", "dispatched rows per device when balanced")
     ctx.define("imbalance_saving", 1 - even / worst, "%",
                "share of the expert phase a balanced routing saves: 1 − mean/max", headline=True,
-               references=("Book ch. 10 §10.3.4 (expert capacity and imbalance)",))
+               references=("expert capacity and device imbalance: dispatches beyond ⌊c·tokens·k/E⌋ dropped, the "
+                           "busiest device sets the pace",))
     if b.value("row_time") is not None:
         ctx.define("balanced_expert_time", even * b.q("row_time"), "ms",
                    "expert phase with every device at the mean")
@@ -296,7 +303,8 @@ def _schedule_experts(ctx, b, per_dev):
     tl.add("combine", 0, None, after=[f"experts_dev{i}" for i in range(len(per_dev))], kind="comm",
            doc="combine: every token's expert outputs are needed")
     tl.makespan_quantity("expert_time", "ms", "expert phase: the most loaded device sets it",
-                         references=("Book ch. 10 §10.3.4 (expert capacity and imbalance)",))
+                         references=("expert capacity and device imbalance: dispatches beyond ⌊c·tokens·k/E⌋ "
+                                     "dropped, the busiest device sets the pace",))
 
 
 def _pairs(s):
@@ -324,7 +332,7 @@ def _price_long(ctx, b):
     ctx.define("packed_sequences", n, "", "sequences in the packed batch")
     P = ctx.define("attention_pairs", sum(c * _pairs(s) for s, c, _ in items), "",
                    "causal query–key pairs Σ s_i(s_i+1)/2", headline=True,
-                   references=("Book ch. 10 §10.3.4 (packed long-context batches)",))
+                   references=("packed long-context batches: causal attention work Σ s_i(s_i+1)/2 per packed batch",))
     Pe = ctx.define("attention_pairs_equal", n * _pairs(T / n), "",
                     "pairs of the same tokens in as many sequences of equal length")
     ctx.define("attention_increase", P / Pe - 1, "%", "extra attention work over equal lengths", headline=True)
@@ -334,7 +342,7 @@ def _price_long(ctx, b):
     dv = (m["dv"] if m["dv"] is not None else a["dh"] - m["dr"]) if m["mla"] else a["dh"]
     layer = ctx.define("attention_flops_layer", 2 * a["nq"] * (dqk + dv) * P, "TFLOP",
                        "forward QKᵀ and AV FLOPs of one layer: 2·n_q·(d_qk + d_v) per pair",
-                       headline=True, references=("Book ch. 3 §3.4.2 (attention FLOPs)",))
+                       headline=True, references=("causal attention FLOPs: 4·n_q·d_h per query–key pair",))
     step = ctx.define("attention_flops_step", 3 * a["L"] * layer, "TFLOP",
                       "forward + backward attention FLOPs of all layers for the batch")
     ctx.define("attention_flops_per_device", step / b.q("devices"), "TFLOP",
@@ -387,7 +395,8 @@ def _price_replay(ctx, b):
     a = architecture(model)
     rec = ctx.define("routing_record", b.q("tokens") * (a["L"] - m["Ld"]) * m["k"] * b.q("id_bytes"), "MiB",
                      "routing-replay record: tokens × MoE layers × k × id width", headline=True,
-                     references=("Book ch. 10 §10.5.4 (routing replay)",))
+                     references=("routing replay (R3): Ma et al. 2025, 'Stabilizing MoE Reinforcement Learning by "
+                                 "Aligning Training and Inference Routers'",))
     ctx.define("routing_record_per_device", rec / b.q("context_parallel"), "MiB",
                "record held by one device when the context is split (ids travel with their tokens)",
                headline=True)
@@ -458,11 +467,14 @@ def _draw(ws, plan, fig):
 @hookimpl
 def plan_tables_register():
     return [TableSpec("capacity-factor", "Capacity factor: drops and zero padding", _table,
-                      references=("Book ch. 10 §10.3.4 (capacity factor table)",
+                      references=("capacity factor table: Fedus et al. 2021, 'Switch Transformers: Scaling to "
+                                  "Trillion Parameter Models with Simple and Efficient Sparsity'",
                                   "Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)"), per_plan=False)]
 
 
 @hookimpl
 def plan_figures_register():
     return [FigureSpec("capacity-curve", "Dropped dispatches and zero padding vs capacity factor",
-                       _draw, references=("Book ch. 10 §10.3.4, fig. 10-27",))]
+                       _draw, references=("capacity factor against dropped dispatches and zero padding: Fedus et al. "
+                                          "2021, 'Switch Transformers: Scaling to Trillion Parameter Models with "
+                                          "Simple and Efficient Sparsity'",))]

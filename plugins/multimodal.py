@@ -26,7 +26,8 @@ from plugins.llmstate import kv_bytes_per_token, kv_tokens
 VISION = UseSpec(
     "vision",
     "images as visual tokens: encoder cache (EC) and language KV of the visual and text input",
-    references=("Book ch. 3 §3.3.1 (visual tokens and the encoder cache)", "Book ch. 3, exercise 3-5"),
+    references=("visual tokens and the encoder cache: patches per image (Dosovitskiy et al. 2020, 'An Image is Worth "
+                "16x16 Words'), encoded once and reused",),
     params=(
         Param("image_height", "", "640", "image height after preprocessing, pixels", min=0, min_open=True),
         Param("image_width", "", "640", "image width after preprocessing, pixels", min=0, min_open=True),
@@ -49,7 +50,8 @@ VISION = UseSpec(
 DIFFUSION = UseSpec(
     "diffusion",
     "denoising cost of diffusion image generation: n_s steps × n_b guidance branches DiT passes",
-    references=("Book ch. 3 §3.3.2 (cost of diffusion image generation)",),
+    references=("cost of diffusion image generation: denoising steps × guidance branches × FLOPs per step (Ho and "
+                "Salimans 2022, 'Classifier-Free Diffusion Guidance')",),
     params=(
         Param("steps", "", "50", "denoising steps n_s", min=1),
         Param("branches", "", "2", "guidance branches per step n_b (true CFG: 2)", min=1),
@@ -73,7 +75,8 @@ def plan_quantities_price(ctx):
         ctx.define("patches", b.q("images") * H * W / p ** 2, "", "H·W/p² per image, times images")
         nv = ctx.define("visual_tokens", b.q("images") * H * W / (p ** 2 * r ** 2), "token",
                         "n_v = H·W/(p²·r²) per image", headline=True,
-                        references=("Book ch. 3 §3.3.1 (visual tokens)",))
+                        references=("visual tokens: images · H·W / (p²·r²) for patch size p (Dosovitskiy et al. "
+                                    "2020, 'An Image is Worth 16x16 Words') and merge factor r",))
         ctx.define("encoder_cache", nv * b.q("feature_width") * b.q("feature_groups") * b.q("feature_bytes"),
                    "MiB", "EC: visual tokens × feature width × groups × bytes", headline=True)
         ckv = ctx.define("kv_per_token", kv_bytes_per_token(ctx.ref("model"), b.q("kv_bytes")), "KiB/token",
@@ -87,4 +90,5 @@ def plan_quantities_price(ctx):
         passes = ctx.define("dit_passes", b.q("steps") * b.q("branches"), "", "n_s · n_b DiT forward passes",
                             headline=True)
         ctx.define("denoise_flops", passes * b.q("step_flops"), "PFLOP", "n_s · n_b · F_step",
-                   headline=True, references=("Book ch. 3 §3.3.2 (denoising passes)",))
+                   headline=True, references=("denoising passes: steps × classifier-free guidance branches (Ho and "
+                                              "Salimans 2022, 'Classifier-Free Diffusion Guidance')",))

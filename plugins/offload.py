@@ -40,7 +40,8 @@ from .memory import FORMAT_BYTES
 SPEC = UseSpec(
     "offload",
     "offload to the host: exposed transfer wait, CPU- or GPU-side format conversion and its GPU memory",
-    references=("Book ch. 10 §10.2.3 (offload between GPU and host)",),
+    references=("offload between GPU and host: exposed transfer time and where to convert (optimizer on the host as "
+                "in Ren et al. 2021, 'ZeRO-Offload: Democratizing Billion-Scale Model Training')",),
     params=(
         Param("tensor", "B", doc="bytes of the tensor offloaded, in the source format (G)", min=0, min_open=True),
         Param("link", kind="ref", ref_kind="link", doc="the GPU–host link (B is its bandwidth)"),
@@ -88,7 +89,9 @@ def plan_quantities_price(ctx):
                "time of the chosen path", headline=True)
     ctx.define("offload_wait", sp.Max(0, V / B - b.q("window")), "ms",
                "exposed transfer wait: max(0, V/B − W)", headline=True,
-               references=("Book ch. 10 §10.2.3 (offload between GPU and host)",))
+               references=("offload between GPU and host: exposed transfer time and where to convert (optimizer on "
+                           "the host as in Ren et al. 2021, 'ZeRO-Offload: Democratizing Billion-Scale Model "
+                           "Training')",))
     ctx.define("offload_removed", r * G, "MiB", "the converted tensor the host keeps instead of the GPU")
 
 
@@ -110,7 +113,9 @@ def plan_activities_schedule(ctx):
     tc.hold("source_on_host", G, "host", start="send_source", end="convert_on_cpu", doc=f"{src} copy on the host")
     tc.hold("target_on_host", r * G, "host", start="convert_on_cpu", doc=f"{dst} tensor for the host optimizer")
     tc.makespan_quantity("cpu_path_time", "ms", "transfer then convert on the host: G/B + (1+r)G/C_c",
-                          references=("Book ch. 10 §10.2.3 (offload between GPU and host)",))
+                          references=("offload between GPU and host: exposed transfer time and where to convert "
+                                      "(optimizer on the host as in Ren et al. 2021, 'ZeRO-Offload: Democratizing "
+                                      "Billion-Scale Model Training')",))
     tc.peak_quantity("cpu_path_peak", "gpu", "MiB", "GPU memory of the CPU path", headline=True)
 
     tg = ctx.timeline("offload_gpu")
@@ -122,5 +127,7 @@ def plan_activities_schedule(ctx):
             doc=f"{dst} tensor until it has left the GPU")
     tg.hold("target_on_host", r * G, "host", start="send_target", doc=f"{dst} tensor for the host optimizer")
     tg.makespan_quantity("gpu_path_time", "ms", "convert on the GPU then transfer: (1+r)G/C_g + rG/B",
-                          references=("Book ch. 10 §10.2.3 (offload between GPU and host)",))
+                          references=("offload between GPU and host: exposed transfer time and where to convert "
+                                      "(optimizer on the host as in Ren et al. 2021, 'ZeRO-Offload: Democratizing "
+                                      "Billion-Scale Model Training')",))
     tg.peak_quantity("gpu_path_peak", "gpu", "MiB", "GPU memory of the GPU path", headline=True)

@@ -35,8 +35,9 @@ from dsl.plugin import Param, Table, TableSpec, UseSpec
 SPEC = UseSpec(
     "shared_link",
     "gradient reduction in buckets on a link shared with expert exchange (event model)",
-    references=("Book ch. 10 §10.3.3–10.3.4 and figs. 10-25, 10-26 (overlap on a shared link)",
-                "Book ch. 10, footnote 14"),
+    references=("gradient reduction in buckets overlapped with backward on a link shared with expert exchange "
+                "(buckets as in Li et al. 2020, 'PyTorch Distributed: Experiences on Accelerating Data Parallel "
+                "Training')",),
     params=(
         Param("gaps", "s", kind="list", min_items=1, min=0, doc="idle windows of the link, each before a busy period"),
         Param("busy", "s", kind="list", min_items=1, min=0, doc="other traffic (expert exchange) after each gap"),

@@ -43,11 +43,12 @@ from plugins import pipeline_schedules as S
 SPEC = UseSpec(
     "pipeline",
     "pipeline-parallel schedule as an event model: makespan, idle time, per-stage memory peaks",
-    references=("Book ch. 10 §10.3.2 and figs. 10-17 to 10-24 (pipeline schedules)", "Book ch. 10, exercise 10-4",
+    references=("pipeline schedules (GPipe, 1F1B, interleaved, zero bubble, DualPipe) as slot orders on one "
+                "event-model engine",
                 "Huang et al. 2019, 'GPipe'",
                 "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",
                 "Qi et al. 2024, 'Zero Bubble Pipeline Parallelism' (ICLR)",
-                "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', §3.2.1 (DualPipe)"),
+                "DualPipe: DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report'"),
     params=(
         Param("schedule", default='"1f1b"', kind="choice", choices=S.SCHEDULES,
               doc="slot order: fill_drain (GPipe), 1f1b, interleaved, zb_h1, zb_h2, dualpipe or custom"),
@@ -393,9 +394,13 @@ def plan_quantities_price(ctx):
     sched = st.schedule
     ctx.define("ideal_time", (m + p - 1) * (t_f + t_b), "ms",
                "fill–drain without transfers or update: T = (m+p−1)(t_f+t_b)",
-               references=("Book ch. 10 §10.3.2 (pipeline schedules and bubbles)",))
+               references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of Giant "
+                           "Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient "
+                           "Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
     ctx.define("ideal_utilization", m / (m + p - 1), "%", "u = m/(m+p−1)",
-               references=("Book ch. 10 §10.3.2 (pipeline schedules and bubbles)",))
+               references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of Giant "
+                           "Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient "
+                           "Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
     frac = (p - 1) / m / (v if sched == "interleaved" else 1)
     ctx.define("bubble_fraction", frac, "%",
                "bubble / ideal time: (p−1)/m, interleaved (1/v)(p−1)/m (Megatron-LM)")
@@ -500,7 +505,9 @@ def plan_activities_schedule(ctx):
                    "ms",
                    "makespan of the fastest compared schedule whose largest stage peak fits the budget "
                    "(infeasible peaks are ruled out first, then time is compared)", headline=True,
-                   references=("Book ch. 10 §10.3.2 (pipeline schedules and bubbles)",))
+                   references=("pipeline bubble (p−1)/(m+p−1): Huang et al. 2019, 'GPipe: Efficient Training of "
+                               "Giant Neural Networks using Pipeline Parallelism'; Narayanan et al. 2021, 'Efficient "
+                               "Large-Scale Language Model Training on GPU Clusters Using Megatron-LM'",))
 
 
 # ---------------------------------------------------------------- the training step's pipeline

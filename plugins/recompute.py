@@ -49,7 +49,8 @@ MS = sp.Rational(1, 1000)
 SPEC = UseSpec(
     "recompute",
     "selective activation recomputation: saved GEMM inputs, memory removed and extra FLOPs",
-    references=("Book ch. 10 §10.2.2 (selective activation recomputation)", "Book ch. 10, exercise 10-4",
+    references=("selective activation recomputation: Korthikanti et al. 2022, 'Reducing Activation Recomputation in "
+                "Large Transformer Models'",
                 "Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'"),
     params=(
         Param("tokens", "token", doc="tokens in one micro-batch", min=0, min_open=True),
@@ -95,7 +96,7 @@ def plan_quantities_price(ctx):
     selective = b.value("policy") == "selective"
     gemm = ctx.define("gemm_inputs_per_layer", T * bpe * (h + (nq + 2 * nkv) * dh + nq * dh + h + f), "MiB",
                       "GEMM inputs saved for backward per layer and micro-batch",
-                      references=("Book ch. 10 §10.2.2 (activations saved for backward)",))
+                      references=("activations saved for backward: the inputs of each GEMM until its backward",))
     rec = ctx.define("recomputable_per_layer", T * bpe * (2 * h + f), "MiB",
                      "the two weighted norm outputs and the MLP product h = a⊙u, per layer")
     saved = ctx.define("saved_per_layer", gemm - rec if selective else gemm, "MiB",

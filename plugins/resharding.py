@@ -33,7 +33,9 @@ from dsl.plugin import Param, Table, TableSpec, UseSpec
 SPEC = UseSpec(
     "resharding",
     "re-shard a saved tensor from one tensor-parallel layout to another by global coordinates",
-    references=("Book ch. 10 §10.4.2 (re-sharding a checkpoint)", "Book ch. 10, fig. 10-31 and footnote 17"),
+    references=("re-sharding a checkpoint by global coordinates: each new rank reads the byte ranges of the old "
+                "shards that overlap its slice (as in Wan et al. 2024, 'ByteCheckpoint: A Unified Checkpointing "
+                "System for Large Foundation Model Development')",),
     params=(
         Param("shape", "", None, "global shape of the tensor, e.g. [12288, 4096]", kind="list", min_items=1),
         Param("old_tp", "", None, "shards the checkpoint was saved with", kind="int", min=1),
@@ -148,7 +150,9 @@ def plan_quantities_price(ctx):
     ctx.define("new_shard_bytes", t / new, "MiB", "bytes of one new shard (even split)")
     ctx.define("tensor_state_bytes", elems * b.q("state_element"), "MiB",
                "training state of the tensor: weights, master weights, both moments", headline=True,
-               references=("Book ch. 10 §10.4.2 (re-sharding a checkpoint)",))
+               references=("re-sharding a checkpoint by global coordinates: each new rank reads the byte ranges of "
+                           "the old shards that overlap its slice (as in Wan et al. 2024, 'ByteCheckpoint: A Unified "
+                           "Checkpointing System for Large Foundation Model Development')",))
 
 
 def _table(ws, plan):
@@ -178,4 +182,7 @@ def _table(ws, plan):
 def plan_tables_register():
     return [TableSpec("resharding", "Re-sharding: what each new rank reads (global coordinates)", _table,
                       "old shard, ranges and byte ranges per new rank",
-                      references=("Book ch. 10 §10.4.2 (re-sharding a checkpoint)", "Book ch. 10, fig. 10-31"))]
+                      references=("re-sharding a checkpoint by global coordinates: each new rank reads the byte "
+                                  "ranges of the old shards that overlap its slice (as in Wan et al. 2024, "
+                                  "'ByteCheckpoint: A Unified Checkpointing System for Large Foundation Model "
+                                  "Development')",))]

@@ -57,7 +57,7 @@ from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec
 STAGES = UseSpec(
     "rl_stages",
     "RL stage rates (generation, verification, training) and the effective training rate",
-    references=("Book ch. 10 §10.5.2 (RL stage rates and the bottleneck)", "Book ch. 3 §3.5.2"),
+    references=("RL stage rates: the pipelined loop runs at its slowest stage, min(r_train, q · min(r_gen, r_verify))",),
     params=(
         Param("gen_rate", "sample/s", doc="trajectories generated per second", min=0, min_open=True),
         Param("verify_rate", "sample/s", doc="trajectories verified (rewarded) per second", min=0, min_open=True),
@@ -73,8 +73,8 @@ STAGES = UseSpec(
 LOOP = UseSpec(
     "rl_loop",
     "synchronous vs asynchronous rollout–train–weight-sync loops on timelines",
-    references=("Book ch. 10 §10.5.3 and figs. 10-42, 10-43 (synchronous and asynchronous RL loops)",
-                "Book ch. 10, exercise 10-7", "Book ch. 3, exercise 3-7"),
+    references=("synchronous and asynchronous RL loops: generation, verification and training in sequence or "
+                "overlapped with stale policies",),
     params=(
         Param("gen_time", "s", doc="generation of one batch", min=0, min_open=True),
         Param("train_time", "s", doc="training on one batch", min=0, min_open=True),
@@ -92,8 +92,8 @@ LOOP = UseSpec(
 SYNC = UseSpec(
     "rl_weight_sync",
     "publishing updated weights to generation instances: bytes delivered and sent by the source",
-    references=("Book ch. 3 §3.5.3 (weight synchronisation)",
-                "Book ch. 10 §10.5.2 (expert-parallel weight distribution)"),
+    references=("weight synchronisation: publishing new policy weights to the generation instances",
+                "expert-parallel weight distribution: each rank receives only its own experts"),
     params=(
         Param("instances", "", doc="generation instances that need the new weights (r)", min=1, whole=True),
         Param("bytes_per_param", "B/param", "2 B/param", "bytes per weight sent (2 for BF16)", min=0,
@@ -154,7 +154,8 @@ def _price_stages(ctx):
                "kept trajectories offered to training: q·min(r_gen, r_verify)", headline=True, rank=60)
     eff = ctx.define("effective_rate", sp.Min(rl, q * sp.Min(rg, rv)), "sample/s",
                      "trainable trajectories per second: min(r_train, q·min(r_gen, r_verify))",
-                     references=("Book ch. 10 §10.5.2 (RL stage rates and the bottleneck)",),
+                     references=("RL stage rates: the pipelined loop runs at its slowest stage, min(r_train, q · "
+                                 "min(r_gen, r_verify))",),
                      headline=True, rank=61)
     nxt = ctx.define("next_bottleneck_rate", median3(cg, cv, cl), "sample/s",
                      "the rate once the bottleneck alone is scaled up: the second-smallest stage capacity",
@@ -180,7 +181,8 @@ def _price_loop(ctx):
     r_a = ctx.define("async_rate", b.q("keep") * batch / t_async, unit,
                      f"effective {what} per second, asynchronous: q·B / period", headline=True, rank=66)
     ctx.define("async_gain", r_a / r_s - 1, "%", "effective-rate change of the asynchronous loop",
-               headline=True, rank=67, references=("Book ch. 10 §10.5.3 (asynchronous RL loop)",))
+               headline=True, rank=67, references=("asynchronous RL loop: generation overlapped with training on a "
+                                                   "stale policy",))
 
 
 def _price_sync(ctx):

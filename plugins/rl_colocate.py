@@ -41,7 +41,8 @@ VERBS = ("load", "allocate", "free")
 SPEC = UseSpec(
     "rl_colocate",
     "memory peak of switching colocated GPUs between training and generation, and a feasible step order",
-    references=("Book ch. 10 §10.5.2 and figs. 10-38, 10-39 (colocated training and generation)",),
+    references=("colocated training and generation: one set of GPUs switches between the training state and the KV "
+                "pool",),
     params=(
         Param("buffers", kind="list", item="string", min_items=1, doc="names of the memory regions"),
         Param("sizes", "B", kind="list", min_items=1, min=0, doc="bytes of each buffer, in the order of `buffers`"),

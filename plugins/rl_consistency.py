@@ -38,7 +38,7 @@ from .decoder import architecture, moe_architecture
 RATIO = UseSpec(
     "rl_ratio",
     "importance ratio π_θ/μ of one token from log-probabilities, recorded vs recomputed",
-    references=("Book ch. 10 §10.5.3 (importance ratio of recorded and recomputed log-probabilities)",),
+    references=("importance ratio of recorded and recomputed log-probabilities: π_θ/μ = (π_θ/π_old)·(π_old/μ)",),
     params=(
         Param("policy_logprob", "", doc="log π_θ of the token under the policy being optimised", max=0),
         Param("old_logprob", "", "policy_logprob", "log π_old at the start of this optimisation", max=0),
@@ -53,7 +53,8 @@ RATIO = UseSpec(
 NORM = UseSpec(
     "rl_loss_norm",
     "gradient of token-mean, sample-mean and doubly divided losses over answers of different lengths",
-    references=("Book ch. 10 §10.3.1 (loss normalisation over answers)", "Book ch. 3 §3.5.2"),
+    references=("loss normalisation over answers: per-answer mean versus token-level mean (Yu et al. 2025, 'DAPO: An "
+                "Open-Source LLM Reinforcement Learning System at Scale')",),
     params=(
         Param("answer_tokens", "", kind="list", min_items=1, doc="loss tokens of each answer"),
         Param("token_grads", "", kind="list", min_items=1, doc="dℓ/dθ of each token of each answer"),
@@ -67,7 +68,7 @@ NORM = UseSpec(
 RESUME = UseSpec(
     "rl_resume",
     "interrupted long trajectories: survival e^(−λt) and the KV cache needed to resume",
-    references=("Book ch. 10 §10.5.3 (interrupted trajectories)",),
+    references=("interrupted trajectories: a trajectory lasting t completes with probability e^{−λt}",),
     params=(
         Param("tokens", "token", doc="tokens of the trajectory prefix to resume", min=1),
         Param("bytes_per_value", "B", "2 B", "bytes per cached K or V value (2 for BF16)", min=0, min_open=True),

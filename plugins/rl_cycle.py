@@ -35,6 +35,8 @@ prefill 465.143, decode 129.056, reference 634.944, teacher 0, update 952.416, t
 GPU-hour budget (e.g. Qwen3 technical report, table 21: RL 17,920 vs on-policy distillation
 1,800 GPU-hours for an 8B model, book §3.6) as GPU-seconds of compute at peak·mfu, and how
 many modelled cycles it pays for.
+
+Book provenance of the kept and generated samples: ch. 3 §3.5.2.
 """
 from __future__ import annotations
 
@@ -47,8 +49,8 @@ from .decoder import architecture, moe_architecture
 CYCLE = UseSpec(
     "rl_cycle",
     "matrix FLOPs of one RL cycle: rollout, reference/teacher forwards and the policy update",
-    references=("Book ch. 3 §3.5.3 and example 3-4 (FLOPs of an RL cycle)",
-                "Book ch. 3 §3.4.1, §3.4.3 (matrix-by-matrix FLOPs)"),
+    references=("FLOPs of an RL cycle: generation, reference and policy passes counted matrix by matrix",
+                "matrix-by-matrix FLOPs: 2·m·k·n per product, backward twice the forward"),
     params=(
         Param("kept", "sample", doc="samples kept for one policy update (n_keep)", min=0, min_open=True),
         Param("keep_ratio", "", "1", "fraction of generated samples kept (a): n_generate = n_keep / a",
@@ -75,8 +77,7 @@ CYCLE = UseSpec(
 BUDGET = UseSpec(
     "rl_budget",
     "a published GPU-hour budget against the modelled RL cycle",
-    references=("Qwen Team 2025, 'Qwen3 Technical Report', table 21 (RL GPU-hours)",
-                "Book ch. 3 §3.6 (published budgets)"),
+    references=("Qwen Team 2025, 'Qwen3 Technical Report', table 21 (RL GPU-hours)",),
     params=(
         Param("gpu_hours", "h", doc="published GPU-hours (GPU count × wall time) of the run", min=0, min_open=True),
         Param("compare", "h", doc="GPU-hours of an alternative run (e.g. on-policy distillation)", optional=True,
@@ -137,7 +138,7 @@ def _price_cycle(ctx, b):
     kept = b.q("kept")
     n = ctx.define("generated", kept / b.q("keep_ratio"), "sample",
                    "responses generated per update: n_keep / keep_ratio", headline=True, rank=80,
-                   references=("Book ch. 3 §3.5.2 (kept and generated samples)",))
+                   references=("kept and generated samples: n_generate = n_keep / keep ratio",))
     pre = ctx.define("flops_prefill_each", training_flops(pol, P, 1, pol_m)[0], "TFLOP/sample",
                      "prefill of one prompt, LM head on its last position")
     dec = ctx.define("flops_decode_each", decode_flops(pol, P, G, pol_m), "TFLOP/sample",
@@ -149,7 +150,8 @@ def _price_cycle(ctx, b):
                     "teacher forwards of one response")
     upd = ctx.define("flops_update_each", 3 * full, "TFLOP/sample",
                      "forward + backward of one kept sample (3 × forward)",
-                     references=("Book ch. 3 §3.4.1 (backward = 2 × forward)",))
+                     references=("backward = 2 × forward (input and weight gradients): Kaplan et al. 2020, 'Scaling "
+                                 "Laws for Neural Language Models'",))
     ctx.define("rollout_prefill_flops", n * pre, "TFLOP", "rollout prefill of all generated responses",
                headline=True, rank=81)
     ctx.define("rollout_decode_flops", n * dec, "TFLOP", "rollout decode of all generated responses",
@@ -164,7 +166,8 @@ def _price_cycle(ctx, b):
                      "FLOPs each generated response costs before the update: f_g + f_r (+ f_t)")
     cyc = ctx.define("cycle_flops", n * per + fu, "TFLOP",
                      "one cycle: F(n) = n·(f_g + f_r + f_t) + F_u", headline=True, rank=86,
-                     references=("Book ch. 3 §3.5.3 (FLOPs of an RL cycle)",))
+                     references=("FLOPs of an RL cycle: generation, reference and policy passes counted matrix by "
+                                 "matrix",))
     ctx.define("flops_per_kept", cyc / kept, "TFLOP/sample", "cycle FLOPs per kept sample", headline=True, rank=87)
     ctx.define("update_input_tokens", kept * S, "token", "input tokens of one update: n_keep·(P + G − 1)")
     ctx.define("update_label_tokens", kept * G, "token", "supervised output tokens of one update: n_keep·G")

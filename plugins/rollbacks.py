@@ -22,8 +22,8 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "rollbacks",
     "job-wide rollbacks besides device failures (loss spikes, outages), added to the checkpoint failure rate",
-    references=("Book ch. 10 §10.4.5 (loss spikes and other job-wide rollbacks)", "Book ch. 10 §10.1.2",
-                "Book ch. 10, exercise 10-6 (outages)"),
+    references=("loss spikes and other job-wide rollbacks: each rolls back to the last checkpoint like a failure",
+                "outages: job-wide interruptions added to the rollback rate"),
     params=(
         Param("spike_interval", "s", None, "mean time between loss-spike rollbacks of the whole job",
               min=0, min_open=True, optional=True),

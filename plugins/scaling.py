@@ -39,8 +39,8 @@ DAY = 86400.0
 
 NOISE = UseSpec(
     "batch_noise", "critical batch size and weak vs strong scaling from the gradient noise scale",
-    references=("Book ch. 10 §10.1.1 (critical batch size)",
-                "McCandlish et al. 2018, 'An Empirical Model of Large-Batch Training'"),
+    references=("critical batch size from the gradient noise scale: McCandlish et al. 2018, 'An Empirical Model of "
+                "Large-Batch Training'",),
     params=(
         Param("noise_scale", "token", doc="gradient noise scale B_noise ≈ critical batch B_crit", min=0, min_open=True),
         Param("compare_gpus", "", kind="list", optional=True, min=1,
@@ -52,8 +52,9 @@ NOISE = UseSpec(
 
 BOUND = UseSpec(
     "gpu_bound", "lower bounds on the GPU count from compute and from memory",
-    references=("Book ch. 10 §10.1.3 (per-GPU compute time)", "Book ch. 10 §10.6.4 (GPU count for a deadline)",
-                "Book ch. 10, figs. 10-3 to 10-5 and 10-47"),
+    references=("per-GPU compute time F / (peak · MFU); model FLOPs utilization as defined by Chowdhery et al. 2022, "
+                "'PaLM: Scaling Language Modeling with Pathways', Appendix B",
+                "GPU count for a deadline: ⌈F / (peak · MFU · available time)⌉"),
     params=(
         Param("available", "day", default="workload.deadline",
               doc="time available for training compute T_available", min=0, min_open=True),
@@ -73,7 +74,7 @@ BOUND = UseSpec(
 
 WORK = UseSpec(
     "work_6nd", "training work F = 6·N·D of a dense model",
-    references=("Book ch. 10 §10.6.4 (training work 6ND)",),
+    references=("training work F = 6ND: Kaplan et al. 2020, 'Scaling Laws for Neural Language Models'",),
     params=(
         Param("params", "param", doc="model parameters N", min=0, min_open=True),
         Param("tokens", "token", doc="training tokens D (write 20 token/param * params for D = 20N)",
@@ -85,7 +86,7 @@ WORK = UseSpec(
 
 INPUT = UseSpec(
     "input_pipeline", "data loading: required rate, loader capacity, prefetch for outages, resume point",
-    references=("Book ch. 10 §10.4.1 (input pipeline)", "Book ch. 10, exercise 10-5"),
+    references=("input pipeline: the data-loading rate a step needs",),
     params=(
         Param("workers", "", "4", "loader processes", min=1, whole=True),
         Param("worker_rate", "seq/s", doc="sequences one loader prepares per second", min=0, min_open=True),
@@ -105,7 +106,7 @@ INPUT = UseSpec(
 
 COMM = UseSpec(
     "comm_budget", "communication a step can still afford within the deadline",
-    references=("Book ch. 10 §10.6.2 (communication budget of a step)",),
+    references=("communication budget of a step: step budget − compute time − input wait",),
     order=60,
     provides=("comm_budget", "comm_budget_margin", "exposed_if_no_overlap"),
 )
@@ -113,7 +114,8 @@ COMM = UseSpec(
 AMDAHL = UseSpec(
     "what_if", "what a change of one resource buys: T'/T = 1 − f + f/r with f measured on the step's critical "
                "path",
-    references=("Book ch. 10 §10.6.3 (Amdahl on the critical path)",),
+    references=("Amdahl's law on the critical path: Amdahl 1967, 'Validity of the single processor approach to "
+                "achieving large scale computing capabilities'",),
     params=(
         Param("resources", kind="list", item="string", min_items=1,
               doc="resources of the step timeline to change (gpu, link, input …)"),
@@ -126,7 +128,7 @@ AMDAHL = UseSpec(
 
 COMPARE = UseSpec(
     "compare", "rank plans by one quantity",
-    references=("Book ch. 10, exercise 10-9 (which degraded input to restore)",),
+    references=("which degraded input to restore: the gain of restoring each input to its nominal value",),
     params=(
         Param("plans", kind="list", item="ref", ref_kind="plan", min_items=2,
               doc="the plans to compare; the first is the reference"),
@@ -442,18 +444,22 @@ def _draw_frontier(ws, plan, fig) -> bool:
 @hookimpl
 def plan_tables_register():
     return [TableSpec("batch-scaling", "Weak vs strong scaling with the gradient noise scale", _noise_table,
-                      references=("Book ch. 10 §10.1.1 (critical batch size)",)),
+                      references=("critical batch size from the gradient noise scale: McCandlish et al. 2018, 'An "
+                                  "Empirical Model of Large-Batch Training'",)),
             TableSpec("gpu-bounds", "GPU lower bounds: compute and memory", _bound_table,
-                      references=("Book ch. 10 §10.1.3, §10.6.4 (GPU count for a deadline)",), per_plan=False),
+                      references=("GPU count for a deadline: ⌈F / (peak · MFU · available time)⌉, and the memory "
+                                  "floor ⌈state / memory⌉",), per_plan=False),
             TableSpec("compare", "Plans compared", _compare_table,
-                      references=("Book ch. 10, exercise 10-9",), per_plan=False),
+                      references=("which degraded input to restore: the gain of restoring each input to its nominal "
+                                  "value",), per_plan=False),
             TableSpec("what-if", "What a change of one resource buys (Amdahl on the critical path)", _amdahl_table,
-                      references=("Book ch. 10 §10.6.3 (Amdahl on the critical path)",))]
+                      references=("Amdahl's law on the critical path: Amdahl 1967, 'Validity of the single processor "
+                                  "approach to achieving large scale computing capabilities'",))]
 
 
 @hookimpl
 def plan_figures_register():
     return [FigureSpec("gpu-bounds", "GPUs needed by compute (bars) and memory (diamonds)",
-                       _draw_bound, references=("Book ch. 10, figs. 10-3 to 10-5",)),
+                       _draw_bound, references=("GPU count against deadline and per-GPU efficiency",)),
             FigureSpec("size-frontier", "GPUs needed vs model size for a deadline", _draw_frontier,
-                       references=("Book ch. 10 §10.6.4, fig. 10-47",))]
+                       references=("model-size frontier: days to train N parameters on D tokens per device type",))]

@@ -29,6 +29,8 @@ Work in the queue is counted in decode steps of one sequence, each producing one
 decode demand and capacity are in token/s.  Every quantity is a sympy expression of the
 plan's inputs: ``solve PLAN.cards for PLAN.peak_backlog <= 0 token`` gives the smallest
 number of cards that keeps up.
+
+Book provenance of the fluid queue and its figure: ch. 3 §3.1.2, fig. 3-7.
 """
 from __future__ import annotations
 
@@ -50,8 +52,8 @@ MODEL_DEVICE = (
 CALL_CHAIN = UseSpec(
     "call_chain",
     "one request's calls: a prefill of P new tokens after S restored ones, then G−1 decodes",
-    references=("Book ch. 3 §3.1.1 (call chains, prefill and decode)",
-                "Book ch. 3, exercise 3-1 (one long vs several short requests)"),
+    references=("call chains: a request's model calls, each a prefill and a decode",
+                "one long request versus several short ones: prefill and decode work of each chain"),
     params=(
         Param("context", "token", "0 token", "context tokens S restored before the request (prefix cache)", min=0),
         Param("input", "token", None, "new input tokens P processed by the prefill", min=0),
@@ -70,7 +72,9 @@ CALL_CHAIN = UseSpec(
 DECODE_BOUND = UseSpec(
     "decode_bound",
     "memory-bandwidth floor of a decode step and the decode rate it allows per card",
-    references=("Book ch. 3 §3.1.1, example 3-1 (decode bandwidth bound)",),
+    references=("decode bandwidth bound: each decode step reads the weights and the KV cache once (roofline: "
+                "Williams, Waterman and Patterson 2009, 'Roofline: An Insightful Visual Performance Model for "
+                "Multicore Architectures')",),
     params=(
         Param("batch", "seq", None, "sequences decoded together in one step", min=0, min_open=True),
         Param("context", "token", None, "mean context a sequence reads per step (default: the decode-weighted "
@@ -94,7 +98,7 @@ DECODE_BOUND = UseSpec(
 REQUEST_MIX = UseSpec(
     "request_mix",
     "request classes arriving over consecutive windows in per-window mixes",
-    references=("Book ch. 3, example 3-1 (request mixes per window)",),
+    references=("request mixes per time window: decode demand against capacity window by window",),
     params=(
         Param("window", "s", None, "length Δt of each window", min=0, min_open=True),
         Param("requests", "", None, "requests arriving in each window", kind="list", min_items=1),
@@ -113,7 +117,8 @@ REQUEST_MIX = UseSpec(
 TRACE = UseSpec(
     "trace",
     "window demands and latency metrics from a request trace (CSV)",
-    references=("Book ch. 3 §3.1.2 (latency metrics of a trace)", "Book ch. 3 §3.1.3"),
+    references=("latency metrics of a trace: time to first token, time per output token, end-to-end latency and "
+                "their quantiles",),
     params=(
         Param("file", kind="file", doc="CSV with arrived_at, num_prefill_tokens, num_decode_tokens "
               "[, first_token_at, last_token_at]"),
@@ -130,7 +135,7 @@ TRACE = UseSpec(
 FLUID_QUEUE = UseSpec(
     "fluid_queue",
     "decode backlog window by window: Q_{k+1} = max(0, Q_k + A_k − μ·Δt)",
-    references=("Book ch. 3 §3.1.2 (fluid queue of decode work)", "Book ch. 3, fig. 3-7"),
+    references=("fluid queue of decode work: backlog of demand above capacity over time",),
     params=(
         Param("demand", "token/s", None, "decode steps per second arriving in each window (default: the "
               "windows of `use request_mix` or `use trace`)", kind="list", optional=True, min_items=1),
@@ -150,7 +155,8 @@ FLUID_QUEUE = UseSpec(
 STATE_RESIDENCY = UseSpec(
     "state_residency",
     "state held while jobs wait: A_M = ∫M(t)dt per job and λ·A_M in steady state",
-    references=("Book ch. 3 §3.1.2 (state residency, A_M = ∫ M(t) dt)",),
+    references=("state residency A_M = ∫ M(t) dt; λ·M₀·τ held in steady state by Little 1961, 'A Proof for the "
+                "Queuing Formula: L = λW'",),
     params=(
         Param("rate", "request/s", None, "jobs entering the wait per second λ", min=0),
         Param("state", "B", "0 B", "state M₀ a waiting job holds", min=0),
@@ -599,4 +605,4 @@ def plan_tables_register():
 def plan_figures_register():
     return [FigureSpec("backlog", "Decode backlog of the fluid queue over time", _draw_backlog,
                        "decode demand per window against capacity, and the backlog it leaves",
-                       references=("Book ch. 3 §3.1.2, fig. 3-7",))]
+                       references=("fluid queue of decode work: backlog of demand above capacity over time",))]

@@ -119,7 +119,7 @@ ENGINE = UseSpec(
     "serving memory on an engine's terms: TP/PP-sharded weights, paged KV cache, the engine's budget",
     references=("vLLM vllm/worker/worker.py determine_num_available_blocks, model_runner.profile_run",
                 "vLLM PR #4454 (GPU blocks of 7B models on an RTX A6000)",
-                "vLLM issue #10517 (RTX 3090: capacity against max_model_len)",
+                "vLLM KV capacity against max_model_len on an RTX 3090 (github.com/vllm-project/vllm/issues/10517)",
                 "SGLang server_args.py, model_runner.profile_max_num_token",
                 "TensorRT-LLM KvCacheConfig (free_gpu_memory_fraction, tokens_per_block)"),
     params=(
@@ -398,8 +398,8 @@ def _price(ctx, b):
     act_q = ctx.define("activation_reserve", act, "GiB", references=(
                            "vLLM model_runner.profile_run: a dummy batch of max_num_batched_tokens tokens in "
                            "max_num_seqs sequences, sampled",
-                           "vLLM issue #10517 (profiled peak against max_model_len), PR #10511 (the same peak at "
-                           "TP 1 and TP 2)"),
+                           "vLLM profiled peak against max_model_len (github.com/vllm-project/vllm/issues/10517) "
+                           "and the same peak at TP 1 and TP 2 (vLLM PR #10511)"),
                        doc="per GPU: profiled peak of the largest scheduled batch: the larger of the forward, "
                        "tokens · (FFN width per GPU + 3h) · bytes, and the sampler's pass over max_num_seqs × vocab "
                        "logits",

@@ -152,7 +152,8 @@ REFERENCES = (
     "pytorch-labs/gpt-fast README (Llama-2-7B BF16 decode on A100 80GB: 104.9 tokens/s, 1,397.31 GB/s)",
     "linkedin/Liger-Kernel pull request 1294 (fused MoE grouped GEMM at roughly half of the H100 BF16 peak)",
     "CUDA.jl documentation, 'Graphs' (80 small kernels in 70 µs from a CUDA graph)",
-    "NVIDIA/nccl issues 1259 (about 6 µs for a small all-reduce on 2 H100 SXM) and 1455 (ring all-reduce "
+    "github.com/NVIDIA/nccl/issues/1259 (about 6 µs for a small all-reduce on 2 H100 SXM) "
+    "and github.com/NVIDIA/nccl/issues/1455 (ring all-reduce "
     "bus bandwidth 365–370 GB/s on 8 H100 SXM)",
     "vllm-project/vllm vllm/model_executor/models/qwen3.py at 002456df36fc7a63ca4463f335a49d05634ab2ab "
     "(the kernels of one decoder layer)",

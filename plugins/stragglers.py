@@ -39,8 +39,8 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "stragglers",
     "synchronous steps wait for the slowest device: expected maximum of N normal compute times",
-    references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",
-                "Book ch. 10 §10.4.5, footnote 7 (numerical integration of the order statistic)"),
+    references=("stragglers: a synchronous step waits for the expected maximum of N normal step times",
+                "expected maximum of N normals by numerical integration of the order statistic's density"),
     params=(
         Param("jitter", "", None, "standard deviation of one device's compute time, relative to its mean",
               min=0),
@@ -150,11 +150,13 @@ def plan_quantities_price(ctx):
                        "σ: standard deviation of one device's compute time (jitter × mean)")
     e_n = ctx.define("expected_max_z", expected_max_normal(n), "",
                      "e_N = E[max of N standard normals] = ∫ x·Nφ(x)Φ(x)^(N−1) dx",
-                     references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",))
+                     references=("stragglers: a synchronous step waits for the expected maximum of N normal step "
+                                 "times",))
     e_rest = expected_max_normal(n - 1)
     delay = ctx.define("straggler_delay", e_n * sigma, "s",
                        "expected wait for the slowest device per step: e_N·σ",
-                       references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",))
+                       references=("stragglers: a synchronous step waits for the expected maximum of N normal step "
+                                   "times",))
     if _integrated(ctx, b):
         step = ctx.q("step_time", "s")
         waits = step - ctx.q("compute_time", "s") - delay
@@ -162,7 +164,8 @@ def plan_quantities_price(ctx):
         waits = b.q("waits") if b.given("waits") else ctx.q("step_time", "s") - ctx.q("compute_time", "s")
         step = mu + delay + waits
     ctx.define("expected_step", step, "s", "μ + e_N·σ + waits: expected synchronous step",
-               headline=True, references=("Book ch. 10 §10.4.5 (stragglers: expected maximum of N normals)",))
+               headline=True, references=("stragglers: a synchronous step waits for the expected maximum of N normal "
+                                          "step times",))
     z = b.q("slow_z")
     extra = ctx.define("wait_extra", sigma * sp.Max(0, z - e_rest), "s",
                        "wait policy: extra time per step from one device at μ+zσ: σ·max(0, z − e_{N−1})")

@@ -17,6 +17,9 @@ the weights, grads, master and optimizer state of the whole model (from ``use me
 The communication volumes and their exposure are documented in plugins/layout.py and
 plugins/layout_model.py.  Figure ``memory-shards`` draws ``memory_per_gpu`` over d against
 the usable memory (book fig. 10-16, :func:`memory_curve`).
+
+Book provenance of the references: ch. 10 §10.2.1 (state per GPU), §10.3.3 (ZeRO communication
+volume), §10.6.2 (bandwidth across the host cut).
 """
 from __future__ import annotations
 
@@ -26,9 +29,9 @@ from dsl.plugin import Param, UseSpec
 SPEC = UseSpec(
     "zero",
     "ZeRO/FSDP sharding of the training state and its communication on the GPU's link",
-    references=("Book ch. 10 §10.2.1 (ZeRO stages: state per GPU)", "Book ch. 10 §10.3.3 (ZeRO communication volume)",
-                "Book ch. 10 §10.6.2 (bandwidth across the host cut)",
-                "Rajbhandari et al. 2020, 'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",
+    references=("ZeRO stages, training state per GPU, and their communication volume: Rajbhandari et al. 2020, "
+                "'ZeRO: Memory Optimizations Toward Training Trillion Parameter Models'",
+                "bandwidth across the host cut: min(GPU link, NICs per host × NIC bandwidth)",
                 "Jiang et al. 2024, 'MegaScale' (exposed communication)"),
     params=(
         Param("stage", "", "3", "ZeRO stage: 0 plain DP, 1 optimizer, 2 +grads, 3 +weights", kind="int",
@@ -114,4 +117,5 @@ def plan_figures_register():
     from dsl.plugin import FigureSpec
     return [FigureSpec("memory-shards", "Memory per GPU over the sharding degree", _draw_shards,
                        "memory_per_gpu as a function of zero.group against usable memory",
-                       references=("Book ch. 10 §10.2.1, fig. 10-16",))]
+                       references=("memory per GPU against the sharding degree: Rajbhandari et al. 2020, 'ZeRO: "
+                                   "Memory Optimizations Toward Training Trillion Parameter Models'",))]

@@ -65,7 +65,7 @@ class Node:
     div_checks: list = field(default_factory=list)
     range: tuple | None = None   # declared `in [lo, hi]` of an input: exact sympy numbers, base units
     source: str | None = None    # declared `source "…"`
-    references: tuple = ()       # where a plugin's formula comes from (papers, books); shown on request
+    references: tuple = ()       # where a plugin's formula comes from (concept and public source); shown on request
 
     @property
     def numeric(self) -> bool:

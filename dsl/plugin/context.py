@@ -358,9 +358,12 @@ class PlanContext(_ContextBase):
         without a checkpoint model).  A user's plan field of the same name overrides it (and
         defining a quantity under the name of a plan field marks that field for reports).
         ``headline`` quantities appear in ``plan eval``, sorted by ``rank`` (then by the
-        block's order and definition order).  ``references`` are the sources of the formula
-        (papers, books, measurements) as short citations; ``plan explain``, ``plan report``
-        and ``plan eval --sources`` show them, default output does not.
+        block's order and definition order).  ``references`` are the sources of the formula,
+        each naming the concept and, where the formula has one, its public source (paper,
+        report, repository or measurement: "ZeRO communication volume: Rajbhandari et al.
+        2020, 'ZeRO: …'"), never a book chapter, section or issue number
+        (``tests/test_product_output.py`` checks the standard library); ``plan explain``,
+        ``plan report`` and ``plan eval --sources`` show them, default output does not.
         """
         spec = self.ws.plugins.block_of(self._current_plugin)
         order = (rank if rank is not None else 1000 + (spec.order if spec else 100), len(self.ws.nodes))

@@ -2,7 +2,7 @@
 
 Each node shows its value in its display unit, who defined it (a plugin, the plan, a
 declaration), its local formula over the quantities directly below it (names shortened
-within the plan), its documentation, its references (papers, books and measurements the formula comes from) and, for an
+within the plan), its documentation, its references (the concept and the papers, reports and measurements the formula comes from) and, for an
 input, its declared range and source.  A node met a second time is printed once with
 ``(see above)``, so the tree stays linear in the size of the graph.
 """

@@ -1,9 +1,9 @@
 """Where the numbers come from: the references of a plan's shown quantities, of the blocks
 it uses and of the tables shown (``plan eval --sources``, ``plan report``).
 
-References are short citations (papers, books, measurements) that plugins attach to the
-quantities they define (``ctx.define(…, references=(…))``), to their blocks, kinds, tables
-and figures; an input's own ``source "…"`` counts as the reference of that input.  Default
+References are short citations (the concept and its paper, report, repository or
+measurement) that plugins attach to the quantities they define (``ctx.define(…,
+references=(…))``), to their blocks, kinds, tables and figures; an input's own ``source "…"`` counts as the reference of that input.  Default
 output never shows them: a product's numbers are read without the bibliography.
 """
 from __future__ import annotations

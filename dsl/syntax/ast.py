@@ -81,7 +81,7 @@ class Assign:
     span: Span        # the whole `name = value`
     name_span: Span
     range: tuple["Expr", "Expr"] | None = None   # `in [lo, hi]`
-    source: str | None = None                    # `source "Llama 3 report §3.3.2"`
+    source: str | None = None                    # `source "Llama 3 report, Table 4"`
     range_span: Span | None = None
     source_span: Span | None = None
 
