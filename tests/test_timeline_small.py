@@ -131,3 +131,29 @@ def test_design_case_does_not_import_numpy():
             "print('numpy' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _random_holds(rng: random.Random, tl: Timeline, n_holds: int) -> None:
+    ids = list(tl.activities)
+    sizes = [sp.Integer(1), sp.Integer(2), sp.Integer(3), sp.Rational(1, 2), sp.Float(0.1)]
+    for k in range(n_holds):
+        a, b = rng.choice(ids), rng.choice(ids)
+        start = None if rng.random() < 0.15 else (a, rng.choice(["start", "finish"]))
+        end = None if rng.random() < 0.15 else (b, rng.choice(["start", "finish"]))
+        tl.hold(f"h{k}", rng.choice(sizes), pool=rng.choice(["m0", "m1"]), start=start, end=end)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_small_profile_equals_the_numpy_profile(seed):
+    """Memory profiles of a small schedule (the Python event sweep) and of the numpy
+    schedule (the array sweep): the same peak, instant, live holds and steps — with holds
+    that end before they start, run to the end, or have zero length."""
+    rng = random.Random(500 + seed)
+    tl = _random_timeline(rng, rng.randint(2, 30))
+    _random_holds(rng, tl, rng.randint(1, 25))
+    py, ref = tl._compute_small(_num), tl._compute(_num)
+    assert isinstance(py._T, list) and not isinstance(ref._T, list)
+    for pool in ("m0", "m1", "absent"):
+        p1, p2 = tl.profile(pool, _num, py), tl.profile(pool, _num, ref)
+        assert (repr(p1.peak), repr(p1.time), p1.live) == (repr(p2.peak), repr(p2.time), p2.live)
+        assert [(repr(t), repr(v)) for t, v in p1.steps] == [(repr(t), repr(v)) for t, v in p2.steps]

@@ -53,6 +53,9 @@ FULL_LIMIT = 200          # activities up to which the makespan is a full max-pl
 FORM_LIMIT = 64          # non-dominated path forms per activity kept by full_expr
 MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the quantity graph
 SMALL_LIMIT = 200         # activities up to which a timeline built one by one is scheduled without numpy
+PARETO_ARRAYS = 24        # path forms above which the Pareto filter compares int64 blocks (numpy loaded)
+PARETO_IMPORT = 512       # the same when numpy is not loaded yet (its import costs ≈0.1 s: the
+                          # pairwise Python filter of a few hundred forms costs less)
 
 
 _BASIC = None
@@ -1564,6 +1567,7 @@ class Timeline:
             lengths).
         """
         import math
+        import sys
         from operator import add, ge
 
         import sympy as sp
@@ -1615,7 +1619,8 @@ class Timeline:
             # decreasing lexicographic order a dominating row comes before every row it dominates
             if len(forms) <= 1:
                 return forms
-            if len(forms) > 24 and n_terms and max(map(max, forms)) < 2 ** 62 and min(map(min, forms)) > -2 ** 62:
+            big = PARETO_ARRAYS if "numpy" in sys.modules else PARETO_IMPORT
+            if len(forms) > big and n_terms and max(map(max, forms)) < 2 ** 62 and min(map(min, forms)) > -2 ** 62:
                 # as int64 rows, a block at a time: a block's rows that no kept row dominates,
                 # less those another row of the block dominates, are kept
                 import numpy as np
@@ -1867,12 +1872,14 @@ class Timeline:
             return self._profile(pool, num, sched)
 
     def _profile(self, pool: str, num, sched: Schedule) -> Profile:
+        T = getattr(sched, "_T", None)
+        if T is None or (isinstance(T, list) and not self.holds.blocks):
+            # no arrays, or a small timeline's schedule (_compute_small) with holds added one
+            # by one: the event sweep in Python (the same events, order, levels and peak rule)
+            return self._profile_py(pool, num, sched)
         import numpy as np
 
-        T = getattr(sched, "_T", None)
-        if T is None:
-            return self._profile_py(pool, num, sched)
-        if isinstance(T, list):                   # a small timeline's schedule (_compute_small)
+        if isinstance(T, list):
             T = np.asarray(T, dtype=float)
         pools, sizes, pc, sa, sf, ea, ef, sc = self._hold_arrays()
         if pool not in pools:
