@@ -268,7 +268,26 @@ class CommandContext:
 
 def _plugin_commands(disabled: tuple[str, ...]) -> dict:
     from dsl.plugin.manager import get_plugins
-    return get_plugins(blocked=disabled).commands
+    try:
+        return get_plugins(blocked=disabled).commands
+    finally:
+        _resume_gc()
+
+
+_GC_PAUSED = False   # set by console_main: the cyclic GC is off until the imports are done
+
+
+def _resume_gc() -> None:
+    """After the import floor (sympy, the core, the plugins): move every object alive so far
+    into the collector's permanent generation (``gc.freeze``: modules, classes and functions
+    live as long as the process) and turn the collector back on, with the threshold
+    :func:`console_main` set.  A no-op unless :func:`console_main` paused it."""
+    global _GC_PAUSED
+    if _GC_PAUSED:
+        import gc
+        gc.freeze()
+        gc.enable()
+        _GC_PAUSED = False
 
 
 def _apply_limits(args):
@@ -1467,8 +1486,11 @@ def console_main() -> None:
     that ends right after it: the cyclic garbage collector running every 700 allocations while
     sympy builds many thousands of small objects that are never freed in cycles; numpy's
     OpenBLAS starting a thread per core on import; and the interpreter's teardown, which frees
-    every module and object one by one.  So the collector runs less often (all generations are
-    still collected: memory stays bounded), OpenBLAS gets one thread unless the user set
+    every module and object one by one.  So the collector is off while the modules are
+    imported (sympy, the core and the plugins: a fixed set of long-lived objects that
+    collections would only scan again and again) and then runs less often, the imported
+    objects frozen out of its scans (:func:`_resume_gc`; all generations of what the command
+    builds are still collected: memory stays bounded), OpenBLAS gets one thread unless the user set
     ``OPENBLAS_NUM_THREADS`` (no matrix here is large enough to gain from more), and once
     ``main`` has returned, the ``atexit`` handlers have run (the parser's cache is written there)
     and stdout/stderr are flushed, the process leaves with ``os._exit`` and ``main``'s exit
@@ -1478,7 +1500,10 @@ def console_main() -> None:
     import atexit
     import gc
     import os
+    global _GC_PAUSED
     gc.set_threshold(10_000, 10, 10)
+    gc.disable()
+    _GC_PAUSED = True
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         code = main()

@@ -182,6 +182,22 @@ def test_get_prints_the_unit_on_request_and_counts_in_1():
 
 
 # ---------------------------------------------------------------- the program's fast exit
+def test_the_collector_is_paused_only_for_the_programs_imports():
+    """``console_main`` turns the cyclic GC off for the import floor; ``main`` turns it back on
+    (imported objects frozen) once the plugins are loaded, whatever the command; a library
+    caller of ``main`` keeps its collector as it was, nothing frozen."""
+    import subprocess
+    code = ("import gc, sys, dsl.cli as c\n"
+            "c._GC_PAUSED = True; gc.disable()\n"
+            "rc = c.main(['plugins'])\n"
+            "print(rc, gc.isenabled(), c._GC_PAUSED, gc.get_freeze_count() > 1000, file=sys.stderr)\n"
+            "gc.unfreeze(); gc.disable()\n"
+            "c.main(['plugins'])\n"
+            "print(gc.isenabled(), gc.get_freeze_count(), file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.splitlines()[-2:] == ["0 True False True", "False 0"]
+
+
 def test_the_program_exits_with_mains_code_and_everything_written(tmp_path):
     """``plan`` (``dsl.cli:console_main``) leaves with ``os._exit`` after ``main``: the exit
     code is main's, stdout is complete when it is a pipe, and the atexit handlers ran (the

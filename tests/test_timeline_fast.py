@@ -3,6 +3,7 @@ makespan over Pareto-optimal path forms, its form limit, the topological fast pa
 pool index and collected pool totals.  Expected values are worked by hand."""
 from __future__ import annotations
 
+import pytest
 import sympy as sp
 
 from dsl.engine.timeline import Timeline, no_gc
@@ -53,11 +54,22 @@ def test_full_expr_pareto_with_rational_and_huge_coefficients():
             assert set(e.args if isinstance(e, sp.Max) else [e]) == want
 
 
-def test_full_expr_pareto_of_hundreds_of_forms():
+def _pareto_path(arrays: bool, monkeypatch) -> None:
+    """Make the Pareto filter of path forms take its int64 blocks (numpy) or its pairwise
+    Python comparison whatever the number of forms (both must keep the same rows)."""
+    import dsl.engine.timeline as T
+    monkeypatch.setattr(T, "PARETO_ARRAYS", 0 if arrays else 10 ** 9)
+    monkeypatch.setattr(T, "PARETO_IMPORT", 0 if arrays else 10 ** 9)
+
+
+@pytest.mark.parametrize("arrays", [True, False])
+def test_full_expr_pareto_of_hundreds_of_forms(arrays, monkeypatch):
     """300 incomparable branches k·a + (299−k)·b and 300 dominated ones (each ≤ one of them,
     shuffled in): more forms than one block of the int64 comparison, so a row is checked
     against the rows kept from earlier blocks and against its own block."""
     import random
+
+    _pareto_path(arrays, monkeypatch)
 
     a, b = sp.symbols("a b", nonnegative=True)
     keep = [(k, 299 - k) for k in range(300)]
@@ -68,10 +80,13 @@ def test_full_expr_pareto_of_hundreds_of_forms():
     assert set(e.args) == {p * a + q * b for p, q in keep}
 
 
-def test_full_expr_pareto_agrees_with_the_definition():
+@pytest.mark.parametrize("arrays", [True, False])
+def test_full_expr_pareto_agrees_with_the_definition(arrays, monkeypatch):
     """Random fans of 1-60 branches over three inputs: the Max keeps exactly the coefficient
     rows that no other row is ≥ in every column (checked pair by pair here)."""
     import random
+
+    _pareto_path(arrays, monkeypatch)
 
     xs = sp.symbols("x0:3", nonnegative=True)
     rng = random.Random(3)

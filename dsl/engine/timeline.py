@@ -52,6 +52,10 @@ from .deferred import DeferredAttr, DeferredExpr
 FULL_LIMIT = 200          # activities up to which the makespan is a full max-plus expression
 FORM_LIMIT = 64          # non-dominated path forms per activity kept by full_expr
 MIRROR_LIMIT = 5000       # activities up to which each becomes a node of the quantity graph
+SMALL_LIMIT = 200         # activities up to which a timeline built one by one is scheduled without numpy
+PARETO_ARRAYS = 24        # path forms above which the Pareto filter compares int64 blocks (numpy loaded)
+PARETO_IMPORT = 512       # the same when numpy is not loaded yet (its import costs ≈0.1 s: the
+                          # pairwise Python filter of a few hundred forms costs less)
 
 
 _BASIC = None
@@ -466,8 +470,11 @@ class _Binding(Mapping):
                 yield a
 
     def __len__(self):
+        b = self._s._bsrc
+        if isinstance(b, list):          # a small timeline's schedule (Timeline._compute_small)
+            return sum(1 for j in b if j != -1)
         import numpy as np
-        return int(np.count_nonzero(self._s._bsrc != -1))
+        return int(np.count_nonzero(b != -1))
 
 
 @dataclass
@@ -983,6 +990,21 @@ class Timeline:
         unknown activity) and cache it as arrays."""
         return self._arrays()
 
+    def _small(self) -> bool:
+        """A timeline built one activity at a time (no :meth:`add_many` block) of at most
+        :data:`SMALL_LIMIT` activities: its structure, cycle check, mirror and schedule are
+        computed on the predecessor lists of :meth:`edges` in plain Python (no numpy: its
+        import costs more than such a timeline's whole schedule)."""
+        return not self.activities.blocks and len(self.activities) <= SMALL_LIMIT
+
+    def check_structure(self) -> None:
+        """:meth:`structure`'s check (``KeyError(name, referrer)`` for a dependency on an
+        unknown activity) without building the arrays of a small timeline."""
+        if self._small():
+            self.edges()
+        else:
+            self._arrays()
+
     def unanchored(self):
         """``(hold, anchor)`` of the first hold anchored to an unknown activity, or None."""
         acts = self.activities
@@ -1043,8 +1065,6 @@ class Timeline:
         """``(rows, edges)`` to mirror the activities into the quantity graph: rows
         ``(id, duration, resource, plugin, doc)`` in order, edges the distinct ``(pred, succ)``
         id pairs sorted (built from the columns, no activity object per row)."""
-        import numpy as np
-
         rows = []
         for seg in self.activities._segs:
             if seg[0] == "one":
@@ -1058,8 +1078,14 @@ class Timeline:
                 for i, (dc, rc) in enumerate(zip(b.dcode.tolist(), b.rcode.tolist())):
                     rows.append((names[i], durs[dc], None if rc < 0 else res[rc], b.plugin,
                                  "" if doc is None else doc(i)))
-        n, dst, src, _, _ = self._arrays()
         ids = [r[0] for r in rows]
+        if self._small():
+            _, preds = self.edges()
+            pairs_ = {(j, i) for i, ps in enumerate(preds) for j, _, _ in ps}
+            return rows, sorted((ids[u], ids[v]) for u, v in pairs_)
+        import numpy as np
+
+        n, dst, src, _, _ = self._arrays()
         pairs = np.sort(src.astype(np.int64) * max(n, 1) + dst)     # np.unique without importing numpy.ma
         if len(pairs) > 1:
             pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
@@ -1167,6 +1193,9 @@ class Timeline:
         return gens if done == n or partial else None
 
     def has_cycle(self) -> bool:
+        if self._small():
+            ids, preds = self.edges()
+            return self.topo(len(ids), preds) is None
         return bool(len(self.activities)) and self._gens() is None
 
     def _hold_arrays(self):
@@ -1205,6 +1234,10 @@ class Timeline:
     def compute(self, num) -> Schedule:
         """Nominal schedule.  ``num(expr)`` evaluates a sympy expression to a float."""
         with no_gc():
+            if self._small():
+                sch = self._compute_small(num)
+                if sch is not None:
+                    return sch
             return self._compute(num)
 
     def _compute(self, num) -> Schedule:
@@ -1353,6 +1386,117 @@ class Timeline:
         sch._path_idx = path
         return sch
 
+    def _compute_small(self, num) -> Schedule | None:
+        """:meth:`_compute` for a small timeline (:meth:`_small`), in plain Python on the
+        predecessor lists of :meth:`edges`: the same float operations in the same order per
+        activity (a start is the largest of its predecessors' ready times ``T[pred] + lag``,
+        then a later release; the binding edge the first whose ready time equals the start, a
+        release binding on ties; latest starts ``min(span, LS[succ] − lag (+ duration for a
+        start-to-start edge)) − duration``; slack kept above ``1e-9·max(1, |span|)``), so the
+        same schedule.  Returns None — the caller then takes :meth:`_compute` — when a value is
+        not a finite float or is −0.0, where numpy's ``maximum``/``fmax`` and Python's ``max``
+        may differ (NaN propagation, the sign of a zero)."""
+        import math
+
+        ids, preds = self.edges()
+        n = len(ids)
+        order = self.topo(n, preds)
+        if order is None:
+            raise ValueError("cycle")
+        # nominal values, in _columns' order: durations and releases by activity, then lags
+        cache: dict = {}
+
+        def f(e):
+            v = cache.get(e)
+            if v is None:
+                v = cache[e] = float(num(e))
+            return v
+
+        acts = self.activities._single
+        dur = [0.0] * n
+        rel: list = [None] * n
+        for i, a in enumerate(acts.values()):
+            dur[i] = f(a.duration)
+            if a.release is not None:
+                rel[i] = f(a.release)
+        lagtab: list = []
+        lagpos: dict = {}
+        ecode: list = []                          # per activity, its edges' lag codes (-1: none)
+        for ps in preds:
+            cs = []
+            for _, e, _ in ps:
+                if e is None:
+                    cs.append(-1)
+                    continue
+                c = lagpos.get(e)
+                if c is None:
+                    c = lagpos[e] = len(lagtab)
+                    lagtab.append(e)
+                cs.append(c)
+            ecode.append(cs)
+        lagv = [f(e) for e in lagtab]
+        for v in (*dur, *lagv, *(r for r in rel if r is not None)):
+            if not math.isfinite(v) or (v == 0.0 and math.copysign(1.0, v) < 0):
+                return None
+        self._lagtab = lagtab
+        start = [0.0] * n
+        finish = [0.0] * n
+        bsrc = [-1] * n
+        blag = [-1] * n
+        bstart = [False] * n
+        for i in order:                           # forward pass (predecessors come first)
+            best = None
+            be = -1
+            for k, (j, _, on) in enumerate(preds[i]):
+                c = ecode[i][k]
+                v = (start[j] if on == "start" else finish[j]) + (0.0 if c < 0 else lagv[c])
+                if best is None or v > best:
+                    best, be = v, k
+            r = rel[i]
+            s = (0.0 if r is None else r) if best is None else (best if r is None or r < best else r)
+            start[i] = s
+            finish[i] = s + dur[i]
+            if r is not None and r >= s:          # a release that binds (on ties too)
+                bsrc[i] = -2
+            elif be >= 0:
+                j, _, on = preds[i][be]
+                bsrc[i], blag[i], bstart[i] = j, ecode[i][be], on == "start"
+        span = max(finish) if n else 0.0
+        tol = 1e-9 * max(1.0, abs(span))
+        succ: list[list] = [[] for _ in range(n)]
+        for i, ps in enumerate(preds):
+            for k, (j, _, on) in enumerate(ps):
+                c = ecode[i][k]
+                succ[j].append((i, 0.0 if c < 0 else lagv[c], on == "start"))
+        LS = [0.0] * n
+        for i in reversed(order):                 # backward pass (successors come first)
+            lf = span
+            for k, lag, st in succ[i]:
+                v = (LS[k] - lag) + (dur[i] if st else 0.0)
+                if v < lf:
+                    lf = v
+            LS[i] = lf - dur[i]
+        slack = []
+        for i in range(n):
+            d = LS[i] - start[i]
+            slack.append(d if d > tol else 0.0)
+        path = []
+        if n:                                     # from the last-finishing activity back
+            cur = max(range(n), key=finish.__getitem__)
+            seen = set()
+            while cur >= 0 and cur not in seen:
+                seen.add(cur)
+                path.append(cur)
+                cur = bsrc[cur]
+            path.reverse()
+        sids = _Ids(self.activities)
+        sch = Schedule(sids, start, finish, span, [sids[i] for i in path], slack, None,
+                       _bsrc=bsrc, _blag=blag, _bstart=bstart)
+        sch.binding = _Binding(self, sch)
+        sch._T = [t for pair in zip(start, finish) for t in pair]
+        sch._path_idx = path
+        return sch
+
     @staticmethod
     def path_to(sched: Schedule, activity: str) -> list[str]:
         """The binding chain of ``activity`` at nominal values, first to last, ending with it."""
@@ -1423,9 +1567,9 @@ class Timeline:
             lengths).
         """
         import math
+        import sys
         from operator import add, ge
 
-        import numpy as np
         import sympy as sp
         from fractions import Fraction
 
@@ -1475,9 +1619,12 @@ class Timeline:
             # decreasing lexicographic order a dominating row comes before every row it dominates
             if len(forms) <= 1:
                 return forms
-            if len(forms) > 24 and n_terms and max(map(max, forms)) < 2 ** 62 and min(map(min, forms)) > -2 ** 62:
+            big = PARETO_ARRAYS if "numpy" in sys.modules else PARETO_IMPORT
+            if len(forms) > big and n_terms and max(map(max, forms)) < 2 ** 62 and min(map(min, forms)) > -2 ** 62:
                 # as int64 rows, a block at a time: a block's rows that no kept row dominates,
                 # less those another row of the block dominates, are kept
+                import numpy as np
+
                 rows = list(forms)
                 a = np.array(rows, dtype=np.int64)
                 order = np.lexsort(a.T[::-1])[::-1]          # decreasing lexicographic order
@@ -1725,11 +1872,15 @@ class Timeline:
             return self._profile(pool, num, sched)
 
     def _profile(self, pool: str, num, sched: Schedule) -> Profile:
+        T = getattr(sched, "_T", None)
+        if T is None or (isinstance(T, list) and not self.holds.blocks):
+            # no arrays, or a small timeline's schedule (_compute_small) with holds added one
+            # by one: the event sweep in Python (the same events, order, levels and peak rule)
+            return self._profile_py(pool, num, sched)
         import numpy as np
 
-        T = getattr(sched, "_T", None)
-        if T is None:
-            return self._profile_py(pool, num, sched)
+        if isinstance(T, list):
+            T = np.asarray(T, dtype=float)
         pools, sizes, pc, sa, sf, ea, ef, sc = self._hold_arrays()
         if pool not in pools:
             return Profile(pool, 0.0, 0.0, [], [])

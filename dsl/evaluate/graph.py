@@ -68,7 +68,7 @@ class GraphMixin:
             return      # the activity limit stopped a plugin (reported): checking a partial timeline is moot
         span = self.decls[tl.plan].ast.name_span
         try:
-            tl.structure()
+            tl.check_structure()
         except KeyError as e:
             other, who = e.args[0]
             slot = self.plugins.slot_of_timeline(tl.name)

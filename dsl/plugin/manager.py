@@ -107,6 +107,40 @@ def _attributed(impl, warnings: list[str], hook: str) -> None:
     impl.function = run    # HookImpl keeps argnames; pluggy calls function(*args) in that order
 
 
+_MANAGER_CLASS = None
+
+
+def _manager_class():
+    """``pluggy.PluginManager`` with a cheaper scan of module plugins (built once).
+
+    pluggy's ``register`` asks ``parse_hookimpl_opts`` about every name of a plugin's
+    namespace, and the default looks each one up with ``inspect.getattr_static`` (≈1,400
+    names over the standard plugins, most of them imports and constants).  For a module, a
+    name whose value is not a function, ``staticmethod``, ``classmethod`` or bound method, or
+    is a plain function without the ``plan_impl`` marker, cannot be a hook implementation
+    under pluggy's own rules, so it is skipped here without the lookup; every other name (and
+    every plugin that is not a module) goes to pluggy's implementation unchanged."""
+    global _MANAGER_CLASS
+    if _MANAGER_CLASS is None:
+        import types
+
+        import pluggy
+
+        hookable = (types.FunctionType, staticmethod, classmethod, types.MethodType)
+
+        class _Manager(pluggy.PluginManager):
+            def parse_hookimpl_opts(self, plugin, name):
+                if isinstance(plugin, types.ModuleType):
+                    v = plugin.__dict__.get(name)
+                    if not isinstance(v, hookable) or (type(v) is types.FunctionType
+                                                       and self.project_name + "_impl" not in v.__dict__):
+                        return None
+                return super().parse_hookimpl_opts(plugin, name)
+
+        _MANAGER_CLASS = _Manager
+    return _MANAGER_CLASS
+
+
 def get_plugin_manager(blocked: tuple[str, ...] = (), extra: tuple = ()):
     """Create a pluggy manager with the hookspecs, entry-point plugins and ``extra`` objects.
 
@@ -121,7 +155,7 @@ def get_plugin_manager(blocked: tuple[str, ...] = (), extra: tuple = ()):
 
     from . import hookspecs
 
-    pm = pluggy.PluginManager("plan")
+    pm = _manager_class()("plan")
     pm.add_hookspecs(hookspecs)
     warnings: list[str] = []
     for name in blocked:

@@ -8,7 +8,6 @@ for common mistakes, a hint.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from . import ast as A
@@ -16,12 +15,12 @@ from dsl.syntax.diagnostics import Diagnostic, PlanError, Span, remember_source,
 
 
 def grammar_path() -> Path:
-    """Locate ``grammar.lark``: inside the installed package, else at the repository root."""
-    packaged = resources.files("dsl").joinpath("grammar.lark")
-    if packaged.is_file():
-        return Path(str(packaged))
-    root = Path(__file__).resolve().parents[2] / "grammar.lark"
-    return root
+    """Locate ``grammar.lark``: inside the installed package, else at the repository root
+    (looked up beside the package directory like the catalog, ``dsl.resolve.loader.catalog_dir``;
+    ``importlib.resources`` costs a few ms on every run for the same directory)."""
+    here = Path(__file__).resolve().parents[1]      # the dsl package
+    packaged = here / "grammar.lark"
+    return packaged if packaged.is_file() else here.parent / "grammar.lark"
 
 
 def cache_dir() -> Path | None:
