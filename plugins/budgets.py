@@ -324,9 +324,11 @@ def fit_law(obs):
     D = np.array([o[1] for o in obs])
     y = np.array([o[2] for o in obs])
 
-    def model(x, N, D):
+    log_n, log_d = np.log(N), np.log(D)       # the same arrays at every evaluation
+
+    def residuals(x):
         E, la, lb, al, be = x
-        return E + np.exp(la - al * np.log(N)) + np.exp(lb - be * np.log(D))
+        return E + np.exp(la - al * log_n) + np.exp(lb - be * log_d) - y
 
     best = None
     for al0 in (0.2, 0.35, 0.5):
@@ -334,7 +336,7 @@ def fit_law(obs):
             for e0 in (0.5 * y.min(), 0.9 * y.min()):
                 x0 = [e0, np.log(max(y.max() - e0, 1e-3)) + al0 * np.log(N.min()),
                       np.log(max(y.max() - e0, 1e-3)) + be0 * np.log(D.min()), al0, be0]
-                r = least_squares(lambda x: model(x, N, D) - y, x0, method="trf",
+                r = least_squares(residuals, x0, method="trf",
                                   bounds=([0, -50, -50, 0.01, 0.01], [y.min(), 200, 200, 3, 3]),
                                   xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=20000)
                 if best is None or r.cost < best.cost - 1e-18:
