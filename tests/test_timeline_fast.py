@@ -250,3 +250,31 @@ def test_array_schedule_matches_the_definitions():
         path = sc.path                                # a chain of bindings ending at the makespan
         assert F[int(path[-1][1:])] == span
     check()
+
+
+def test_expanded_terms_of_durations_with_max_factors_are_sympys():
+    """The path forms read a duration's expanded terms; a Max/Min that is a plain factor is
+    expanded once on its own (dsl.engine.timeline._expanded_terms).  Reference: sympy.expand
+    of the whole expression — the same terms (structurally) and coefficients, for plain
+    factors, nested Max, shared Max, and the cases that must fall back to the whole expansion
+    (a Max under a power or a function, two Max whose expansions coincide, a Max whose
+    expansion decides it)."""
+    from dsl.engine.timeline import _expanded_terms
+    L, m, h, f, e, p, w, q = sp.symbols("L m h f e p w q", real=True)
+    gemm = sp.Max((f + 2 * h * (m + 1)) / (e * p), (2 * m + 4 * h) / (w * q))
+    gemm2 = sp.Max(m * h * (f + 1) / (e * p), (m + h) * (f + 2) / (w * q))
+    exprs = [
+        L * (m * h * gemm + 3 * gemm2) + sp.Rational(7, 4) * m * h / w,      # roofline: plain factors
+        L * (gemm - gemm2) * (1 + h) + 2 * gemm * gemm2,                     # products of two Max
+        L * sp.Max(1, sp.Min(2, 16 / p)) * (h + m),                          # nested Min inside a Max
+        sp.sqrt(gemm) * L + gemm2,                                           # a Max under a power
+        sp.exp(gemm2) + L * gemm,                                            # … under a function
+        L * sp.Max(h * (m + 1), 3) + L * sp.Max(h * m + h, 3, evaluate=False),   # two, one expansion
+        L * sp.Max(2 * (h + 1), 2 * h + 1) + m,                              # expansion decides it
+        0.3 * m * gemm + sp.Float("1.5") * L,                                # float coefficients
+    ]
+    for x in exprs:
+        want = dict(sp.expand(x).as_coefficients_dict())
+        got = dict(_expanded_terms(x))
+        assert got == want, x
+        assert {sp.srepr(t) for t in got} == {sp.srepr(t) for t in want}

@@ -43,6 +43,7 @@ left out (it cannot bind), which keeps long chains with resource order linear in
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -517,6 +518,51 @@ class Profile:
             t, v = self._steps
             self._steps = list(zip(t.tolist(), v.tolist()))
         return self._steps
+
+
+def _expanded_terms(e):
+    """``sympy.expand(e).as_coefficients_dict().items()``, with each ``Max``/``Min`` expanded once
+    per process.
+
+    ``expand`` rebuilds every ``Max`` whose arguments it expands, and each rebuild re-runs
+    ``Max``'s pairwise comparison of the arguments (``factor_terms`` of their differences, a
+    few ms); a roofline duration holds one ``Max`` per GEMM, and the forward and backward
+    durations the same ones.  Where every ``Max``/``Min`` of ``e`` is a plain factor of a term
+    (reached through sums and products only), ``expand`` treats it as an opaque factor: its
+    result is the expansion of ``e`` with each such factor replaced by a symbol, and the factor
+    put back as its own expansion (remembered) — the same terms with the same coefficients.
+    Anything else (a ``Max`` under a power or a function, two whose expansions coincide, one
+    whose expansion is no longer a ``Max``/``Min``) is expanded as a whole.
+    """
+    import sympy as sp
+
+    factors: dict = {}
+    stack = [(e, True)]
+    while stack:
+        x, plain = stack.pop()
+        if isinstance(x, (sp.Max, sp.Min)):
+            if not plain:
+                factors = {}
+                break
+            factors[x] = None
+        elif x.args:
+            plain = plain and (x.is_Add or x.is_Mul)
+            stack.extend((a, plain) for a in x.args)
+    if factors:
+        masks = {m: sp.Dummy() for m in factors}
+        back = {d: _expanded(m) for m, d in masks.items()}
+        if all(isinstance(x, (sp.Max, sp.Min)) for x in back.values()) and len(set(back.values())) == len(back):
+            return [(t.xreplace(back), c)
+                    for t, c in sp.expand(e.xreplace(masks)).as_coefficients_dict().items()]
+    return sp.expand(e).as_coefficients_dict().items()
+
+
+@functools.lru_cache(maxsize=1024)
+def _expanded(m):
+    """``sympy.expand(m)`` of one ``Max``/``Min`` (remembered: the durations of a timeline, and
+    of the plans of a file, share them)."""
+    import sympy as sp
+    return sp.expand(m)
 
 
 @dataclass
@@ -1582,7 +1628,7 @@ class Timeline:
         def vec(e):
             if e is not None and e not in sparse:
                 acc: dict = {}
-                for t, c in sp.expand(e).as_coefficients_dict().items():
+                for t, c in _expanded_terms(e):
                     if c.is_Float:                  # a decimal literal: its exact binary value
                         c = sp.Rational(c)
                     if not c.is_Rational:           # irrational coefficient: the whole term is one input
