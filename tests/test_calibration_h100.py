@@ -181,6 +181,11 @@ def test_dgxc_fp8_speedup_over_bf16_is_at_least_nvidias_lower_bound():
     assert min(ratios) == pytest.approx(14.98 / 11.39) and max(ratios) == pytest.approx(17.52 / 11.31)
 
 
+# every test of this module on one pytest-xdist worker (--dist loadgroup): the module-scoped
+# predictions (19 plans priced, ≈10 s) are computed once instead of once per worker
+pytestmark = pytest.mark.xdist_group("calibration_h100")
+
+
 # ---------------------------------------------------------------- the predictions
 @pytest.fixture(scope="module")
 def bench():
