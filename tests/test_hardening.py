@@ -412,7 +412,8 @@ def test_checkpoint_interval_beyond_range(tmp_path):
 def _case_variant(name: str, old: str, new: str) -> Path:
     text = (CASES / name).read_text(encoding="utf-8")
     assert old in text
-    p = CASES / f"_hardening_{name}"
+    # a file of its own per variant: parametrised variants of one case run on different workers
+    p = CASES / f"_hardening_{zlib.crc32((old + chr(0) + new).encode())}_{name}"
     p.write_text(text.replace(old, new, 1), encoding="utf-8")
     return p
 
