@@ -34,6 +34,7 @@ here, and a value fitted to these runs is not a device measurement.
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import sys
 
@@ -197,15 +198,30 @@ def rows(bench):
     return {r.name: r for r in bench.read_rows()}
 
 
-@pytest.fixture(scope="module")
-def predicted(bench, rows):
-    return bench.predict(list(rows.values()))
+@functools.lru_cache(maxsize=None)
+def _predicted():
+    b = _bench()
+    return b.predict(b.read_rows())
 
 
-@pytest.fixture(scope="module")
-def fitted(bench, rows):
-    eta = bench.fit_matmul_efficiency(list(rows.values()))
-    return eta, bench.predict([r for r in rows.values() if not r.fp8], "0 %", eta)
+@functools.lru_cache(maxsize=None)
+def _fitted():
+    b = _bench()
+    rows = b.read_rows()
+    eta = b.fit_matmul_efficiency(rows)
+    return eta, b.predict([r for r in rows if not r.fp8], "0 %", eta)
+
+
+# once per test process: pytest tears a module fixture down whenever pytest-xdist runs a test of
+# another module in between, and these price 19 and 14 plans (≈8 and ≈6 s)
+@pytest.fixture()
+def predicted():
+    return _predicted()
+
+
+@pytest.fixture()
+def fitted():
+    return _fitted()
 
 
 def _names(source, precision=None):
