@@ -528,10 +528,13 @@ def distinct_experts(E, k, n, skew=0):
 def _hit_sum(n, E, k, skew):
     """Σ_i 1 − (1 − q_i)^n for a number or numpy array n (the terms added in expert order, the
     same operations for both, so an array element equals the number bit for bit)."""
-    import numpy as np
     if isinstance(n, sp.Basic):
         n = float(n)
-    x = n if isinstance(n, (int, float)) else np.asarray(n, dtype=float)
+    if isinstance(n, (int, float)):
+        x = n                                   # a scheduler step: no numpy (small plans never load it)
+    else:
+        import numpy as np
+        x = np.asarray(n, dtype=float)
     total = 0.0
     for q in expert_inclusion(int(E), int(k), float(skew)):
         total = total + (1 - (1 - q) ** x)

@@ -47,6 +47,7 @@ ERROR = 0.10                      # the model's stated error on these comparison
 SPEEDUP = (1.2, 1.5)              # FP8 over BF16, Megatron-Bridge docs/performance-guide.md
 
 
+@functools.lru_cache(maxsize=None)
 def _bench():
     spec = importlib.util.spec_from_file_location("h100_megatron_bridge",
                                                   REPO_ROOT / "benchmarks" / "h100_megatron_bridge.py")
