@@ -43,13 +43,25 @@ tokens/s/GPU: AIConfigurator's ``tokens/s/gpu``; ours b·osl / (TTFT + (osl − 
 static (its definition: b requests of osl tokens per request latency) and b·(osl − 1) / Σ step
 times / tp for agg.
 
-Routing (MoE): AIConfigurator times Qwen3 MoE layers under power-law routing of exponent 1.2
-(aiconfigurator_core/sdk/models/moe.py ``_power_law_alpha = 1.2``; its collector's documentation,
-"Power-Law Distribution in MoE Workload Simulation", says of that exponent "top 20 % of experts
-handle ~65 % of the workload").  Ours prices the same workload: ``expert_skew`` =
-``skew_for_top_share(E, k, 0.65)`` (0.91 for Qwen3-30B-A3B's 128 experts, top-8), the Zipf
-popularity at which the top 20 % of experts take 65 % of the routed tokens.  ``--routing uniform``
-prices uniform routing instead (the step model's default).
+Routing (MoE): AIConfigurator times Qwen3 MoE layers under synthetic power-law routing of
+exponent 1.2 (aiconfigurator_core/sdk/models/moe.py ``_power_law_alpha = 1.2``).  Its collector
+draws the workload of a step of T tokens (ai-dynamo/aiconfigurator collector/helper.py
+``_generate_power_law_distribution``): E expert loads iid from a power law of exponent α on
+[0.01, 2] when T·k ≤ E and on [1, 0.8·T] when T·k > E, scaled to T·k tokens, rounded, capped at
+T, the capped excess and the tokens rounding left out added one at a time to the least-loaded
+expert and a rounding surplus taken one at a time from the most-loaded one.  The
+number of distinct experts such a step reads therefore jumps where T·k passes E (about 59 of 128
+at 16 tokens, 107 at 32 for Qwen3-30B-A3B's top-8): no fixed expert popularity has that shape.
+Ours prices the same workload (``--routing aic``, the default): :func:`aic_experts_hit` is the
+expected number of distinct experts of that draw (Monte Carlo, 4,000 draws, fixed seed), and a
+step of T tokens is priced at the ``expert_skew`` whose expected distinct experts equal it
+(:func:`skew_for_experts_hit`; uniform routing when the draw hits as many experts as uniform
+routing or more).  ``--routing top20`` prices one fixed Zipf popularity instead, the one at which
+the top 20 % of experts take 65 % of the routed tokens (the collector's documentation,
+"Power-Law Distribution in MoE Workload Simulation", says of exponent 1.2 "top 20 % of experts
+handle ~65 % of the workload"; ``skew_for_top_share(E, k, 0.65)`` = 0.91); ``--routing uniform``
+prices uniform routing (the step model's default).  Only the routing — the workload AIConfigurator
+measured under — is taken from its source; the kernel times are our device model's.
 
 Device constants: the catalog's peak_flops and mem_bw with the efficiency fields of the
 device (generic defaults of plugins/serving_step.py when the catalog has none); the TP link is
@@ -60,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import logging
 import math
 import os
@@ -110,40 +123,109 @@ def link_fields(ws, name):
 #: AIConfigurator's MoE workload: the share of routed tokens its power-law routing of exponent
 #: 1.2 puts on the top 20 % of experts, as its collector's documentation states it
 AIC_TOP20_SHARE = 0.65
+#: the exponent of AIConfigurator's power-law routing for Qwen3 MoE (sdk/models/moe.py)
+AIC_ALPHA = 1.2
+ROUTINGS = ("aic", "top20", "uniform")
 
 
-def routing_knobs(ws, model, routing="aic"):
-    """Step knobs for ``model``'s routing: {} for a dense model or ``routing`` = "uniform";
-    for "aic", ``expert_skew`` at which the top 20 % of experts take :data:`AIC_TOP20_SHARE`
-    of the routed tokens (:func:`plugins.serving_step.skew_for_top_share`)."""
+@functools.lru_cache(maxsize=None)
+def aic_experts_hit(T, E, k, alpha=AIC_ALPHA, draws=4000, seed=0):
+    """Expected distinct experts (of ``E``, top-``k``) a step of ``T`` tokens reads under
+    AIConfigurator's synthetic routing (module docstring; ai-dynamo/aiconfigurator
+    collector/helper.py ``_generate_power_law_distribution``, expert parallelism 1): loads x_i
+    drawn from the power law p(x) ∝ x^−α on [0.01, 2] (T·k ≤ E) or [1, 0.8·T] (T·k > E) by the
+    inverse CDF, counts round(x_i·T·k / Σx), capped at T; the capped excess and the tokens rounding
+    left out go one at a time to the least-loaded expert — empty experts first, so each of them
+    adds one expert hit — and a rounding surplus is taken one at a time from the most-loaded
+    expert, which empties experts only once every count is down to 1 (then the hits are T·k).
+    Mean over ``draws`` draws of one numpy generator seeded ``seed`` (numpy rounds halves to
+    even, as torch.round).  Exact at the ends: k at T = 1 (every count capped at one token), E
+    once the smallest load still rounds to a token.  Returns experts (float)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lo, hi = (1.0, 0.8 * T) if T * k > E else (0.01, 2.0)
+    u = rng.random((draws, E))
+    a = 1.0 - alpha
+    x = ((hi ** a - lo ** a) * u + lo ** a) ** (1.0 / a)
+    n = np.round(x / x.sum(axis=1, keepdims=True) * (T * k))
+    excess = np.clip(n - T, 0, None).sum(axis=1)
+    n = np.minimum(n, T)
+    hit = np.minimum(E, (n >= 1).sum(axis=1) + excess)       # the excess fills empty experts first
+    delta = T * k - n.sum(axis=1) - excess                   # tokens still missing (< 0: surplus)
+    hit = np.where(delta >= 0, np.minimum(E, hit + delta), np.minimum(hit, T * k))
+    return float(hit.mean())
+
+
+@functools.lru_cache(maxsize=None)
+def skew_for_experts_hit(E, k, T, hit):
+    """The ``expert_skew`` s ≥ 0 at which a step of ``T`` tokens hits ``hit`` distinct experts in
+    expectation (:func:`plugins.serving_step.distinct_experts`, decreasing in s): 0 when ``hit`` is
+    at least the uniform count, else bisection to 1e-9 on [0, 64]."""
+    from plugins.serving_step import distinct_experts
+
+    f = lambda s: float(distinct_experts(E, k, T, s)) - hit   # noqa: E731
+    if f(0.0) <= 0:
+        return 0.0
+    lo, hi = 0.0, 64.0
+    while hi - lo > 1e-9:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def routing_knobs(ws, model, routing="top20"):
+    """Step knobs for ``model``'s routing: {} for a dense model or ``routing`` = "uniform" (or
+    "aic", whose skew depends on the step: :func:`routed`); for "top20", ``expert_skew`` at which
+    the top 20 % of experts take :data:`AIC_TOP20_SHARE` of the routed tokens
+    (:func:`plugins.serving_step.skew_for_top_share`)."""
     from plugins.serving_step import skew_for_top_share
 
-    if routing == "uniform" or not ws.has(f"{model}.experts"):
+    if routing != "top20" or not ws.has(f"{model}.experts"):
         return {}
     E, k = int(ws.base_value(f"{model}.experts")), int(ws.base_value(f"{model}.experts_per_token"))
     return {"expert_skew": skew_for_top_share(E, k, AIC_TOP20_SHARE)}
 
 
-def ours_static(c, b, isl, osl):
+def routed(ws, model, c, routing="aic"):
+    """The step constants of a step of T tokens, as a function of T: ``c`` itself, except for a
+    mixture of experts under ``routing`` = "aic", where ``expert_skew`` reproduces
+    AIConfigurator's expected distinct experts at T (:func:`aic_experts_hit`,
+    :func:`skew_for_experts_hit`)."""
+    if routing != "aic" or not ws.has(f"{model}.experts"):
+        return lambda T: c
+    E, k = int(ws.base_value(f"{model}.experts")), int(ws.base_value(f"{model}.experts_per_token"))
+
+    def at(T):
+        s = skew_for_experts_hit(E, k, int(T), aic_experts_hit(int(T), E, k))
+        return c if s == 0.0 else {**c, "expert_skew": s, "expert_counts": (E, k)}
+    return at
+
+
+def ours_static(cT, b, isl, osl):
+    """(TTFT, TPOT, tokens/s/GPU) of a static batch; ``cT``: step constants by tokens in the step
+    (:func:`routed`)."""
     from plugins.serving_step import static_batch
 
-    ttft, tpot = static_batch(c, b, isl, osl)
+    c = cT(b * isl)
+    ttft = static_batch(c, b, isl, osl)[0]
+    tpot = static_batch(cT(b), b, isl, osl)[1]
     return ttft, tpot, b * osl / (ttft + (osl - 1) * tpot) / c["tp"]
 
 
-def ours_agg(c, b, isl, osl, layers):
+def ours_agg(cT, b, isl, osl, layers):
     from plugins.serving_step import step_time
 
     ctx = isl
     fill = math.ceil(isl * b / ctx)
     mid = isl + osl / 2                                   # mean context of a decoding sequence
     if b == 1:
-        mix = float(step_time(c, ctx, 0, 0))
-        gen = float(step_time(c, 0, 1, mid))
+        mix = float(step_time(cT(ctx), ctx, 0, 0))
+        gen = float(step_time(cT(1), 0, 1, mid))
         n_mix, n_gen, n_mix_tpot = 1, osl - 1, 0
     else:
-        mix = float(step_time(c, ctx, b - 1, (b - 1) * mid))
-        gen = float(step_time(c, 0, b, b * mid))
+        mix = float(step_time(cT(ctx + b - 1), ctx, b - 1, (b - 1) * mid))
+        gen = float(step_time(cT(b), 0, b, b * mid))
         n_mix = fill
         n_gen = max(osl - fill, 0)
         n_mix_tpot = n_mix
@@ -153,29 +235,31 @@ def ours_agg(c, b, isl, osl, layers):
     tpot = (mix * n_mix_tpot + gen * n_gen) / steps
     total = n_mix * mix + n_gen * gen
     thr = b * (osl - 1) / total
-    thr = min(thr, b * (osl - 1) / (ttft + tpot * (osl - 1))) / c["tp"]
+    thr = min(thr, b * (osl - 1) / (ttft + tpot * (osl - 1))) / cT(b)["tp"]
     return ttft, tpot, thr
 
 
-def ours_disagg(c, b, isl, osl):
+def ours_disagg(cT, b, isl, osl):
     """(TTFT, TPOT, tokens/s/GPU) of one prefill worker (one prompt a step) and one decode
     worker of b sequences, each of c["tp"] GPUs, with AIConfigurator's schedule factors."""
     from plugins.serving_step import static_batch
 
-    prefill, _ = static_batch(c, 1, isl, osl)
-    _, decode = static_batch(c, b, isl, osl)
+    prefill, _ = static_batch(cT(isl), 1, isl, osl)
+    _, decode = static_batch(cT(b), b, isl, osl)
     p_step, tpot = prefill * DISAGG_PREFILL_SCALE, decode * DISAGG_DECODE_SCALE
     seq_s = min(DISAGG_PREFILL_DEGRADE / p_step, DISAGG_DECODE_DEGRADE * b / (tpot * (osl - 1)))
-    return p_step * DISAGG_TTFT_QUEUE, tpot, seq_s * osl / (2 * c["tp"])
+    return p_step * DISAGG_TTFT_QUEUE, tpot, seq_s * osl / (2 * cT(b)["tp"])
 
 
 def ours(mode, c, b, isl, osl, layers):
-    """Our (TTFT, TPOT, tokens/s/GPU) in s and token/s for one grid point of ``mode``."""
+    """Our (TTFT, TPOT, tokens/s/GPU) in s and token/s for one grid point of ``mode``; ``c``: the
+    step constants, or a function of the tokens in a step giving them (:func:`routed`)."""
+    cT = c if callable(c) else (lambda T: c)
     if mode == "static":
-        return ours_static(c, b, isl, osl)
+        return ours_static(cT, b, isl, osl)
     if mode == "agg":
-        return ours_agg(c, b, isl, osl, layers)
-    return ours_disagg(c, b, isl, osl)
+        return ours_agg(cT, b, isl, osl, layers)
+    return ours_disagg(cT, b, isl, osl)
 
 
 def stored_rows():
@@ -217,8 +301,9 @@ def main(argv=None):
     ap.add_argument("--isl", type=int, default=2048)
     ap.add_argument("--osl", type=int, default=256)
     ap.add_argument("--backend", default="vllm")
-    ap.add_argument("--routing", choices=("aic", "uniform"), default="aic",
-                    help="MoE routing priced: AIConfigurator's power-law workload (default) or uniform")
+    ap.add_argument("--routing", choices=ROUTINGS, default="aic",
+                    help="MoE routing priced: AIConfigurator's power-law workload step by step (default), "
+                         "one Zipf popularity with 65 %% of the tokens on the top 20 %% of experts, or uniform")
     ap.add_argument("--csv", help="write the AIConfigurator figures and ours to this CSV")
     ap.add_argument("--stored", action="store_true", help="compare against the AIConfigurator figures stored "
                     "in specs/data/serving/ instead of running AIConfigurator (no install needed)")
@@ -248,11 +333,15 @@ def main(argv=None):
            f"{'TPOT aic':>8} {'ours':>8} {'ratio':>6} | {'tok/s/GPU aic':>13} {'ours':>9} {'ratio':>6}")
     print(f"AIConfigurator {aic_version}, backend {args.backend}, ISL {args.isl}, OSL {args.osl}; times in ms")
     for m in models:
-        kn = routing_knobs(ws, m, args.routing)
-        if kn:
-            print(f"{m}: routing priced with expert_skew {kn['expert_skew']:.4f} (top 20 % of experts take "
-                  f"{AIC_TOP20_SHARE:.0%} of the routed tokens, AIConfigurator's power-law workload)")
-        elif ws.has(f"{m}.experts"):
+        if not ws.has(f"{m}.experts"):
+            continue
+        if args.routing == "aic":
+            print(f"{m}: routing priced as AIConfigurator's power-law workload (exponent {AIC_ALPHA}), "
+                  "its expected distinct experts per step")
+        elif args.routing == "top20":
+            print(f"{m}: routing priced with expert_skew {routing_knobs(ws, m, 'top20')['expert_skew']:.4f} "
+                  f"(top 20 % of experts take {AIC_TOP20_SHARE:.0%} of the routed tokens)")
+        else:
             print(f"{m}: routing priced uniform")
     print(hdr)
     print("-" * len(hdr))
@@ -263,8 +352,8 @@ def main(argv=None):
             plan = names[(m, dev)]
             layers = int(ws.base_value(f"{m}.layers"))
             for tp in map(int, args.tps.split(",")):
-                c = step_constants(ws, plan, tp=tp, link=link_fields(ws, link) if tp > 1 else None,
-                                   knobs=routing_knobs(ws, m, args.routing))
+                c = routed(ws, m, step_constants(ws, plan, tp=tp, link=link_fields(ws, link) if tp > 1 else None,
+                                                 knobs=routing_knobs(ws, m, args.routing)), args.routing)
                 for mode in args.modes.split(","):
                     for b in map(int, args.batches.split(",")):
                         if stored is not None:

@@ -39,6 +39,9 @@ def plan_kinds_register():
             Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
                   "weights is the bound (serving decode; default: mem_efficiency)",
                   optional=True, min=0, min_open=True, max=1),
+            Param("expert_read_efficiency", "", doc="fraction of mem_bw the fused MoE kernel reads the weights of "
+                  "the experts a step hits at (serving step; default: weight_read_efficiency)",
+                  optional=True, min=0, min_open=True, max=1),
             Param("max_matmul_efficiency", "", doc="measured maximum achievable matrix-product throughput as a "
                   "fraction of peak_flops (MAMF); the serving step's GEMMs reach at most this (default: "
                   "matmul_efficiency)", optional=True, min=0, min_open=True, max=1),

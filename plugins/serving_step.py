@@ -68,6 +68,15 @@ Sources of the generic values:
   prices the weight reads of the dense matrices, the experts and the LM head.  The A100 SXM 80 GB
   states 0.685: gpt-fast's batch-1 Llama-2-7B BF16 decode reads 1,397 GB/s of its 2,039 GB/s
   (pytorch-labs/gpt-fast README).
+* ``expert_read_efficiency`` (a device field; default the device's ``weight_read_efficiency``):
+  the fraction of mem_bw at which the fused MoE kernel reads the weights of the experts a step
+  hits.  The A100 SXM 80 GB states 0.776: vLLM's fused-MoE kernel (default config) takes 698.1 µs
+  at 64 tokens for a layer of 64 experts of hidden 2,048, FFN 1,408, top-6 — all 64 experts hit,
+  1.105 GB of BF16 weights — so it streams them at no less than 77.6 % of 2,039 GB/s (the whole
+  kernel time taken as the read: the FLOP share of that time is not measured); a whole dense
+  decode step of gpt-fast reaches 68.5 % (vllm-project/vllm pull request 40542;
+  specs/data/serving/README.md).  On the same kernel and Qwen3-30B-A3B's shape, an A100 PCIe
+  40 GB streams at no less than 83 % (vllm-project/vllm pull request 19049, 64 tokens).
 * ``kv_read_efficiency`` and ``decode_attention_call_time`` (device fields; defaults the
   device's ``mem_efficiency`` and 0 s): a decode-attention call of one layer takes
   t0 + KV bytes / (mem_bw·η_kv).  The A100 SXM 80 GB states 19.7 µs and 0.81: the relative
@@ -236,7 +245,7 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         window in tokens; ``None``: every layer attends to the whole context.
     :param knobs: overrides of :data:`GENERIC` (attention_efficiency, kernel_overhead, …).
     :return: dict in base units (per GPU after the TP split): ``peak``, ``mem_bw``, ``eta_mm``,
-        ``F_half``, ``eta_mem``, ``eta_wr`` (weight reads), ``eta_kv`` (decode KV reads),
+        ``F_half``, ``eta_mem``, ``eta_wr`` (weight reads), ``eta_er`` (expert reads), ``eta_kv`` (decode KV reads),
         ``attn_call_time`` (s per layer's decode-attention call), ``eta_attn``;
         ``dense_params``/``dense_bytes`` (matrices outside the routed experts), ``E``, ``k``, ``moe_layers``, ``expert_params``/``expert_bytes``
         (one expert in every MoE layer), ``head_flops``/``head_bytes`` (LM head),
@@ -288,6 +297,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
         # a GEMM whose weight read bounds it (few tokens): its own fraction of mem_bw
         "eta_wr": dev.get("weight_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
+        # the fused MoE kernel's read of the experts it hits: its own fraction of mem_bw
+        "eta_er": dev.get("expert_read_efficiency",
+                          dev.get("weight_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"]))),
         "eta_attn": k_["attention_efficiency"],
         # decode attention: its KV read's own fraction of mem_bw and a fixed time per call
         "eta_kv": dev.get("kv_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
@@ -382,7 +394,7 @@ def kv_window_of(model, conv=float):
 #: the optional device fields the step reads (name, unit); a device without one uses the
 #: default of :func:`constants` (GENERIC, or another field: see the module docstring)
 DEVICE_FIELDS = (("matmul_efficiency", ""), ("matmul_half_flops", "FLOP"), ("mem_efficiency", ""),
-                 ("weight_read_efficiency", ""), ("max_matmul_efficiency", ""),
+                 ("weight_read_efficiency", ""), ("expert_read_efficiency", ""), ("max_matmul_efficiency", ""),
                  ("kv_read_efficiency", ""), ("decode_attention_call_time", "s"))
 
 
@@ -680,7 +692,7 @@ def _experts(c, T, o):
     # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
     # fused kernel's weight read and its MMAs do not overlap: their sum
     tc = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"])
-    tm = hit * c["expert_bytes"] / _weight_bw(c)
+    tm = hit * c["expert_bytes"] / (c["mem_bw"] * c.get("eta_er", c.get("eta_wr", c["eta_mem"])))
     return (tc + tm, tc, tm)
 
 
