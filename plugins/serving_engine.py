@@ -157,6 +157,8 @@ ENGINE = UseSpec(
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model served"),
         Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
+        Param("gpus_per_host", "", "8", "GPUs in one host (a TP group above it spans hosts: a warning)", min=1,
+              whole=True),
     ),
     order=58,
     provides=("weights_per_gpu", "kv_bytes_per_token", "kv_block_bytes", "activation_reserve", "runtime_overhead",
@@ -318,6 +320,55 @@ def _large_gpu(ctx, eng, dev, M) -> bool:
     return m0 is not None and t0 is not None and m0 >= t0
 
 
+def tp_split_problem(m, tp: int) -> tuple[str, str] | None:
+    """Why an engine cannot split model ``m`` (a ``DeclView``) over ``tp`` tensor-parallel
+    ranks, as ``(summary, hint)``, or None when it can: every rank holds whole query heads
+    (tp divides the query heads), and whole KV heads — split (tp divides the KV heads) or
+    replicated (tp a multiple of them); latent attention (MLA) caches one latent per token,
+    replicated, so only the query heads count.  The rule of vLLM's attention layers
+    (``QKVParallelLinear``: ``num_heads % tp_size == 0``, KV heads divided or replicated).
+    ``use engine``, ``use serving_step`` and ``use serving_search`` share it."""
+    heads = int(m.value("heads"))
+    nkv = int(m.value("kv_heads", heads))
+    if heads % tp != 0:
+        some = ", ".join(str(t) for t in (1, 2, 4, 8, 16) if heads % t == 0)
+        return (f"tp = {tp} does not divide the {heads} query heads of model '{m.name}'",
+                f"the engine splits whole heads over the TP ranks: use a tp dividing {heads} (e.g. {some})")
+    if not moe_architecture(m)["mla"] and nkv % tp != 0 and tp % nkv != 0:
+        return (f"tp = {tp} neither divides nor is a multiple of the {nkv} KV heads of model '{m.name}'",
+                f"the engine splits or replicates whole KV heads: use a tp that divides {nkv} or is a multiple of it")
+    return None
+
+
+def warn_tp_across_hosts(ctx, b, tp: int, link_block=None) -> None:
+    """A warning at ``tp`` of block ``b`` when the tensor-parallel group is larger than one host:
+    ``tp`` above the plan's ``gpus_per_host`` (default 8) — the serving form of training's rule
+    ``tp_within_host`` ("tp exceeds the GPUs of one host").  The step model prices every TP
+    all-reduce on the group's link (``link`` of ``link_block``, default ``b``), an intra-host
+    link such as NVLink, which a group spanning hosts does not have.  A warning, not an error:
+    a plan may state a larger NVLink domain (an NVL72 rack: ``gpus_per_host = 72``)."""
+    gph = int(ctx.value("gpus_per_host"))
+    if tp <= gph:
+        return
+    lb = link_block if link_block is not None else b
+    link = lb.ref("link").name if lb.given("link") else None
+    on = f" at the speed of link '{link}'" if link else ""
+    b.warn_at("tp", f"tp = {tp} exceeds the {gph} GPUs of one host (gpus_per_host): the tensor-parallel group "
+              f"spans hosts, but its all-reduces are priced{on} as inside one host",
+              f"use tp ≤ {gph} (more replicas, or pp, for more GPUs), or set `gpus_per_host = {tp}` in the plan "
+              f"when one NVLink domain holds {tp} GPUs (an NVL72 rack: 72)", code="tp-across-hosts")
+
+
+def check_tp(b, m, tp: int, param: str = "tp") -> None:
+    """A located error at ``param`` of block ``b`` when ``tp`` cannot split model ``m``
+    (:func:`tp_split_problem`)."""
+    for f in ("heads", "layers"):     # read as numbers: a model without them is located here
+        m.q(f)
+    bad = tp_split_problem(m, tp)
+    if bad is not None:
+        b.error_at(param, *bad)
+
+
 # ---------------------------------------------------------------- pricing
 def _price(ctx, b):
     for other in ("decode_bound", "call_chain"):
@@ -330,19 +381,9 @@ def _price(ctx, b):
     m, dev = ctx.ref("model"), ctx.ref("device")
     a, mo = architecture(m), moe_architecture(m)
     tp, pp = int(b.value("tp")), int(b.value("pp"))
-    for f in ("heads", "layers"):     # read as numbers below: a model without them is located here
-        m.q(f)
-    heads = int(m.value("heads"))
-    nkv_v = int(m.value("kv_heads", heads))
+    check_tp(b, m, tp)
+    warn_tp_across_hosts(ctx, b, tp)
     layers = int(m.value("layers"))
-    if heads % tp != 0:
-        b.error_at("tp", f"tp = {tp} does not divide the {heads} query heads of model '{m.name}'",
-                   f"the engine splits whole heads over the TP ranks: use a tp dividing {heads} "
-                   f"(e.g. {', '.join(str(t) for t in (1, 2, 4, 8, 16) if heads % t == 0)})")
-    if not mo["mla"] and nkv_v % tp != 0 and tp % nkv_v != 0:
-        b.error_at("tp", f"tp = {tp} neither divides nor is a multiple of the {nkv_v} KV heads of model "
-                   f"'{m.name}'", "the engine splits or replicates whole KV heads: use a tp that divides "
-                   f"{nkv_v} or is a multiple of it")
     if pp > layers:
         b.error_at("pp", f"pp = {pp} is more than the {layers} layers of model '{m.name}'",
                    f"use pp ≤ {layers}")

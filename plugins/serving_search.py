@@ -106,7 +106,7 @@ from dsl.plugin import Param, Table, TableSpec, UseSpec, current_limits, hookimp
 from . import serving_sim as sim
 from .collectives import collective_time
 from .layout_model import ops
-from .serving_engine import per_gpu_sizes
+from .serving_engine import per_gpu_sizes, tp_split_problem
 from .serving_step import DEVICE_FIELDS as STEP_DEVICE_FIELDS, ScalarStep, constants as step_constants_of, kv_window_of, \
     step_time
 
@@ -730,8 +730,7 @@ def _layouts(ctx, b, model):
                        f"give one price for all devices or one per device ({len(devs)})")
         prices = [_float(ctx, x) for x in raw] * (len(devs) if len(raw) == 1 else 1)
     tps, pps = _ints(b, "tp"), _ints(b, "pp")
-    heads, layers = int(model.value("heads")), int(model.value("layers"))
-    nkv = int(model.value("kv_heads", heads))
+    layers = int(model.value("layers"))
     a, mo = architecture(model), moe_architecture(model)
     conv = (lambda x: _float(ctx, x))
     an = {k: (conv(v) if isinstance(v, sp.Basic) else v) for k, v in a.items()}
@@ -769,7 +768,7 @@ def _layouts(ctx, b, model):
             for pp in pps:
                 g = Layout(dname, tp, pp, util=util, frac_of=frac_of, reserve=reserve, memory=M, block_size=bs,
                            link=link, price=price)
-                if heads % tp != 0 or (not mn.get("mla") and nkv % tp != 0 and tp % nkv != 0):
+                if tp_split_problem(model, tp) is not None:
                     g.reason = REASONS[0]
                 elif pp > layers:
                     g.reason = REASONS[1]

@@ -981,6 +981,8 @@ SERVING_STEP = UseSpec(
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model served"),
         Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
+        Param("gpus_per_host", "", "8", "GPUs in one host (a TP group above it spans hosts: a warning)", min=1,
+              whole=True),
     ),
     order=66,
     provides=("ttft_floor", "decode_step_time", "tpot", "prefill_tokens_per_s", "decode_tokens_per_s",
@@ -1000,6 +1002,10 @@ def plan_quantities_price(ctx):
         return
     eng = ctx.block("engine")
     tp_num = int(eng.value("tp")) if eng is not None else int(b.value("tp"))
+    if eng is None:               # `use engine` checks its own tp (the same rules)
+        from .serving_engine import check_tp, warn_tp_across_hosts
+        check_tp(b, ctx.ref("model"), tp_num)
+        warn_tp_across_hosts(ctx, b, tp_num)
     if tp_num > 1 and not b.given("link") and not (eng is not None and eng.given("link")):
         where = "use engine" if eng is not None else "use serving_step"
         (eng if eng is not None else b).error_at(

@@ -263,6 +263,31 @@ plan a {
     assert code == 1 and "error[out-of-range]" in err and needle in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("where,value", [("block", "0"), ("block", "-0.1"), ("engine", "0"), ("engine", "-0.1")])
+def test_memory_utilization_at_or_below_zero_is_out_of_range(write_plan, where, value):
+    # (0, 1] as 1.5 is: reported at its own text, not as the budget it leaves (does-not-fit, with a hint
+    # about max_model_len)
+    body = '''engine mine extends vllm { gpu_memory_utilization = ENG }
+plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = mine; max_model_len = 8192 token BLK }
+}'''
+    body = body.replace("ENG", value if where == "engine" else "0.9")
+    body = body.replace("BLK", f"; gpu_memory_utilization = {value}" if where == "block" else "")
+    code, out, err = run_cli("eval", write_plan(HEAD + body))
+    assert code == 1 and "Traceback" not in err
+    assert f"gpu_memory_utilization' = {value} is outside (0, 1]" in err and "does-not-fit" not in err
+    assert err.count("error[") == 1
+
+
+def test_tp_beyond_one_host_warns(write_plan):
+    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; tp = 16; link = nvlink4; max_model_len = 8192 token }
+}'''))
+    assert code == 0 and "warning[tp-across-hosts]: tp = 16 exceeds the 8 GPUs of one host" in err
+
+
 def test_standard_names_for_the_other_serving_blocks(write_plan):
     ws = _eval(write_plan, '''plan a {
   model = qwen3_8b; device = h100_sxm

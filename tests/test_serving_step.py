@@ -250,6 +250,40 @@ plan p { model = qwen3_8b; device = h100_sxm; use serving_step { tp = 2 } }
     assert any(d.code == "missing-parameter" and "link" in d.summary for d in e.value.diagnostics)
 
 
+@pytest.mark.parametrize("tp,needle", [(3, "tp = 3 does not divide the 32 query heads of model 'qwen3_8b'"),
+                                       (64, "tp = 64 does not divide the 32 query heads"),
+                                       (1024, "tp = 1024 does not divide the 32 query heads")])
+def test_tp_must_split_whole_heads_without_an_engine(tp, needle):
+    # the rule of `use engine` (one function for both blocks): qwen3_8b has 32 query and 8 KV heads
+    with pytest.raises(PlanError) as e:
+        dsl.load("t.plan", text=f"""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p {{ model = qwen3_8b; device = h100_sxm; use serving_step {{ tp = {tp}; link = nvlink4 }} }}
+""")
+    d = e.value.diagnostics[0]
+    assert d.code == "out-of-range" and needle in d.summary and "use a tp dividing 32" in d.hint
+    line = f"plan p {{ model = qwen3_8b; device = h100_sxm; use serving_step {{ tp = {tp}; link = nvlink4 }} }}"
+    assert (d.span.line, d.span.column) == (4, line.index("tp = ") + 6)      # at the value of tp (1-based)
+
+
+def test_tp_group_beyond_one_host_warns():
+    # 16 GPUs of tp on hosts of gpus_per_host = 8 (the default, training's tp_within_host): the all-reduces are
+    # priced on NVLink, which a group spanning two hosts does not have -- a warning naming both numbers
+    text = """
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_8b; device = h100_sxm; GPH use serving_step { tp = 16; link = nvlink4 } }
+"""
+    ws = dsl.load("t.plan", text=text.replace("GPH", ""))
+    w = [d for d in ws.diagnostics if d.code == "tp-across-hosts"]
+    assert len(w) == 1 and w[0].severity == "warning"
+    assert "tp = 16 exceeds the 8 GPUs of one host (gpus_per_host)" in w[0].summary and "nvlink4" in w[0].summary
+    assert "gpus_per_host = 16" in w[0].hint
+    ws = dsl.load("t.plan", text=text.replace("GPH", "gpus_per_host = 16;"))    # one 16-GPU NVLink domain
+    assert not [d for d in ws.diagnostics if d.code == "tp-across-hosts"]
+
+
 def test_tp_splits_the_weights_and_adds_all_reduces():
     ws = dsl.load("t.plan", text="""
 import "@catalog/hardware.plan"
