@@ -79,8 +79,21 @@ class _ContextBase:
         :param span: where (default: the declaration's name); :meth:`file_span` locates a
             line of a data file the plugin read.
         :param related: ``(label, span)`` pairs shown under the error (where a value was set).
+
+        An input outside its declared range (``gpu_memory_utilization = 0``) is checked after
+        pricing, but a plugin reading it as a number may fail on it first: when the literal
+        inputs hold such a value, that range error is reported at its own text instead of the
+        plugin's error (its consequence), as for an exception (:meth:`plugin_failed`).
         """
-        self.ws.rep.error(code, summary, span or self.ws.decls[self.name].ast.name_span, hint, related)
+        ws = self.ws
+        before = len(ws.rep.errors)
+        try:
+            ws.check_ranges(inputs_only=True)
+        except Abort:
+            pass
+        if len(ws.rep.errors) > before:
+            raise Abort()
+        ws.rep.error(code, summary, span or ws.decls[self.name].ast.name_span, hint, related)
         raise Abort()
 
     @staticmethod
