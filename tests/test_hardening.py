@@ -156,6 +156,16 @@ def test_power_through_references_is_out_of_range_not_a_hang(tmp_path, body):
     assert "error[out-of-range]" in err and "power" in err
 
 
+def test_power_that_underflows_is_zero_not_an_error(tmp_path):
+    # 0.5^2000 = 10^-602.06: below the smallest magnitude a plan holds, a legitimate 0 (the chance that 2,000
+    # tokens all miss an expert), while 2^2000 (10^602) stays an overflow error (test above)
+    p = write(tmp_path, "plan p {\n  a = 0.5\n  n = 2000\n  b = a ^ n\n  c = 1 - a ^ n\n}\n")
+    rc, out, err = cli("eval", p, "--format", "json")
+    assert rc == 0, err
+    q = json.loads(out)["plans"]["p"]["quantities"]
+    assert q["b"]["si"] == 0 and q["c"]["si"] == 1
+
+
 def test_magnitude_bound_of_rational_values_is_the_sympy_comparison():
     """Rational values are checked against 1e±300 with integer products: the same verdict as
     sympy's abs(v) > 10^300 or abs(v) < 10^-300, at and around both bounds, for both signs."""

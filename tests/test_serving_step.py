@@ -284,6 +284,21 @@ plan p { model = qwen3_8b; device = h100_sxm; GPH use serving_step { tp = 16; li
     assert not [d for d in ws.diagnostics if d.code == "tp-across-hosts"]
 
 
+def test_routing_power_underflows_at_a_billion_tokens():
+    # qwen3_30b_a3b routes each token to 8 of 128 experts: a step of 10^9 decodes misses an expert with
+    # probability (1 - 8/128)^(10^9) = 10^(-2.8e7), a legitimate 0 (every expert is read), not an overflow; the
+    # exact evaluation equals the float constants' step, where that power underflows to 0.0
+    ws = dsl.load("t.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan p { model = qwen3_30b_a3b; device = h100_sxm; use serving_step { batch = 1e9 seq; context = 2048 token } }
+""")
+    c = st.step_constants(ws, "p")
+    assert (1 - c["k"] / c["E"]) ** 1e9 == 0.0
+    want = st.step_time(c, 0, 1e9, 1e9 * 2048, ops("numpy"))
+    assert float(ws.base_value("p.decode_step_time")) == pytest.approx(float(want), rel=1e-12)
+
+
 def test_tp_splits_the_weights_and_adds_all_reduces():
     ws = dsl.load("t.plan", text="""
 import "@catalog/hardware.plan"

@@ -69,11 +69,16 @@ class ValuesMixin:
             if d is not None:
                 v = d.exact(subs)
         if v is None and not n.input:
-            if n.expr.has(sp.Pow) and not self._powers_in_range(n, subs):
-                self._values[nid] = None
-                return None
+            expr = n.expr
+            if expr.has(sp.Pow):
+                zeros = self._powers_in_range(n, subs)
+                if zeros is None:
+                    self._values[nid] = None
+                    return None
+                if zeros:                # powers that underflow: 0 at the nominal values
+                    expr = expr.xreplace(zeros)
             try:
-                v = subs_numbers(n.expr, subs)
+                v = subs_numbers(expr, subs)
                 if not v.is_Rational:
                     v = sp.N(v, 40) if v.is_number else v
             except (ValueError, TypeError, ArithmeticError) as exc:   # min/max of a non-real, decimal overflow
@@ -121,10 +126,13 @@ class ValuesMixin:
             self._values[("activity", n.expr)] = v
         return v
 
-    def _powers_in_range(self, n: Node, subs: dict) -> bool:
-        """False (and an out-of-range error) when a power in ``n``'s expression would be beyond
-        the exponent limit at the nominal values: ``a ^ a ^ a`` with ``a = 10`` must not be
-        computed exactly (10^(10^10) takes hours)."""
+    def _powers_in_range(self, n: Node, subs: dict) -> dict | None:
+        """The powers in ``n``'s expression that underflow at the nominal values, as a mapping
+        {power: 0} (empty when none does); None (and an out-of-range error) when one would
+        overflow, beyond the exponent limit: ``a ^ a ^ a`` with ``a = 10`` must not be computed
+        exactly (10^(10^10) takes hours).  A power whose magnitude is below 10^-limit is a
+        legitimate 0 — the chance that 10⁹ tokens all miss an expert, (1 − k/E)^T — and is
+        taken as 0 instead of being computed exactly (the symbolic expression keeps it)."""
         import math
 
         from ..syntax import limits as L
@@ -137,31 +145,36 @@ class ValuesMixin:
                 pows = True
                 break
             stack.extend(e.args)
+        zeros: dict = {}
         if not pows:
-            return True
+            return zeros
         top = L.current().exponent
         for p in sp.postorder_traversal(n.expr):   # inner powers first
             if not isinstance(p, sp.Pow):
                 continue
-            x = p.exp.xreplace(subs)
+            x = (p.exp.xreplace(zeros) if zeros else p.exp).xreplace(subs)
             if not x.is_number or (x.is_Integer and abs(x) <= 16):   # bounded exact work
                 continue
-            b = p.base.xreplace(subs)
+            b = (p.base.xreplace(zeros) if zeros else p.base).xreplace(subs)
             if not b.is_number or b == 0:
                 continue
             try:
                 lb = float(sp.log(abs(b), 10).evalf(15)) if b.is_Rational else math.log10(abs(complex(b)))
-                mag = abs(float(x.evalf(15)) * lb)
+                mag = float(x.evalf(15)) * lb         # log10 of the power's magnitude
             except (OverflowError, ValueError, TypeError, ZeroDivisionError):
                 mag = math.inf
-            if mag > top:
+            if mag != mag:                            # 0 · inf: no magnitude to judge
+                mag = math.inf
+            if mag < -top:
+                zeros[p] = sp.Integer(0)
+            elif abs(mag) > top:
                 who = f"quantity '{n.name}' of '{n.owner}' (plugin '{n.plugin}')" if n.kind == "quantity" \
                     else f"'{n.id}'"
                 self.rep.error("out-of-range", f"{who} raises a value to a power beyond what a plan can hold "
                                f"(magnitudes from 1e-{top} to 1e{top})", n.span or self.decls[n.owner].ast.name_span,
                                "an input it depends on is extreme; check the exponents")
-                return False
-        return True
+                return None
+        return zeros
 
     def base_value(self, nid: str):
         """:meth:`value` under the name the evaluated file uses for it (plugins that run both
