@@ -152,12 +152,17 @@ def read_csv_column(ctx, b, param, columns):
         b.error_at(param, e.summary, e.hint, code=e.code)
     except OSError as e:
         b.error_at(param, f"cannot read '{path.name}': {e.strerror or e}", "check the file", code="bad-file")
-    reader = csv.reader(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
-    header = next(reader, None)
+    # blank and comment lines skipped, each row kept with its line in the file (errors point at it)
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), start=1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    header = next(csv.reader([lines[0][1]]), None) if lines else None
     if header is None or [h.strip() for h in header] != list(columns):
         b.error_at(param, f"'{path.name}' must start with the header `{','.join(columns)}`",
                    f"got `{','.join(header or [])}`", code="bad-file")
-    for n, row in enumerate(reader, start=2):
+    where = b.value_span(param)
+    related = ((f"`{param}` of `use {b.name}` in '{ctx.name}'", where),) if where is not None else ()
+    for n, line in lines[1:]:
+        row = next(csv.reader([line]), [])
         try:
             if len(row) != 2:
                 raise ValueError
@@ -165,9 +170,9 @@ def read_csv_column(ctx, b, param, columns):
             if c < 0:
                 raise ValueError
         except (ValueError, TypeError, SyntaxError, ZeroDivisionError):
-            b.error_at(param, f"'{path.name}' row {n} is not two numbers `{','.join(columns)}` "
-                       f"with a non-negative count: {','.join(row)!r}",
-                       "one row per item, e.g. `3,1200`", code="bad-file")
+            ctx.error(f"'{path.name}' row {n} is not two numbers `{','.join(columns)}` with a non-negative "
+                      f"count: {','.join(row)!r}", "one row per item, e.g. `3,1200`",
+                      span=ctx.file_span(path, n, 1, len(line) + 1), code="bad-file", related=related)
         rows.append((a, c))
     if not rows or sum(c for _, c in rows) == 0:
         b.error_at(param, f"'{path.name}' has no rows with a positive count", "add rows below the header",
@@ -274,6 +279,13 @@ def _price_routing(ctx, b):
     drop = ctx.define("dropped_dispatches", hinge_sum(loads, cap), "token",
                       "dispatches beyond an expert's capacity, passed on by the residual", headline=True)
     ctx.define("drop_fraction", drop / D, "%", "dropped share of all dispatches", headline=True)
+    if ctx.nominal(cap) == 0:
+        k_n = int(ctx.nominal(k))
+        who = "tokens" if b.given("tokens") else "capacity_factor"
+        b.error_at(who, f"the expert capacity ⌊c·tokens·k/E⌋ = ⌊{float(ctx.nominal(c)):g} × "
+                   f"{float(ctx.nominal(T)):g} × {k_n} / {n_E}⌋ is 0 rows: every expert drops every dispatch, "
+                   "and no row is executed", f"raise tokens or capacity_factor so that c·tokens·k ≥ {n_E} "
+                   "(one row per expert at least)")
     rows = ctx.define("executed_rows", E * cap, "token", "rows every expert executes: E × capacity")
     pad = ctx.define("padded_rows", shortfall_sum(loads, cap), "token",
                      "zero rows filling unused capacity (still computed and sent)", headline=True)

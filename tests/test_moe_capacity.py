@@ -99,6 +99,28 @@ def test_histogram_bad_row_names_the_row(tmp_path):
     assert d.code == "bad-file" and "row 3" in d.summary
 
 
+def test_histogram_bad_row_points_at_its_line_in_the_file(tmp_path):
+    # the error is located in the data file (h.csv:5, counting the comment and the blank line), the plan's
+    # `histogram` shown beside it -- as a trace's rows are
+    (tmp_path / "h.csv").write_text("expert,dispatches\n# measured\n0,10\n\n1,-3\n")
+    p = _plan(tmp_path, 'use moe_routing { tokens = 8 token; experts = 2; top_k = 1; routing = "histogram";'
+                        ' histogram = "h.csv" }')
+    with pytest.raises(PlanError) as ei:
+        dsl.load(p)
+    d = ei.value.diagnostics[0]
+    assert d.code == "bad-file" and "row 5" in d.summary and "'1,-3'" in d.summary
+    assert d.span.file.endswith("h.csv") and d.span.line == 5
+    assert d.related and d.related[0][1].file.endswith("t.plan")
+
+
+def test_capacity_of_zero_rows_is_an_error_not_a_division_by_zero(tmp_path):
+    # ⌊c·tokens·k/E⌋ = ⌊1.25 · 1 · 2 / 8⌋ = ⌊0.3125⌋ = 0: no row is executed, so the padding share has no meaning
+    p = _plan(tmp_path, "use moe_routing { tokens = 1 token; experts = 8; top_k = 2; capacity_factor = 1.25 }")
+    code, _, err = run_cli("eval", p)
+    assert code == 1 and "Traceback" not in err and "division" not in err
+    assert "error[out-of-range]: the expert capacity" in err and "is 0 rows" in err and "c·tokens·k ≥ 8" in err
+
+
 def test_histogram_expert_count_mismatch(tmp_path):
     (tmp_path / "h.csv").write_text("expert,dispatches\n0,10\n1,5\n2,1\n")
     p = _plan(tmp_path, 'use moe_routing { tokens = 8 token; experts = 2; top_k = 1; routing = "histogram";'
