@@ -469,7 +469,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
         ones = np.ones_like(w.output)
         rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, g.step_cost, g.c, o, int(cols["xp"][i]),
                                    record=False)
-        first = rp.first
+        first = rp.first_at                 # absolute: the decode pool's arrivals
         many = w.output > 1
         xfer = kv_transfer_time(g.c, w.prompt, kv_link, o) if kv_link is not None else 0.0 * first
         last = first.copy()
@@ -478,8 +478,8 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
             eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S), True)
             rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_fn(g),
                                        g.c, o, int(cols["yd"][i]), record=False)
-            last[many] = rd.last
-        ttft = first - w.arrival
+            last[many] = rd.last_at
+        ttft = rp.ttft
         tpot = (last[many] - first[many]) / (w.output[many] - 1)
         span = float(last.max() - w.arrival.min())
     else:

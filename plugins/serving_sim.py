@@ -82,6 +82,17 @@ RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
 MEMO_CAP = 1 << 16         # single-iteration step costs remembered at most (then the memo starts over)
 SHORT_RUN = 64             # runs up to this many iterations: a Python loop (numpy's per-call cost is higher)
 BARE_RUN = 128             # the same without recording (≈70 ns an iteration against numpy's ≈10 µs a run)
+ORIGIN_GRID = 2.0 ** 20    # s (≈12 days): the clock's origin is a whole multiple of it (see clock_origin)
+
+
+def clock_origin(arrival: float) -> float:
+    """The origin the simulators' clock counts from in a busy period that starts at ``arrival``
+    (s): the last whole multiple of :data:`ORIGIN_GRID` at or before it.  A busy period's times
+    are held relative to it, so a double resolves them to about 2^-31 s (ulp of 2^21 s) however
+    late the trace runs — absolute times of 10^14 s would be spaced 1/64 s apart, and a step of a
+    few milliseconds added to one would be lost.  Arrivals before 2^20 s count from 0, exactly as
+    absolute times (every arrival time minus a multiple of 2^20 s at or below it is exact)."""
+    return math.floor(arrival / ORIGIN_GRID) * ORIGIN_GRID if arrival >= ORIGIN_GRID else 0.0
 
 
 class SimError(ValueError):
@@ -201,7 +212,11 @@ def weighted_nearest_rank(values: np.ndarray, weights: np.ndarray, q) -> float:
 class SimResult:
     """Outcome of a simulation (seconds, tokens; requests in input order).
 
-    ``first``/``last``: time of each request's first and last output token; ``preemptions``
+    ``first``/``last``: time of each request's first and last output token, counted from
+    ``origin`` (per request: the clock origin of its busy period, :func:`clock_origin`; None when
+    every origin is 0, the times then absolute) — ``first_at``/``last_at`` are the absolute
+    times; latencies are taken against each request's own arrival in that frame, so they keep
+    their digits when the times are large; ``preemptions``
     per request; ``itl_values``/``itl_weights``: inter-token latencies, each value standing
     for ``weight`` tokens; ``series_*``: at each event, the time, the waiting requests, the
     running requests and the KV blocks in use; ``iterations``: engine iterations simulated;
@@ -225,14 +240,27 @@ class SimResult:
     block_size: int
     _cache: dict = field(default_factory=dict, repr=False)
     events: int = -1
+    origin: np.ndarray | None = None
+
+    def _arrived(self) -> np.ndarray:
+        """Arrival times in the frame of ``first``/``last`` (each minus its origin: exact)."""
+        return self.arrival if self.origin is None else self.arrival - self.origin
+
+    @property
+    def first_at(self) -> np.ndarray:
+        return self.first if self.origin is None else self.origin + self.first
+
+    @property
+    def last_at(self) -> np.ndarray:
+        return self.last if self.origin is None else self.origin + self.last
 
     @property
     def ttft(self) -> np.ndarray:
-        return self.first - self.arrival
+        return self.first - self._arrived()
 
     @property
     def e2e(self) -> np.ndarray:
-        return self.last - self.arrival
+        return self.last - self._arrived()
 
     @property
     def tpot(self) -> np.ndarray:
@@ -243,7 +271,9 @@ class SimResult:
     @property
     def span(self) -> float:
         """From the first arrival to the last output token."""
-        return float(self.last.max() - self.arrival.min())
+        if self.origin is None:
+            return float(self.last.max() - self.arrival.min())
+        return float(((self.origin - self.arrival.min()) + self.last).max())
 
     @property
     def max_queue(self) -> int:
@@ -267,13 +297,15 @@ class SimResult:
         return float(vals[int(np.searchsorted(cw, _rank(q, int(cw[-1])), side="left"))])
 
     def throughput(self) -> float:
-        """Output tokens per second over :attr:`span`."""
-        return float(self.output.sum()) / self.span
+        """Output tokens per second over :attr:`span` (inf for steps that take no time)."""
+        span = self.span
+        return float(self.output.sum()) / span if span > 0 else math.inf
 
     def goodput(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> float:
         """Requests per second over :attr:`span` with TTFT ≤ slo_ttft and TPOT ≤ slo_tpot (a
         request with one output token has no TPOT and meets that part)."""
-        return float(self.meets(slo_ttft, slo_tpot).sum()) / self.span
+        span = self.span
+        return float(self.meets(slo_ttft, slo_tpot).sum()) / span if span > 0 else math.inf
 
     def meets(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> np.ndarray:
         ok = np.ones(len(self.arrival), dtype=bool)
@@ -312,7 +344,7 @@ class SimResult:
         return out
 
 
-def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, events=-1):
+def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, events=-1, origin=None):
     ser = (np.frombuffer(ser, dtype=float).copy() if isinstance(ser, array)
            else np.fromiter(ser, dtype=float, count=len(ser))).reshape(-1, 4)
     first, last = ((np.frombuffer(x, dtype=float).copy() if isinstance(x, array) else np.asarray(x, dtype=float))
@@ -320,7 +352,8 @@ def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, event
     return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
                      first, last, np.asarray(pre, dtype=np.int64),
                      itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
-                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size, events=events)
+                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size, events=events,
+                     origin=None if origin is None else np.asarray(origin, dtype=float))
 
 
 def _arrays(arrival, prompt, output):
@@ -349,14 +382,19 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
     waiting: deque = deque()
     itl_v, itl_w, ser = [], [], []
     t, nxt, done, it = 0.0, 0, 0, 0
+    O, org, moved = 0.0, [0.0] * n, False        # the clock counts from O (clock_origin)
     while done < n:
-        while nxt < n and At[order[nxt]] <= t:
+        while nxt < n and At[order[nxt]] - O <= t:
+            org[order[nxt]] = O
             waiting.append(order[nxt])
             nxt += 1
         if not running and not waiting:
-            t = At[order[nxt]]
+            a = At[order[nxt]]
+            if clock_origin(a) != O:
+                O, moved = clock_origin(a), True
+            t = a - O
             continue
-        ser.extend((t, len(waiting), len(running), eng.blocks - free))
+        ser.extend((O + t, len(waiting), len(running), eng.blocks - free))
         budget, sched, preempted = B, [], False
         i = 0
         while i < len(running) and budget > 0:
@@ -435,7 +473,7 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
                     done += 1
         t = t_end
     return _result(A, Pa, Ga, first, last, pre, np.asarray(itl_v, dtype=float),
-                   np.asarray(itl_w, dtype=np.int64), ser, it, eng)
+                   np.asarray(itl_w, dtype=np.int64), ser, it, eng, origin=org if moved else None)
 
 
 # ---------------------------------------------------------------- the fast path: runs of identical decodes
@@ -583,6 +621,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     itl_chunks: list = []               # (values array, weight) of vectorised runs
     itl_v, itl_w, ser = array('d'), array('q'), array('d')
     t, nxt, done, it = 0.0, 0, 0, 0
+    O, org, moved = 0.0, array('d', [0.0]) * n, False     # the clock counts from O (clock_origin)
     ar = np.arange(RUN_CAP, dtype=np.int64)
     push, pop = heapq.heappush, heapq.heappop
     ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
@@ -594,14 +633,18 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     state = (bs, comp, key, hist, gen, out, last, P, pre, waiting)
 
     while done < n:
-        while arr[nxt] <= t:
+        while arr[nxt] - O <= t:
+            org[order[nxt]] = O
             waiting.append(order[nxt])
             nxt += 1
         if not running and not waiting:
-            t = arr[nxt]
+            a = arr[nxt]
+            if a >= ORIGIN_GRID and clock_origin(a) != O:
+                O, moved = clock_origin(a), True
+            t = a - O
             continue
         if record:
-            ser_add((t, len(waiting), len(running), NB - free))
+            ser_add((O + t, len(waiting), len(running), NB - free))
         events += 1
         if events > cap:
             _too_many_events(cap, done, n, sum(pre))
@@ -616,7 +659,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
                            or -(-(hn if hn < room else room) // bs) > free - nb)
                 ta = math.inf
             else:
-                blocked, ta = True, arr[nxt]
+                blocked, ta = True, arr[nxt] - O
             if blocked:
                 while gen[heap[0][2]] != heap[0][1]:
                     pop(heap)
@@ -834,7 +877,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
     wts = np.concatenate([np.frombuffer(itl_w, dtype=np.int64),
                           np.repeat(np.array([w for _, w in itl_chunks], dtype=np.int64),
                                     [len(v) for v, _ in itl_chunks])])
-    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng, events)
+    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng, events, org if moved else None)
 
 
 # ================================================================ the `use batching` block
@@ -1134,15 +1177,19 @@ def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o
             parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record))
             left -= parts[-1].events
     first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
+    origin = np.zeros(len(A)) if any(r.origin is not None for r in parts) else None
     for k, r in enumerate(parts):
         idx = order[k::replicas]
         first[idx], last[idx], pre[idx] = r.first, r.last, r.preemptions
+        if r.origin is not None:
+            origin[idx] = r.origin
     events = sum(r.events for r in parts)
     if not record:
         empty = np.empty(0)
         return SimResult(A, P, G, first, last, pre, empty, empty.astype(np.int64), empty,
                          empty.astype(np.int64), empty.astype(np.int64), empty.astype(np.int64),
-                         sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events)
+                         sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events,
+                         origin=origin)
     # the deployment's state: each engine's step function at every event of any engine, summed
     T = np.unique(np.concatenate([r.series_t for r in parts]))
     tot = np.zeros((3, T.size), dtype=np.int64)
@@ -1153,7 +1200,8 @@ def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o
             tot[row, ok] += col[i[ok]]
     return SimResult(A, P, G, first, last, pre, np.concatenate([r.itl_values for r in parts]),
                      np.concatenate([r.itl_weights for r in parts]), T, tot[0], tot[1], tot[2],
-                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events)
+                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events,
+                     origin=origin)
 
 
 def _step_cost(ctx, b):
@@ -1301,7 +1349,7 @@ def _draw_queue(ev, plan, fig) -> bool:
     r = got[0]
     ax1, ax2, ax3 = fig.subplots(3, 1, sharex=True)
     fig.set_size_inches(8, 6.5)
-    t, end = r.series_t, float(r.last.max())
+    t, end = r.series_t, float(r.last_at.max())
     for ax, y, color, label in ((ax1, r.series_waiting, "#C44E52", "waiting"),
                                 (ax2, r.series_running, "#4C72B0", "running"),
                                 (ax3, 100.0 * r.series_kv / r.blocks, "#55A868", "KV blocks used (%)")):

@@ -49,6 +49,45 @@ def test_one_request_ttft_is_its_prefill():
         assert r.iterations == 4 and r.preemptions[0] == 0
 
 
+@pytest.mark.parametrize("start", [0.5, 1e12, 5e14, 1e17])
+def test_latencies_keep_their_digits_far_from_time_zero(start):
+    # The request of test_one_request_ttft_is_its_prefill, alone on an idle engine, arriving at `start` s: its
+    # latencies are the same whatever the arrival time -- TTFT its prefill step 0.010 + 0.001·100 = 0.11 s, TPOT
+    # the mean of its three decodes (0.021 + 0.0211 + 0.0212)/3 = 0.0211 s, e2e 0.11 + 0.0633 = 0.1733 s.  An
+    # absolute clock at 5e14 s is spaced 0.0625 s apart (it froze there: TTFT 0.0625, TPOT 0); the busy period is
+    # timed from a multiple of 2^20 s at or below its arrival, resolved to 2^-31 s (ulp of 2^21 s) < 1e-9 s
+    eng = S.Engine(kv_tokens=1024, block_size=16, max_num_seqs=4, max_num_batched_tokens=2048)
+    A = [start, start + 3e9]                 # two busy periods far apart, the same request each
+    for r in both(A, [100, 100], [4, 4], eng):
+        assert r.ttft == pytest.approx([0.11, 0.11], abs=1e-9)
+        assert r.tpot == pytest.approx([0.0211, 0.0211], abs=1e-9)
+        assert r.e2e == pytest.approx([0.1733, 0.1733], abs=1e-9)
+        assert r.span == pytest.approx(3e9 + 0.1733, rel=1e-15)
+        assert r.first_at[1] == pytest.approx(start + 3e9 + 0.11, rel=1e-15)
+    ref, fast = both(A, [100, 100], [4, 4], eng)
+    assert np.array_equal(ref.first, fast.first) and np.array_equal(ref.last, fast.last)
+    if start < S.ORIGIN_GRID:        # a trace within its first 2^20 s is timed from 0 as before: absolute times
+        assert S.simulate([start], [100], [4], eng, S.linear_step, C).origin is None
+
+
+def test_batching_at_a_vanishing_rate_serves_each_request_alone():
+    # 1e-15 request/s: 500 Poisson arrivals ~1e15 s apart (up to ~5e17 s), each on an idle engine.  By hand, with
+    # the plan's affine step 6 ms + 33 us/token + 55 ns/context token: TTFT = the 2,048-token prefill,
+    # 0.006 + 33e-6·2048 = 0.073584 s; TPOT = the mean decode of 255, decode j reading 2,048 + j tokens,
+    # 0.006 + 33e-6 + 55e-9·(2048 + 127) = 0.006152625 s -- every percentile the same (it was 0 at this rate)
+    ws = dsl.load("b.plan", text="""plan chat {
+  use batching {
+    arrivals = "poisson"; rate = 1e-15 request/s; requests = 500; seed = 1
+    input = 2048 token; output = 256 token
+    kv_tokens = 200000 token; max_num_batched_tokens = 2048 token
+    step_overhead = 6 ms; step_token = 33 us/token; step_context = 55 ns/token
+  }
+}""")
+    for q in ("p50", "p99"):
+        assert qval(ws, f"chat.ttft_{q}") == pytest.approx(0.073584, abs=1e-9)
+        assert qval(ws, f"chat.tpot_{q}") == pytest.approx(0.006152625, abs=1e-9)
+
+
 def test_two_requests_chunked_prefill_within_the_budget():
     # A and B (300 input tokens, 2 output) arrive together; the budget is 256 tokens:
     #   it 1: A's first chunk of 256 (budget spent, B waits)           0.01 + 0.256          = 0.266
