@@ -351,7 +351,7 @@ def _windows_from_trace(ctx, b):
     try:
         tr = st.load_trace(path)
     except st.TraceError as e:
-        _trace_error(ctx, b, e)
+        st.trace_error(ctx, b, e, "file")
     dt = b.value("window")
     wins = [(sp.Integer(w.requests), sp.Integer(w.input_tokens), sp.Integer(w.decode_steps))
             for w in st.windows(tr, dt)]
@@ -370,19 +370,6 @@ def _windows_from_trace(ctx, b):
         ctx.define(pre + k, sp.Rational(repr(v)), "ms" if k.startswith("inter") else "s",
                    docs[k] + (" (measured in the trace)" if pre else ""), headline=True)
     return b.q("window"), wins, sp.Rational(s.numerator, s.denominator), sp.Integer(n)
-
-
-def _trace_error(ctx, b, e):
-    from .serving_trace import cell_span
-
-    line, col, end = cell_span(e)
-    where = b.value_span("file")
-    related = ((f"trace named by `use {b.name}` in '{ctx.name}'", where),) if where is not None else ()
-    if e.row <= 0:
-        b.error_at("file", f"cannot read trace '{e.path.name}': {e.message}", code="bad-trace")
-    ctx.error(f"malformed trace: {e}", e.hint or "fix the row or remove it; columns: arrived_at (s), "
-              "num_prefill_tokens, num_decode_tokens [, first_token_at, last_token_at]",
-              span=ctx.file_span(e.path, line, col, end), code="bad-trace", related=related)
 
 
 def _max(xs):

@@ -800,8 +800,9 @@ def _workload(ctx, b) -> Workload:
                            f"remove '{p}' or the trace")
         try:
             tr = st.load_trace(b.path("trace"))
+            st.require_tokens(tr)
         except st.TraceError as e:
-            b.error_at("trace", f"cannot read trace: {e}", code="bad-trace")
+            st.trace_error(ctx, b, e)
         return Workload(np.asarray(tr.arrived, dtype=float) / load, np.asarray(tr.prefill, dtype=np.int64),
                         np.asarray(tr.decode, dtype=np.int64))
     for p in ("rate", "requests", "input", "output"):

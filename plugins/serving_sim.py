@@ -162,6 +162,11 @@ def check_workload(arrival, prompt, output, eng: Engine) -> None:
                        hint="vLLM requires max_num_batched_tokens ≥ max_num_seqs")
     if len(arrival) == 0:
         raise SimError("the workload has no requests")
+    if eng.blocks == 0:
+        raise SimError(f"the KV pool of {eng.kv_tokens:,} tokens holds no whole block of block_size = "
+                       f"{eng.block_size:,} tokens", None,
+                       f"use a block size that divides the pool many times (vLLM's default is 16 tokens)"
+                       if eng.block_size > eng.kv_tokens else "give the engine more KV memory")
     P, G = np.asarray(prompt), np.asarray(output)
     bad = np.flatnonzero((P < 1) | (G < 1))
     if bad.size:
@@ -1012,20 +1017,6 @@ def plan_blocks_register():
     return [BATCHING]
 
 
-def _trace_error(ctx, b, e):
-    """A malformed trace: error[bad-trace] at the offending cell, naming the block's line."""
-    from .serving_trace import cell_span
-
-    if e.row <= 0:
-        b.error_at("trace", f"cannot read trace '{e.path.name}': {e.message}", code="bad-trace")
-    line, col, end = cell_span(e)
-    where = b.value_span("trace")
-    related = ((f"trace named by `use batching` in '{ctx.name}'", where),) if where is not None else ()
-    ctx.error(f"malformed trace: {e}", e.hint or "fix the row or remove it; columns: arrived_at (s), "
-              "num_prefill_tokens, num_decode_tokens", span=ctx.file_span(e.path, line, col, end),
-              code="bad-trace", related=related)
-
-
 def _workload(ctx, b):
     """(arrival, input, output) arrays of the block."""
     from . import serving_trace as st
@@ -1036,9 +1027,15 @@ def _workload(ctx, b):
         try:
             tr = st.load_trace(path)
         except st.TraceError as e:
-            _trace_error(ctx, b, e)
+            st.trace_error(ctx, b, e)
     kind = b.value("arrivals") or ("trace" if tr is not None else "poisson")
     fixed_in, fixed_out = b.value("input"), b.value("output")
+    if tr is not None:            # the lengths read from the trace: a request of 0 tokens is its row's error
+        try:
+            st.require_tokens(tr, [c for c, fixed in (("num_prefill_tokens", fixed_in), ("num_decode_tokens",
+                                   fixed_out)) if fixed is None])
+        except st.TraceError as e:
+            st.trace_error(ctx, b, e)
     if kind == "trace":
         if tr is None:
             b.error_at("arrivals", '`arrivals = "trace"` needs a trace file',

@@ -34,6 +34,7 @@ from fractions import Fraction
 from pathlib import Path
 
 REQUIRED = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+TOKENS_MAX = 2 ** 53          # the largest token count a trace holds (the simulators count exactly in 64 bits)
 MEASURED = ("first_token_at", "last_token_at")
 
 
@@ -128,7 +129,7 @@ def read_trace(path: str | Path) -> Trace:
     :raises TraceError: naming the file, the 1-based row and the column, for an unreadable
         file, a missing header column, a row with a missing or non-numeric cell, a negative
         arrival time or token count, a fractional token count, or measured times out of order
-        (t_1 < t_a or t_G < t_1).
+        (t_1 < t_a or t_G < t_1), a token count above 2^53.
     """
     path = Path(path)
     rows, header, pos = open_csv(path, "trace", TraceError, ",".join(REQUIRED))
@@ -171,6 +172,9 @@ def read_trace(path: str | Path) -> Trace:
                     v = int(x)
                 if v < 0:
                     raise TraceError(path, line, header[i], f"negative token count {s}", i)
+                if v > TOKENS_MAX:
+                    raise TraceError(path, line, header[i], f"token count {s} is beyond what a trace counts "
+                                     "(at most 2^53)", i, "check the row: a request's token counts are far below 2^53")
                 out.append(v)
             for i, out in ((i1, first), (iG, last)):
                 if i is None:
@@ -195,6 +199,32 @@ def read_trace(path: str | Path) -> Trace:
     return Trace(path, arrived, prefill, decode, first, last)
 
 
+def require_tokens(trace: Trace, columns=("num_prefill_tokens", "num_decode_tokens")) -> None:
+    """Every request of ``trace`` has at least one token in each of ``columns`` (an engine
+    prefills one prompt token at least and returns one output token at least).
+
+    :raises TraceError: at the first row (and column) with 0 tokens."""
+    pos = {"num_prefill_tokens": 1, "num_decode_tokens": 2}
+    for col in columns:
+        vals = trace.prefill if col == "num_prefill_tokens" else trace.decode
+        for i, v in enumerate(vals):
+            if v < 1:
+                raise TraceError(trace.path, i + 2, col, f"request {i + 1} has {trace.prefill[i]} input and "
+                                 f"{trace.decode[i]} output tokens; the engine needs at least one of each",
+                                 _column_index(trace.path, col, pos[col]),
+                                 "remove the row, or give every request its lengths in the block "
+                                 "(`input = …`, `output = …`)")
+
+
+def _column_index(path: Path, col: str, default: int) -> int:
+    """0-based position of column ``col`` in the trace's header (for the caret)."""
+    try:
+        _, _, pos = open_csv(path, "trace")
+    except TraceError:
+        return default
+    return pos.get(col, default)
+
+
 _CACHE: dict[tuple, Trace] = {}
 
 
@@ -208,6 +238,21 @@ def load_trace(path: str | Path) -> Trace:
     if t is None:
         t = _CACHE[key] = read_trace(path)
     return t
+
+
+def trace_error(ctx, b, e: TraceError, param: str = "trace"):
+    """Report a malformed trace and stop the plugin: error[bad-trace] at the offending cell of
+    the file (file:row:column), the block's ``param`` that names the file shown beside it; a
+    file that cannot be read at all (no row) at ``param`` itself.  Shared by every block that
+    reads a trace (``use batching``, ``use serving_search``, ``use trace_windows`` …)."""
+    where = b.value_span(param)
+    if e.row <= 0:
+        b.error_at(param, f"cannot read trace '{e.path.name}': {e.message}", code="bad-trace")
+    line, col, end = cell_span(e)
+    related = ((f"trace named by `use {b.name}` in '{ctx.name}'", where),) if where is not None else ()
+    ctx.error(f"malformed trace: {e}", e.hint or "fix the row or remove it; columns: arrived_at (s), "
+              "num_prefill_tokens, num_decode_tokens [, first_token_at, last_token_at]",
+              span=ctx.file_span(e.path, line, col, end), code="bad-trace", related=related)
 
 
 def cell_span(err: TraceError):

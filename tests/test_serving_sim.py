@@ -453,6 +453,32 @@ def test_malformed_trace_is_located(tmp_path):
     assert d.code == "bad-trace" and d.span.file.endswith("bad.csv") and (d.span.line, d.span.column) == (3, 5)
 
 
+@pytest.mark.parametrize("row,col,column", [("0,100,0", "num_decode_tokens", 7), ("0,0,5", "num_prefill_tokens", 3)])
+def test_request_without_tokens_is_its_trace_rows_error(tmp_path, row, col, column):
+    # a request the engine cannot run (no input or no output token) is a malformed row of the file, located at its
+    # cell (bad.csv:3), not an error of the block's line
+    (tmp_path / "bad.csv").write_text(f"arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,2\n{row}\n",
+                                      encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        dsl.load(_plan(tmp_path, 'plan m { use batching { trace = "bad.csv"; kv_tokens = 1000 token; '
+                                 'step_overhead = 1 ms } }\n'))
+    d = e.value.diagnostics[0]
+    assert d.code == "bad-trace" and d.span.file.endswith("bad.csv") and (d.span.line, d.span.column) == (3, column)
+    assert f"column '{col}'" in d.summary and "request 2" in d.summary and d.related
+    # lengths the block gives replace the trace's: the row is then served
+    ws = dsl.load(_plan(tmp_path, 'plan m { use batching { trace = "bad.csv"; input = 10 token; output = 2 token; '
+                                  'kv_tokens = 1000 token; step_overhead = 1 ms } }\n'))
+    assert qval(ws, "m.sim_requests", "request") == 2
+
+
+def test_block_larger_than_the_pool_names_the_block_size():
+    # 100 tokens of KV in blocks of 10^6: no whole block -- the cause is the block size, not the memory
+    eng = S.Engine(kv_tokens=100, block_size=10 ** 6)
+    with pytest.raises(S.SimError) as e:
+        S.simulate([0.0], [10], [2], eng, S.linear_step, C)
+    assert "holds no whole block of block_size = 1,000,000 tokens" in str(e.value) and "16 tokens" in e.value.hint
+
+
 def test_binned_max_keeps_every_peak():
     # y = 1 from t = 0, 5 from 1, 2 from 2, 0 from 3; two intervals of [0, 4]: max 5 on [0, 2), 2 on [2, 4)
     edges, vals = S.binned_max(np.array([0.0, 1.0, 2.0, 3.0]), np.array([1, 5, 2, 0]), 4.0, bins=2)

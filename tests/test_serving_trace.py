@@ -113,6 +113,9 @@ def test_measured_metrics(write_plan):
     ("arrived_at,num_prefill_tokens,num_decode_tokens\n-1,1,2\n", 2, "arrived_at", "≥ 0"),
     ("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,2.5\n", 2, "num_decode_tokens", "whole number"),
     ("arrived_at,num_prefill_tokens,num_decode_tokens,first_token_at\n5,1,2,4\n", 2, "first_token_at", "before"),
+    # 10^23 tokens: beyond 2^53, not a count the simulators hold (it reached numpy as an OverflowError)
+    ("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,2\n0,100,99999999999999999999999\n", 3,
+     "num_decode_tokens", "beyond what a trace counts"),
 ])
 def test_malformed_rows(write_plan, run_cli, text, row, col, what):
     write_plan(text, "bad.csv")
