@@ -459,6 +459,11 @@ def _price(ctx, b):
     budget = ctx.define("kv_budget", expr, "GiB", f"per GPU: memory for the KV cache: {how}",
                         headline=True,
                         references=REFERENCES[frac_of])
+    if _num(ctx, sp.floor(kvmem / (bs * kv))) < 1:
+        b.error_at("block_size" if b.given("block_size") else "engine",
+                   f"one KV block of block_size = {_num(ctx, bs):,.0f} tokens takes {_gib(_num(ctx, bs * kv))} per GPU, "
+                   f"more than the KV budget of {_gib(nominal)}: the cache holds no block",
+                   "use a block size of a few tokens (vLLM's default is 16)")
     blocks = ctx.define("kv_blocks", sp.floor(budget / block_bytes), "", "per engine replica: whole KV blocks "
                         "in the budget (each block spans the replica's tp · pp GPUs)", headline=True)
     tokens = ctx.define("kv_tokens", blocks * bs, "token", "per engine replica: tokens its KV cache holds: "

@@ -288,6 +288,25 @@ def test_tp_beyond_one_host_warns(write_plan):
     assert code == 0 and "warning[tp-across-hosts]: tp = 16 exceeds the 8 GPUs of one host" in err
 
 
+def test_block_larger_than_the_budget_is_located_at_block_size(write_plan):
+    # one block of 10^12 tokens at 144 KiB per token (qwen3_8b, bf16) is ~1.4e8 GiB: the cache holds no block
+    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token; block_size = 1e12 token }
+}'''))
+    assert code == 1 and "Traceback" not in err
+    assert "error[out-of-range]: one KV block of block_size = 1,000,000,000,000 tokens" in err
+    assert "the cache holds no block" in err and "default is 16" in err and "t.plan:6:72:" in err   # block_size
+
+
+def test_negative_memory_is_shown_in_its_written_unit(write_plan):
+    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token; non_torch_memory = -100 GiB }
+}'''))
+    assert code == 1 and "'non_torch_memory' = -100 GiB is outside [0, inf)" in err and "e+11" not in err
+
+
 def test_standard_names_for_the_other_serving_blocks(write_plan):
     ws = _eval(write_plan, '''plan a {
   model = qwen3_8b; device = h100_sxm

@@ -17,6 +17,14 @@ def _as(dim: Dim) -> str:
 
 
 
+def _written_unit(expr) -> str | None:
+    """The unit a literal value was written in (``-100 GiB`` → ``GiB``), None for an expression."""
+    from ..syntax import ast as A
+    while isinstance(expr, A.Neg):
+        expr = expr.operand
+    return expr.unit if isinstance(expr, A.Number) else None
+
+
 class ValidateMixin:
     """Checks parameters against their specs and ranges, and units against expectations."""
 
@@ -138,13 +146,23 @@ class ValidateMixin:
                 rng = (f"{'(' if p.min_open else '['}{p.min:g}" if p.min is not None else "(-inf") + ", " + \
                       (f"{p.max:g}]" if p.max is not None else "inf)")
                 shown = f"{x:g}" if x != 0 or xe == 0 else f"{sp.N(xe, 6)}"
+                shown_unit = p.unit
+                written = _written_unit(n.assign.value if n.assign else None)
+                if written and p.unit and written != p.unit:
+                    try:               # in the unit the value was written in (-100 GiB, not -1.07374e+11 B)
+                        if parse_unit(written).dim == parse_unit(p.unit).dim:
+                            from ..engine.units import format_quantity
+                            shown = format_quantity(float(v), written, 6).removesuffix(" " + written)
+                            shown_unit = written
+                    except Exception:  # noqa: BLE001 - a unit that does not parse alone: the declared unit
+                        pass
                 hint = p.doc
                 if not p.unit and p.max == 1 and x > 1:
                     hint = _fraction_hint(p.doc, x, n.assign.value if n.assign else None)
                 # a declaration's field is named with its declaration (dd.peak_flops); a block's by itself
                 info = self.decls.get(n.owner)
                 who = n.id if info is not None and info.kind != "plan" and n.scope and n.scope[1] is None else n.name
-                unit = (' ' + p.unit) if p.unit else ''
+                unit = (' ' + shown_unit) if shown_unit else ''
                 if p.min == 0 and p.min_open and p.max is None:
                     self.rep.error("out-of-range", f"'{who}' must be positive, got {shown}{unit}", span, hint)
                 else:
