@@ -369,6 +369,36 @@ def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None 
     return cols
 
 
+def lone_request_time(g: Layout, P: float, G: float) -> float:
+    """Seconds one request of P input and G output tokens takes alone on an engine of layout
+    g: its prefill step and G − 1 decode steps of one sequence at the mean context P + G/2."""
+    o, f = ops("numpy"), step_fn(g)
+    return float(f(g.c, P, 0, 0, o)) + max(G - 1.0, 0.0) * float(f(g.c, 0, 1, P + G / 2, o))
+
+
+def _burst(g: Layout, cols, idx, w: Workload, S, T, P: float, G: float, o):
+    """Estimates (TTFT, TPOT in s, arrays over the candidates ``idx`` of layout g) for a burst:
+    all of the trace's n requests at once, shared evenly by the engines that take prompts
+    (aggregated: replicas × pp; disaggregated: the prefill pool) — no steady state to reach,
+    a finite amount of work.  TTFT: the p95 request's prompt is done once the prompts before it
+    are, ⌈0.95·n_e·P̄ / chunk⌉ steps of a full chunk (chunk = min(max_num_batched_tokens,
+    n_e·P̄)) plus its own share of the last; TPOT: one decode step of min(n_e, max_num_seqs)
+    sequences at the mean context P̄ + Ḡ/2 (n_e the requests per decoding engine)."""
+    n = float(len(w.arrival))
+    dis = cols["disagg"][idx] == 1
+    agg_engines = np.maximum(cols["r"][idx] * g.pp, 1).astype(float)
+    pre = np.where(dis, np.maximum(cols["xp"][idx], 1), agg_engines)
+    dec = np.where(dis, np.maximum(cols["yd"][idx], 1), agg_engines)
+    ne = n / pre
+    chunk = np.maximum(np.minimum(T, ne * P), 1.0)
+    before = np.ceil(ne * 0.95) * P                     # prompt tokens up to the p95 request's
+    t_chunk = step_fn(g)(g.c, chunk, 0 * chunk, 0 * chunk, o)
+    ttft = np.ceil(before / chunk) * t_chunk
+    nd = np.minimum(np.ceil(n / dec), S)
+    tpot = step_fn(g)(g.c, 0 * nd, nd, nd * (P + G / 2), o)
+    return ttft, np.where(G > 1, tpot, 0.0 * tpot)
+
+
 def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
     """The screen at each load multiple of ``peaks`` at once: the estimates are arrays of
     (loads, candidates), every load's row the same elementwise arithmetic (one numpy call per
@@ -382,6 +412,7 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
     P95 = float(sim.nearest_rank_np(w.prompt, sim.QUANTILES[2]))
     Pmax = int(w.prompt.max())
     lam = np.array([w.rate * p for p in peaks])[:, None]         # (loads, 1)
+    span = float(w.arrival.max() - w.arrival.min())
     for gi, g in enumerate(layouts):
         idx = np.flatnonzero(cols["g"] == gi)
         if idx.size == 0:
@@ -442,6 +473,11 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
             d_tpot = np.where(okd, td + xfer / max(Gm - 1, 1), np.inf)
         est_ttft[:, idx] = np.where(dis, d_ttft, a_ttft)
         est_tpot[:, idx] = np.where(dis, d_tpot, a_tpot)
+        if span < lone_request_time(g, Pm, Gm):
+            # a burst: shorter than one mean request alone on g (all at t = 0: a span of 0); its
+            # rate n / span is no steady load but a finite amount of work -- estimated as such,
+            # and the simulation decides
+            est_ttft[:, idx], est_tpot[:, idx] = _burst(g, cols, idx, w, S, T, Pm, Gm, o)
         if not chunked:
             reason[idx] = np.where((reason[idx] == "") & (T < Pmax + 1), "chunk below the longest prompt",
                                    reason[idx])
@@ -631,16 +667,18 @@ SERVING_SEARCH = UseSpec(
               doc="the TP group's link of each device (one for all, or one per device); needed when tp or pp > 1"),
         Param("gpu_hour", "USD/h", None, "price of one GPU-hour of each device (one for all, or one per device); "
               "default none: no cost", kind="list", optional=True),
-        Param("tp", "", "[1, 2, 4, 8]", "tensor-parallel degrees", kind="list"),
-        Param("pp", "", "[1]", "pipeline-parallel degrees", kind="list"),
-        Param("replicas", "", "[1, 2, 3, 4, 6, 8]", "replicas of an aggregated deployment", kind="list"),
-        Param("max_num_seqs", "seq", "[128 seq, 256 seq]", "sequences an engine runs at once", kind="list"),
+        Param("tp", "", "[1, 2, 4, 8]", "tensor-parallel degrees", kind="list", min=1, min_items=1),
+        Param("pp", "", "[1]", "pipeline-parallel degrees", kind="list", min=1, min_items=1),
+        Param("replicas", "", "[1, 2, 3, 4, 6, 8]", "replicas of an aggregated deployment", kind="list", min=1,
+              min_items=1),
+        Param("max_num_seqs", "seq", "[128 seq, 256 seq]", "sequences an engine runs at once", kind="list", min=1,
+              min_items=1),
         Param("max_num_batched_tokens", "token", "[2048 token, 8192 token]", "token budgets (chunks) of one step",
-              kind="list"),
+              kind="list", min=1, min_items=1),
         Param("prefill_replicas", "", None, "prefill engines of a disaggregated deployment (with decode_replicas)",
-              kind="list", optional=True),
+              kind="list", optional=True, min=1, min_items=1),
         Param("decode_replicas", "", None, "decode engines of a disaggregated deployment", kind="list",
-              optional=True),
+              optional=True, min=1, min_items=1),
         Param("kv_link", kind="ref", ref_kind="link", optional=True,
               doc="the link a request's KV crosses from the prefill to the decode pool (per GPU)"),
         Param("load", "", "1", "the trace's load multiple: arrival times divided by it (2: twice the requests "
@@ -677,6 +715,26 @@ def _float(ctx, expr) -> float:
     return float(v) if v is not None else float("nan")
 
 
+def distinct(b, name, items, show=str):
+    """``items`` of the search list ``name`` without repeats (the first of each kept, in list
+    order: candidates are enumerated in the order of the lists).  A repeated item would search
+    the same configurations twice — two rows of one configuration, one "chosen" and its twin on
+    the "front" — so it is dropped, with a warning at the list naming it (a typo such as
+    ``[1, 1]`` for ``[1, 2]`` shows; a generated list with repeats still runs)."""
+    out, seen, twice = [], set(), []
+    for x in items:
+        if x in seen:
+            if x not in twice:
+                twice.append(x)
+            continue
+        seen.add(x)
+        out.append(x)
+    if twice:
+        b.warn_at(name, f"'{name}' lists {', '.join(show(x) for x in twice)} more than once; each configuration "
+                  "is searched once", "remove the repeated items", code="duplicate")
+    return out
+
+
 def _ints(b, name):
     vals = b.value(name)
     if vals is None:
@@ -688,7 +746,7 @@ def _ints(b, name):
             b.error_at(name, f"'{name}' holds {f:g}: every item must be a whole number ≥ 1",
                        f"write `{name} = [1, 2, 4]`")
         out.append(int(f))
-    return out
+    return distinct(b, name, out)
 
 
 def _per_device(b, name, n):
@@ -729,6 +787,14 @@ def _layouts(ctx, b, model):
             b.error_at("gpu_hour", f"'gpu_hour' has {len(raw)} items for {len(devs)} devices",
                        f"give one price for all devices or one per device ({len(devs)})")
         prices = [_float(ctx, x) for x in raw] * (len(devs) if len(raw) == 1 else 1)
+    # a device listed twice with the same link and price is one set of configurations
+    keys = [(d, links[i].name if links is not None else None, prices[i] if prices is not None else None)
+            for i, d in enumerate(devs)]
+    first = [keys.index(k) for k in distinct(b, "devices", keys, lambda k: k[0])]
+    if len(first) < len(devs):
+        devs = [devs[i] for i in first]
+        links = [links[i] for i in first] if links is not None else None
+        prices = [prices[i] for i in first] if prices is not None else None
     tps, pps = _ints(b, "tp"), _ints(b, "pp")
     layers = int(model.value("layers"))
     a, mo = architecture(model), moe_architecture(model)
@@ -839,8 +905,10 @@ def plan_activities_schedule(ctx):
                    "add `kv_link = nic_400g`", code="missing-parameter")
     kv_link = _link_dict(ctx, b.value("kv_link").name) if b.given("kv_link") else None
     layouts = _layouts(ctx, b, model)
-    seqs = [int(round(_float(ctx, x))) for x in b.q_list("max_num_seqs")]
-    chunks = [int(round(_float(ctx, x))) for x in b.q_list("max_num_batched_tokens")]
+    seqs = distinct(b, "max_num_seqs", [int(round(_float(ctx, x))) for x in b.q_list("max_num_seqs")],
+                    lambda v: f"{v} seq")
+    chunks = distinct(b, "max_num_batched_tokens", [int(round(_float(ctx, x)))
+                                                    for x in b.q_list("max_num_batched_tokens")], lambda v: f"{v} token")
     w = _workload(ctx, b)
     max_len = int(_float(ctx, b.q("max_model_len")))
     keep = sim.refuse_over_max_model_len(b, "max_model_len", w.prompt, w.output, max_len,
@@ -863,11 +931,18 @@ def plan_activities_schedule(ctx):
                  f"the next needed {m['cut'][1]:,} more", "lower `simulate`, or " + limit_hint("search_requests"),
                  code="limit")
     how = "serving search"
-    ctx.define("search_candidates", sp.Integer(m["candidates"]), "", f"configurations enumerated ({how})")
-    ctx.define("search_valid", sp.Integer(m["valid"]), "", f"configurations that fit their devices ({how})")
-    ctx.define("search_simulated", sp.Integer(m["simulated"]), "", f"configurations simulated on the trace ({how})")
+    unmet = res.chosen is None           # the counts then say how far the search got
+    ctx.define("search_candidates", sp.Integer(m["candidates"]), "", f"configurations enumerated ({how})",
+               headline=unmet)
+    ctx.define("search_valid", sp.Integer(m["valid"]), "", f"configurations that fit their devices ({how})",
+               headline=unmet)
+    ctx.define("search_simulated", sp.Integer(m["simulated"]), "", f"configurations simulated on the trace ({how})",
+               headline=unmet)
     ctx.define("search_rejected_requests", sp.Integer(rejected), "request", "requests every configuration rejects: "
                f"input + output tokens above max_model_len (left out of the simulations; {how})", headline=rejected > 0)
+    if res.chosen is None and m["valid"] == 0:
+        _none_fits(ctx, b, model, m["skipped"], int(w.prompt.max()))
+        return
     if res.chosen is None:
         ctx.warn(f"no simulated configuration of plan '{ctx.name}' meets TTFT p95 ≤ {m['slo_ttft']:g} s and TPOT "
                  f"p95 ≤ {m['slo_tpot'] * 1e3:g} ms ({m['passing']} of {m['candidates']} passed the screen)",
@@ -894,6 +969,31 @@ def plan_activities_schedule(ctx):
            headline=False)
     define("search_max_num_batched_tokens", r["max_num_batched_tokens"], "token", "max_num_batched_tokens of the chosen configuration",
            headline=False)
+
+
+def _none_fits(ctx, b, model, skipped: dict, longest: int) -> None:
+    """The warning of a search none of whose configurations can run: the skip reasons with their
+    counts, at the list that causes the most of them, with that reason's remedy."""
+    heads, layers = int(model.value("heads")), int(model.value("layers"))
+    nkv = int(model.value("kv_heads", heads))
+    fits = [t for t in (1, 2, 4, 8, 16, 32, 64) if tp_split_problem(model, t) is None]
+    remedy = {
+        REASONS[0]: ("tp", f"list tp values that divide the {heads} query heads of model '{model.name}' and divide "
+                     f"or are multiples of its {nkv} KV heads, e.g. [{', '.join(map(str, fits))}]"),
+        REASONS[1]: ("pp", f"list pp values of at most the {layers} layers of model '{model.name}'"),
+        REASONS[2]: ("devices", "larger tp or pp (the weights split over more GPUs), devices with more memory, "
+                     "or lower-precision weights (weights = \"fp8\")"),
+        REASONS[3]: ("max_model_len", "a shorter max_model_len, larger tp or pp, or devices with more memory"),
+        REASONS[4]: ("max_num_batched_tokens", "list max_num_batched_tokens ≥ max_num_seqs (vLLM requires it)"),
+        "chunk below the longest prompt": ("max_num_batched_tokens", "without chunked prefill a step holds a whole "
+                                           f"prompt: list a max_num_batched_tokens above the longest ({longest:,} "
+                                           "tokens), or an engine with enable_chunked_prefill"),
+    }
+    top = max(skipped, key=lambda r: (skipped[r], r))
+    param, hint = remedy.get(top, ("devices", "check the lists of the search"))
+    why = "; ".join(f"{r} ({n:,})" for r, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    b.warn_at(param, f"no configuration of the serving search of plan '{ctx.name}' can run: {why}", hint,
+              code="unmet")
 
 
 # ---------------------------------------------------------------- table

@@ -8,6 +8,7 @@ import math
 import pytest
 
 import dsl
+from dsl.syntax.diagnostics import PlanError
 from conftest import CASES, qval, run_cli
 
 np = pytest.importorskip("numpy")
@@ -373,3 +374,19 @@ def test_offload_needs_the_host_bandwidth(write_plan):
     path = write_plan(f'import "{CASE}"\nplan p extends gpus48 {{ use layout {{ offload = "optimizer" }} }}\n')
     code, _, err = run_cli("eval", path)
     assert code == 1 and "error[missing-parameter]" in err and "host_bandwidth" in err
+
+
+def test_empty_search_list_is_a_located_error(tmp_path):
+    # as `use serving_search`'s lists (an empty list said "most candidates (0 of 0) break tp_divides_heads")
+    (tmp_path / "l.plan").write_text('''import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq; deadline = 30 day }
+plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %
+  use memory {}
+  use layout { link = nvlink4 }
+  use layout_search { tp = [] } }
+''', encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        dsl.load(tmp_path / "l.plan")
+    d = e.value.diagnostics[0]
+    assert d.code == "out-of-range" and "'tp' needs at least 1 item, got 0" in d.summary and d.span.line == 7

@@ -339,3 +339,98 @@ def test_a_longest_request_within_max_model_len_is_not_rejected(tmp_path):
     output of different requests."""
     ws = _one(tmp_path, [(0, 4000, 2), (0.5, 10, 100)])      # 4,000 + 100 would be 4,100 > 4,096
     assert qval(ws, "one.search_rejected_requests", "request") == 0
+
+
+BURST = HEAD + """
+plan b {
+  model = qwen3_8b
+  use serving_search {
+    engine = vllm; max_model_len = 4096 token; trace = "t.csv"
+    devices = [h100_sxm]; links = [nvlink4]
+    tp = [1, 2]; replicas = [1, 2]
+    max_num_seqs = [128 seq]; max_num_batched_tokens = [8192 token]
+    slo_ttft = 1 s; slo_tpot = 50 ms; simulate = 2
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("rows", [["0,100,10"], ["0,100,10"] * 100, ["0,100,10", "1e-9,100,10"]])
+def test_burst_trace_is_screened_and_simulated(tmp_path, rows):
+    # one request, 100 at t = 0, two 1 ns apart: a span of (nearly) 0 is no infinite rate but a finite amount of
+    # work (it was "0 keep up in the screen" and nothing simulated).  The choice is the brute force's: the fewest
+    # GPUs among every configuration simulated on the trace that meets both targets
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + "\n".join(rows) + "\n",
+                                    encoding="utf-8")
+    (tmp_path / "b.plan").write_text(BURST, encoding="utf-8")
+    ws = dsl.load(tmp_path / "b.plan")
+    res = ss.result_of(ws, "b")
+    assert res.meta["stable"] == len(res) and res.simulated and res.chosen is not None
+    w = _workload(tmp_path)
+    meets = [int(res.cols["gpus"][i]) for i in range(len(res))
+             if (lambda s: s["ttft_p95"] <= 1 and s["tpot_p95"] <= 0.05)(ss.simulate(res, i, w, None))]
+    assert res.row(res.chosen)["gpus"] == min(meets) == 1
+
+
+def _line_of(text, needle):
+    return next(i for i, line in enumerate(text.splitlines(), start=1) if needle in line)
+
+
+def test_empty_or_zero_search_lists_are_located_errors(tmp_path):
+    _trace(tmp_path / "t.csv", n=20, rate=2.0)
+    for old, new, words in (("tp = [1, 2]", "tp = []", "'tp' needs at least 1 item, got 0"),
+                            ("replicas = [1, 2, 3]", "replicas = []", "'replicas' needs at least 1 item"),
+                            ("max_num_seqs = [16 seq, 64 seq]", "max_num_seqs = [0 seq]",
+                             "item 1 of 'max_num_seqs' = 0 seq is outside [1, inf)")):
+        text = SMALL.replace(old, new)
+        (tmp_path / "e.plan").write_text(text, encoding="utf-8")
+        with pytest.raises(PlanError) as e:
+            dsl.load(tmp_path / "e.plan")
+        d = e.value.diagnostics[0]
+        assert d.code == "out-of-range" and words in d.summary, d.summary
+        assert d.span.line == _line_of(text, new)              # at the list
+        assert not [x for x in e.value.diagnostics if x.code == "unmet"]
+
+
+def test_repeated_list_items_are_searched_once(tmp_path):
+    # tp = [1, 1, 2] is tp = [1, 2] with a warning: a repeat would simulate one configuration twice (two rows, one
+    # "chosen", its twin on the "front")
+    _trace(tmp_path / "t.csv", n=20, rate=2.0)
+    (tmp_path / "d.plan").write_text(SMALL.replace("tp = [1, 2]", "tp = [1, 1, 2]").replace(
+        "max_num_seqs = [16 seq, 64 seq]", "max_num_seqs = [16 seq, 64 seq, 16 seq]"), encoding="utf-8")
+    ws = dsl.load(tmp_path / "d.plan")
+    res = ss.result_of(ws, "small")
+    assert len(res) == 2 * 2 * 3 * 2 * 2
+    w = [d for d in ws.diagnostics if d.code == "duplicate"]
+    assert [d.summary for d in w] == ["'tp' lists 1 more than once; each configuration is searched once",
+                                      "'max_num_seqs' lists 16 seq more than once; each configuration is searched "
+                                      "once"]
+    rows = [tuple(sorted((k, v) for k, v in res.row(i).items() if k != "index")) for i in res.simulated]
+    assert len(rows) == len(set(rows))
+
+
+def test_no_configuration_runs_names_the_cause(tmp_path):
+    # tp 3 and 5 split none of qwen3_8b's 32 heads: all 2 devices × 2 tp × 3 replicas × 2 × 2 = 48 configurations are
+    # skipped for it, and the warning says so at tp (not "add larger tp … faster devices")
+    _trace(tmp_path / "t.csv", n=20, rate=2.0)
+    text = SMALL.replace("tp = [1, 2]", "tp = [3, 5]")
+    (tmp_path / "n.plan").write_text(text, encoding="utf-8")
+    ws = dsl.load(tmp_path / "n.plan")
+    w = [d for d in ws.diagnostics if d.code == "unmet"]
+    assert len(w) == 1 and w[0].span.line == _line_of(text, "tp = [3, 5]")
+    assert "can run: tp does not divide the heads (48)" in w[0].summary
+    assert "divide the 32 query heads" in w[0].hint and "[1, 2, 4, 8, 16, 32]" in w[0].hint
+    assert "larger tp" not in w[0].hint
+    assert qval(ws, "small.search_candidates") == 48 and qval(ws, "small.search_valid") == 0
+    assert ws.nodes["small.search_candidates"].headline
+
+
+def test_request_without_output_is_the_trace_rows_error(tmp_path):
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,100,10\n0.5,100,0\n",
+                                    encoding="utf-8")
+    (tmp_path / "b.plan").write_text(BURST, encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        dsl.load(tmp_path / "b.plan")
+    d = e.value.diagnostics[0]
+    assert d.code == "bad-trace" and d.span.file.endswith("t.csv") and d.span.line == 3
+    assert "0 output tokens" in d.summary and d.related

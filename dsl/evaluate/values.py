@@ -197,8 +197,8 @@ class ValuesMixin:
             self._validated.add(nid)
             before = len(self.rep.errors)
             self._check_specs(only=nid)
-            if len(self.rep.errors) == before and n.numeric:
-                self.check_ranges(only=nid)
+            if len(self.rep.errors) == before and (n.numeric or isinstance(n.value, ListVal)):
+                self.check_ranges(only=nid)     # a list's items against the spec's range too
             if len(self.rep.errors) > before:
                 self._spec_reported.add(nid)
                 raise Abort()
