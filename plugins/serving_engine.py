@@ -469,6 +469,11 @@ def _price(ctx, b):
     tokens = ctx.define("kv_tokens", blocks * bs, "token", "per engine replica: tokens its KV cache holds: "
                         "blocks × block_size (vLLM's 'GPU KV cache size')", headline=True)
     c = b.q("context") if b.given("context") else max_len
+    if b.given("context") and _num(ctx, c) > _num(ctx, max_len):
+        b.warn_at("context", f"context = {_num(ctx, c):,.0f} tokens is longer than max_model_len = "
+                  f"{_num(ctx, max_len):,.0f}: the engine refuses such a request, and kv_sequences counts "
+                  "sequences it never holds", f"use a context ≤ {_num(ctx, max_len):,.0f} tokens, or raise "
+                  "max_model_len", code="suspicious")
     g, l = m.q("kv_cache_width_global"), m.q("kv_cache_width_local")
     per_seq = sp.ceiling(c / bs)
     if m.has("attention_window") and _num(ctx, l) > 0:

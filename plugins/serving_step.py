@@ -1002,6 +1002,13 @@ def plan_quantities_price(ctx):
         return
     eng = ctx.block("engine")
     tp_num = int(eng.value("tp")) if eng is not None else int(b.value("tp"))
+    from .decoder import moe_architecture
+    model = ctx.ref("model")
+    if not moe_architecture(model)["moe"]:
+        for k in ("expert_skew", "expert_efficiency"):
+            if b.given(k):
+                b.warn_at(k, f"'{k}' has no effect: model '{model.name}' is dense (no routed experts)",
+                          "remove it, or serve a mixture-of-experts model", code="unused")
     if eng is None:               # `use engine` checks its own tp (the same rules)
         from .serving_engine import check_tp, warn_tp_across_hosts
         check_tp(b, ctx.ref("model"), tp_num)

@@ -554,3 +554,12 @@ solve need: b.gpus for b.finish_time <= w.deadline
     code, _, err = run_cli("eval", f)
     assert code == 1 and "did you mean 'zero'?" in err and "1 error" in err, err
     assert "has no field" not in err
+
+
+def test_target_per_token_suggests_the_plain_time(write_plan, run_cli):
+    # slo_tpot is a time per output token by definition: `50 ms/token` is refused, and the hint writes it for you
+    code, out, err = run_cli("eval", write_plan('plan p { use batching { arrivals = "poisson"; rate = 1 request/s; '
+                                                'requests = 5; input = 10 token; output = 4 token; kv_tokens = '
+                                                '1000 token; step_overhead = 1 ms; slo_tpot = 50 ms/token } }\n'))
+    assert code == 1 and "'slo_tpot' must be in s, got s/token" in err
+    assert "hint: the value is per token, the parameter is not: write `50 ms`" in err

@@ -307,6 +307,14 @@ def test_negative_memory_is_shown_in_its_written_unit(write_plan):
     assert code == 1 and "'non_torch_memory' = -100 GiB is outside [0, inf)" in err and "e+11" not in err
 
 
+def test_context_longer_than_max_model_len_warns(write_plan):
+    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = vllm; max_model_len = 8192 token; context = 32768 token }
+}'''))
+    assert code == 0 and "warning[suspicious]: context = 32,768 tokens is longer than max_model_len = 8,192" in err
+
+
 def test_standard_names_for_the_other_serving_blocks(write_plan):
     ws = _eval(write_plan, '''plan a {
   model = qwen3_8b; device = h100_sxm

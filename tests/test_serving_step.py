@@ -299,6 +299,20 @@ plan p { model = qwen3_30b_a3b; device = h100_sxm; use serving_step { batch = 1e
     assert float(ws.base_value("p.decode_step_time")) == pytest.approx(float(want), rel=1e-12)
 
 
+def test_expert_knobs_on_a_dense_model_warn():
+    # qwen3_8b has no routed experts: expert_skew and expert_efficiency change nothing, and say so at their text
+    ws = dsl.load("t.plan", text="""
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+plan a { model = qwen3_8b; device = h100_sxm; use serving_step { expert_skew = 5; expert_efficiency = 1 % } }
+plan b { model = qwen3_8b; device = h100_sxm; use serving_step { } }
+""")
+    w = [d for d in ws.diagnostics if d.code == "unused"]
+    assert [d.summary for d in w] == [f"'{k}' has no effect: model 'qwen3_8b' is dense (no routed experts)"
+                                      for k in ("expert_skew", "expert_efficiency")]
+    assert ws.base_value("a.tpot") == ws.base_value("b.tpot")
+
+
 def test_tp_splits_the_weights_and_adds_all_reduces():
     ws = dsl.load("t.plan", text="""
 import "@catalog/hardware.plan"

@@ -17,6 +17,24 @@ def _as(dim: Dim) -> str:
 
 
 
+def _per_count_hint(expr, want: Dim) -> str | None:
+    """For a literal written per a count (``50 ms/token``) where the parameter wants the plain
+    quantity (s): the literal without the ``/token`` as a hint, else None."""
+    from ..syntax import ast as A
+    sign = ""
+    while isinstance(expr, A.Neg):
+        expr, sign = expr.operand, "-" if not sign else ""
+    if not isinstance(expr, A.Number) or not expr.unit or "/" not in expr.unit:
+        return None
+    base, _, per = expr.unit.rpartition("/")
+    try:
+        if not base or parse_unit(base).dim != want:
+            return None
+    except Exception:  # noqa: BLE001 - a unit that does not parse alone: no suggestion
+        return None
+    return f"the value is per {per.strip()}, the parameter is not: write `{sign}{expr.text} {base.strip()}`"
+
+
 def _written_unit(expr) -> str | None:
     """The unit a literal value was written in (``-100 GiB`` → ``GiB``), None for an expression."""
     from ..syntax import ast as A
@@ -46,7 +64,8 @@ class ValidateMixin:
                 if n.dim != want:
                     self._spec_reported.add(nid)
                     self.rep.error("unit-mismatch", f"'{n.name}' must be {_as(want)}, got {describe_dim(n.dim)}",
-                                   span, f"write it in a unit like {p.unit}" if p.unit else "drop the unit")
+                                   span, _per_count_hint(n.assign.value if n.assign else None, want)
+                                   or (f"write it in a unit like {p.unit}" if p.unit else "drop the unit"))
                     continue
                 if p.unit and n.unit == "":
                     n.unit = p.unit
