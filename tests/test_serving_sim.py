@@ -643,3 +643,14 @@ def test_every_request_rejected_is_a_located_error(tmp_path):
         dsl.load(_plan(tmp_path, REJECT))
     d = e.value.diagnostics[0]
     assert "rejects every request" in d.summary and (d.span.line, d.span.column) == (6, 47)
+
+
+def test_lone_arrival_far_from_zero_is_served(tmp_path):
+    # one request arriving at 1e15 s (a zero span at the absolute clock's resolution of 1/8 s there: it divided by 0)
+    # alone on an idle engine: TTFT = its prefill step 1 ms + 10 us · 100 = 2 ms; 9 decodes of 1 ms + 10 us each
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n1e15,100,10\n", encoding="utf-8")
+    ws = dsl.load(_plan(tmp_path, 'plan m { use batching { trace = "t.csv"; kv_tokens = 1000 token; '
+                                  'step_overhead = 1 ms; step_token = 10 us/token } }\n'))
+    assert qval(ws, "m.ttft_p50", "s") == pytest.approx(0.002, abs=1e-9)
+    assert qval(ws, "m.tpot_p50", "s") == pytest.approx(0.00101, abs=1e-9)
+    assert qval(ws, "m.throughput", "token/s") == pytest.approx(10 / (0.002 + 9 * 0.00101), rel=1e-6)
