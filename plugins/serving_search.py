@@ -52,7 +52,10 @@ latencies are percentiles of a simulation.
    transfer spread over Ḡ tokens.  Pipeline parallelism: a replica runs pp micro-batches in
    flight (pp virtual engines, each with 1/pp of the KV pool and the full max_num_seqs and
    chunk, as vLLM's pipeline-parallel scheduler), each step a pass over all stages — the tp
-   step of the whole model plus (pp − 1) activation sends on the TP link.
+   step of the whole model plus (pp − 1) activation sends on the TP link.  A burst (the trace
+   spans less than one mean request alone on the layout, :func:`lone_request_time`; all at
+   t = 0 in the limit) has no steady state: it is estimated as the finite work it is
+   (:func:`_burst`) and the simulation decides.
 4. *Simulate* (:func:`plugins.serving_sim.simulate_replicas`, the whole trace, round-robin
    dispatch) the candidates the screen ranks first: in the order (objective, estimated latency
    relative to the targets) those whose estimates are within ``screen_margin`` of both targets,
@@ -79,7 +82,8 @@ latencies are percentiles of a simulation.
    simulated candidate dominates in (objective, TTFT p95, TPOT p95) — no worse in all three,
    better in one.
 
-Deterministic: no randomness; candidates are enumerated in the order of the lists.  Speed
+Deterministic: no randomness; candidates are enumerated in the order of the lists (an item listed
+twice is searched once, :func:`distinct`).  Speed
 (``benchmarks/serving_search_azure.py``): the screen prices thousands of candidates in
 a fraction of a second (3,456 configurations: about 0.3 s); each simulation of the
 19,366-request Azure conversation trace about 0.1–0.4 s (run without recording the

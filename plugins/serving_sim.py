@@ -27,6 +27,10 @@ The scheduler follows vLLM's v1 scheduler (``vllm/v1/core/sched/scheduler.py``; 
    computed tokens reach ``num_tokens`` at the end of the iteration it emits one output token;
    the ``G``-th ends the request and frees its blocks.
 
+The clock: each busy period (from an arrival on an idle engine until it is idle again) is
+timed from :func:`clock_origin` of its first arrival, and a request's latencies are taken
+against its own arrival in that frame, so they keep their digits however late the trace runs.
+
 Two implementations of the same rules:
 
 * :func:`simulate_reference` — one Python iteration per engine iteration, one object per
