@@ -81,20 +81,35 @@ class _ContextBase:
         :param related: ``(label, span)`` pairs shown under the error (where a value was set).
 
         An input outside its declared range (``gpu_memory_utilization = 0``) is checked after
-        pricing, but a plugin reading it as a number may fail on it first: when the literal
-        inputs hold such a value, that range error is reported at its own text instead of the
-        plugin's error (its consequence), as for an exception (:meth:`plugin_failed`).
+        pricing, but a plugin reading it as a number may fail on it first: when a literal input
+        of this declaration, or of one it refers to (its engine, model, device …), holds such a
+        value, that range error is reported at its own text instead of the plugin's error (its
+        consequence), as for an exception (:meth:`plugin_failed`).
         """
         ws = self.ws
-        before = len(ws.rep.errors)
-        try:
-            ws.check_ranges(inputs_only=True)
-        except Abort:
-            pass
-        if len(ws.rep.errors) > before:
+        if self._inputs_out_of_range():
             raise Abort()
         ws.rep.error(code, summary, span or ws.decls[self.name].ast.name_span, hint, related)
         raise Abort()
+
+    def _inputs_out_of_range(self) -> bool:
+        """Report the literal inputs of this declaration and of the declarations its fields
+        refer to that are outside their declared range; True when there was one."""
+        ws = self.ws
+        owners = {self.name}
+        for n in ws.nodes.values():
+            if n.owner == self.name and isinstance(n.value, DeclRef):
+                owners.add(n.value.name)
+        before = len(ws.rep.errors)
+        for nid in sorted(ws.param_specs):
+            n = ws.nodes.get(nid)
+            if n is None or not n.input or n.owner not in owners:
+                continue
+            try:
+                ws.check_ranges(only=nid)
+            except Abort:
+                pass
+        return len(ws.rep.errors) > before
 
     @staticmethod
     def file_span(path, line: int, column: int = 1, end_column: int | None = None) -> Span:
