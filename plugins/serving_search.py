@@ -497,7 +497,8 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     """Simulate candidate i on the whole trace: p95 TTFT and TPOT (s), output throughput
     (token/s, over the simulated span), the span and, when priced, the cost per million tokens:
     GPUs × price per GPU-second × the trace's span / its input + output tokens × 10⁶ (the
-    deployment runs for the trace's duration)."""
+    deployment runs for the trace's duration; for a burst, shorter than one mean request alone
+    on the layout, for the simulated span: the burst's duration is no time to serve it in)."""
     cols = res.cols
     g = res.layouts[int(cols["g"][i])]
     S, T, kv = int(cols["S"][i]), int(cols["T"][i]), int(cols["kv"][i])
@@ -531,7 +532,9 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     out = {"ttft_p95": sim.nearest_rank_np(ttft, q),
            "tpot_p95": sim.nearest_rank_np(tpot, q) if tpot.size else 0.0,
            "throughput": float(w.output.sum()) / span, "span": span}
-    tokens_per_s = float(w.prompt.sum() + w.output.sum()) / w.span
+    burst = float(w.arrival.max() - w.arrival.min()) < lone_request_time(g, float(w.prompt.mean()),
+                                                                          float(w.output.mean()))
+    tokens_per_s = float(w.prompt.sum() + w.output.sum()) / (span if burst else w.span)
     out["cost"] = (int(cols["gpus"][i]) * g.price / tokens_per_s * 1e6) if g.price is not None else None
     return out
 

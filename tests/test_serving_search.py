@@ -434,3 +434,18 @@ def test_request_without_output_is_the_trace_rows_error(tmp_path):
     d = e.value.diagnostics[0]
     assert d.code == "bad-trace" and d.span.file.endswith("t.csv") and d.span.line == 3
     assert "0 output tokens" in d.summary and d.related
+
+
+def test_burst_cost_is_priced_over_the_simulated_span(tmp_path):
+    # 100 requests at t = 0 last 0 s as a trace: the cost per million tokens is GPUs × price × the time the
+    # deployment serves them (its simulated span) over their 100 · (100 + 10) tokens -- not ~0
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + "0,100,10\n" * 100,
+                                    encoding="utf-8")
+    (tmp_path / "b.plan").write_text(BURST.replace("simulate = 2", "simulate = 2; gpu_hour = [3.6 USD/h]"),
+                                     encoding="utf-8")
+    ws = dsl.load(tmp_path / "b.plan")
+    res = ss.result_of(ws, "b")
+    for i in res.simulated:
+        r = res.row(i)
+        assert r["cost"] == pytest.approx(r["gpus"] * 0.001 * r["span"] / (100 * 110) * 1e6, rel=1e-12)
+        assert r["cost"] > 1e-3
