@@ -2,7 +2,9 @@
 
 * ``REPO_ROOT`` / ``repo_root``: the checkout (``dsl/``, ``plugins/``, ``specs/``).
 * ``CASE`` / ``case_path``: the design case of book chapter 10.
-* evaluations of the case files are cached per test process (see ``_install_eval_cache``).
+* evaluations of the case files are cached per test process (see ``_install_eval_cache``);
+  what lives as long as the process is frozen out of the garbage collector's scans
+  (``_freeze_long_lived``; ``PLAN_TEST_NO_GC_FREEZE=1`` turns that off).
 * ``case_ws`` (session): ``dsl.load(CASE)`` — treat as read-only.  Failed queries leave
   diagnostics behind, so tests that expect errors should use ``fresh_case_ws`` (never cached).
 * ``run_cli(*args, cwd=REPO_ROOT, stdin=None, process=None) -> (exit_code, stdout, stderr)``:
