@@ -11,6 +11,7 @@ Layers, bottom to top (a module may import its own package and any package below
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
@@ -27,12 +28,18 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """The parsed source of ``path``, once per test process (every test here walks every module;
+    the trees are only read)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _imports(path: Path):
     """(imported module, imported names, line) for every import statement in ``path``."""
     mod = _module_name(path)
     is_pkg = path.name == "__init__.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield a.name, (), node.lineno
@@ -129,7 +136,7 @@ def test_plugins_never_reach_into_the_workspace():
     """``ctx.ws`` and the workspace's private state are not part of the contract."""
     bad = []
     for p in _files("plugins"):
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(p)):
             if isinstance(node, ast.Attribute) and node.attr == "ws" and isinstance(node.value, ast.Name) \
                     and node.value.id == "ctx":
                 bad.append(f"{_module_name(p)}:{node.lineno} uses ctx.ws")

@@ -19,6 +19,7 @@ Numbers, independent of the solver:
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -43,6 +44,43 @@ solve gpus_needed: p.gpus for p.finish_time == pre.deadline
 """
 
 DAY = 86400.0
+
+# The three solves of the pipelined plan (`<=`, `>=` and the named `==`) rebuild it at the same GPU
+# counts (each a full evaluation, ≈0.4 s): on one worker, each count is evaluated once for the module.
+pytestmark = pytest.mark.xdist_group("solver_gpu_counts")
+
+_REBUILT: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def rebuilt_once(monkeypatch):
+    """The solver's re-evaluations of a file at ``overrides`` (``evaluate_file``), shared by this
+    module's tests: an Evaluation is read-only, and the key holds everything the result depends
+    on (the file as it is on disk, the plugins, the overrides, the limits in force but the time
+    budget, which only decides whether there is a result).  The solver itself runs unchanged: its
+    probes, their order and its count of evaluations against the ``solve_evaluations`` limit.
+    Errors are not kept."""
+    import dataclasses
+
+    import dsl.results.evaluation as E
+    from dsl.syntax import limits as L
+    build = E.evaluate_file
+
+    def evaluate_file(path, text=None, plugins=None, evaluate=True, overrides=None):
+        if text is not None or not overrides:
+            return build(path, text=text, plugins=plugins, evaluate=evaluate, overrides=overrides)
+        st = os.stat(path)
+        key = (os.path.abspath(path), str(path), os.getcwd(), st.st_mtime_ns, st.st_size, id(plugins), evaluate,
+               tuple(sorted((str(k), repr(v)) for k, v in overrides.items())),
+               dataclasses.replace(L.current(), seconds=0))
+        hit = _REBUILT.get(key)
+        if hit is None or hit[0] is not plugins:
+            hit = _REBUILT[key] = (plugins, build(path, text=text, plugins=plugins, evaluate=evaluate,
+                                                  overrides=overrides))
+        return hit[1]
+
+    evaluate_file.__doc__ = build.__doc__
+    monkeypatch.setattr(E, "evaluate_file", evaluate_file)
 
 
 @pytest.fixture(scope="module")
