@@ -1046,3 +1046,51 @@ def test_an_expired_budget_leaves_the_garbage_collector_on():
         assert gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_warning_deduplication_is_a_hash_lookup(monkeypatch):
+    """Many plans warn once each: de-duplicating a warning must not compare it with every
+    earlier one (4.5 million comparisons for 3,000 plans made a file of trivial plans
+    quadratic).  Counted comparisons, not a timing: 3,000 distinct warnings need at most a
+    few (hash collisions), an identical one is still kept once, and the index follows
+    ``truncate`` and ``replace``."""
+    from dsl.syntax.diagnostics import Diagnostic, Reporter, Span
+    calls = [0]
+    eq = Diagnostic.__eq__
+
+    def counting(a, b):
+        calls[0] += 1
+        return eq(a, b)
+    monkeypatch.setattr(Diagnostic, "__eq__", counting)
+    rep = Reporter()
+    for i in range(3000):
+        rep.warning("unused", f"field 'gpus' of plan 'p{i}' is not used by any block", Span("t.plan", i + 1, 11, i + 1, 15))
+    assert len(rep.items) == 3000 and calls[0] < 100
+    rep.warning("unused", "field 'gpus' of plan 'p7' is not used by any block", Span("t.plan", 8, 11, 8, 15))
+    assert len(rep.items) == 3000                        # the same warning again: kept once
+    gone = rep.truncate(2999)                            # p2999's warning is dropped …
+    rep.warning(gone[0].code, gone[0].summary, gone[0].span)
+    assert rep.items[-1] == gone[0] and len(rep.items) == 3000   # … so it may be recorded again
+    rep.replace(0, Diagnostic("warning", "unused", "restated", None))
+    rep.warning("unused", "field 'gpus' of plan 'p0' is not used by any block", Span("t.plan", 1, 11, 1, 15))
+    rep.warning("unused", "restated")
+    assert len(rep.items) == 3001 and [d.summary for d in rep.items].count("restated") == 1
+
+
+def test_headline_of_each_plan_does_not_scan_every_node(tmp_path, monkeypatch):
+    """``plan eval`` asks each plan for its headline: once the evaluation is sealed the nodes are
+    indexed by plan, so 300 plans read the node table once, not 300 times."""
+    import dsl
+    p = write(tmp_path, "".join(f"plan p{i} {{ gpus = {i + 1}; twice = 2 * gpus }}\n" for i in range(300)))
+    ws = dsl.load(p)._ws
+    scans = [0]
+    values = type(ws.nodes).values
+
+    class Counting(dict):
+        def values(self):
+            scans[0] += 1
+            return values(self)
+    monkeypatch.setattr(ws, "nodes", Counting(ws.nodes))
+    ws.__dict__.pop("_by_owner", None)
+    heads = [[n.name for n in ws.headline(f"p{i}")] for i in range(300)]
+    assert heads[0] == ["twice"] and heads[299] == ["twice"] and scans[0] <= 1
