@@ -1094,3 +1094,40 @@ def test_headline_of_each_plan_does_not_scan_every_node(tmp_path, monkeypatch):
     ws.__dict__.pop("_by_owner", None)
     heads = [[n.name for n in ws.headline(f"p{i}")] for i in range(300)]
     assert heads[0] == ["twice"] and heads[299] == ["twice"] and scans[0] <= 1
+
+
+@pytest.mark.parametrize("body, where, words", [
+    ("[" + ", ".join(["1"] * 150_000) + "]", (2, 7), "a list has 150000 items, above the limit of 100000"),
+    ("[" + ",\n ".join(["2 GB/s"] * 120_001) + ",\n]", (2, 7), "a list has 120001 items"),
+    ("*".join(["1"] * 300_000), (2, 7), "chains more than 200 '*'/'/' factors in a row"),
+    (" + ".join(["1"] * 300_000), (2, 7), "chains more than 200 '+'/'-' terms in a row"),
+    ("-" * 300_000 + "1", (2, 7), "chains more than 200 '-' signs in a row"),
+])
+def test_oversized_lists_and_runs_are_refused_before_parsing(tmp_path, monkeypatch, body, where, words):
+    """A list above list_items or a run of one operator above expr_depth is refused by the pre-scan
+    of the text: Lark never builds the tree (900,000 items took 35 s and 690 MB before the tree
+    check refused them), and the error is located where the list or the run starts."""
+    from dsl.syntax import parser as P
+
+    def no_parse(*a, **k):
+        raise AssertionError("the text was parsed")
+    monkeypatch.setattr(P, "_parser", no_parse)
+    p = write(tmp_path, "plan p {\n  a = " + body + "\n}\n")
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert f"x.plan:{where[0]}:{where[1]}: error[limit]" in err and words in err, err[:500]
+
+
+def test_a_flat_sum_over_the_depth_limit_says_so_and_the_hint_works(tmp_path):
+    """250 terms `1 + 1 + …` are not "nested" as the user wrote them, but the grammar nests each
+    in the next: the message names the run and the hint's remedy (parenthesized groups) gives
+    the sum, 250 (by hand: 125 + 125)."""
+    flat = write(tmp_path, "plan p {\n  a = " + " + ".join(["1"] * 250) + "\n}\n")
+    rc, _, err = cli("get", flat, "p.a")
+    clean(rc, err)
+    assert "chains more than 200 '+'/'-' terms in a row" in err and "nested more than" not in err
+    assert "parenthesized groups" in err and "--limit expr_depth=" in err
+    half = " + ".join(["1"] * 125)
+    grouped = write(tmp_path, f"plan p {{\n  a = ({half}) + ({half})\n}}\n", "g.plan")
+    rc, out, err = cli("get", grouped, "p.a")
+    assert rc == 0 and out.strip() == "250", err
