@@ -993,8 +993,17 @@ def test_structural_sweep_has_an_overall_time_budget(tmp_path):
     rc, _, err = cli("sweep", p, "--limit", "sweep_seconds=1", "--vary", "p.batching.max_num_seqs=1 seq:64 seq:64",
                      seconds=60)
     clean(rc, err)
-    assert "error[limit]: the sweep of plan 'p' gave up after 1 s" in err and "of 64 structural values" in err
-    assert "--limit sweep_seconds=" in err
+    # located at the varied input (the batching block's max_num_seqs, line 2, column 169)
+    col = "  use batching { arrivals = \"poisson\"; rate = 50 request/s; requests = 3000; input = 500 token; " \
+          "output = 200 token; kv_tokens = 200000 token; ".__len__() + 1
+    assert f"x.plan:2:{col}: error[limit]: the sweep of plan 'p' gave up after 1 s" in err, err
+    assert "of 64 structural values" in err and "--limit sweep_seconds=N" in err and "(default 30)" in err
+
+
+def test_sweep_time_limit_is_the_standard_30_seconds():
+    """Every bound on time is 30 s unless the user raises it; a sweep of a serving search (each
+    value a full evaluation of the file) used to run for 300 s."""
+    assert limits.DEFAULTS.sweep_seconds == limits.DEFAULTS.seconds == 30
 
 
 def test_nested_time_budget_keeps_the_outer_deadline():
