@@ -345,7 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
-            print(json.dumps({"diagnostics": [d.to_json() for d in e.diagnostics]}, indent=2, sort_keys=True))
+            try:
+                print(json.dumps({"diagnostics": [d.to_json() for d in e.diagnostics]}, indent=2, sort_keys=True))
+            except BrokenPipeError:   # stdout closed (`| head`): the diagnostics still go to stderr, and the
+                pass                  # exit code still says the plan failed
         for d in e.diagnostics:
             print(render(d), file=sys.stderr)
         n = sum(d.severity == "error" for d in e.diagnostics)
@@ -361,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover
         return 130
-    except BrokenPipeError:  # pragma: no cover
-        return EXIT_OK
+    except BrokenPipeError:  # stdout closed (`| head`): stop quietly; confined errors still fail the run
+        return EXIT_PLAN if _CONFINED else EXIT_OK
     except L.LimitError as e:
         print(f"plan: error[limit]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_PLAN
