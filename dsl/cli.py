@@ -301,7 +301,8 @@ def _apply_limits(args):
     for opt in ("width", "top", "chunks", "depth"):
         v = getattr(args, opt, None)
         if isinstance(v, int) and v > lim.width:
-            raise UsageError("limit", f"--{opt} {v} is above the limit of {lim.width}", L.raise_hint("width"))
+            what = "" if opt == "width" else " (the limit named `width` bounds --width, --top, --chunks and --depth)"
+            raise UsageError("limit", f"--{opt} {v} is above the limit of {lim.width}{what}", L.raise_hint("width"))
     if getattr(args, "random", None) and args.random > lim.points:
         raise UsageError("limit", f"--random {args.random} is above the limit of {lim.points:,} points",
                          L.raise_hint("points"))

@@ -332,13 +332,10 @@ def plan_declaration_derive(ctx):
         k, E = int(ctx.value("experts_per_token")), int(ctx.value("experts"))
         problem = top_k_problem(k, E)
         if problem:
-            def at(field):              # the value's text (the whole field when it has no assignment)
-                n = ctx.ws.nodes[f"{ctx.name}.{field}"]
-                return n.assign.value.span if n.assign is not None else n.span
             ctx.error(f"model '{ctx.name}': {problem}",
                       f"lower `experts_per_token` to at most {E} or raise `experts`",
-                      span=at("experts_per_token"), code="out-of-range",
-                      related=(("experts is set here", at("experts")),))
+                      span=ctx.view.value_span("experts_per_token"), code="out-of-range",
+                      related=(("experts is set here", ctx.view.value_span("experts")),))
     attn = attention_params(a, m)
     norms = a["norms"] * a["nf"] * h              # norm vectors of one block
     dense = attn + ffn_params(a, f) + norms

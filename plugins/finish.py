@@ -63,7 +63,7 @@ def require_time_to_train(ctx, wl):
     reserved, deadline = ctx.nominal(wl.q("reserved", "s")), ctx.nominal(wl.q("deadline", "s"))
     if reserved is None or deadline is None or reserved < deadline:
         return
-    if any(r.plan == ctx.name and r.name == "reserved_before_deadline" for r in ctx.ws.requirements):
+    if ctx.required("reserved_before_deadline"):
         return
     ctx.require("reserved_before_deadline", wl.q("reserved", "s"), "<", wl.q("deadline", "s"), "day",
                 "the reserved time (launch, evaluation, planned stops) leaves time to train before the deadline")

@@ -574,6 +574,18 @@ def test_timeline_width(tmp_path):
     assert rc == 0, err
 
 
+def test_a_depth_above_its_limit_names_the_limit_that_bounds_it(tmp_path):
+    """`--depth` is bounded by the limit named `width`; the error says so, so the hint's
+    `--limit width=N` is not a riddle (it named only `width`)."""
+    p = write(tmp_path, "plan p {\n  a = 1 s\n  b = a * 2\n}\n")
+    rc, _, err = cli("explain", p, "p.b", "--depth", "100000")
+    clean(rc, err, want=2)
+    assert "--depth 100000 is above the limit of 10000 (the limit named `width` bounds --width, --top, " \
+           "--chunks and --depth)" in err and "--limit width=N" in err
+    rc, _, err = cli("explain", p, "p.b", "--depth", "100000", "--limit", "width=100000")
+    assert rc == 0, err
+
+
 def test_graph_svg_with_dollar_signs(tmp_path):
     pytest.importorskip("matplotlib")
     p = write(tmp_path, 'plan p {\n  note = "$x^$"\n  a = 1 s\n}\n')
