@@ -248,6 +248,8 @@ class CommandContext:
     * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
       root file's plans when ``names`` is empty); an unknown one raises PlanError;
     * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
+    * ``cannot_write(path, exc=None)`` — the usage error for an output path that cannot be
+      written (a directory, a missing or read-only directory, a full device), or None;
     * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE``, ``EXIT_MISSING`` — the exit codes (3: a
       missing optional package).
     """
@@ -264,6 +266,10 @@ class CommandContext:
 
     def select_plans(self, ev, file: str, names) -> list[str]:
         return _select_plans(ev, file, names)
+
+    def cannot_write(self, path, exc: OSError | None = None):
+        """The usage error for an output ``path`` that cannot be written (see :func:`cannot_write`)."""
+        return cannot_write(path, exc)
 
 
 def _plugin_commands(disabled: tuple[str, ...]) -> dict:
@@ -394,13 +400,39 @@ class UsageError(Exception):
         self.code, self.hint = code, hint
 
 
+def cannot_write(path, exc: OSError | None = None) -> "UsageError | None":
+    """Why ``path`` cannot be written, as the usage error to raise (exit 2) with a hint naming
+    the real cause — a directory, a missing or read-only directory, a full device — or None
+    when nothing stands in the way yet (``exc``: the error a write raised, if one did)."""
+    import errno
+    import os
+    from pathlib import Path
+    p = Path(path)
+    parent = p.parent
+    if p.is_dir():
+        return UsageError("output", f"cannot write '{path}': it is a directory",
+                          f"name a file inside it: {p / 'FILE'}")
+    if not parent.is_dir():
+        return UsageError("output", f"cannot write '{path}': the directory '{parent}' does not exist",
+                          "create it first, or write elsewhere")
+    if not os.access(parent, os.W_OK) and not p.exists():
+        return UsageError("output", f"cannot write '{path}': the directory '{parent}' is not writable",
+                          "write to a directory you can write to")
+    if exc is None:
+        return None
+    if exc.errno == errno.ENOSPC:
+        return UsageError("output", f"cannot write '{path}': no space left on the device",
+                          "free space on that device, or write elsewhere")
+    return UsageError("output", f"cannot write '{path}': {exc.strerror or exc}",
+                      "check the path's permissions, or write elsewhere")
+
+
 def _output(path, write) -> None:
     """Run ``write(path)``; an unwritable path is a usage error, not an internal error."""
     try:
         write(path)
     except OSError as e:
-        raise UsageError("output", f"cannot write '{path}': {e.strerror or e}",
-                         "check that the directory exists and is writable") from None
+        raise cannot_write(path, e) from None
 
 
 def _warn(ws) -> None:
@@ -1205,10 +1237,9 @@ def cmd_report(args) -> int:
         suffix = Path(args.out).suffix.lower() if args.out else ""
         fmt = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}.get(suffix, "text")
     if args.out:   # find out that the path cannot be written before building the report
-        import os
-        parent = Path(args.out).parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK) or Path(args.out).is_dir():
-            raise UsageError("output", f"cannot write '{args.out}'", "check that the directory exists and is writable")
+        problem = cannot_write(args.out)
+        if problem is not None:
+            raise problem
     ws = _load(args.file)
     _warn(ws)
     plans = _select_plans(ws, args.file, args.plan)

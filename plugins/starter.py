@@ -165,8 +165,7 @@ def _write(out: Path, text: str, cli) -> None:
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as e:
-        raise cli.UsageError("output", f"cannot write '{out}': {e.strerror or e}",
-                             "check that the directory exists and is writable") from None
+        raise cli.cannot_write(out, e) from None
 
 
 def _fitting_tp(args, out: Path, cli) -> tuple[int, bool]:

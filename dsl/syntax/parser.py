@@ -244,24 +244,62 @@ def _describe_expected(expected) -> str:
     return ", ".join(names)
 
 
-def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
+def _fragment_expected(expected, text: str, line: int, col: int, fragment: str) -> set:
+    """The tokens that can really follow in a one-line fragment (a command-line query or value):
+    the parser's state is shared with whole files, so its expected set also holds what only a
+    file allows there (a new line, ';', '}', `in`, `source`), closing brackets that nothing
+    opened, and a comparison where the fragment has one already or takes none."""
+    import re
+
+    before = split_lines(text)[line - 1][:col - 1] if text else ""
+    before = re.sub(r'"(?:[^"\\]|\\.)*"', '""', before)
+    opened = before.count("(") - before.count(")"), before.count("[") - before.count("]")
+    drop = {"_NL", "SEMICOLON", "_RBRACE", "IN", "SOURCE"}
+    if opened[0] <= 0:
+        drop.add("RPAR")
+    if opened[1] <= 0:
+        drop.add("RSQB")
+    if opened[0] <= 0 and opened[1] <= 0:
+        drop.add("COMMA")
+    if fragment == "value" or opened[0] > 0 or opened[1] > 0 or re.search(r"[<>]|==", before):
+        drop.add("CMP")
+    if fragment == "value" or re.search(r"\bfor\b", before):
+        drop.add("FOR")
+    kept = {e for e in expected if e not in drop}
+    if fragment == "query" and not re.search(r"\bfor\b", before):
+        kept &= {"DOT", "FOR", "NAME"}          # `TARGET for …`: the target is a dotted name
+    return kept or set(expected)
+
+
+def _syntax_diagnostic(file: str, text: str, err, fragment: str | None = None) -> Diagnostic:
+    """A ``syntax`` diagnostic for Lark's error on ``text``.  ``fragment`` is ``"query"`` or
+    ``"value"`` for a one-line text given on the command line: its end is "the end of the
+    query" (or value), not of a file, and the expected tokens are those the fragment allows."""
     from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
     line = getattr(err, "line", 1) or 1
     col = getattr(err, "column", 1) or 1
     hint = ""
+    end = f"end of the {fragment}" if fragment else "end of file"
     if isinstance(err, UnexpectedToken):
         tok = err.token
-        shown = "end of file" if tok.type == "$END" else repr(str(tok)).replace("\\n", "newline")
+        expected = err.expected
+        if fragment and tok.type != "$END":
+            expected = _fragment_expected(expected, text, line, col, fragment)
+        elif fragment:
+            lines = split_lines(text)
+            expected = _fragment_expected(expected, text, len(lines), len(lines[-1]) + 1, fragment)
+        described = _describe_expected(expected).replace("end of file", end)
+        shown = end if tok.type == "$END" else repr(str(tok)).replace("\\n", "newline")
         if len(shown) > 60:
             shown = shown[:59] + "…"
         if tok.type == "$END":
             lines = split_lines(text)
             line, col = len(lines), len(lines[-1]) + 1
-            summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
+            summary = f"unexpected {end}; expected {described}"
             width = 1
         else:
-            summary = f"unexpected {shown}; expected {_describe_expected(err.expected)}"
+            summary = f"unexpected {shown}; expected {described}"
             width = max(1, len(str(tok).rstrip("\n")))
         if tok.type == "NAME" and "UNIT" not in err.expected and _prev_is_number(text, line, col):
             hint = "a unit is written right after its number without spaces inside it (e.g. 32 GB/s)"
@@ -290,7 +328,7 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
     elif isinstance(err, UnexpectedEOF):
         lines = split_lines(text)
         line, col = len(lines), len(lines[-1]) + 1
-        summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
+        summary = f"unexpected {end}; expected {_describe_expected(err.expected)}"
         width = 1
     else:  # pragma: no cover - defensive
         summary, width = str(err), 1
@@ -753,7 +791,7 @@ def parse_query(text: str, file: str = "<query>") -> A.Query:
     try:
         tree = _parser().parse(text.strip(), start="query")
     except UnexpectedInput as e:
-        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+        raise PlanError([_syntax_diagnostic(file, text, e, "query")]) from None
     check_tree_limits(tree, file)
     return _make_transformer(file).transform(tree)
 
@@ -788,7 +826,8 @@ def parse_expression(text: str, file: str = "<expr>"):
     try:
         tree = _parser().parse(text, start="expr_only")
     except UnexpectedInput as e:
-        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+        raise PlanError([_syntax_diagnostic(file, text, e, None if file.startswith("<default of ") else "value")]) \
+            from None
     check_tree_limits(tree, file)
     out = _make_transformer(file).transform(tree)
     if shared:
