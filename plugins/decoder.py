@@ -332,10 +332,11 @@ def plan_declaration_derive(ctx):
         k, E = int(ctx.value("experts_per_token")), int(ctx.value("experts"))
         problem = top_k_problem(k, E)
         if problem:
+            at_k, at_e = ctx.view.value_span("experts_per_token"), ctx.view.value_span("experts")
             ctx.error(f"model '{ctx.name}': {problem}",
-                      f"lower `experts_per_token` to at most {E} or raise `experts`",
-                      span=ctx.view.value_span("experts_per_token"), code="out-of-range",
-                      related=(("experts is set here", ctx.view.value_span("experts")),))
+                      f"lower `experts_per_token` (a config's num_experts_per_tok) to at most {E}, or raise `experts`",
+                      span=at_k, code="out-of-range",
+                      related=(("experts is set here", at_e),) if at_e != at_k else ())
     attn = attention_params(a, m)
     norms = a["norms"] * a["nf"] * h              # norm vectors of one block
     dense = attn + ffn_params(a, f) + norms
