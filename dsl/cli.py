@@ -248,6 +248,8 @@ class CommandContext:
     * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
       root file's plans when ``names`` is empty); an unknown one raises PlanError;
     * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
+    * ``cannot_write(path, exc=None)`` — the usage error for an output path that cannot be
+      written (a directory, a missing or read-only directory, a full device), or None;
     * ``EXIT_OK``, ``EXIT_PLAN``, ``EXIT_USAGE``, ``EXIT_MISSING`` — the exit codes (3: a
       missing optional package).
     """
@@ -264,6 +266,10 @@ class CommandContext:
 
     def select_plans(self, ev, file: str, names) -> list[str]:
         return _select_plans(ev, file, names)
+
+    def cannot_write(self, path, exc: OSError | None = None):
+        """The usage error for an output ``path`` that cannot be written (see :func:`cannot_write`)."""
+        return cannot_write(path, exc)
 
 
 def _plugin_commands(disabled: tuple[str, ...]) -> dict:
@@ -301,7 +307,8 @@ def _apply_limits(args):
     for opt in ("width", "top", "chunks", "depth"):
         v = getattr(args, opt, None)
         if isinstance(v, int) and v > lim.width:
-            raise UsageError("limit", f"--{opt} {v} is above the limit of {lim.width}", L.raise_hint("width"))
+            what = "" if opt == "width" else " (the limit named `width` bounds --width, --top, --chunks and --depth)"
+            raise UsageError("limit", f"--{opt} {v} is above the limit of {lim.width}{what}", L.raise_hint("width"))
     if getattr(args, "random", None) and args.random > lim.points:
         raise UsageError("limit", f"--random {args.random} is above the limit of {lim.points:,} points",
                          L.raise_hint("points"))
@@ -345,7 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         fmt = getattr(args, "format", "text")
         if fmt == "json":
-            print(json.dumps({"diagnostics": [d.to_json() for d in e.diagnostics]}, indent=2, sort_keys=True))
+            try:
+                print(json.dumps({"diagnostics": [d.to_json() for d in e.diagnostics]}, indent=2, sort_keys=True))
+            except BrokenPipeError:   # stdout closed (`| head`): the diagnostics still go to stderr, and the
+                pass                  # exit code still says the plan failed
         for d in e.diagnostics:
             print(render(d), file=sys.stderr)
         n = sum(d.severity == "error" for d in e.diagnostics)
@@ -361,8 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover
         return 130
-    except BrokenPipeError:  # pragma: no cover
-        return EXIT_OK
+    except BrokenPipeError:  # stdout closed (`| head`): stop quietly; confined errors still fail the run
+        return EXIT_PLAN if _CONFINED else EXIT_OK
     except L.LimitError as e:
         print(f"plan: error[limit]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_PLAN
@@ -390,13 +400,39 @@ class UsageError(Exception):
         self.code, self.hint = code, hint
 
 
+def cannot_write(path, exc: OSError | None = None) -> "UsageError | None":
+    """Why ``path`` cannot be written, as the usage error to raise (exit 2) with a hint naming
+    the real cause — a directory, a missing or read-only directory, a full device — or None
+    when nothing stands in the way yet (``exc``: the error a write raised, if one did)."""
+    import errno
+    import os
+    from pathlib import Path
+    p = Path(path)
+    parent = p.parent
+    if p.is_dir():
+        return UsageError("output", f"cannot write '{path}': it is a directory",
+                          f"name a file inside it: {p / 'FILE'}")
+    if not parent.is_dir():
+        return UsageError("output", f"cannot write '{path}': the directory '{parent}' does not exist",
+                          "create it first, or write elsewhere")
+    if not os.access(parent, os.W_OK) and not p.exists():
+        return UsageError("output", f"cannot write '{path}': the directory '{parent}' is not writable",
+                          "write to a directory you can write to")
+    if exc is None:
+        return None
+    if exc.errno == errno.ENOSPC:
+        return UsageError("output", f"cannot write '{path}': no space left on the device",
+                          "free space on that device, or write elsewhere")
+    return UsageError("output", f"cannot write '{path}': {exc.strerror or exc}",
+                      "check the path's permissions, or write elsewhere")
+
+
 def _output(path, write) -> None:
     """Run ``write(path)``; an unwritable path is a usage error, not an internal error."""
     try:
         write(path)
     except OSError as e:
-        raise UsageError("output", f"cannot write '{path}': {e.strerror or e}",
-                         "check that the directory exists and is writable") from None
+        raise cannot_write(path, e) from None
 
 
 def _warn(ws) -> None:
@@ -1201,10 +1237,9 @@ def cmd_report(args) -> int:
         suffix = Path(args.out).suffix.lower() if args.out else ""
         fmt = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}.get(suffix, "text")
     if args.out:   # find out that the path cannot be written before building the report
-        import os
-        parent = Path(args.out).parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK) or Path(args.out).is_dir():
-            raise UsageError("output", f"cannot write '{args.out}'", "check that the directory exists and is writable")
+        problem = cannot_write(args.out)
+        if problem is not None:
+            raise problem
     ws = _load(args.file)
     _warn(ws)
     plans = _select_plans(ws, args.file, args.plan)

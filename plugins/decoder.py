@@ -264,6 +264,23 @@ def moe_architecture(view):
     return a
 
 
+def top_k_problem(k: int, E: int) -> str | None:
+    """Why routing each token to ``k`` of ``E`` routed experts is impossible, or ``None``.
+
+    Top-k routing sends a token to the k experts with the highest router scores — k *distinct*
+    experts — so 1 ≤ k ≤ E (Shazeer et al. 2017, 'Outrageously Large Neural Networks', eq. 3–5;
+    Fedus et al. 2021, 'Switch Transformers', §2.1).  Used by the model declaration and by
+    blocks that take k and E as their own parameters.
+
+    :param k: experts chosen per token (top-k); :param E: routed experts per MoE layer.
+    :return: a sentence naming both numbers, for an error summary.
+    """
+    if k > E:
+        return (f"{k} experts per token out of {E} routed experts; top-k routing picks distinct "
+                f"experts, so a token can use at most {E}")
+    return None
+
+
 def attention_params(a, m, matrices_only=False):
     """Parameters of one block's attention (projections, q/k norms, biases, MLA norms).
 
@@ -311,6 +328,15 @@ def plan_declaration_derive(ctx):
         ctx.error(f"model '{ctx.name}' has experts but no {missing}",
                   f"add `{missing} = …` (top-k and the inner width of one expert)",
                   code="missing-parameter")
+    if m["moe"] and m["k"] is not None:
+        k, E = int(ctx.value("experts_per_token")), int(ctx.value("experts"))
+        problem = top_k_problem(k, E)
+        if problem:
+            at_k, at_e = ctx.view.value_span("experts_per_token"), ctx.view.value_span("experts")
+            ctx.error(f"model '{ctx.name}': {problem}",
+                      f"lower `experts_per_token` (a config's num_experts_per_tok) to at most {E}, or raise `experts`",
+                      span=at_k, code="out-of-range",
+                      related=(("experts is set here", at_e),) if at_e != at_k else ())
     attn = attention_params(a, m)
     norms = a["norms"] * a["nf"] * h              # norm vectors of one block
     dense = attn + ffn_params(a, f) + norms

@@ -46,6 +46,29 @@ def plan_kinds_register():
     ))]
 
 
+def require_time_to_train(ctx, wl):
+    """Requirement ``reserved_before_deadline`` (reserved < deadline) of a plan whose workload
+    reserves at least its whole deadline: time reserved for launch, evaluation and planned stops
+    at or beyond the deadline leaves nothing to train in, and the step budget
+    (deadline − T_0)/(steps·(1 + L)) turns negative.  A failing verdict naming both numbers
+    rather than an error, so that ``solve`` and sweeps over the deadline or the reserved time
+    still answer (``meets_deadline`` already implies it, so, like the layout's rules for knobs at
+    1, it is emitted only when it is the cause: when it fails at the nominal values).  Declared
+    once per plan (several blocks read the two fields).
+
+    :param wl: the plan's workload (:class:`DeclView`).
+    """
+    if not (wl.has("reserved") and wl.has("deadline")):
+        return
+    reserved, deadline = ctx.nominal(wl.q("reserved", "s")), ctx.nominal(wl.q("deadline", "s"))
+    if reserved is None or deadline is None or reserved < deadline:
+        return
+    if ctx.required("reserved_before_deadline"):
+        return
+    ctx.require("reserved_before_deadline", wl.q("reserved", "s"), "<", wl.q("deadline", "s"), "day",
+                "the reserved time (launch, evaluation, planned stops) leaves time to train before the deadline")
+
+
 @hookimpl
 def plan_quantities_price(ctx):
     if ctx.block("finish") is None:
@@ -53,6 +76,7 @@ def plan_quantities_price(ctx):
     wl = ctx.ref("workload")
     deadline = wl.q("deadline", "s", positive=True)
     reserved = wl.q("reserved", "s", nonnegative=True) if wl.has("reserved") else 0
+    require_time_to_train(ctx, wl)
     steps, t_s = ctx.q("steps", ""), ctx.q("step_time", "s")
     L = ctx.define("overhead", 0, "%", "no checkpoint model: no overhead", fallback=True)
     base = ctx.define("train_time", steps * t_s, "day", "steps × step time", headline=True, rank=12,

@@ -54,6 +54,7 @@ from dsl.plugin import hookimpl
 from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec, ceiling_of
 
 from . import flops
+from .finish import require_time_to_train
 from . import layout_model as lm
 
 SCHEDULES = ("1f1b", "interleaved", "fill_drain", "zb_h1", "zb_h2", "dualpipe")
@@ -457,6 +458,39 @@ def _trivial(name, X, explicit_dp):
             "sp_needs_tp": not spn, "virtual_needs_pp": v == 1}.get(name, False)
 
 
+def _check_expert_parallel(ctx, kn, moe, K, X, nominal_d):
+    """Refuse an expert-parallel degree no layout can have, as a located error at ``ep`` (like
+    tp·pp·cp that does not divide the GPUs): ep > 1 on a dense model, ep that does not divide
+    the routed experts E (each rank holds E/ep whole experts), or ep·etp that does not divide
+    the dp·tp·cp ranks of a pipeline stage (the expert-parallel × expert-TP groups tile them;
+    Megatron-Core's parallel-state rule).  The same rules stay requirements
+    (``ep_needs_experts``, ``ep_divides_experts``, ``ep_divides_dp``) for ``solve`` and the
+    layout search.
+
+    :param X: the layout's knobs (``e``, ``et``, ``t``, ``c``); :param nominal_d: dp at the
+        plan's nominal values (a whole number here: tp·pp·cp divides the GPUs).
+    """
+    e, et, t, c = X["e"], X["et"], X["t"], X["c"]
+    model = ctx.ref("model").name
+    if not moe:
+        kn.error_at("ep", f"ep = {e}, but model '{model}' has no routed experts to split",
+                    "expert parallelism splits the experts of a mixture-of-experts model; remove ep or use an MoE "
+                    "model")
+    n_e = ctx.nominal(K["E"])
+    if n_e is not None and int(n_e) % e:
+        n_e = int(n_e)
+        kn.error_at("ep", f"ep = {e} {'exceeds' if e > n_e else 'does not divide'} the {n_e} routed experts of "
+                    f"model '{model}'", f"each expert-parallel rank holds whole experts: choose an ep that divides "
+                    f"{n_e}")
+    ranks = int(nominal_d) * t * c
+    if nominal_d == int(nominal_d) and ranks % (e * et):
+        what = f"ep·etp = {e}·{et} = {e * et}" if et > 1 else f"ep = {e}"
+        kn.error_at("ep", f"{what} does not divide the {ranks} data-, tensor- and context-parallel ranks "
+                    f"of a pipeline stage (dp·tp·cp = {int(nominal_d)}·{t}·{c})",
+                    "the expert-parallel groups tile those ranks: choose ep" + ("·etp" if et > 1 else "") +
+                    f" dividing {ranks}, or train on more GPUs")
+
+
 @hookimpl
 def plan_quantities_price(ctx):
     if not has_step(ctx):
@@ -489,6 +523,8 @@ def plan_quantities_price(ctx):
         g = ctx.value("gpus")
         kn.error_at("tp", f"tp·pp·cp = {t * p * c} does not divide the {g:g} GPU{'' if g == 1 else 's'}",
                     "choose degrees whose product divides gpus, or give dp", code="out-of-range")
+    if e > 1:
+        _check_expert_parallel(ctx, kn, moe, K, X, nominal_d)
     mode = _activation_mode(ctx, kn)
     o = lm.ops("sympy")
     for name, reason, lhs, op, rhs in lm.rules(moe, bool(kn.value("cross_host_tp")), explicit_dp,
@@ -670,6 +706,7 @@ def plan_quantities_price(ctx):
             train = ctx.define("train_time", steps * ctx.q("step_time", "s"), "day", "steps × step time",
                                fallback=True)
             reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
+            require_time_to_train(ctx, wl)
             fin = ctx.define("finish_time", reserved + train * (1 + L_ck), "day", "T_0 + steps · t_s · (1 + L)",
                              headline=True, rank=13, fallback=True,
                              references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",))

@@ -44,7 +44,7 @@ import sympy as sp
 from dsl.plugin import hookimpl
 from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec, hinge_sum, max_of, shortfall_sum, subs_numbers
 
-from .decoder import architecture, moe_architecture
+from .decoder import architecture, moe_architecture, top_k_problem
 
 ROUTINGS = ("uniform", "hot_cold", "histogram")
 
@@ -252,7 +252,11 @@ def _routing(ctx, b):
     """Structure of one routed layer: (E, number of experts, k, dispatches D = tokens·k,
     per-expert loads, per-device rows), all sympy in token units; errors at the parameters."""
     E, n_E = _model_int(ctx, b, "experts", "experts")
-    k, _ = _model_int(ctx, b, "top_k", "experts_per_token")
+    k, n_k = _model_int(ctx, b, "top_k", "experts_per_token")
+    problem = top_k_problem(n_k, n_E)
+    if problem:
+        b.error_at("top_k" if b.given("top_k") else "experts", f"`use {b.name}`: {problem}",
+                   f"lower top_k to at most {n_E} or raise experts")
     D = b.q("tokens") * k
     loads = _loads(ctx, b, E, n_E, D)
     n_dev = int(b.value("devices") or n_E)

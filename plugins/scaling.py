@@ -35,6 +35,8 @@ from __future__ import annotations
 from dsl.plugin import hookimpl
 from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, ceiling_of
 
+from .finish import require_time_to_train
+
 DAY = 86400.0
 
 NOISE = UseSpec(
@@ -219,6 +221,7 @@ def _input(ctx):
     wl = ctx.ref("workload")
     tokens, seq = wl.q("tokens", "token", positive=True), wl.q("seq_len", "token", positive=True)
     budget = wl.q("deadline", "s", positive=True) - wl.q("reserved", "s", nonnegative=True)
+    require_time_to_train(ctx, wl)
     tok_rate = ctx.define("required_token_rate_budget", tokens / budget, "token/s",
                           "useful tokens per second the training time (deadline − reserved) requires", headline=True)
     ctx.define("required_seq_rate", tok_rate / seq, "seq/s", "sequences per second at that rate", headline=True)

@@ -8,8 +8,8 @@ KV cache holds the step model's decode batch — 64 sequences of 2,048 cached to
 request of max_model_len, found by evaluating each candidate), ``use serving_step`` and ``use
 batching`` on Poisson arrivals, with TTFT/TPOT p95 targets as requirements and the replicas they
 need as a named solve; the file is evaluated before the command returns, so a starter that does not evaluate is
-never left behind (a misspelt device is reported at its line, with the catalog name it
-probably means).  The numbers in it are placeholders to edit, each commented.
+never left behind.  An unknown model or device, or (``--serve``) weights larger than the GPUs'
+memory, is refused before anything is written, with the catalog's names or the GPU count needed.  The numbers in it are placeholders to edit, each commented.
 """
 from __future__ import annotations
 
@@ -165,8 +165,7 @@ def _write(out: Path, text: str, cli) -> None:
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as e:
-        raise cli.UsageError("output", f"cannot write '{out}': {e.strerror or e}",
-                             "check that the directory exists and is writable") from None
+        raise cli.cannot_write(out, e) from None
 
 
 def _fitting_tp(args, out: Path, cli) -> tuple[int, bool]:
@@ -250,8 +249,64 @@ def _copy_config(args, out: Path, cli):
     return dst
 
 
+def _names_hint(what: str, names, given: str) -> str:
+    """``did you mean 'x'? catalog WHAT: a, b, …`` for a hint."""
+    from dsl.plugin import did_you_mean
+    close = did_you_mean(given, names)
+    return (f"did you mean '{close}'? " if close else "") + f"catalog {what}: " + ", ".join(names)
+
+
+def _check_arguments(args, out: Path, cli) -> None:
+    """Refuse, before any file is written, what no starter can be built from: a model that is
+    neither a config.json that exists nor a catalog model, a device not in the catalog (each
+    with the catalog's names), and for ``--serve`` a model whose weights alone (bf16, the
+    engine's default format: 2 B a parameter) exceed the memory of all ``--gpus`` devices.
+    The catalog is read by evaluating a two-import file at ``out`` (removed again); a config
+    that does not load is left to the starter's own evaluation, which reports it at its key.
+
+    :raises UsageError: exit 2, naming the argument and the catalog's choices."""
+    import contextlib
+    import io
+
+    if args.model.endswith(".json") and not Path(args.model).is_file():
+        raise cli.UsageError("missing-file", f"--model {args.model}: no such config file",
+                             "give the path of a Hugging Face config.json, or a catalog model name such as qwen3_8b")
+    mlines, mname = _model_lines(args.model, out)
+    _write(out, 'import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\n\n' + "\n".join(mlines) + "\n",
+           cli)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            ev = cli.load(str(out))
+    except Exception:           # noqa: BLE001 - a bad config: the starter's evaluation reports it
+        return
+    finally:
+        out.unlink(missing_ok=True)
+    kinds = {}
+    for name, d in ev.decls.items():
+        kinds.setdefault(d.kind, []).append(name)
+    models, devices = sorted(kinds.get("model", [])), sorted(kinds.get("device", []))
+    if mname not in models:
+        raise cli.UsageError("unknown-name", f"--model {args.model}: not a catalog model (nor a config.json)",
+                             _names_hint("models", models, args.model) + "; or the path of a Hugging Face "
+                             "config.json")
+    if args.device not in devices:
+        raise cli.UsageError("unknown-name", f"--device {args.device}: not a catalog device",
+                             _names_hint("devices", devices, args.device))
+    if args.serve:
+        weights = 2 * ev.get(f"{mname}.params", "param")                 # bytes, bf16
+        memory = ev.get(f"{args.device}.memory", "B")
+        if weights > args.gpus * memory:
+            need = math.ceil(weights / memory)
+            raise cli.UsageError(
+                "does-not-fit", f"model '{mname}' has {weights / 2 / 1e9:,.0f} B parameters, {weights / 2**30:,.0f} GiB "
+                f"of bf16 weights: more than the {args.gpus * memory / 2**30:,.0f} GiB of {args.gpus} × {args.device}",
+                f"the weights alone need at least {need} × {args.device}: pass --gpus {need} or more, a device with "
+                "more memory, or a smaller model")
+
+
 def run_command(args, cli) -> int:
-    """``plan init``: write the starter, then load it (a load error removes it again)."""
+    """``plan init``: check the arguments, write the starter, then load it (a load error removes
+    it again)."""
     import sys
 
     out = Path(args.out)
@@ -261,6 +316,7 @@ def run_command(args, cli) -> int:
         raise cli.UsageError("output", f"'{out}' exists", "pass --force to overwrite it, or -o another file")
     copied = _copy_config(args, out, cli)
     try:
+        _check_arguments(args, out, cli)
         tp, holds = _fitting_tp(args, out, cli) if args.serve else (1, True)
         recompute = "none" if args.serve else _fitting_recompute(args, out, cli)
         text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp, recompute, holds)

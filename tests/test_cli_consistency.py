@@ -222,3 +222,27 @@ def test_the_program_exits_with_mains_code_and_everything_written(tmp_path):
     assert r.returncode == 1 and "bad.plan:1:" in r.stderr and "Traceback" not in r.stderr
     r = subprocess.run(prog + ["bogus"], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "invalid choice" in r.stderr      # argparse's SystemExit(2)
+
+
+def test_a_closed_stdout_ends_quietly_on_the_error_path_too(tmp_path):
+    """`plan eval bad.plan --format json | head -c 10`: the reader has gone before the JSON of the
+    diagnostics is written.  Like the success path, no traceback: the diagnostics still reach
+    stderr and the exit code still says the plan failed (it used to end in "Traceback …
+    BrokenPipeError")."""
+    import os
+    import subprocess
+    bad = tmp_path / "bad.plan"
+    bad.write_text("plan p { x = 1 s + 1 GiB }\n", encoding="utf-8")
+    good = tmp_path / "good.plan"
+    good.write_text("plan p { x = 1 s + 2 s }\n", encoding="utf-8")
+    for path, code in ((bad, 1), (good, 0)):
+        r, w = os.pipe()
+        os.close(r)                   # nobody reads: every write to stdout fails with EPIPE
+        try:
+            p = subprocess.run([sys.executable, "-m", "dsl.cli", "eval", str(path), "--format", "json"],
+                               stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+        finally:
+            os.close(w)
+        assert p.returncode == code, p.stderr
+        assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+        assert ("error[unit-mismatch]" in p.stderr) == (code == 1)

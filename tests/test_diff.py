@@ -81,6 +81,10 @@ def test_rev_path_from_git(run_cli, tmp_path, repo_root):
     assert "gpus: 48 -> 32" in out2
     rc, _, err = run_cli("diff", "HEAD:specs/cases/nope.plan", "specs/cases/cpt.plan", cwd=repo)
     assert rc == 1 and "error[diff]" in err and "does not exist at revision 'HEAD'" in err
+    # a revision the repository does not have is named as such, not as a missing file
+    rc, _, err = run_cli("diff", "HEAD~99999:specs/cases/cpt.plan", "specs/cases/cpt.plan", cwd=repo)
+    assert rc == 1 and "'HEAD~99999' in 'HEAD~99999:specs/cases/cpt.plan' is not a revision" in err
+    assert "does not exist" not in err and "git log" in err
 
 
 def test_missing_file(run_cli):

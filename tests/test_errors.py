@@ -403,6 +403,21 @@ def test_not_fitting_in_memory_is_a_result(tmp_path):
     assert reqs["fits_memory"] is False
 
 
+def test_reserved_time_beyond_the_deadline_is_a_failing_verdict_naming_both(tmp_path):
+    """reserved >= deadline leaves no time to train (the step budget turns negative): a
+    failing requirement with both numbers, not a silent negative budget; it is absent when
+    time is left (the base plan reserves 5 of 30 days)."""
+    p = write(tmp_path, variant("reserved     = 5 day", "reserved     = 1e9 day"))
+    r = run("eval", str(p))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert re.search(r"FAIL\s+p\.reserved_before_deadline: cpt\.reserved < cpt\.deadline: "
+                     r"1,000,000,000 < 30 day", r.stdout), r.stdout
+    assert run("eval", "--strict", str(p)).returncode == 1
+    p = write(tmp_path, variant("reserved     = 5 day", "reserved     = 30 day"))   # equal: none left either
+    assert "FAIL p.reserved_before_deadline" in run("eval", str(p)).stdout
+    assert "reserved_before_deadline" not in run("eval", str(write(tmp_path, PLAN))).stdout
+
+
 def test_fitting_plan_strict_is_ok(tmp_path):
     p = write(tmp_path, PLAN)
     r = run("eval", "--strict", str(p))

@@ -584,6 +584,18 @@ def test_timeline_width(tmp_path):
     assert rc == 0, err
 
 
+def test_a_depth_above_its_limit_names_the_limit_that_bounds_it(tmp_path):
+    """`--depth` is bounded by the limit named `width`; the error says so, so the hint's
+    `--limit width=N` is not a riddle (it named only `width`)."""
+    p = write(tmp_path, "plan p {\n  a = 1 s\n  b = a * 2\n}\n")
+    rc, _, err = cli("explain", p, "p.b", "--depth", "100000")
+    clean(rc, err, want=2)
+    assert "--depth 100000 is above the limit of 10000 (the limit named `width` bounds --width, --top, " \
+           "--chunks and --depth)" in err and "--limit width=N" in err
+    rc, _, err = cli("explain", p, "p.b", "--depth", "100000", "--limit", "width=100000")
+    assert rc == 0, err
+
+
 def test_graph_svg_with_dollar_signs(tmp_path):
     pytest.importorskip("matplotlib")
     p = write(tmp_path, 'plan p {\n  note = "$x^$"\n  a = 1 s\n}\n')
@@ -1003,8 +1015,17 @@ def test_structural_sweep_has_an_overall_time_budget(tmp_path):
     rc, _, err = cli("sweep", p, "--limit", "sweep_seconds=1", "--vary", "p.batching.max_num_seqs=1 seq:64 seq:64",
                      seconds=60)
     clean(rc, err)
-    assert "error[limit]: the sweep of plan 'p' gave up after 1 s" in err and "of 64 structural values" in err
-    assert "--limit sweep_seconds=" in err
+    # located at the varied input (the batching block's max_num_seqs, line 2, column 169)
+    col = "  use batching { arrivals = \"poisson\"; rate = 50 request/s; requests = 3000; input = 500 token; " \
+          "output = 200 token; kv_tokens = 200000 token; ".__len__() + 1
+    assert f"x.plan:2:{col}: error[limit]: the sweep of plan 'p' gave up after 1 s" in err, err
+    assert "of 64 structural values" in err and "--limit sweep_seconds=N" in err and "(default 30)" in err
+
+
+def test_sweep_time_limit_is_the_standard_30_seconds():
+    """Every bound on time is 30 s unless the user raises it; a sweep of a serving search (each
+    value a full evaluation of the file) used to run for 300 s."""
+    assert limits.DEFAULTS.sweep_seconds == limits.DEFAULTS.seconds == 30
 
 
 def test_nested_time_budget_keeps_the_outer_deadline():
@@ -1056,3 +1077,88 @@ def test_an_expired_budget_leaves_the_garbage_collector_on():
         assert gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_warning_deduplication_is_a_hash_lookup(monkeypatch):
+    """Many plans warn once each: de-duplicating a warning must not compare it with every
+    earlier one (4.5 million comparisons for 3,000 plans made a file of trivial plans
+    quadratic).  Counted comparisons, not a timing: 3,000 distinct warnings need at most a
+    few (hash collisions), an identical one is still kept once, and the index follows
+    ``truncate`` and ``replace``."""
+    from dsl.syntax.diagnostics import Diagnostic, Reporter, Span
+    calls = [0]
+    eq = Diagnostic.__eq__
+
+    def counting(a, b):
+        calls[0] += 1
+        return eq(a, b)
+    monkeypatch.setattr(Diagnostic, "__eq__", counting)
+    rep = Reporter()
+    for i in range(3000):
+        rep.warning("unused", f"field 'gpus' of plan 'p{i}' is not used by any block", Span("t.plan", i + 1, 11, i + 1, 15))
+    assert len(rep.items) == 3000 and calls[0] < 100
+    rep.warning("unused", "field 'gpus' of plan 'p7' is not used by any block", Span("t.plan", 8, 11, 8, 15))
+    assert len(rep.items) == 3000                        # the same warning again: kept once
+    gone = rep.truncate(2999)                            # p2999's warning is dropped …
+    rep.warning(gone[0].code, gone[0].summary, gone[0].span)
+    assert rep.items[-1] == gone[0] and len(rep.items) == 3000   # … so it may be recorded again
+    rep.replace(0, Diagnostic("warning", "unused", "restated", None))
+    rep.warning("unused", "field 'gpus' of plan 'p0' is not used by any block", Span("t.plan", 1, 11, 1, 15))
+    rep.warning("unused", "restated")
+    assert len(rep.items) == 3001 and [d.summary for d in rep.items].count("restated") == 1
+
+
+def test_headline_of_each_plan_does_not_scan_every_node(tmp_path, monkeypatch):
+    """``plan eval`` asks each plan for its headline: once the evaluation is sealed the nodes are
+    indexed by plan, so 300 plans read the node table once, not 300 times."""
+    import dsl
+    p = write(tmp_path, "".join(f"plan p{i} {{ gpus = {i + 1}; twice = 2 * gpus }}\n" for i in range(300)))
+    ws = dsl.load(p)._ws
+    scans = [0]
+    values = type(ws.nodes).values
+
+    class Counting(dict):
+        def values(self):
+            scans[0] += 1
+            return values(self)
+    monkeypatch.setattr(ws, "nodes", Counting(ws.nodes))
+    ws.__dict__.pop("_by_owner", None)
+    heads = [[n.name for n in ws.headline(f"p{i}")] for i in range(300)]
+    assert heads[0] == ["twice"] and heads[299] == ["twice"] and scans[0] <= 1
+
+
+@pytest.mark.parametrize("body, where, words", [
+    ("[" + ", ".join(["1"] * 150_000) + "]", (2, 7), "a list has 150000 items, above the limit of 100000"),
+    ("[" + ",\n ".join(["2 GB/s"] * 120_001) + ",\n]", (2, 7), "a list has 120001 items"),
+    ("*".join(["1"] * 300_000), (2, 7), "chains more than 200 '*'/'/' factors in a row"),
+    (" + ".join(["1"] * 300_000), (2, 7), "chains more than 200 '+'/'-' terms in a row"),
+    ("-" * 300_000 + "1", (2, 7), "chains more than 200 '-' signs in a row"),
+])
+def test_oversized_lists_and_runs_are_refused_before_parsing(tmp_path, monkeypatch, body, where, words):
+    """A list above list_items or a run of one operator above expr_depth is refused by the pre-scan
+    of the text: Lark never builds the tree (900,000 items took 35 s and 690 MB before the tree
+    check refused them), and the error is located where the list or the run starts."""
+    from dsl.syntax import parser as P
+
+    def no_parse(*a, **k):
+        raise AssertionError("the text was parsed")
+    monkeypatch.setattr(P, "_parser", no_parse)
+    p = write(tmp_path, "plan p {\n  a = " + body + "\n}\n")
+    rc, _, err = cli("check", p)
+    clean(rc, err)
+    assert f"x.plan:{where[0]}:{where[1]}: error[limit]" in err and words in err, err[:500]
+
+
+def test_a_flat_sum_over_the_depth_limit_says_so_and_the_hint_works(tmp_path):
+    """250 terms `1 + 1 + …` are not "nested" as the user wrote them, but the grammar nests each
+    in the next: the message names the run and the hint's remedy (parenthesized groups) gives
+    the sum, 250 (by hand: 125 + 125)."""
+    flat = write(tmp_path, "plan p {\n  a = " + " + ".join(["1"] * 250) + "\n}\n")
+    rc, _, err = cli("get", flat, "p.a")
+    clean(rc, err)
+    assert "chains more than 200 '+'/'-' terms in a row" in err and "nested more than" not in err
+    assert "parenthesized groups" in err and "--limit expr_depth=" in err
+    half = " + ".join(["1"] * 125)
+    grouped = write(tmp_path, f"plan p {{\n  a = ({half}) + ({half})\n}}\n", "g.plan")
+    rc, out, err = cli("get", grouped, "p.a")
+    assert rc == 0 and out.strip() == "250", err

@@ -79,6 +79,42 @@ def test_invalid_single_layout_names_the_rule(write_plan):
     assert {"tp_divides_heads", "tp_divides_kv_heads", "gpus_product"} <= failed
 
 
+MOE = HEAD + '''plan m {
+  model = MODEL; workload = w; device = h100_sxm; gpus = GPUS; gpus_per_host = 8; mfu = 40 %
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam"; usable = 76 GiB }
+  use layout { link = nvlink4; nic = nic_400g; zero = 1; LAYOUT }
+}
+'''
+
+
+@pytest.mark.parametrize("model, gpus, layout, summary, hint", [
+    # 8 GPUs hold 8 dp ranks: an expert-parallel group of 64 does not fit (was priced, with a
+    # negative transfer volume, and only "FAIL ep_divides_dp")
+    ("qwen3_30b_a3b", 8, "ep = 64", "ep = 64 does not divide the 8 data-, tensor- and context-parallel ranks",
+     "choose ep dividing 8"),
+    ("qwen3_30b_a3b", 24, "tp = 2; ep = 4; etp = 4",
+     "ep·etp = 4·4 = 16 does not divide the 24 data-, tensor- and context-parallel ranks", "ep·etp dividing 24"),
+    ("qwen3_30b_a3b", 512, "ep = 256", "ep = 256 exceeds the 128 routed experts of model 'qwen3_30b_a3b'",
+     "divides 128"),
+    ("qwen3_30b_a3b", 48, "ep = 3", "ep = 3 does not divide the 128 routed experts", "divides 128"),
+    ("qwen3_8b", 8, "ep = 2", "ep = 2, but model 'qwen3_8b' has no routed experts", "MoE model"),
+])
+def test_impossible_expert_parallel_degree_is_an_error_at_ep(write_plan, model, gpus, layout, summary, hint):
+    f = write_plan(MOE.replace("MODEL", model).replace("GPUS", str(gpus)).replace("LAYOUT", layout))
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and "Traceback" not in err and out == ""
+    assert "error[out-of-range]" in err and summary in err and hint in err, err
+    line = MOE.splitlines().index("  use layout { link = nvlink4; nic = nic_400g; zero = 1; LAYOUT }") + 1
+    col = layout.index("ep =") + len("  use layout { link = nvlink4; nic = nic_400g; zero = 1; ") + len("ep = ") + 1
+    assert f"t.plan:{line}:{col}:" in err
+
+
+def test_valid_expert_parallel_degree_is_priced(write_plan):
+    f = write_plan(MOE.replace("MODEL", "qwen3_30b_a3b").replace("GPUS", "16").replace("LAYOUT", "ep = 16"))
+    reqs = {r["name"]: r["ok"] for r in dsl.load(f).requirement_results("m")}
+    assert reqs["ep_divides_experts"] and reqs["ep_divides_dp"]
+
+
 def test_moe_expert_rules(write_plan):
     np = pytest.importorskip("numpy")
     from plugins import layout_search as search

@@ -138,6 +138,13 @@ def test_experts_from_a_dense_model_is_an_error(tmp_path):
     assert d.code == "missing-parameter" and "not a mixture-of-experts" in d.summary
 
 
+def test_top_k_above_the_experts_is_an_error(tmp_path):
+    p = _plan(tmp_path, "use moe_routing { tokens = 4096 token; experts = 8; top_k = 16 }")
+    code, out, err = run_cli("eval", p)
+    assert code == 1 and "Traceback" not in err and "t.plan:3:" in err
+    assert "16 experts per token out of 8" in err and "lower top_k" in err and "dispatches" not in out
+
+
 def test_devices_must_divide_experts(tmp_path):
     p = _plan(tmp_path, "use moe_routing { tokens = 8 token; experts = 4; top_k = 1; devices = 3 }")
     with pytest.raises(PlanError) as ei:

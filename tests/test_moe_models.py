@@ -112,6 +112,22 @@ def test_expert_ffn_is_required_with_experts(tmp_path):
     assert d.code == "missing-parameter" and "expert_ffn" in d.summary
 
 
+def test_more_experts_per_token_than_experts_is_an_error_at_the_model(tmp_path):
+    """Top-k routing picks k distinct experts, so k <= E; k = 16 of E = 8 used to be priced
+    (active parameters above the total)."""
+    p = tmp_path / "m.plan"
+    p.write_text("model m { layers = 2; hidden = 64; ffn = 128; heads = 4; vocab = 100; experts = 8;\n"
+                 "  experts_per_token = 16; expert_ffn = 32 }\n")
+    with pytest.raises(PlanError) as ei:
+        dsl.load(p)
+    d = ei.value.diagnostics[0]
+    assert d.code == "out-of-range" and "16 experts per token out of 8" in d.summary
+    assert (d.span.line, d.span.column) == (2, 23)                # the value 16
+    assert d.related[0][1].line == 1 and "experts_per_token" in d.hint
+    p.write_text(p.read_text().replace("= 16", "= 8"))            # k = E is a valid (dense-like) routing
+    dsl.load(p)
+
+
 def test_interleaved_moe_config_is_rejected(tmp_path):
     import json
     cfg = json.loads((REPO_ROOT / "specs/catalog/hf/Qwen3-30B-A3B.json").read_text())

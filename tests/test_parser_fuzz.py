@@ -111,6 +111,56 @@ def test_workspace_damaged_file_raises_only_plan_error(text):
     _workspace_only_plan_errors(text)
 
 
+# Well-formed expressions rich in what the text pre-scan must not over-count: units with '/',
+# '*' and '^-', exponents with a sign, keywords before a sign, signs, lists, calls, comments.
+_atoms = st.sampled_from(["1", "2.5", "1e-3", "1E+2", "x", "p.gpus", "1 GB/s", "2 GiB*s", "3 s^-1", "4 %",
+                          "5 token/s/GPU", '"s"'])
+_gap = st.sampled_from(["", " ", "  "])
+
+
+def _combine(children):
+    binary = st.tuples(children, _gap, st.sampled_from("+-*/^"), _gap, children).map("".join)
+    signed = st.tuples(st.sampled_from(["-", "+", "- ", "-("]), children).map(
+        lambda t: t[0] + t[1] + (")" if t[0].endswith("(") else ""))
+    bracket = children.map(lambda e: f"({e})")
+    listed = st.lists(children, min_size=0, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]")
+    trailing = st.lists(children, min_size=1, max_size=3).map(lambda xs: "[" + ", ".join(xs) + ", # c\n]")
+    call = st.lists(children, min_size=1, max_size=3).map(lambda xs: "max(" + ", ".join(xs) + ")")
+    return st.one_of(binary, binary, signed, bracket, listed, trailing, call)
+
+
+well_formed = st.recursive(_atoms, _combine, max_leaves=25)
+STATEMENTS = ["plan p {{ a = {} }}", "plan p {{ a = 1 in [{}, 2] }}", "plan p {{ require {} < 2 }}",
+              "solve p.a for -{} == 1", "plan p {{ use x {{ a = {} }} }}", "plan p {{ a = 1; b = {}; c = 2 }}"]
+
+
+@SETTINGS
+@given(st.sampled_from(STATEMENTS), well_formed, st.integers(1, 4), st.integers(1, 3), st.integers(2, 8))
+def test_text_prescan_never_refuses_what_the_tree_accepts(stmt, expr, depth, items, size):
+    """The pre-scan (run before Lark builds a tree, so a hostile file is refused at once) counts
+    lower bounds of the tree's depth, list lengths and statement sizes: under tiny limits, any
+    text whose parse tree passes the tree check passes the pre-scan too (the one rule of the
+    pre-scan alone, brackets nested deeper than the depth limit, is left out)."""
+    from dsl.syntax import limits
+    from dsl.syntax import parser as P
+    text = stmt.format(expr) + "\n"
+    level, deepest = 0, 0
+    for ch in text:
+        level += (ch in "([") - (ch in ")]")
+        deepest = max(deepest, level)
+    assume(deepest <= depth)
+    try:
+        tree = P._parser().parse(text, start="start")
+    except Exception:
+        assume(False)
+    with limits.override(expr_depth=depth, list_items=items, expr_size=size):
+        try:
+            P.check_tree_limits(tree, "t.plan")
+        except PlanError:
+            assume(False)
+        P.check_text_limits(text, "t.plan")
+
+
 def test_template_is_valid():
     ws = _workspace(TEMPLATE)
     assert float(ws.base_value("d.x")) == 2.5e9

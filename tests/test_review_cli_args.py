@@ -2,6 +2,8 @@
 a clear message, never an "internal error"."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import CASE, run_cli
@@ -22,6 +24,19 @@ def test_unwritable_output_is_a_usage_error(tmp_path, args):
     assert code == 2, err
     assert "internal error" not in err and "Traceback" not in err
     assert "error[output]: cannot write" in err
+
+
+def test_an_unwritable_output_names_its_real_cause(tmp_path):
+    """`-o` naming a directory, a missing directory or a full device: the hint names that cause
+    (it said "check that the directory exists" for all three)."""
+    code, _, err = run_cli("report", CASE, "-o", tmp_path)
+    assert code == 2 and "it is a directory" in err and "name a file inside it" in err, err
+    code, _, err = run_cli("report", CASE, "-o", tmp_path / "no" / "r.md")
+    assert code == 2 and f"the directory '{tmp_path / 'no'}' does not exist" in err and "create it" in err
+    if Path("/dev/full").exists():
+        code, _, err = run_cli("report", CASE, "-o", "/dev/full")
+        assert code == 2 and "no space left on the device" in err and "free space" in err, err
+    assert "check that the directory exists" not in err
 
 
 def test_sweep_out_unwritable(tmp_path):

@@ -214,6 +214,22 @@ def test_cli_solve_errors(run_cli, query, code_name):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("query, words", [
+    # a query ends where the command-line argument ends: not "end of file"
+    ("gpus48.mfu for gpus48.finish_time <= (1 day", "unexpected end of the query; expected ')'"),
+    ("gpus48.mfu for", "unexpected end of the query; expected '(', '+', '-', '[', 'false', 'true', a name, "
+                       "a number, a string"),
+    # what only a file allows after a value (a new line, ';', '}', `in`, `source`), closing brackets
+    # nothing opened, and a second comparison are not offered
+    ("gpus48.mfu for gpus48.finish_time <= 1 day 2", "unexpected '2'; expected '*', '+', '-', '/', '^'\n"),
+    ("gpus48.mfu fo gpus48.finish_time <= 1 day", "unexpected 'fo'; expected '.', 'for'\n"),
+])
+def test_cli_query_syntax_errors_speak_of_the_query(run_cli, query, words):
+    code, _, err = run_cli("solve", CASE, "--query", query)
+    assert code == 2 and "<query>:1:" in err and words in err, err
+    assert "end of file" not in err and "'source'" not in err and "'}'" not in err
+
+
 def test_far_end_of_the_interval_names_the_requirements_that_fail_there():
     """y = (x − 1)(9 − x) ≥ 7 holds for 2 ≤ x ≤ 8 (roots of x² − 10x + 16); the plan also
     requires x ≤ 5, which holds at the answer 2 and fails at the interval's other end, 8."""

@@ -96,7 +96,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         if self.contained:
             # the rest of the file evaluated: the error is raised with this evaluation attached
             # (``PlanError.workspace``), so a caller can still show the plans it did not affect
-            self.rep.items.extend(self.contained)
+            self.rep.extend(self.contained)
             self.contained = []
             try:
                 self.rep.raise_if_errors()
@@ -107,7 +107,7 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
     def _raise_if_errors(self) -> None:
         """Raise every error found so far, the confined ones (a bad config) included."""
         if self.rep.errors and self.contained:
-            self.rep.items.extend(self.contained)
+            self.rep.extend(self.contained)
             self.contained = []
         self.rep.raise_if_errors()
 
@@ -156,10 +156,24 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         mine = [n for n in every if self.decls[n].ast.span.file == root]
         return mine or every
 
+    def _owned(self, plan: str):
+        """The nodes ``plan`` owns, in definition order: from an index built once when the
+        workspace is sealed (a report over 8,000 plans asks for each plan's; a scan of every node
+        per plan made it quadratic), by a scan while it is still being built."""
+        if not self.sealed:
+            return [n for n in self.nodes.values() if n.owner == plan]
+        index = self.__dict__.get("_by_owner")
+        if index is None:
+            index = {}
+            for n in self.nodes.values():
+                index.setdefault(n.owner, []).append(n)
+            self._by_owner = index
+        return index.get(plan, ())
+
     def headline(self, plan: str) -> list[Node]:
         """The plan's headline quantities in the plugins' order, then its derived fields (see
         :meth:`derived_fields`) in the order they are written."""
-        qs = sorted((n for n in self.nodes.values() if n.owner == plan and n.headline), key=lambda n: n.order)
+        qs = sorted((n for n in self._owned(plan) if n.headline), key=lambda n: n.order)
         names = {n.name for n in qs}
         return qs + [n for n in self.derived_fields(plan) if n.name not in names]
 
@@ -168,8 +182,8 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixi
         - gpus48.finish_time``): results the user defined, shown like the plugins' quantities and
         never warned unused; not the plan parameters blocks read (``mfu``, ``gpus``)."""
         out = []
-        for n in self.nodes.values():
-            if n.owner != plan or n.kind != "field" or n.assign is None or n.input or n.scope is None:
+        for n in self._owned(plan):
+            if n.kind != "field" or n.assign is None or n.input or n.scope is None:
                 continue
             if n.scope[1] is not None or n.id in self.param_specs or n.id != f"{plan}.{n.name}":
                 continue

@@ -32,7 +32,7 @@ from ..syntax.limits import current as current_limits
 from ..syntax.limits import raise_hint as limit_hint
 from ..engine.timeline import Timeline, no_gc
 from ..engine.units import convert, format_number, format_quantity, parse_unit
-from ..syntax.diagnostics import Diagnostic, PlanError, Span, display_path, install_hint
+from ..syntax.diagnostics import Diagnostic, PlanError, Span, did_you_mean, display_path, install_hint
 from .context import BlockView, DeclContext, DeclView, PlanContext
 from .hookspecs import hookimpl, hookspec
 from .records import (CommandSpec, FigureSpec, KindSpec, Param, QuantitySpec, SlotSpec, Table, TableSpec,
@@ -41,6 +41,6 @@ from .records import (CommandSpec, FigureSpec, KindSpec, Param, QuantitySpec, Sl
 __all__ = ["BlockView", "CommandSpec", "Diagnostic", "FileRefused", "LimitError", "current_limits", "limit_hint",
            "read_text", "PlanError", "DeclContext", "DeclView", "FigureSpec", "KindSpec", "Param",
            "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
-           "convert", "display_path", "format_number", "install_hint", "format_quantity", "hookimpl", "hookspec", "no_gc",
+           "convert", "did_you_mean", "display_path", "format_number", "install_hint", "format_quantity", "hookimpl", "hookspec", "no_gc",
            "parse_unit", "progress", "symbol", "ceiling_of", "hinge", "hinge_sum", "max_of", "shortfall_sum",
            "subs_numbers"]

@@ -225,6 +225,15 @@ class DeclView:
         ws.used.add(nid)
         return symbol(nid)
 
+    def value_span(self, field_name: str) -> Span | None:
+        """Where field ``field_name``'s value is written (its whole field when it came from a
+        config or a parent without a value span), or None when the declaration has no such field:
+        for :meth:`_ContextBase.error` and ``related``."""
+        n = self._ctx.ws.nodes.get(f"{self.name}.{field_name}")
+        if n is None:
+            return None
+        return n.assign.value.span if n.assign is not None else n.span
+
     def value(self, field_name: str, default=None):
         """Nominal Python value of a field (str, bool, DeclRef, or float for numbers)."""
         nid = f"{self.name}.{field_name}"
@@ -402,6 +411,11 @@ class PlanContext(_ContextBase):
         """Declare requirement ``lhs op rhs`` (op in ``<=``, ``>=``, ``<``, ``>``, ``==``)."""
         self.ws.requirements.append(Requirement(self.name, name, as_expr(lhs), op, as_expr(rhs),
                                                 unit, doc, self._current_plugin or ""))
+
+    def required(self, name: str) -> bool:
+        """True when this plan already has requirement ``name`` (a plugin that ran earlier
+        declared it), so that blocks sharing one check declare it once."""
+        return any(r.plan == self.name and r.name == name for r in self.ws.requirements)
 
     def defined(self, name: str) -> bool:
         """True when plan quantity or field ``name`` already exists (priced by a plugin that ran

@@ -69,6 +69,10 @@ def load_side(spec: str, tmp: Path) -> Side:
         raise PlanError([Diagnostic("error", "diff", f"'{rel}' in '{spec}' is outside the git repository "
                                     f"{root}", None, "REV:PATH names a file of the repository you run "
                                     "plan diff in (PATH relative to the current directory)")]) from None
+    if _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], root).returncode != 0:
+        raise PlanError([Diagnostic("error", "diff", f"'{rev}' in '{spec}' is not a revision of the repository {root}",
+                                    None, "a revision is a commit, branch or tag (`git log --oneline` lists them); "
+                                    "HEAD~N counts N commits back")])
     show = _git(["cat-file", "-e", f"{rev}:{relpath.as_posix()}"], root)
     if show.returncode != 0:
         raise PlanError([Diagnostic("error", "diff", f"'{relpath.as_posix()}' does not exist at revision "

@@ -357,7 +357,7 @@ class DeclarationsMixin:
             except (Fail, Cycle):
                 pass
             if q.name is None:
-                del self.rep.items[start:]    # `plan solve` reports an unnamed query's problems
+                self.rep.truncate(start)    # `plan solve` reports an unnamed query's problems
                 continue
             if q.name in self.decls:
                 self.rep.error("duplicate", f"solve '{q.name}' has the name of a declaration", q.name_span,

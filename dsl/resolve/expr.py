@@ -199,10 +199,10 @@ class ExprMixin:
         for i in range(start, len(self.rep.items)):
             d = self.rep.items[i]
             if d.span is not None and d.span.file.startswith("<default"):
-                self.rep.items[i] = Diagnostic(d.severity, d.code,
+                self.rep.replace(i, Diagnostic(d.severity, d.code,
                                                f"{d.summary} (in the default `{node.default}` of {where} "
                                                f"'{node.name}')", span,
-                                               d.hint or f"set `{node.name} = …` explicitly", d.related)
+                                               d.hint or f"set `{node.name} = …` explicitly", d.related))
 
     def _eval(self, e, scope, node: Node | None):
         if isinstance(e, A.Number):

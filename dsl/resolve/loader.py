@@ -92,7 +92,7 @@ class LoaderMixin:
             try:
                 mod = parse(src, file)
             except PlanError as e:
-                self.rep.items.extend(e.diagnostics)
+                self.rep.extend(e.diagnostics)
                 continue
             if alias is not None:
                 if alias in self.aliases:

@@ -144,6 +144,4 @@ class NamesMixin:
     def _raise_since(self, start: int):
         """Raise the diagnostics reported since ``start`` and forget them, so a failed query
         leaves the loaded workspace as it was."""
-        new = self.rep.items[start:]
-        del self.rep.items[start:]
-        raise PlanError(new)
+        raise PlanError(self.rep.truncate(start))

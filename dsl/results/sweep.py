@@ -315,19 +315,25 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
         with time_budget(budget):
             return _run(ws, plan, varies, random, seed, outputs, (t0 + budget, done))
     except TimeoutError:
-        raise _gave_up(plan, budget, done) from None
+        raise _gave_up(ws, plan, varies, budget, done) from None
     except PlanError:
         if time.monotonic() - t0 >= budget:     # the alarm stopped a plugin inside an evaluation
-            raise _gave_up(plan, budget, done) from None
+            raise _gave_up(ws, plan, varies, budget, done) from None
         raise
 
 
-def _gave_up(plan: str, budget: float, done: dict) -> PlanError:
+def _gave_up(ws, plan: str, varies: list[Vary], budget: float, done: dict) -> PlanError:
+    """The ``sweep_seconds`` error, located at the varied input that re-evaluates the plan (the
+    first structural one; else the first varied), naming the limit to raise."""
     from ..syntax.limits import raise_hint
     what = (f" ({done['evaluations']} of {done['of']} structural values evaluated, each a full evaluation of the "
             "file)" if done["of"] else "")
+    structural = getattr(ws, "structural", ())
+    ids = [v.id for v in varies if v.id in structural] + [v.id for v in varies]
+    node = next((ws.nodes[i] for i in ids if i in ws.nodes and ws.nodes[i].span is not None), None)
     return PlanError([Diagnostic("error", "limit", f"the sweep of plan '{plan}' gave up after {budget:g} s{what}",
-                                 None, "sweep fewer values, or " + raise_hint("sweep_seconds"))])
+                                 node.span if node is not None else None,
+                                 "sweep fewer values, or " + raise_hint("sweep_seconds"))])
 
 
 def _run(ws, plan, varies, random, seed, outputs, deadline) -> SweepResult:

@@ -67,8 +67,9 @@ class Limits:
     #: seconds the solver, or one symbolic simplification, may take before giving up
     seconds: float = 30.0
     #: seconds one `plan sweep` of a plan may take in all (its structural values are each a full
-    #: evaluation of the file) before giving up
-    sweep_seconds: float = 300.0
+    #: evaluation of the file) before giving up: the same 30 s as every other bound on time, so
+    #: that a command finishes within it unless the user raises a limit
+    sweep_seconds: float = 30.0
     #: evaluations of the whole plan one `solve` may make when its target is a whole number a
     #: plugin reads to build the plan (a replica count, a TP degree): it is answered by
     #: re-evaluating the plan at candidate values
@@ -99,7 +100,7 @@ def raise_hint(name: str) -> str:
     """How to raise limit ``name``: the text every limit error ends with."""
     if name == "allow_outside_root":
         return "pass --allow-outside-root (or PLAN_LIMITS=allow_outside_root=1) to allow it"
-    return f"raise the limit with --limit {name}=N or PLAN_LIMITS={name}=N (default {getattr(DEFAULTS, name)})"
+    return f"raise the limit with --limit {name}=N or PLAN_LIMITS={name}=N (default {getattr(DEFAULTS, name):g})"
 
 
 def _convert(name: str, text: str):

@@ -244,24 +244,62 @@ def _describe_expected(expected) -> str:
     return ", ".join(names)
 
 
-def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
+def _fragment_expected(expected, text: str, line: int, col: int, fragment: str) -> set:
+    """The tokens that can really follow in a one-line fragment (a command-line query or value):
+    the parser's state is shared with whole files, so its expected set also holds what only a
+    file allows there (a new line, ';', '}', `in`, `source`), closing brackets that nothing
+    opened, and a comparison where the fragment has one already or takes none."""
+    import re
+
+    before = split_lines(text)[line - 1][:col - 1] if text else ""
+    before = re.sub(r'"(?:[^"\\]|\\.)*"', '""', before)
+    opened = before.count("(") - before.count(")"), before.count("[") - before.count("]")
+    drop = {"_NL", "SEMICOLON", "_RBRACE", "IN", "SOURCE"}
+    if opened[0] <= 0:
+        drop.add("RPAR")
+    if opened[1] <= 0:
+        drop.add("RSQB")
+    if opened[0] <= 0 and opened[1] <= 0:
+        drop.add("COMMA")
+    if fragment == "value" or opened[0] > 0 or opened[1] > 0 or re.search(r"[<>]|==", before):
+        drop.add("CMP")
+    if fragment == "value" or re.search(r"\bfor\b", before):
+        drop.add("FOR")
+    kept = {e for e in expected if e not in drop}
+    if fragment == "query" and not re.search(r"\bfor\b", before):
+        kept &= {"DOT", "FOR", "NAME"}          # `TARGET for …`: the target is a dotted name
+    return kept or set(expected)
+
+
+def _syntax_diagnostic(file: str, text: str, err, fragment: str | None = None) -> Diagnostic:
+    """A ``syntax`` diagnostic for Lark's error on ``text``.  ``fragment`` is ``"query"`` or
+    ``"value"`` for a one-line text given on the command line: its end is "the end of the
+    query" (or value), not of a file, and the expected tokens are those the fragment allows."""
     from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
     line = getattr(err, "line", 1) or 1
     col = getattr(err, "column", 1) or 1
     hint = ""
+    end = f"end of the {fragment}" if fragment else "end of file"
     if isinstance(err, UnexpectedToken):
         tok = err.token
-        shown = "end of file" if tok.type == "$END" else repr(str(tok)).replace("\\n", "newline")
+        expected = err.expected
+        if fragment and tok.type != "$END":
+            expected = _fragment_expected(expected, text, line, col, fragment)
+        elif fragment:
+            lines = split_lines(text)
+            expected = _fragment_expected(expected, text, len(lines), len(lines[-1]) + 1, fragment)
+        described = _describe_expected(expected).replace("end of file", end)
+        shown = end if tok.type == "$END" else repr(str(tok)).replace("\\n", "newline")
         if len(shown) > 60:
             shown = shown[:59] + "…"
         if tok.type == "$END":
             lines = split_lines(text)
             line, col = len(lines), len(lines[-1]) + 1
-            summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
+            summary = f"unexpected {end}; expected {described}"
             width = 1
         else:
-            summary = f"unexpected {shown}; expected {_describe_expected(err.expected)}"
+            summary = f"unexpected {shown}; expected {described}"
             width = max(1, len(str(tok).rstrip("\n")))
         if tok.type == "NAME" and "UNIT" not in err.expected and _prev_is_number(text, line, col):
             hint = "a unit is written right after its number without spaces inside it (e.g. 32 GB/s)"
@@ -290,7 +328,7 @@ def _syntax_diagnostic(file: str, text: str, err) -> Diagnostic:
     elif isinstance(err, UnexpectedEOF):
         lines = split_lines(text)
         line, col = len(lines), len(lines[-1]) + 1
-        summary = f"unexpected end of file; expected {_describe_expected(err.expected)}"
+        summary = f"unexpected {end}; expected {_describe_expected(err.expected)}"
         width = 1
     else:  # pragma: no cover - defensive
         summary, width = str(err), 1
@@ -380,12 +418,43 @@ def _limit_error(file: str, line: int, col: int, summary: str, name: str) -> Pla
     return PlanError([Diagnostic("error", "limit", summary, Span(file, line, col, line, col + 1), raise_hint(name))])
 
 
+_OPERAND_END = frozenset("_)]\"%.")
+_ITEMS_RE = None
+_KEYWORDS = frozenset({"for", "in", "require", "source", "solve", "import", "as", "extends", "from", "use"})
+_FAMILY = {"add": "+", "sub": "+", "mul": "*", "div": "*", "neg": "-"}
+_CHAIN_WORDS = {"+": "'+'/'-' terms", "*": "'*'/'/' factors", "-": "'-' signs"}
+
+
+def _chain_error(file: str, line: int, col: int, family: str, limit: int) -> PlanError:
+    """The expression-depth limit hit by a flat run of one operator: ``a + b + c …`` nests each
+    term in the next (the grammar is left-associative), so a run longer than the depth limit
+    is refused, with the remedy."""
+    from .limits import raise_hint
+    return PlanError([Diagnostic(
+        "error", "limit", f"an expression chains more than {limit} {_CHAIN_WORDS[family]} in a row; each one "
+        f"nests the rest one level deeper, and expressions nest at most {limit} deep",
+        Span(file, line, col, line, col + 1),
+        ("a sign repeated is a sign at most once: remove the repeats; or " if family == "-" else
+         f"write it as parenthesized groups each shorter than the limit, `(a {family} b {family} …) {family} "
+         f"(c {family} d {family} …)` (a '{'-' if family == '+' else '/'}' before a group applies to all of it); "
+         "or ") + raise_hint("expr_depth"))])
+
+
 def check_text_limits(text: str, file: str) -> None:
-    """Refuse, before parsing, a text above the size limit or with brackets nested deeper
-    than the expression-depth limit (one regular-expression pass; no recursion).
+    """Refuse, before parsing, a text above the size limit, with brackets nested deeper than the
+    expression-depth limit, with a list longer than the list limit, with a run of one operator
+    (``1 + 1 + …``, ``1*1*…``, ``- - 1``) longer than the depth limit, or with more operators
+    in one statement than the expression-size limit.
+
+    One regular-expression pass over the text, with memory bounded by the bracket depth: a
+    hostile file is refused in well under a second instead of after Lark has built a tree of
+    millions of nodes (a 900,000-item list took 35 s and 690 MB).  The counts are lower bounds
+    of what :func:`check_tree_limits` measures on the tree (a ``/`` or ``*`` that may be inside
+    a unit such as ``GB/s`` and a ``-`` after ``^`` are not counted), so a text that passes
+    here may still be refused there, never the reverse.
 
     :raises PlanError: one ``limit`` diagnostic."""
-    global _NEST_RE
+    global _NEST_RE, _ITEMS_RE
     import re
 
     from .limits import current
@@ -394,19 +463,107 @@ def check_text_limits(text: str, file: str) -> None:
         raise _limit_error(file, 1, 1, f"the text is {len(text) / 2**20:.1f} MiB, above the limit of "
                            f"{lim.file_mb:g} MiB", "file_mb")
     if _NEST_RE is None:
-        _NEST_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*|[(\[]|[)\]]|\n')
-    depth, line, line_start = 0, 1, 0
-    for m in _NEST_RE.finditer(text):
-        c = m.group()
+        _ITEMS_RE = re.compile(r'[^\[\]()"#+*/=<>:;{}\\-]*')   # list items without operators or brackets
+        _NEST_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*'
+                              r'|(?<![A-Za-z0-9_.])(?:[0-9][0-9_]*(?:\.[0-9]*)?|\.[0-9]+)[eE][+-]'   # 1e-5
+                              r'|\\[\t ]*\r?\n|[(\[\])\n,;{}=<>:+*/-]')
+    max_depth, max_items, max_size = lim.expr_depth, lim.list_items, lim.expr_size
+
+    def at(i):                  # (line, column) of position i (counted only when reporting)
+        return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+    # one frame per open bracket (frame 0: the statement): [bracket, its position, (unused),
+    # commas, position after the last comma, run of +/-, run of * and /, run of signs,
+    # position where the runs started]
+    frames = [["", 0, 0, 0, 0, 0, 0, 0, 0]]
+    size, pos, search, items_run = 0, 0, _NEST_RE.search, _ITEMS_RE.match
+    while True:
+        m = search(text, pos)
+        if m is None:
+            break
+        i, pos = m.start(), m.end()
+        c = text[i]
+        if c == '"' or c == "#" or c.isdigit() or c == ".":
+            continue
+        if c == "\\":
+            continue
+        f = frames[-1]
         if c == "\n":
-            line, line_start = line + 1, m.end()
-        elif c in "([":
-            depth += 1
-            if depth > lim.expr_depth:
-                raise _limit_error(file, line, m.start() - line_start + 1,
-                                   f"brackets are nested more than {lim.expr_depth} deep", "expr_depth")
-        elif c in ")]":
-            depth = max(0, depth - 1)
+            if len(frames) == 1:
+                f[5] = f[6] = f[7] = size = 0
+                f[8] = m.end()
+            continue
+        if c in "([":
+            if len(frames) > max_depth:
+                raise _limit_error(file, *at(i), f"brackets are nested more than {max_depth} deep", "expr_depth")
+            if c == "[" and text[max(0, i - 4):i].rstrip(" \t\f").endswith("in"):
+                c = "r"         # `in [lo, hi]`: a range, not a list
+            frames.append([c, i, 0, 0, i + 1, 0, 0, 0, i + 1])
+            f[7] = 0
+            continue
+        if c in ")]":
+            if len(frames) > 1:
+                frames.pop()
+                if f[0] == "[" and f[3] >= max_items:
+                    tail = re.sub(r"#[^\n]*", "", text[f[4]:i]).strip()
+                    items = f[3] + (1 if tail else 0)
+                    if items > max_items:
+                        raise _limit_error(file, *at(f[1]), f"a list has {items} items, above the limit of "
+                                           f"{max_items}", "list_items")
+            continue
+        if c in ",=<>:;{}":
+            if c == ",":
+                f[3] += 1
+                f[4] = i + 1
+                if f[0] == "[":           # plain items (numbers, names, units) up to the next comma: at C speed
+                    end = items_run(text, pos).end()
+                    n = text.count(",", pos, end)
+                    if n:
+                        f[3] += n
+                        f[4] = text.rfind(",", pos, end) + 1
+                    pos = end
+            f[5] = f[6] = f[7] = 0
+            f[8] = i + 1
+            if len(frames) == 1 and c in ";{}":
+                size = 0
+            continue
+        # an operator: + - * /
+        j = i - 1
+        while j >= 0 and text[j] in " \t\f":
+            j -= 1
+        prev = text[j] if j >= 0 else "\n"
+        if prev == "^":
+            continue            # an exponent's sign (2^-1, s^-1): not counted
+        after_operand = prev.isalnum() or prev in _OPERAND_END
+        if after_operand and prev.isalpha() and f[5] == 0:      # `for -x`, `require -x`: a sign
+            w = j
+            while w >= 0 and (text[w].isalnum() or text[w] == "_"):
+                w -= 1
+            after_operand = text[w + 1:j + 1] not in _KEYWORDS
+        if c in "*/":
+            nxt = text[i + 1] if i + 1 < len(text) else ""
+            if j == i - 1 and (prev.isalnum() or prev in "_%µ") and (nxt.isalpha() or nxt == "µ"):
+                continue        # perhaps inside a unit (GB/s, GiB*s): not counted
+            f[6] += 1
+            f[7] = 0
+            family, run = "*", f[6]
+        elif after_operand:     # binary + or -
+            f[5] += 1
+            f[6] = f[7] = 0
+            family, run = "+", f[5]
+        elif c == "+":
+            continue            # a '+' sign adds no node
+        else:                   # a '-' sign
+            f[7] += 1
+            family, run = "-", f[7]
+        size += 1
+        if run > max_depth:
+            k = f[8]
+            while k < i and text[k] in " \t\f\r\n":
+                k += 1
+            raise _chain_error(file, *at(k), family, max_depth)
+        if size > max_size:
+            raise _limit_error(file, *at(i), f"an expression has more than {max_size} terms", "expr_size")
 
 
 def check_tree_limits(tree, file: str) -> None:
@@ -419,9 +576,11 @@ def check_tree_limits(tree, file: str) -> None:
 
     from .limits import current
     lim = current()
-    stack = [(tree, 0, None)]     # (node, expression depth, [size] of the enclosing statement)
+    # (node, expression depth, [size] of the enclosing statement, operator family of the run of
+    # one operator the node continues, length of that run)
+    stack = [(tree, 0, None, None, 0)]
     while stack:
-        t, depth, size = stack.pop()
+        t, depth, size, family, run = stack.pop()
         if not isinstance(t, Tree):
             continue
         rule = t.data
@@ -429,9 +588,13 @@ def check_tree_limits(tree, file: str) -> None:
         where = (getattr(meta, "line", 1) or 1, getattr(meta, "column", 1) or 1)
         if rule in _STMT_RULES and size is None:
             size = [0]
+        fam = _FAMILY.get(rule)
+        run = run + 1 if fam is not None and fam == family else (1 if fam is not None else 0)
         if rule in _EXPR_RULES:
             depth += 1
             if depth > lim.expr_depth:
+                if 2 * run > depth:     # mostly a flat run (1 + 1 + …), not nesting the user wrote
+                    raise _chain_error(file, *where, fam, lim.expr_depth)
                 raise _limit_error(file, *where, f"an expression is nested more than {lim.expr_depth} deep "
                                    "(operators, calls, signs and lists inside each other)", "expr_depth")
         if size is not None:
@@ -446,7 +609,7 @@ def check_tree_limits(tree, file: str) -> None:
                                f"{lim.fields} fields", "fields")
         for c in t.children:
             if isinstance(c, Tree):
-                stack.append((c, depth, size))
+                stack.append((c, depth, size, fam, run))
 
 
 def parse(text: str, file: str = "<string>") -> A.Module:
@@ -628,7 +791,7 @@ def parse_query(text: str, file: str = "<query>") -> A.Query:
     try:
         tree = _parser().parse(text.strip(), start="query")
     except UnexpectedInput as e:
-        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+        raise PlanError([_syntax_diagnostic(file, text, e, "query")]) from None
     check_tree_limits(tree, file)
     return _make_transformer(file).transform(tree)
 
@@ -663,7 +826,8 @@ def parse_expression(text: str, file: str = "<expr>"):
     try:
         tree = _parser().parse(text, start="expr_only")
     except UnexpectedInput as e:
-        raise PlanError([_syntax_diagnostic(file, text, e)]) from None
+        raise PlanError([_syntax_diagnostic(file, text, e, None if file.startswith("<default of ") else "value")]) \
+            from None
     check_tree_limits(tree, file)
     out = _make_transformer(file).transform(tree)
     if shared:
