@@ -33,6 +33,7 @@ Book provenance of the ``memory-shards`` table: ch. 10 §10.2.1 (ZeRO sharding o
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 import sympy as sp
 
@@ -129,6 +130,15 @@ def bytes_per_param(block) -> dict[str, sp.Rational]:
         "master": format_bytes(block.value("master"), blk),
         "optimizer": OPTIMIZER_MOMENTS[block.value("optimizer")] * format_bytes(block.value("moments"), blk),
     }
+
+
+@lru_cache(maxsize=256)
+def nsimplify_float(v: float):
+    """``sympy.nsimplify`` of a float (a value as the exact rational it stands for), once per
+    value and process: a sympy number is immutable, and the same few values recur — every plan's
+    bytes per parameter of its training state, the serving step model's knobs — at ≈0.5–3 ms a
+    call."""
+    return sp.nsimplify(v)
 
 
 def _fmt_bpp(v) -> str:
@@ -249,7 +259,7 @@ def _formats_table(ws, plan):
     bpp_state = _v(ws, f"{plan}.bytes_per_param")
     notes = (f"* the plan's matmul operand format; block-scaled formats carry one FP32 scale per "
              f"{blk}×{blk} block (1 + 4/{blk * blk} B/param)",
-             f"the persistent training state stays {_fmt_bpp(sp.nsimplify(bpp_state))} B/param: master weights, "
+             f"the persistent training state stays {_fmt_bpp(nsimplify_float(bpp_state))} B/param: master weights, "
              "gradients and optimizer moments keep their own formats")
     return Table(("format", "B/param with scales", f"matmul weights of {model} (GB)", "scaling control",
                   "main risk"), tuple(rows), notes)

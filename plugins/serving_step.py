@@ -128,6 +128,7 @@ from dsl.plugin import Param, UseSpec, hookimpl
 
 from . import flops
 from .layout_model import GENERIC_DEVICE, ops
+from .memory import nsimplify_float
 
 ACT_BYTES = 2            # 16-bit activations in elementwise kernels and TP all-reduces
 FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": sp.Rational(1, 2)}
@@ -220,14 +221,6 @@ def _decl_name(ref):
 
 
 # ---------------------------------------------------------------- constants
-@lru_cache(maxsize=256)
-def _nsimplify(v: float):
-    """``sympy.nsimplify`` of a float (the generic knobs' values as exact rationals), once per
-    value and process: a sympy number is immutable, and every evaluation of a plan with a step
-    model asks for the same ten (≈2 ms each, which a solve's re-evaluations repeated)."""
-    return sp.nsimplify(v)
-
-
 def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=None, kv_window=None):
     """The step constants from an architecture and a device (numbers or sympy expressions).
 
@@ -259,7 +252,9 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
     k_.update({key: v for key, v in (knobs or {}).items() if v is not None})
     if any(isinstance(v, sp.Basic) for v in a.values()):
         # symbolic constants: exact rationals for the generic values (readable explanations)
-        k_ = {key: (_nsimplify(v) if isinstance(v, float) else v) for key, v in k_.items()}
+        # the generic knobs' values as exact rationals, once per value and process (every
+        # evaluation of a plan with a step model asks for the same ten; a solve re-evaluates)
+        k_ = {key: (nsimplify_float(v) if isinstance(v, float) else v) for key, v in k_.items()}
     wb = FORMAT_BYTES[weights]
     if not any(isinstance(v, sp.Basic) for v in a.values()) and isinstance(wb, sp.Basic):
         wb = float(wb)
