@@ -20,6 +20,13 @@ from dsl.results.solver import solve_query
 CASE = CASES / "moe-capacity.plan"
 
 
+def _load_error(path):
+    """The first diagnostic of loading ``path``, which must fail with a PlanError."""
+    with pytest.raises(PlanError) as ei:
+        dsl.load(path)
+    return ei.value.diagnostics[0]
+
+
 @pytest.fixture(scope="module")
 def ws():
     return dsl.load(CASE)
@@ -93,9 +100,7 @@ def test_histogram_bad_row_names_the_row(tmp_path):
     (tmp_path / "h.csv").write_text("expert,dispatches\n0,10\n1,ten\n")
     p = _plan(tmp_path, 'use moe_routing { tokens = 8 token; experts = 2; top_k = 1; routing = "histogram";'
                         ' histogram = "h.csv" }')
-    with pytest.raises(PlanError) as ei:
-        dsl.load(p)
-    d = ei.value.diagnostics[0]
+    d = _load_error(p)
     assert d.code == "bad-file" and "row 3" in d.summary
 
 
@@ -105,9 +110,7 @@ def test_histogram_bad_row_points_at_its_line_in_the_file(tmp_path):
     (tmp_path / "h.csv").write_text("expert,dispatches\n# measured\n0,10\n\n1,-3\n")
     p = _plan(tmp_path, 'use moe_routing { tokens = 8 token; experts = 2; top_k = 1; routing = "histogram";'
                         ' histogram = "h.csv" }')
-    with pytest.raises(PlanError) as ei:
-        dsl.load(p)
-    d = ei.value.diagnostics[0]
+    d = _load_error(p)
     assert d.code == "bad-file" and "row 5" in d.summary and "'1,-3'" in d.summary
     assert d.span.file.endswith("h.csv") and d.span.line == 5
     assert d.related and d.related[0][1].file.endswith("t.plan")
@@ -132,9 +135,7 @@ def test_histogram_expert_count_mismatch(tmp_path):
 
 def test_experts_from_a_dense_model_is_an_error(tmp_path):
     p = _plan(tmp_path, "model = qwen3_8b\nuse moe_routing { tokens = 8 token }")
-    with pytest.raises(PlanError) as ei:
-        dsl.load(p)
-    d = ei.value.diagnostics[0]
+    d = _load_error(p)
     assert d.code == "missing-parameter" and "not a mixture-of-experts" in d.summary
 
 

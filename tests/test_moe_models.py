@@ -21,6 +21,13 @@ from dsl.syntax.diagnostics import PlanError
 CATALOG = REPO_ROOT / "specs" / "catalog" / "models.plan"
 
 
+def _load_error(path):
+    """The first diagnostic of loading ``path``, which must fail with a PlanError."""
+    with pytest.raises(PlanError) as ei:
+        dsl.load(path)
+    return ei.value.diagnostics[0]
+
+
 @pytest.fixture(scope="module")
 def ws():
     return dsl.load(CATALOG)
@@ -106,9 +113,7 @@ def test_expert_ffn_is_required_with_experts(tmp_path):
     p = tmp_path / "m.plan"
     p.write_text("model m { layers = 2; hidden = 64; ffn = 128; heads = 4; vocab = 100; experts = 8;"
                  " experts_per_token = 2 }\n")
-    with pytest.raises(PlanError) as ei:
-        dsl.load(p)
-    d = ei.value.diagnostics[0]
+    d = _load_error(p)
     assert d.code == "missing-parameter" and "expert_ffn" in d.summary
 
 
@@ -118,9 +123,7 @@ def test_more_experts_per_token_than_experts_is_an_error_at_the_model(tmp_path):
     p = tmp_path / "m.plan"
     p.write_text("model m { layers = 2; hidden = 64; ffn = 128; heads = 4; vocab = 100; experts = 8;\n"
                  "  experts_per_token = 16; expert_ffn = 32 }\n")
-    with pytest.raises(PlanError) as ei:
-        dsl.load(p)
-    d = ei.value.diagnostics[0]
+    d = _load_error(p)
     assert d.code == "out-of-range" and "16 experts per token out of 8" in d.summary
     assert (d.span.line, d.span.column) == (2, 23)                # the value 16
     assert d.related[0][1].line == 1 and "experts_per_token" in d.hint

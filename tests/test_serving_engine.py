@@ -280,38 +280,33 @@ plan a {
     assert err.count("error[") == 1
 
 
+def _eval_engine(write_plan, fields):
+    """`plan eval` of one plan serving qwen3_8b on an H100 SXM under `use engine { engine = vllm; FIELDS }`
+    (the block on line 6 of the file): (exit code, stdout, stderr)."""
+    return run_cli("eval", write_plan(HEAD + "plan a {\n  model = qwen3_8b; device = h100_sxm\n"
+                                      f"  use engine {{ engine = vllm; {fields} }}\n}}"))
+
+
 def test_tp_beyond_one_host_warns(write_plan):
-    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
-  model = qwen3_8b; device = h100_sxm
-  use engine { engine = vllm; tp = 16; link = nvlink4; max_model_len = 8192 token }
-}'''))
+    code, out, err = _eval_engine(write_plan, "tp = 16; link = nvlink4; max_model_len = 8192 token")
     assert code == 0 and "warning[tp-across-hosts]: tp = 16 exceeds the 8 GPUs of one host" in err
 
 
 def test_block_larger_than_the_budget_is_located_at_block_size(write_plan):
     # one block of 10^12 tokens at 144 KiB per token (qwen3_8b, bf16) is ~1.4e8 GiB: the cache holds no block
-    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
-  model = qwen3_8b; device = h100_sxm
-  use engine { engine = vllm; max_model_len = 8192 token; block_size = 1e12 token }
-}'''))
+    code, out, err = _eval_engine(write_plan, "max_model_len = 8192 token; block_size = 1e12 token")
     assert code == 1 and "Traceback" not in err
     assert "error[out-of-range]: one KV block of block_size = 1,000,000,000,000 tokens" in err
     assert "the cache holds no block" in err and "default is 16" in err and "t.plan:6:72:" in err   # block_size
 
 
 def test_negative_memory_is_shown_in_its_written_unit(write_plan):
-    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
-  model = qwen3_8b; device = h100_sxm
-  use engine { engine = vllm; max_model_len = 8192 token; non_torch_memory = -100 GiB }
-}'''))
+    code, out, err = _eval_engine(write_plan, "max_model_len = 8192 token; non_torch_memory = -100 GiB")
     assert code == 1 and "'non_torch_memory' = -100 GiB is outside [0, inf)" in err and "e+11" not in err
 
 
 def test_context_longer_than_max_model_len_warns(write_plan):
-    code, out, err = run_cli("eval", write_plan(HEAD + '''plan a {
-  model = qwen3_8b; device = h100_sxm
-  use engine { engine = vllm; max_model_len = 8192 token; context = 32768 token }
-}'''))
+    code, out, err = _eval_engine(write_plan, "max_model_len = 8192 token; context = 32768 token")
     assert code == 0 and "warning[suspicious]: context = 32,768 tokens is longer than max_model_len = 8,192" in err
 
 
