@@ -132,7 +132,7 @@ SCREEN_ITERATIONS = 80
 SCREEN_WINDOW = 60.0       # s: the screen prices the busiest minute's load
 SIMULATE_DEFAULT = 4       # configurations simulated after the screen (the block's default)
 REASONS = ("tp does not divide the heads", "pp above the layers", "does not fit (KV budget)",
-           "KV below max_model_len", "chunk below max_num_seqs")
+           "KV below max_model_len", "chunk below max_num_seqs", "tp above one host's GPUs")
 
 
 # ---------------------------------------------------------------- data
@@ -701,7 +701,9 @@ SERVING_SEARCH = UseSpec(
         Param("weights", kind="choice", default='"bf16"', choices=FORMATS, doc="format of the weights"),
         Param("kv", kind="choice", default='"bf16"', choices=FORMATS, doc="format of the KV cache"),
     ),
-    plan_params=(Param("model", kind="ref", ref_kind="model", doc="the model served"),),
+    plan_params=(Param("model", kind="ref", ref_kind="model", doc="the model served"),
+                 Param("gpus_per_host", "", "8", "GPUs in one host: a tensor-parallel group above it would span "
+                       "hosts, so the search leaves such tp out", min=1, whole=True)),
     order=72,
     provides=("search_gpus", "search_cost", "search_ttft_p95", "search_tpot_p95", "search_throughput",
               "search_tp", "search_pp", "search_replicas", "search_max_num_seqs",
@@ -827,6 +829,7 @@ def _layouts(ctx, b, model):
     tp_comm = eng_num("tp_comm_memory", "B")
     V = an["V"]
     out, sizes = [], {}
+    gph = int(ctx.value("gpus_per_host"))
     for di, dname in enumerate(devs):
         dv = ctx.decl(dname)
         M = conv(dv.q("cuda_memory", "B")) if dv.has("cuda_memory") else conv(dv.q("memory", "B", positive=True))
@@ -843,6 +846,8 @@ def _layouts(ctx, b, model):
                            link=link, price=price)
                 if tp_split_problem(model, tp) is not None:
                     g.reason = REASONS[0]
+                elif tp > gph:                       # its all-reduces would cross hosts on the GPU link
+                    g.reason = REASONS[5]
                 elif pp > layers:
                     g.reason = REASONS[1]
                 elif (tp > 1 or pp > 1) and link is None:
@@ -992,6 +997,8 @@ def _none_fits(ctx, b, model, skipped: dict, longest: int) -> None:
                      "or lower-precision weights (weights = \"fp8\")"),
         REASONS[3]: ("max_model_len", "a shorter max_model_len, larger tp or pp, or devices with more memory"),
         REASONS[4]: ("max_num_batched_tokens", "list max_num_batched_tokens ≥ max_num_seqs (vLLM requires it)"),
+        REASONS[5]: ("tp", "list tp values of at most the plan's gpus_per_host (more GPUs: replicas or pp), or set "
+                           "`gpus_per_host` to the GPUs one NVLink domain holds (72 for an NVL72 rack)"),
         "chunk below the longest prompt": ("max_num_batched_tokens", "without chunked prefill a step holds a whole "
                                            f"prompt: list a max_num_batched_tokens above the longest ({longest:,} "
                                            "tokens), or an engine with enable_chunked_prefill"),

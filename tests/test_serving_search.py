@@ -425,6 +425,26 @@ def test_no_configuration_runs_names_the_cause(tmp_path):
     assert ws.nodes["small.search_candidates"].headline
 
 
+def test_tp_above_one_host_is_left_out(tmp_path):
+    # tp 16 on 8-GPU hosts would price its all-reduces on NVLink across hosts: the search leaves those
+    # layouts out (2 devices × 3 replicas × 2 × 2 = 24 of the 48 configurations), unless the plan states a
+    # larger NVLink domain; with tp = [16] alone nothing runs and the warning names that cause at tp
+    _trace(tmp_path / "t.csv", n=20, rate=2.0)
+    both = SMALL.replace("tp = [1, 2]", "tp = [1, 16]")
+    (tmp_path / "a.plan").write_text(both, encoding="utf-8")
+    ws = dsl.load(tmp_path / "a.plan")
+    assert qval(ws, "small.search_candidates") == 48 and qval(ws, "small.search_valid") <= 24
+    assert not [d for d in ws.diagnostics if d.code == "unmet"]
+    (tmp_path / "b.plan").write_text(both.replace("model = qwen3_8b", "model = qwen3_8b; gpus_per_host = 16"),
+                                     encoding="utf-8")
+    assert qval(dsl.load(tmp_path / "b.plan"), "small.search_valid") > qval(ws, "small.search_valid")
+    only = SMALL.replace("tp = [1, 2]", "tp = [16]")
+    (tmp_path / "c.plan").write_text(only, encoding="utf-8")
+    w = [d for d in dsl.load(tmp_path / "c.plan").diagnostics if d.code == "unmet"]
+    assert len(w) == 1 and w[0].span.line == _line_of(only, "tp = [16]")
+    assert "can run: tp above one host's GPUs (24)" in w[0].summary and "gpus_per_host" in w[0].hint
+
+
 def test_request_without_output_is_the_trace_rows_error(tmp_path):
     (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,100,10\n0.5,100,0\n",
                                     encoding="utf-8")
