@@ -129,6 +129,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     :raises PlanError: ``error[search]`` when the plan has no ``use layout``.
     """
     import sympy as sp
+    from .memory import device_capacity
 
     if plan not in ws.decls or "layout" not in ws.decls[plan].uses:
         raise PlanError([Diagnostic("error", "search", f"plan '{plan}' has no `use layout` block", None,
@@ -227,9 +228,10 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
             "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
-            # what a GPU can hold: the usable memory, never more than the device's own memory
+            # what a GPU can hold: the usable memory, never more than the device has (its nominal
+            # memory read as GiB, the bound use memory warns at: the two agree on a plan's verdict)
             "capacity": min(val(f"{plan}.usable_memory"),
-                            val(f"{dev}.memory") if has(f"{dev}.memory") else float("inf")),
+                            device_capacity(val(f"{dev}.memory")) if has(f"{dev}.memory") else float("inf")),
             "reserved": val(f"{wl}.reserved") if has(f"{wl}.reserved") else 0.0,
             "steps": float(sp.ceiling(sp.Rational(ws.base_value(f"{wl}.tokens")) /
                                       (sp.Rational(ws.base_value(f"{wl}.seq_len")) *

@@ -104,6 +104,15 @@ SPEC = UseSpec(
 )
 
 
+def device_capacity(memory):
+    """The most memory a plan's ``usable`` may claim on a device of nominal ``memory`` (bytes):
+    the nominal figure read as GiB, memory · 2^30 / 10^9 — an "80 GB" GPU carries 80 GiB of HBM,
+    of which the CUDA driver reports about 79.2 GiB (vLLM PR #12126's H100 log, the catalog's
+    ``cuda_memory``).  A ``usable`` above it is warned of here and fails ``fits_memory`` in the
+    layout search.  Returns bytes (a sympy number for a sympy ``memory``, else a float)."""
+    return memory * (sp.Rational(2**30, 10**9) if isinstance(memory, sp.Basic) else 2**30 / 10**9)
+
+
 @hookimpl
 def plan_blocks_register():
     return [SPEC]
@@ -194,10 +203,9 @@ def plan_quantities_price(ctx):
                         rank=4)
     dev = ctx.ref("device")
     if b.given("usable") and dev is not None and dev.has("memory"):
-        # more than the device has even when its nominal "80 GB" is read as GiB (the HBM of an
-        # 80 GB GPU is 80 GiB; CUDA reports about 79.2 GiB of it): a typo or a wrong device
+        # more than the device has even when its nominal "80 GB" is read as GiB: a typo or a wrong device
         u0, m0 = ctx.nominal(b.q("usable")), ctx.nominal(dev.q("memory", "B"))
-        if u0 is not None and m0 is not None and u0 > m0 * sp.Rational(2**30, 10**9):
+        if u0 is not None and m0 is not None and u0 > device_capacity(m0):
             b.warn_at("usable", f"usable memory {float(u0) / 2**30:.4g} GiB is more than the device has "
                       f"({dev.name}.memory = {float(m0) / 1e9:.4g} GB, {float(m0) / 2**30:.4g} GiB)",
                       "usable is the part of the device's memory training may take, e.g. 0.9 * device.memory")

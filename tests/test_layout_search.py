@@ -390,3 +390,37 @@ plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 8; mfu = 40 %
         dsl.load(tmp_path / "l.plan")
     d = e.value.diagnostics[0]
     assert d.code == "out-of-range" and "'tp' needs at least 1 item, got 0" in d.summary and d.span.line == 7
+
+
+EVAL_AND_SEARCH = """
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload pt { tokens = 15e12 token; seq_len = 8192 token; global_batch = 2048 seq; deadline = 60 day }
+plan p {
+  model = llama31_70b; workload = pt; device = h100_sxm; gpus = 1024; gpus_per_host = 8
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam"; usable = USABLE }
+  use layout { tp = 4; pp = 2; zero = 1; sequence_parallel = true; efficiency = "roofline"
+               link = nvlink4; nic = nic_400g; nics_per_host = 8 }
+  use layout_search { tp = [4]; pp = [2]; zero = [1]; micro_batch = [1 seq]; recompute = ["none"];
+                      sequence_parallel = ["on"] }
+}
+"""
+
+
+@pytest.mark.parametrize("usable", ["79 GiB", "74 GiB", "81 GiB"])
+def test_eval_and_search_agree_on_fitting_memory(tmp_path, usable):
+    # An H100 "80 GB" carries 80 GiB of HBM (CUDA reports 79.22 GiB): `use memory` warns of a usable above
+    # 80e9 · 2^30 / 10^9 B = 80 GiB, and the search caps a GPU's memory at the same bound -- so this layout
+    # of ~75.5 GiB per GPU fits at usable = 79 GiB in both (the search used to cap at 74.5 GiB, the "80 GB"
+    # read in decimal, and rejected it while eval said ok), fails at 74 GiB in both, and at 81 GiB fits in
+    # both (the search's cap, 80 GiB, is above it) while eval warns that usable is more than the device has
+    from plugins.memory import device_capacity
+    assert device_capacity(80e9) == pytest.approx(80 * 2**30, rel=1e-15)
+    f = tmp_path / "p.plan"
+    f.write_text(EVAL_AND_SEARCH.replace("USABLE", usable), encoding="utf-8")
+    ws = dsl.load(f)
+    mem = qval(ws, "p.memory_per_gpu", "GiB")
+    assert 74.6 < mem < 79
+    valid = bool(search.run(ws, "p").columns["valid"][0])
+    assert valid == ws.requirement("p", "fits_memory")["ok"] == (usable != "74 GiB")
+    assert any("more than the device has" in d.summary for d in ws.diagnostics) == (usable == "81 GiB")
