@@ -964,12 +964,14 @@ def plan_activities_schedule(ctx):
     ref = ("the chosen configuration of the serving search (simulated on the trace)",)
 
     def define(name, value, unit, doc, headline=True):
-        ctx.define(name, sp.Rational(repr(float(value))) if not isinstance(value, int) else sp.Integer(value),
-                   unit, f"{doc} ({how})", headline=headline, references=ref)
+        if not isinstance(value, sp.Basic):
+            value = sp.Rational(repr(float(value))) if not isinstance(value, int) else sp.Integer(value)
+        ctx.define(name, value, unit, f"{doc} ({how})", headline=headline, references=ref)
 
     define("search_gpus", r["gpus"], "", f"GPUs of the chosen configuration ({r['device']})")
     if r.get("cost") is not None:
-        define("search_cost", r["cost"], "USD", "cost per million tokens (input + output) of the chosen configuration")
+        define("search_cost", sp.Rational(repr(float(r["cost"]))) / 10**6, "USD/Mtoken",
+               "cost per million tokens (input + output) of the chosen configuration")
     define("search_ttft_p95", r["ttft_p95"], "s", "p95 time to first token of the chosen configuration")
     define("search_tpot_p95", r["tpot_p95"], "ms", "p95 time per output token of the chosen configuration")
     define("search_throughput", r["throughput"], "token/s", "output tokens per second of the chosen configuration")

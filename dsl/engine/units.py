@@ -11,7 +11,8 @@ time       ``s``        ns, us, ms, s, min, h, day, week
 info       ``B``        bytes with decimal (kB MB GB TB PB) and binary (KiB MiB GiB TiB
                         PiB) prefixes; bits (bit kbit Mbit Gbit Tbit) = 1/8 B
 flop       ``FLOP``     FLOP with k M G T P E prefixes
-token      ``token``    counted nouns: token, seq, sample, request, param
+token      ``token``    counted nouns: token, seq, sample, request, param; ktoken, Mtoken =
+                        10^3, 10^6 tokens (prices per million tokens: USD/Mtoken)
 money      ``USD`` …    currencies, each its own dimension (USD, EUR, GBP, CNY, JPY; k and
                         M multiples): adding dollars to euros is an error, convert with a rate
 energy     ``J``        J, kJ, MJ, GJ; Wh, kWh, MWh, GWh (3600 J per Wh); power W, kW, MW = J/s
@@ -151,6 +152,8 @@ def _build_table() -> dict[str, Unit]:
         add(p + "bit", Fraction(sc, 8), I)
     for noun in ("token", "seq", "sample", "request", "param"):
         add(noun, 1, Dim.of(**{noun: 1}))
+    add("ktoken", 10**3, Dim.of(token=1))
+    add("Mtoken", 10**6, Dim.of(token=1))
     add("%", Fraction(1, 100), DIMENSIONLESS)
     for c in CURRENCIES:
         add(c, 1, Dim.of(**{c: 1}))
