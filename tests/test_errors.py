@@ -578,3 +578,24 @@ def test_target_per_token_suggests_the_plain_time(write_plan, run_cli):
                                                 '1000 token; step_overhead = 1 ms; slo_tpot = 50 ms/token } }\n'))
     assert code == 1 and "'slo_tpot' must be in s, got s/token" in err
     assert "hint: the value is per token, the parameter is not: write `50 ms`" in err
+
+
+def test_no_follow_on_error_for_a_plan_extending_a_failed_one(tmp_path):
+    # the layout error is reported once, at the parent plan's `use layout`; a child plan inherits that
+    # block, so the solve's reference to its finish_time is a consequence, not a second error (it said
+    # "plan 'roof' has no field 'finish_time'" with a hint about tokens and a deadline, which it has)
+    p = write(tmp_path, """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload pt { tokens = 15e12 token; seq_len = 8192 token; global_batch = 2048 seq; deadline = 60 day }
+plan mega {
+  model = llama31_70b; workload = pt; device = h100_sxm; gpus = 1000; mfu = 40 %
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 8; pp = 4; zero = 1; link = nvlink4; nic = nic_400g }
+}
+plan roof extends mega { use layout { efficiency = "roofline" } }
+solve need: roof.gpus for roof.finish_time == pt.deadline
+""")
+    r = run("check", str(p))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "tp·pp·cp = 32 does not divide the 1000 GPUs" in r.stderr
+    assert "has no field" not in r.stderr and r.stderr.count("error[") == 1

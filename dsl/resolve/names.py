@@ -18,12 +18,17 @@ class NamesMixin:
 
     def _block_failed(self, plan: str, name: str) -> bool:
         """A block plan ``plan`` uses provides ``name``, and an error was already reported inside
-        the plan (or at one of its blocks), or one elsewhere stopped the pricing before the plan
-        was priced: the missing name is a consequence of that error, not one of its own."""
+        the plan (or at one of its blocks), or inside a plan it extends (whose fields and blocks it
+        inherits), or one elsewhere stopped the pricing before the plan was priced: the missing
+        name is a consequence of that error, not one of its own."""
         info = self.decls[plan]
         if not any(name in spec.provides and spec.name in info.uses for spec in self.plugins.blocks.values()):
             return False
         spans = [info.ast.span, *info.use_spans.values()]
+        for anc in info.parents:
+            a = self.decls.get(anc)
+            if a is not None:
+                spans += [a.ast.span, *a.use_spans.values()]
         if any(e.span is not None and any(e.span.file == s.file and s.line <= e.span.line <= s.end_line
                                           for s in spans) for e in self.rep.errors):
             return True
