@@ -150,7 +150,7 @@ def test_a_list_of_values():
     ("gpus48.layout.tp=[2, 2]", "repeats a value"),
     ("gpus48.layout.tp=[]", "a list is [V1, V2, …]"),
     ("gpus48.layout.tp=[1, 2", "a list is [V1, V2, …]"),
-    ("gpus48.mfu=[30 %, 2 s]", "is not a value in the unit of"),
+    ("gpus48.mfu=[30 %, 2 s]", "is not a list of values in the unit of"),
     ("gpus48.mfu=[30 %, 140 %]", "leaves its allowed range"),
 ])
 def test_bad_lists(spec, msg):
@@ -158,6 +158,16 @@ def test_bad_lists(spec, msg):
     with pytest.raises(PlanError) as e:
         sweep.parse_vary(ev, spec)
     assert msg in e.value.diagnostics[0].summary
+
+
+def test_a_list_without_units_shows_one_with_them():
+    # micro_batch is in seq: `[1, 2, 4]` are plain numbers, and the hint writes the list with the unit
+    ev = dsl.load(LAYOUT)
+    with pytest.raises(PlanError) as e:
+        sweep.parse_vary(ev, "gpus48.micro_batch=[1, 2, 4]")
+    d = e.value.diagnostics[0]
+    assert "is not a list of values in the unit of 'gpus48.micro_batch'" in d.summary
+    assert "gpus48.micro_batch=[1 seq, 2 seq, 4 seq]" in d.hint
 
 
 def test_a_whole_number_range_that_does_not_step_by_whole_numbers_suggests_a_list():

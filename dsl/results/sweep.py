@@ -155,13 +155,21 @@ def parse_vary(ws, text: str) -> Vary:
     return Vary(nid, bounds[0], bounds[1], count)
 
 
-def _vary_value(ws, name: str, n, expr, text: str) -> float:
-    """One value of a ``--vary`` (an expression of constants in the unit of ``name``), in base units."""
+def _vary_value(ws, name: str, n, expr, text: str, listed: bool = False) -> float:
+    """One value of a ``--vary`` (an expression of constants in the unit of ``name``), in base units;
+    ``listed``: ``text`` is the whole list (the hint shows a list with units)."""
     v = ws.eval_expr(expr)
     if v.dim != n.dim or v.expr.free_symbols:
         from dsl.engine.units import describe_dim
-        raise PlanError([Diagnostic("error", "sweep", f"'{text}' is not a value in the unit of '{name}' "
-                                    f"({describe_dim(n.dim)})", None, f"write it like {n.unit or 'a plain number'}")])
+        what = "a list of values" if listed else "a value"
+        if not n.unit:
+            example = "a plain number"
+        elif listed:
+            example = f"{name}=[1 {n.unit}, 2 {n.unit}, 4 {n.unit}] (each value with its unit)"
+        else:
+            example = f"2 {n.unit} (a number with its unit)"
+        raise PlanError([Diagnostic("error", "sweep", f"'{text}' is not {what} in the unit of '{name}' "
+                                    f"({describe_dim(n.dim)})", None, f"write it like {example}")])
     return float(v.expr)
 
 
@@ -177,7 +185,7 @@ def _vary_list(ws, nid: str, name: str, n, text: str, rng: str) -> Vary:
         expr = None
     if not isinstance(expr, List) or not expr.items:
         raise PlanError([Diagnostic("error", "sweep", f"bad --vary '{text}': a list is [V1, V2, …]", None, hint)])
-    values = [_vary_value(ws, name, n, e, rng.strip()) for e in expr.items]
+    values = [_vary_value(ws, name, n, e, rng.strip(), listed=True) for e in expr.items]
     if len(set(values)) != len(values):
         raise PlanError([Diagnostic("error", "sweep", f"the list in '{text}' repeats a value", None,
                                     "give each value once")])
