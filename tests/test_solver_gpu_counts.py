@@ -215,3 +215,25 @@ def test_bisection_candidates_skip_screened_and_unbuildable_values():
     assert _next_candidate(0, 16, breaks, set(), screened) == 8
     assert _next_candidate(0, 16, breaks, {8}, {}) in (4, 12)   # nearest the middle after 8
     assert _next_candidate(8, 12, breaks, set(), screened) is None and {9, 10, 11} <= set(screened)
+
+
+def test_the_answer_names_the_rules_no_gpu_count_fixes(tmp_path):
+    # tp = 16 on 8-GPU hosts (and 16 > Llama-3.1-70B's 8 KV heads) fails tp_within_host and
+    # tp_divides_kv_heads whatever the GPU count: the solve still answers the count that meets the deadline,
+    # and says the plan fails those rules there and at every count it built
+    from conftest import run_cli
+    p = tmp_path / "e.plan"
+    p.write_text('''import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload pt { tokens = 15e12 token; seq_len = 8192 token; global_batch = 2048 seq; deadline = 60 day }
+plan roof {
+  model = llama31_70b; workload = pt; device = h100_sxm; gpus = 1024; gpus_per_host = 8; mfu = 40 %
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 16; pp = 4; zero = 1; sequence_parallel = true; link = nvlink4; nic = nic_400g }
+}
+solve need: roof.gpus for roof.finish_time == pt.deadline
+''', encoding="utf-8")
+    code, out, err = run_cli("solve", str(p))
+    assert code == 0, err
+    assert "the plan still fails roof.tp_divides_kv_heads, roof.tp_within_host" in out
+    assert "roof.tp_divides_kv_heads, roof.tp_within_host fail at every value tried, so no roof.gpus fixes them" in out

@@ -1166,6 +1166,19 @@ def _search_whole(ws, q, target: str, node, spec, x0, text: str, dim, reason: st
             names = ", ".join(sorted({n for k in inside for n in probes[k].broken} | broken_names))
             notes.append(f"{', '.join(map(str, inside))} meet{'s' if len(inside) == 1 else ''} it but "
                          f"break{'s' if len(inside) == 1 else ''} {names}")
+    if answer is not None and not probes[answer].error:
+        # the answer meets the relation, but the plan may still fail other requirements there —
+        # and fail them at every value tried (a layout rule no count fixes: tp above one host)
+        own = target.rsplit(".", 1)[0] + "."
+        built = [pr for pr in probes.values() if not pr.error]
+        fails = sorted(n for n, st in probes[answer].reqs.items() if n.startswith(own) and not st[1]
+                       and n not in probes[answer].broken)
+        if fails:
+            always = [n for n in fails if all(not pr.reqs[n][1] for pr in built if n in pr.reqs)]
+            notes.append(f"at {answer} the plan still fails {', '.join(fails)}")
+            if always:
+                notes.append(f"{', '.join(always)} fail{'s' if len(always) == 1 else ''} at every value tried, "
+                             f"so no {who} fixes {'it' if len(always) == 1 else 'them'}")
     if screened:
         names = ", ".join(sorted({n for v in screened.values() for n in v}))
         n = len(screened)
