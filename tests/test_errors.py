@@ -599,3 +599,19 @@ solve need: roof.gpus for roof.finish_time == pt.deadline
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "tp·pp·cp = 32 does not divide the 1000 GPUs" in r.stderr
     assert "has no field" not in r.stderr and r.stderr.count("error[") == 1
+
+
+def test_a_misspelt_name_in_an_inherited_field_is_one_error(tmp_path):
+    # plans b and c extend a and inherit its misspelt model: the one mistake is reported once, at its text
+    p = write(tmp_path, """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload pt { tokens = 15e12 token; seq_len = 8192 token; global_batch = 2048 seq; deadline = 60 day }
+plan a { model = llama31_70bb; workload = pt; device = h100_sxm; gpus = 1024; mfu = 40 %
+  use layout { tp = 8; pp = 4 } }
+plan b extends a { gpus = 512 }
+plan c extends b { gpus = 256 }
+""")
+    r = run("check", str(p))
+    assert r.returncode == 1 and r.stderr.count("error[") == 1
+    assert "t.plan:4:18: error[unknown-name]: unknown name 'llama31_70bb' in 'a'" in r.stderr
+    assert "did you mean 'llama31_70b'?" in r.stderr

@@ -13,7 +13,13 @@ class NamesMixin:
     """Resolves dotted names in a scope to node ids, declarations or blocks."""
 
     def _fail(self, code: str, summary: str, span: Span, hint: str = "", related=()):
-        self.rep.error(code, summary, span, hint, related)
+        """Report a name that does not resolve, once per place: a field a plan inherits is resolved
+        again in every plan that extends it, and the same text at the same place is one mistake
+        (the first report names the plan that declares it)."""
+        seen = self.__dict__.setdefault("_failed_at", set())
+        if span is None or (code, span) not in seen:
+            seen.add((code, span))
+            self.rep.error(code, summary, span, hint, related)
         raise Fail()
 
     def _block_failed(self, plan: str, name: str) -> bool:
