@@ -172,7 +172,8 @@ def mtnlg():
 def test_mt_nlg_roofline_search_best_fits_the_device(mtnlg):
     res = search.run(mtnlg, "published_roofline")
     c = res.columns
-    device = 80e9                                              # A100 80 GB (catalog)
+    # A100 "80 GB" (catalog): 80 GiB of HBM, the bound a usable may claim (plugins.memory.device_capacity)
+    device = 80 * 2 ** 30
     limit = min(76 * 2 ** 30, device)
     assert res.best is not None and c["memory"][res.best] <= limit
     assert (c["memory"][c["valid"]] <= limit).all()
@@ -186,10 +187,11 @@ def test_mt_nlg_roofline_search_best_fits_the_device(mtnlg):
 
 def test_usable_memory_above_the_device_never_admits_a_layout(write_plan):
     """A plan that states more usable memory than its device has: the search caps it at the
-    device's memory (and a NaN memory is never a fit)."""
+    device's memory — its nominal "24 GB" read as GiB, the bound `use memory` warns at
+    (plugins.memory.device_capacity) — and a NaN memory is never a fit."""
     text = """
 import "@catalog/hardware.plan"
-model m { layers = 4; hidden = 4096; ffn = 16384; heads = 32; vocab = 32000 }
+model m { layers = 8; hidden = 4096; ffn = 16384; heads = 32; vocab = 32000 }
 workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 64 seq }
 plan p {
   model = m; workload = w; device = rtx4090; gpus = 8; mfu = 40 %%
@@ -199,7 +201,7 @@ plan p {
 }
 """
     wide = search.run(dsl.load(write_plan(text % "1000 GB")), "p")
-    device = 24e9
+    device = 24 * 2 ** 30
     c = wide.columns
     assert (c["memory"][c["valid"]] <= device).all()
     assert ((c["memory"] > device) & (c["reason"] == "")).sum() == 0
