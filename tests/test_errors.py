@@ -615,3 +615,15 @@ plan c extends b { gpus = 256 }
     assert r.returncode == 1 and r.stderr.count("error[") == 1
     assert "t.plan:4:18: error[unknown-name]: unknown name 'llama31_70bb' in 'a'" in r.stderr
     assert "did you mean 'llama31_70b'?" in r.stderr
+
+
+def test_reporter_knows_the_errors_at_a_place_until_they_are_cut():
+    from dsl.syntax.diagnostics import Reporter, Span
+    rep, here, there = Reporter(), Span("a.plan", 4, 18, 4, 30), Span("a.plan", 5, 1, 5, 2)
+    rep.warning("unknown-name", "a warning is not an error", here)
+    assert not rep.has_error_at("unknown-name", here)
+    rep.error("unknown-name", "unknown name 'x' in 'a'", here)
+    assert rep.has_error_at("unknown-name", here)
+    assert not rep.has_error_at("unknown-name", there) and not rep.has_error_at("range", here)
+    rep.truncate(1)                  # a failed query's errors are cut: the place is free again
+    assert not rep.has_error_at("unknown-name", here)

@@ -16,9 +16,7 @@ class NamesMixin:
         """Report a name that does not resolve, once per place: a field a plan inherits is resolved
         again in every plan that extends it, and the same text at the same place is one mistake
         (the first report names the plan that declares it)."""
-        seen = self.rep.__dict__.setdefault("_failed_at", set())
-        if span is None or str(span.file).startswith("<") or (code, span) not in seen:   # a query: every time
-            seen.add((code, span))
+        if span is None or not self.rep.has_error_at(code, span):
             self.rep.error(code, summary, span, hint, related)
         raise Fail()
 

@@ -68,6 +68,7 @@ class Reporter:
     def __init__(self) -> None:
         self.items: list[Diagnostic] = []
         self._count: dict[Diagnostic, int] = {}   # how often each diagnostic is in items[:_indexed]
+        self._at: dict[tuple, int] = {}            # errors in items[:_indexed] by (code, span)
         self._indexed = 0
 
     def _sync(self) -> dict[Diagnostic, int]:
@@ -76,11 +77,25 @@ class Reporter:
         items, count = self.items, self._count
         if len(items) < self._indexed:
             count.clear()
+            self._at.clear()
             self._indexed = 0
         for d in items[self._indexed:]:
             count[d] = count.get(d, 0) + 1
+            self._note(d, 1)
         self._indexed = len(items)
         return count
+
+    def has_error_at(self, code: str, span: Span) -> bool:
+        """An error of ``code`` at ``span`` is recorded, whatever its wording (a hash look-up; what
+        :meth:`truncate` removes — a failed query's errors — no longer counts)."""
+        self._sync()
+        return self._at.get((code, span), 0) > 0
+
+    def _note(self, d: Diagnostic, step: int) -> None:
+        """Count ``d`` in (``step`` 1) or out of (−1) the index by code and place of errors."""
+        if d.severity == "error":
+            key = (d.code, d.span)
+            self._at[key] = self._at.get(key, 0) + step
 
     def error(self, code: str, summary: str, span: Span | None = None, hint: str = "",
               related: tuple = ()) -> None:
@@ -104,6 +119,8 @@ class Reporter:
         old = self.items[i]
         count[old] -= 1
         count[d] = count.get(d, 0) + 1
+        self._note(old, -1)
+        self._note(d, 1)
         self.items[i] = d
 
     def truncate(self, start: int) -> list[Diagnostic]:
@@ -113,6 +130,7 @@ class Reporter:
         gone = self.items[start:]
         for d in gone:
             count[d] -= 1
+            self._note(d, -1)
         del self.items[start:]
         self._indexed = len(self.items)
         return gone
