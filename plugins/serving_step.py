@@ -280,6 +280,8 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
     f_active = a["f"] if not moe else (m["k"] + m["ks"]) * m["fe"]
     if moe and not _is_zero(m["Ld"]):
         f_active = (m["Ld"] * a["f"] + Lm * (m["k"] + m["ks"]) * m["fe"]) / a["L"]
+    eta_mem = dev.get("mem_efficiency", k_["mem_efficiency"])
+    eta_wr = dev.get("weight_read_efficiency", eta_mem)
     c = {
         "tp": tp,
         "L": a["L"],
@@ -289,15 +291,14 @@ def constants(a, m, dev, *, kv_bytes, tp=1, link=None, weights="bf16", knobs=Non
         "eta_mm": min_(dev.get("matmul_efficiency", k_["matmul_efficiency"]),
                        dev.get("max_matmul_efficiency", dev.get("matmul_efficiency", k_["matmul_efficiency"]))),
         "F_half": dev.get("matmul_half_flops", k_["matmul_half_flops"]),
-        "eta_mem": dev.get("mem_efficiency", k_["mem_efficiency"]),
+        "eta_mem": eta_mem,
         # a GEMM whose weight read bounds it (few tokens): its own fraction of mem_bw
-        "eta_wr": dev.get("weight_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
+        "eta_wr": eta_wr,
         # the fused MoE kernel's read of the experts it hits: its own fraction of mem_bw
-        "eta_er": dev.get("expert_read_efficiency",
-                          dev.get("weight_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"]))),
+        "eta_er": dev.get("expert_read_efficiency", eta_wr),
         "eta_attn": k_["attention_efficiency"],
         # decode attention: its KV read's own fraction of mem_bw and a fixed time per call
-        "eta_kv": dev.get("kv_read_efficiency", dev.get("mem_efficiency", k_["mem_efficiency"])),
+        "eta_kv": dev.get("kv_read_efficiency", eta_mem),
         "attn_call_time": dev.get("decode_attention_call_time", 0),
         "eta_expert": k_["expert_efficiency"],
         "mem_bw": dev["mem_bw"],
@@ -669,7 +670,13 @@ def ring_all_reduce(k, size, link):
 def _weight_bw(c):
     """Bandwidth at which a GEMM reads its weights: mem_bw · η_wr (``weight_read_efficiency``,
     else ``mem_efficiency``)."""
-    return c["mem_bw"] * c.get("eta_wr", c["eta_mem"])
+    return c["mem_bw"] * c["eta_wr"]
+
+
+def _expert_bw(c):
+    """Bandwidth at which the fused MoE kernel reads the experts a step hits: mem_bw · η_er
+    (``expert_read_efficiency``, else ``weight_read_efficiency``)."""
+    return c["mem_bw"] * c["eta_er"]
 
 
 def _dense(c, T, o):
@@ -687,7 +694,7 @@ def _experts(c, T, o):
     # two grouped GEMMs per MoE layer (gate/up, down), at the expert efficiency; the
     # fused kernel's weight read and its MMAs do not overlap: their sum
     tc = gemm_time(c, F, 2 * c["moe_layers"], c["eta_expert"])
-    tm = hit * c["expert_bytes"] / (c["mem_bw"] * c.get("eta_er", c.get("eta_wr", c["eta_mem"])))
+    tm = hit * c["expert_bytes"] / _expert_bw(c)
     return (tc + tm, tc, tm)
 
 
