@@ -114,6 +114,13 @@ ENGINE_FIELDS = (
           doc="devices whose catalog name contains this text keep the other defaults (vLLM: \"a100\")"),
 )
 
+#: the plan parameter the serving blocks share: one host's GPUs, one NVLink domain (training's
+#: layout declares its own, with the same default)
+GPUS_PER_HOST = Param("gpus_per_host", "", "8", "GPUs in one host, one NVLink domain: a tensor-parallel group "
+                      "above it spans hosts (use engine and use serving_step warn; use serving_search leaves "
+                      "such tp out)", min=1, whole=True)
+
+
 ENGINE = UseSpec(
     "engine",
     "serving memory on an engine's terms: TP/PP-sharded weights, paged KV cache, the engine's budget",
@@ -157,8 +164,7 @@ ENGINE = UseSpec(
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model served"),
         Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
-        Param("gpus_per_host", "", "8", "GPUs in one host (a TP group above it spans hosts: a warning)", min=1,
-              whole=True),
+        GPUS_PER_HOST,
     ),
     order=58,
     provides=("weights_per_gpu", "kv_bytes_per_token", "kv_block_bytes", "activation_reserve", "runtime_overhead",

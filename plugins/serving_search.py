@@ -110,7 +110,7 @@ from dsl.plugin import Param, Table, TableSpec, UseSpec, current_limits, hookimp
 from . import serving_sim as sim
 from .collectives import collective_time
 from .layout_model import ops
-from .serving_engine import per_gpu_sizes, tp_split_problem
+from .serving_engine import GPUS_PER_HOST, per_gpu_sizes, tp_split_problem
 from .serving_step import DEVICE_FIELDS as STEP_DEVICE_FIELDS, ScalarStep, constants as step_constants_of, kv_window_of, \
     step_time
 
@@ -701,9 +701,7 @@ SERVING_SEARCH = UseSpec(
         Param("weights", kind="choice", default='"bf16"', choices=FORMATS, doc="format of the weights"),
         Param("kv", kind="choice", default='"bf16"', choices=FORMATS, doc="format of the KV cache"),
     ),
-    plan_params=(Param("model", kind="ref", ref_kind="model", doc="the model served"),
-                 Param("gpus_per_host", "", "8", "GPUs in one host: a tensor-parallel group above it would span "
-                       "hosts, so the search leaves such tp out", min=1, whole=True)),
+    plan_params=(Param("model", kind="ref", ref_kind="model", doc="the model served"), GPUS_PER_HOST),
     order=72,
     provides=("search_gpus", "search_cost", "search_ttft_p95", "search_tpot_p95", "search_throughput",
               "search_tp", "search_pp", "search_replicas", "search_max_num_seqs",

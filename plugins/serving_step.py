@@ -129,6 +129,7 @@ from dsl.plugin import Param, UseSpec, hookimpl
 from . import flops
 from .layout_model import GENERIC_DEVICE, ops
 from .memory import nsimplify_float
+from .serving_engine import GPUS_PER_HOST
 
 ACT_BYTES = 2            # 16-bit activations in elementwise kernels and TP all-reduces
 FORMAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": sp.Rational(1, 2)}
@@ -983,8 +984,7 @@ SERVING_STEP = UseSpec(
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model served"),
         Param("device", kind="ref", ref_kind="device", doc="the accelerator"),
-        Param("gpus_per_host", "", "8", "GPUs in one host (a TP group above it spans hosts: a warning)", min=1,
-              whole=True),
+        GPUS_PER_HOST,
     ),
     order=66,
     provides=("ttft_floor", "decode_step_time", "tpot", "prefill_tokens_per_s", "decode_tokens_per_s",
