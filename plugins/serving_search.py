@@ -380,6 +380,13 @@ def lone_request_time(g: Layout, P: float, G: float) -> float:
     return float(f(g.c, P, 0, 0, o)) + max(G - 1.0, 0.0) * float(f(g.c, 0, 1, P + G / 2, o))
 
 
+def is_burst(g: Layout, w: Workload) -> bool:
+    """The trace spans less than one mean request alone on layout g (:func:`lone_request_time`;
+    all at t = 0: a span of 0): no steady load but a finite amount of work."""
+    return float(w.arrival.max() - w.arrival.min()) < lone_request_time(g, float(w.prompt.mean()),
+                                                                         float(w.output.mean()))
+
+
 def _burst(g: Layout, cols, idx, w: Workload, S, T, P: float, G: float, o):
     """Estimates (TTFT, TPOT in s, arrays over the candidates ``idx`` of layout g) for a burst:
     all of the trace's n requests at once, shared evenly by the engines that take prompts
@@ -395,7 +402,7 @@ def _burst(g: Layout, cols, idx, w: Workload, S, T, P: float, G: float, o):
     dec = np.where(dis, np.maximum(cols["yd"][idx], 1), agg_engines)
     ne = n / pre
     chunk = np.maximum(np.minimum(T, ne * P), 1.0)
-    before = np.ceil(ne * 0.95) * P                     # prompt tokens up to the p95 request's
+    before = np.ceil(ne * float(sim.QUANTILES[2])) * P  # prompt tokens up to the p95 request's
     t_chunk = step_fn(g)(g.c, chunk, 0 * chunk, 0 * chunk, o)
     ttft = np.ceil(before / chunk) * t_chunk
     nd = np.minimum(np.ceil(n / dec), S)
@@ -416,7 +423,6 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
     P95 = float(sim.nearest_rank_np(w.prompt, sim.QUANTILES[2]))
     Pmax = int(w.prompt.max())
     lam = np.array([w.rate * p for p in peaks])[:, None]         # (loads, 1)
-    span = float(w.arrival.max() - w.arrival.min())
     for gi, g in enumerate(layouts):
         idx = np.flatnonzero(cols["g"] == gi)
         if idx.size == 0:
@@ -477,9 +483,8 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
             d_tpot = np.where(okd, td + xfer / max(Gm - 1, 1), np.inf)
         est_ttft[:, idx] = np.where(dis, d_ttft, a_ttft)
         est_tpot[:, idx] = np.where(dis, d_tpot, a_tpot)
-        if span < lone_request_time(g, Pm, Gm):
-            # a burst: shorter than one mean request alone on g (all at t = 0: a span of 0); its
-            # rate n / span is no steady load but a finite amount of work -- estimated as such,
+        if is_burst(g, w):
+            # its rate n / span is no steady load but a finite amount of work: estimated as such,
             # and the simulation decides
             est_ttft[:, idx], est_tpot[:, idx] = _burst(g, cols, idx, w, S, T, Pm, Gm, o)
         if not chunked:
@@ -532,9 +537,7 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     out = {"ttft_p95": sim.nearest_rank_np(ttft, q),
            "tpot_p95": sim.nearest_rank_np(tpot, q) if tpot.size else 0.0,
            "throughput": float(w.output.sum()) / span, "span": span}
-    burst = float(w.arrival.max() - w.arrival.min()) < lone_request_time(g, float(w.prompt.mean()),
-                                                                          float(w.output.mean()))
-    tokens_per_s = float(w.prompt.sum() + w.output.sum()) / (span if burst else w.span)
+    tokens_per_s = float(w.prompt.sum() + w.output.sum()) / (span if is_burst(g, w) else w.span)
     out["cost"] = (int(cols["gpus"][i]) * g.price / tokens_per_s * 1e6) if g.price is not None else None
     return out
 
