@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plan: error[limit]: {e}\n  hint: {e.hint}", file=sys.stderr)
         return EXIT_PLAN
     except TimeoutError as e:
-        print(f"plan: error[limit]: {e}\n  hint: {L.raise_hint('seconds')}", file=sys.stderr)
+        print(f"plan: error[limit]: {e}\n  hint: {L.raise_hint('cpu_seconds')}", file=sys.stderr)
         return EXIT_PLAN
     except (MemoryError, RecursionError) as e:
         print(f"plan: error[limit]: the input is too large to process ({type(e).__name__})\n"
@@ -1048,8 +1048,8 @@ def _check_strict(ws, args) -> int:
             u = req.unit
             side = req.text or req.doc or req.name
             summary = (f"requirement '{p}.{req.name}' fails: {format_quantity(rr['lhs'], u)} {req.op} "
-                       f"{format_quantity(rr['rhs'], u)} does not hold (margin {format_quantity(rr['margin'], u)}, "
-                       f"{rr['relative'] * 100:+.1f} %)")
+                       f"{format_quantity(rr['rhs'], u)} does not hold (margin {format_quantity(rr['margin'], u)}"
+                       + (f", {rr['relative'] * 100:+.1f} %)" if rr['relative'] == rr['relative'] else ")"))
             drivers = []
             for d in rr["drivers"]:
                 n = ws.nodes[d["input"]]
@@ -1159,7 +1159,7 @@ def cmd_solve(args) -> int:
             from dsl.syntax.diagnostics import Diagnostic
             from dsl.syntax.format import query_text
             failed.append((q, PlanError([Diagnostic("error", "limit", f"solving '{query_text(q)}' {e}", q.span,
-                                                    L.raise_hint("seconds"))])))
+                                                    L.raise_hint("cpu_seconds"))])))
             for d in failed[-1][1].diagnostics:
                 print(render(d), file=sys.stderr)
         except PlanError as e:  # one bad query does not hide the others' answers

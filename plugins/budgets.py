@@ -315,7 +315,8 @@ def fit_law(obs):
     """Least-squares fit of (E, A, B, α, β) to ``obs`` = [(N, D, loss)].
 
     Parameterised as (E, ln A, ln B, α, β) so A, B stay positive; started from a fixed grid
-    (deterministic) and the best local optimum kept.  Returns a dict of coefficients.
+    (deterministic) and the best local optimum kept.  Returns a dict of coefficients, each to
+    ten significant digits (the same on every platform).
     """
     import numpy as np
     from scipy.optimize import least_squares
@@ -342,7 +343,11 @@ def fit_law(obs):
                 if best is None or r.cost < best.cost - 1e-18:
                     best = r
     E, la, lb, al, be = best.x
-    return {"E": float(E), "A": float(np.exp(la)), "B": float(np.exp(lb)), "alpha": float(al), "beta": float(be)}
+    # ten significant digits: the optimum's last digits depend on the platform's linear algebra
+    # (scipy/BLAS builds differ at ~1e-12 relative), so the coefficients, and the RMSEs computed
+    # from them, are the same on every machine
+    return {k: float(f"{v:.10g}") for k, v in (("E", E), ("A", np.exp(la)), ("B", np.exp(lb)), ("alpha", al),
+                                                ("beta", be))}
 
 
 def law(c, n, d):

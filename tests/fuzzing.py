@@ -66,13 +66,14 @@ def _reused_parser(build):
     return parser
 
 
-def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz.plan", clock: str = "real",
+def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz.plan", clock: str = "cpu",
             slot: int = 0):
     """Write ``text`` as cases/NAME (under :func:`scratch` ``slot``) and run ``plan ARGV...``
     with ``{file}`` replaced by its path; return (exit code or "hang", stdout, stderr).
 
-    The alarm counts ``seconds`` of wall-clock time (``clock="real"``), or of the process's CPU
-    time (``clock="cpu"``: a process starved by others on a loaded machine is not a hang).
+    The alarm counts ``seconds`` of the process's CPU time (``clock="cpu"``, the default: a
+    process starved by others on a loaded machine is not a hang), or of wall-clock time
+    (``clock="real"``).
     The command line is parsed by a parser built once (:func:`_reused_parser`), for this call only."""
     import dsl.cli
     from dsl.syntax import limits

@@ -36,10 +36,12 @@ def test_cpu_burn_is_a_hang(monkeypatch, harness):
     def burn(argv):
         while True:
             pass
-    (r,) = _with_main(monkeypatch, harness, burn)
+    # a wall-clock backstop far above 0.5 s: on a machine busy with other work the burn takes
+    # longer in wall-clock time, and must still be told a hang by its CPU time
+    (r,) = _with_main(monkeypatch, harness, burn, wall=60.0)
     # the alarm fires after 0.5 s of the process's CPU time (ITIMER_PROF, tick accounting);
     # wait4's rusage of the same process can read a few ticks less (0.491 s seen under load)
-    assert r["kind"] == "hang" and r["cpu"] >= 0.45 and r["wall"] < 3.0
+    assert r["kind"] == "hang" and r["cpu"] >= 0.45 and r["wall"] < 60.0
 
 
 def test_sleeping_past_the_wall_backstop_is_slow_under_load_not_a_hang(monkeypatch, harness):

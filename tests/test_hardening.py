@@ -38,13 +38,14 @@ def strict_root(monkeypatch):
 
 
 def cli(*args, seconds: float = 60, cwd: Path | None = None):
-    """(exit code, stdout, stderr) of ``plan ARGS`` run in process under a ``seconds`` alarm."""
+    """(exit code, stdout, stderr) of ``plan ARGS`` run in process under an alarm after
+    ``seconds`` of the process's CPU time (a hang guard that a busy machine does not trip)."""
     out, err = io.StringIO(), io.StringIO()
 
     def expired(signum, frame):
-        raise AssertionError(f"plan {' '.join(map(str, args))} did not finish in {seconds} s")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+        raise AssertionError(f"plan {' '.join(map(str, args))} did not finish in {seconds} s of CPU time")
+    old = signal.signal(signal.SIGPROF, expired)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     here = os.getcwd()
     try:
         if cwd is not None:
@@ -56,18 +57,21 @@ def cli(*args, seconds: float = 60, cwd: Path | None = None):
                 rc = e.code
     finally:
         os.chdir(here)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, old)
     return rc, out.getvalue(), err.getvalue()
 
 
 def capped(*args, cwd: Path, seconds: float = 60, gib: float = 2):
-    """``plan ARGS`` in a subprocess with an address-space cap and a timeout."""
+    """``plan ARGS`` in a subprocess with an address-space cap and a limit of ``seconds`` of CPU
+    time (``RLIMIT_CPU``; a hang guard a busy machine does not trip), and a wall-clock backstop
+    ten times longer."""
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (int(gib * 2**30), int(gib * 2**30)))
+        resource.setrlimit(resource.RLIMIT_CPU, (int(seconds), int(seconds) + 1))
     env = dict(os.environ, PLAN_LIMITS="")
     p = subprocess.run([sys.executable, "-m", "dsl.cli", *map(str, args)], cwd=str(cwd), capture_output=True,
-                       text=True, timeout=seconds, preexec_fn=cap, env=env)
+                       text=True, timeout=10 * seconds, preexec_fn=cap, env=env)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -336,21 +340,16 @@ def test_large_counts_are_a_limit_error_under_a_memory_cap(tmp_path, kind):
     assert "error[limit]" in err and "activities" in err or "devices" in err
 
 
-# The budget's alarm can fire inside a gc callback another library installed in this worker
-# (hypothesis registers one): Python reports that TimeoutError as unraisable and drops it; the
-# alarm repeats every 0.25 s, so the plugin still gives up, which is what this test asserts.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_plugin_that_runs_too_long_gives_up(tmp_path):
-    text = (CASES / "serving-azure-trace.plan").read_text(encoding="utf-8").replace("window = 60 s", "window = 1 s")
-    p = CASES / "_hardening_window.plan"
-    try:
-        p.write_text(text, encoding="utf-8")
-        rc, _, err = cli("check", p, "--limit", "seconds=2", seconds=60)
-    finally:
-        p.unlink()
-    # a 1 s window over an hour of trace: either priced quickly or stopped by the time budget
-    assert rc in (0, 1) and "internal error" not in err, err
-    assert rc == 0 or "gave up after 2 s" in err, err
+def test_a_serving_search_stops_at_its_work_budget():
+    """A plugin's long computation (here the SLO search's trace simulations) stops at a budget
+    of work (requests simulated), not of seconds: the same warning, output and exit code on a
+    second run, whatever the machine's load."""
+    first = cli("eval", CASES / "serving-slo-azure.plan", "--limit", "search_requests=1000", seconds=120)
+    second = cli("eval", CASES / "serving-slo-azure.plan", "--limit", "search_requests=1000", seconds=120)
+    rc, _, err = first
+    assert rc == 0 and "warning[limit]" in err and "limit on simulated requests (1,000)" in err, err
+    assert "gave up" not in err and "safety net" not in err
+    assert first == second
 
 
 # ---------------------------------------------------------------- 7. hostile config.json
@@ -631,19 +630,6 @@ def test_bad_limit_setting_is_a_usage_error(tmp_path):
         assert rc == 2 and "error[limit]" in err, err
 
 
-# the budget's alarm can land inside a garbage-collector callback (hypothesis installs one in
-# this process); Python drops the exception there and reports it as unraisable, and the alarm
-# fires again 0.25 s later in the body (dsl.syntax.limits.time_budget) — the report below is
-# what the test checks
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_report_under_a_time_budget():
-    rc, _, err = cli("report", CASES / "serving-azure-trace.plan", "--format", "md", "--limit", "seconds=1",
-                     seconds=120)
-    assert rc in (0, 1) and "internal error" not in err
-    if rc == 1:
-        assert "gave up after 4 s" in err
-
-
 def test_report_to_an_unwritable_path_fails_before_building():
     rc, _, err = cli("report", CASES / "cpt-qwen3-8b-4090.plan", "-o", "/proc/nope/x.html", seconds=10)
     assert rc == 2 and "cannot write" in err
@@ -814,13 +800,13 @@ def test_batching_pool_beyond_2_to_53(tmp_path):
 
 
 def test_batching_replicas_beyond_the_requests(tmp_path):
-    """replicas = 1e9 looped over a billion empty engines until the 30 s budget; engines beyond
+    """replicas = 1e9 looped over a billion empty engines until the old 30 s wall-clock budget; engines beyond
     the request count receive nothing and are not simulated."""
     p = write(tmp_path, _HW + 'import "@catalog/engines.plan"\nplan p {\n  model = qwen3_8b; device = h100_sxm\n'
               "  use engine { engine = vllm; max_model_len = 8192 token; replicas = 1e9 }\n"
               '  use batching { arrivals = "poisson"; rate = 10 request/s; requests = 100; input = 2048 token; '
               "output = 16 token }\n}\n")
-    rc, out, err = cli("get", p, "p.sim_requests", "--limit", "seconds=20", seconds=60)
+    rc, out, err = cli("get", p, "p.sim_requests", seconds=60)
     assert rc == 0 and out.strip() == "100", err
 
 
@@ -966,12 +952,12 @@ _STEP = "step_overhead = 1 ms; step_token = 0 s/token; step_context = 0 s/token"
 
 def test_batching_one_token_budget_is_refused_up_front(tmp_path):
     """A token budget of 1 behind 10^7 prompt tokens is 10^7 scheduler iterations computed one at a
-    time: it used to run until the 30 s plugin budget, holding about 1 GB; 10,000,000 / 1 is
+    time: it used to run until the old 30 s plugin budget, holding about 1 GB; 10,000,000 / 1 is
     above the limit sim_iterations before anything is simulated."""
     p = _batching(tmp_path, 'arrivals = "poisson"; rate = 1 request/s; requests = 100; input = 100000 token; '
                             "output = 1 token; max_num_batched_tokens = 1 token; "
                             "max_num_seqs = 1 seq")
-    rc, _, err = cli("eval", p, "--limit", "seconds=120", seconds=60)
+    rc, _, err = cli("eval", p, seconds=60)
     clean(rc, err)
     assert "error[limit]" in err and "10,000,000 scheduler iterations" in err and "--limit sim_iterations=" in err
     assert "x.plan:2:" in err and "gave up" not in err
@@ -992,53 +978,74 @@ def test_batching_preemption_thrash_stops_at_the_iteration_limit(tmp_path):
 
 def test_calibrate_twenty_thousand_runs_is_refused_up_front(tmp_path):
     """20,000 runs (1.5 MB, within file_mb) were each priced at every step of the fit: stopped only
-    by the 30 s plugin budget.  The runs a calibration reads are a limit (default 200)."""
+    by the old 30 s plugin budget.  The runs a calibration reads are a limit (default 200)."""
     lines = _RUNS.read_text(encoding="utf-8").splitlines()
     rows = [",".join([f"r{i}"] + lines[1 + i % (len(lines) - 1)].split(",")[1:]) for i in range(20_000)]
     (tmp_path / "runs.csv").write_text(lines[0] + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
     p = write(tmp_path, 'import "@catalog/hardware.plan"\nplan p {\n  device = a100_sxm_80gb\n'
                         '  use calibrate { runs = "runs.csv"; fit = ["matmul_efficiency", "mem_efficiency"]; '
                         "link = nvlink4 }\n}\n")
-    rc, _, err = cli("check", p, "--limit", "seconds=120", seconds=60)
+    rc, _, err = cli("check", p, seconds=60)
     clean(rc, err)
     assert "x.plan:4:" in err and "error[limit]" in err and "has 20,000 runs" in err
     assert "--limit calibration_runs=" in err and "gave up" not in err
 
 
-def test_structural_sweep_has_an_overall_time_budget(tmp_path):
-    """`plan sweep` over a simulation input re-evaluates the file per value (64 here, ~6 s); the
-    sweep as a whole has a time budget (sweep_seconds, here lowered to 1 s)."""
+def test_structural_sweep_has_a_budget_of_evaluations(tmp_path):
+    """`plan sweep` over a simulation input re-evaluates the file per value; the number of such
+    evaluations is a budget (sweep_evaluations, here lowered to 8 for 64 values), checked
+    before any is made: a count, so the answer does not depend on the machine's load."""
     p = write(tmp_path, "plan p {\n  use batching { arrivals = \"poisson\"; rate = 50 request/s; requests = 3000; "
               "input = 500 token; output = 200 token; kv_tokens = 200000 token; max_num_seqs = 64 seq; "
               "max_num_batched_tokens = 2048 token; step_overhead = 1 ms; step_token = 0.01 ms/token; "
               "step_context = 0 s/token }\n}\n")
-    rc, _, err = cli("sweep", p, "--limit", "sweep_seconds=1", "--vary", "p.batching.max_num_seqs=1 seq:64 seq:64",
-                     seconds=60)
+    rc, _, err = cli("sweep", p, "--limit", "sweep_evaluations=8", "--vary",
+                     "p.batching.max_num_seqs=1 seq:64 seq:64", seconds=60)
     clean(rc, err)
     # located at the varied input (the batching block's max_num_seqs, line 2, column 169)
     col = "  use batching { arrivals = \"poisson\"; rate = 50 request/s; requests = 3000; input = 500 token; " \
           "output = 200 token; kv_tokens = 200000 token; ".__len__() + 1
-    assert f"x.plan:2:{col}: error[limit]: the sweep of plan 'p' gave up after 1 s" in err, err
-    assert "of 64 structural values" in err and "--limit sweep_seconds=N" in err and "(default 30)" in err
+    assert f"x.plan:2:{col}: error[limit]: the sweep of plan 'p' needs 64 values of structural inputs" in err, err
+    assert "--limit sweep_evaluations=N" in err and "(default 64)" in err
 
 
-def test_sweep_time_limit_is_the_standard_30_seconds():
-    """Every bound on time is 30 s unless the user raises it; a sweep of a serving search (each
-    value a full evaluation of the file) used to run for 300 s."""
-    assert limits.DEFAULTS.sweep_seconds == limits.DEFAULTS.seconds == 30
+def test_no_limit_counts_wall_clock_time():
+    """Every limit counts work (files, nodes, evaluations, iterations, operations); the only
+    one in seconds is the CPU-time safety net, far above what any budget allows.  The limits
+    that used to count wall-clock seconds are refused with the name of what replaced them."""
+    time_like = [n for n in limits.NAMES if "second" in n]
+    assert time_like == ["cpu_seconds"]
+    with pytest.raises(ValueError, match="replaced by work budgets.*cpu_seconds"):
+        limits.parse_settings("seconds=30")
+    with pytest.raises(ValueError, match="sweep_evaluations"):
+        limits.parse_settings("sweep_seconds=30")
+
+
+def _burn_cpu(seconds: float) -> None:
+    import time
+    t0 = time.process_time()
+    while time.process_time() - t0 < seconds:
+        pass
 
 
 def test_nested_time_budget_keeps_the_outer_deadline():
-    """After an inner, tighter budget the outer one was restarted at its remaining time at entry
-    (a solve's budget never ran out while plugins ran under theirs)."""
+    """After an inner, tighter budget the outer one was restarted at its remaining CPU time at
+    entry (a solve's budget never ran out while plugins ran under theirs)."""
     import time
-    t0 = time.monotonic()
+    t0 = time.process_time()
     with pytest.raises(TimeoutError):
         with limits.time_budget(1.0):
             with limits.time_budget(0.8):
-                time.sleep(0.6)
-            time.sleep(0.6)                 # 1.2 s in all: the outer budget fires during this
-    assert time.monotonic() - t0 < 1.15
+                _burn_cpu(0.6)
+            _burn_cpu(0.6)                 # 1.2 s of CPU in all: the outer budget fires during this
+    assert time.process_time() - t0 < 1.15
+
+
+def test_the_safety_net_counts_cpu_time_not_wall_clock_time():
+    """Sleeping (as a process does on a machine busy with other work) does not spend the net."""
+    import time
+    with limits.time_budget(0.3):
+        time.sleep(0.6)
 
 
 def test_a_dropped_timeout_is_raised_again():
@@ -1047,17 +1054,17 @@ def test_a_dropped_timeout_is_raised_again():
     import time
     from dsl.syntax import limits as L
     dropped = []
-    t0 = time.monotonic()
-    with pytest.raises(TimeoutError, match="gave up after 0.2 s"):
+    t0 = time.process_time()
+    with pytest.raises(TimeoutError, match="safety net after 0.2 s of CPU time"):
         with L.time_budget(0.2):
             try:
                 while True:
                     pass
             except TimeoutError:
                 dropped.append(1)
-            while time.monotonic() - t0 < 30:
+            while time.process_time() - t0 < 30:
                 pass
-    assert dropped == [1] and time.monotonic() - t0 < 20
+    assert dropped == [1] and time.process_time() - t0 < 20
 
 
 def test_an_expired_budget_leaves_the_garbage_collector_on():
@@ -1162,3 +1169,70 @@ def test_a_flat_sum_over_the_depth_limit_says_so_and_the_hint_works(tmp_path):
     grouped = write(tmp_path, f"plan p {{\n  a = ({half}) + ({half})\n}}\n", "g.plan")
     rc, out, err = cli("get", grouped, "p.a")
     assert rc == 0 and out.strip() == "250", err
+
+
+# ---------------------------------------------------------------- analyses bounded by work
+_STRICT_40 = '''import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+
+workload cpt {
+  tokens       = 100e9 token
+  seq_len      = 8192 token
+  global_batch = 384 seq
+  deadline     = 30 day
+  reserved     = 5 day
+}
+
+plan base {
+  model = qwen3_8b;  workload = cpt;  device = rtx4090
+  gpus = 40;  mfu = 40 %;  input_wait = 0.5 s
+  use memory     { transient = 10 GiB; usable = 22 GiB }
+  use layout     { zero = 3; link = pcie4_x16; nic = nic_200g; nics_per_host = 8 }
+  use checkpoint { interval = 1800 s; write_bw = 7 GB/s; restart = 120 s; device_mtbf = 1024 * 7.9 h }
+  use finish     {}
+}
+'''
+
+
+def test_check_strict_of_an_indivisible_batch_names_the_requirement_quickly(tmp_path):
+    """The README's example at 40 GPUs: 384 sequences do not split into 40 micro-batches of 1, so
+    `micro_batches_whole` fails.  Its drivers used to be found by differentiating the Mod with
+    sympy and evaluating the unevaluated derivative with mpmath, which never finished (19
+    minutes, killed); now in one linear pass.  Mod(384, 40) = 24; d/d(batch) Mod = 1, so the
+    batch's elasticity is 384/24 = +16, and d/d(gpus) = −floor(384/40)·micro_batch = −9, so the
+    GPU count's is −9·40/24 = −15."""
+    p = write(tmp_path, _STRICT_40)
+    rc, _, err = cli("check", "--strict", p, seconds=60)
+    clean(rc, err)
+    assert "requirement 'base.micro_batches_whole' fails: 24 == 0 does not hold (margin 24)" in err, err
+    assert "cpt.global_batch = 384 seq (elasticity +16;" in err and "base.gpus = 40 (elasticity -15;" in err
+    assert "nan" not in err
+
+
+@pytest.mark.parametrize("text, where", [
+    ("plan p { a = exp(exp(exp(100))) }\n", "x.plan:1:18: error[out-of-range]: exp() of this argument"),
+    ("plan p {\n  x = 100\n  a = exp(exp(exp(x)))\n}\n", "x.plan:3:3: error[out-of-range]: 'p.a' raises a value"),
+    ("plan p {\n  x = 10\n  a = exp(-exp(x)) * 1 s\n  b = a + 1 s\n}\n", None),
+])
+def test_nested_exp_is_bounded_before_mpmath(tmp_path, text, where):
+    """exp(exp(exp(100))) has an exponent of about 10^(10^43): the value pass never finished.
+    exp(x) is now checked as the power e^x: beyond 1e±300 it is an error (a literal, or a
+    value that overflows), and a power that underflows is 0, as any other power."""
+    p = write(tmp_path, text)
+    rc, out, err = cli("eval", p, seconds=30)
+    if where is None:
+        assert rc == 0 and "internal error" not in err, err
+    else:
+        clean(rc, err)
+        assert where in err, err
+
+
+def test_a_solve_through_nested_powers_is_bounded(tmp_path):
+    """The solver scans the target over a wide grid; exp(exp(x)) and 10^(10^x) at the far end of
+    it are beyond any magnitude, and are NaN there instead of an endless mpmath evaluation.
+    exp(exp(x)) = 100 at x = ln(ln 100) = 1.527; 10^(10^x) = 1e5 at x = log10(5) = 0.699."""
+    p = write(tmp_path, "plan p {\n  x = 1\n  a = exp(exp(x)) * 1 s\n  b = 10 ^ (10 ^ x) * 1 s\n}\n"
+                        "solve s1: p.x for p.a == 100 s\nsolve s2: p.x for p.b == 1e5 s\n")
+    rc, out, err = cli("solve", p, seconds=60)
+    assert rc == 0, err
+    assert "p.x = 1.527" in out and "p.x = 0.699" in out

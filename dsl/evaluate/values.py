@@ -80,7 +80,7 @@ class ValuesMixin:
                 v = d.exact(subs)
         if v is None and not n.input:
             expr = n.expr
-            if expr.has(sp.Pow):
+            if expr.has(sp.Pow, sp.exp):
                 zeros = self._powers_in_range(n, subs)
                 if zeros is None:
                     self._values[nid] = None
@@ -140,7 +140,8 @@ class ValuesMixin:
         """The powers in ``n``'s expression that underflow at the nominal values, as a mapping
         {power: 0} (empty when none does); None (and an out-of-range error) when one would
         overflow, beyond the exponent limit: ``a ^ a ^ a`` with ``a = 10`` must not be computed
-        exactly (10^(10^10) takes hours).  A power whose magnitude is below 10^-limit is a
+        exactly (10^(10^10) takes hours), nor ``exp(exp(exp(100)))`` handed to mpmath (which
+        never finishes); ``exp(x)`` is checked as the power e^x.  A power whose magnitude is below 10^-limit is a
         legitimate 0 — the chance that 10⁹ tokens all miss an expert, (1 − k/E)^T — and is
         taken as 0 instead of being computed exactly (the symbolic expression keeps it)."""
         import math
@@ -151,7 +152,7 @@ class ValuesMixin:
         stack, pows = [n.expr], False
         while stack:
             e = stack.pop()
-            if isinstance(e, sp.Pow) and not (e.exp.is_Integer and abs(e.exp) <= 16):
+            if isinstance(e, sp.exp) or isinstance(e, sp.Pow) and not (e.exp.is_Integer and abs(e.exp) <= 16):
                 pows = True
                 break
             stack.extend(e.args)
@@ -160,16 +161,21 @@ class ValuesMixin:
             return zeros
         top = L.current().exponent
         for p in sp.postorder_traversal(n.expr):   # inner powers first
-            if not isinstance(p, sp.Pow):
+            if isinstance(p, sp.exp):                 # exp(x) is the power e^x
+                base, ex = sp.E, p.args[0]
+            elif isinstance(p, sp.Pow):
+                base, ex = p.base, p.exp
+            else:
                 continue
-            x = (p.exp.xreplace(zeros) if zeros else p.exp).xreplace(subs)
+            x = (ex.xreplace(zeros) if zeros else ex).xreplace(subs)
             if not x.is_number or (x.is_Integer and abs(x) <= 16):   # bounded exact work
                 continue
-            b = (p.base.xreplace(zeros) if zeros else p.base).xreplace(subs)
+            b = (base.xreplace(zeros) if zeros else base).xreplace(subs)
             if not b.is_number or b == 0:
                 continue
             try:
-                lb = float(sp.log(abs(b), 10).evalf(15)) if b.is_Rational else math.log10(abs(complex(b)))
+                lb = (math.log10(math.e) if b is sp.E else float(sp.log(abs(b), 10).evalf(15)) if b.is_Rational
+                      else math.log10(abs(complex(b))))
                 mag = float(x.evalf(15)) * lb         # log10 of the power's magnitude
             except (OverflowError, ValueError, TypeError, ZeroDivisionError):
                 mag = math.inf

@@ -47,7 +47,7 @@ class _ContextBase:
             ws.rep.error(exc.code, f"{where}: {exc.summary}", span, exc.hint)
             return
         if isinstance(exc, TimeoutError):
-            ws.rep.error("limit", f"{where}: plugin '{plugin}' {text}", span, L.raise_hint("seconds"))
+            ws.rep.error("limit", f"{where}: plugin '{plugin}' {text}", span, L.raise_hint("cpu_seconds"))
             return
         if not isinstance(exc, (MemoryError, RecursionError)):
             # an input outside its declared range (a device's efficiency of 0, a link's

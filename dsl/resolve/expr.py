@@ -352,6 +352,20 @@ class ExprMixin:
         if f == "log" and a.expr.is_number and not a.expr.is_positive:
             self._fail("out-of-range", f"log() of {sp.N(a.expr, 6)} is not a real number", e.args[0].span,
                        "log() needs a positive argument")
+        if f == "exp" and a.expr.is_number:
+            # e^x of a number is bounded here, before mpmath sees it: exp(exp(exp(100))) has a
+            # 10^(10^43)-digit exponent, which no evaluation finishes
+            import math
+            from ..syntax import limits as L
+            try:
+                mag = abs(float(a.expr)) * math.log10(math.e)
+            except (OverflowError, ValueError, TypeError):
+                mag = math.inf
+            top = L.current().exponent
+            if not mag <= top:
+                self._fail("out-of-range", "exp() of this argument is outside the range a plan can hold "
+                           f"(magnitudes from 1e-{top} to 1e{top})", e.span,
+                           f"exp(x) needs |x| ≤ {top * math.log(10):.0f}; check the argument")
         fn = {"ceil": sp.ceiling, "floor": sp.floor, "log": sp.log, "exp": sp.exp}[f]
         return Val(fn(a.expr), DIMENSIONLESS)
 

@@ -58,11 +58,194 @@ def active_branch(expr, at: dict):
     return e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
 
 
-def _num(e, at) -> float:
+def _meter():
+    from dsl.syntax.limits import Meter
+    return Meter("analysis_ops", "the sensitivity analysis")
+
+
+def _postorder(e, meter) -> list:
+    """The distinct sub-expressions of ``e``, children before parents, without recursion; each
+    counts one operation of ``meter``."""
+    order: list = []
+    seen: set = set()
+    stack = [(e, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            if n not in seen:
+                seen.add(n)
+                order.append(n)
+                meter.spend()
+            continue
+        if n in seen:
+            continue
+        stack.append((n, True))
+        for a in n.args:
+            if a not in seen:
+                stack.append((a, False))
+    return order
+
+
+def _float_values(order: list, at: dict) -> dict | None:
+    """{sub-expression: float} for ``order`` (:func:`_postorder`) at the point ``at``, in double
+    precision with every operation bounded (an overflow is ±inf, an undefined value NaN; no
+    mpmath and no symbolic simplification is involved); None when a node is not one the
+    language builds (+, ×, powers, exp, log, abs, min, max, floor, ceil, mod, piecewise)."""
+    from sympy.functions.elementary.piecewise import ExprCondPair
+
+    inf, nan = math.inf, math.nan
+    val: dict = {}
+
+    def power(b: float, x: float) -> float:
+        try:
+            return b ** x if b >= 0 or x == int(x) else nan
+        except OverflowError:
+            return inf
+        except ZeroDivisionError:
+            return nan
+
+    for n in order:
+        if n.is_Symbol:
+            v = at.get(n)
+            if v is None:
+                return None
+            r = float(v)
+        elif n.is_Number or n.is_NumberSymbol:
+            r = float(n)
+        elif n.is_Add:
+            r = math.fsum(val[a] for a in n.args) if all(math.isfinite(val[a]) for a in n.args) \
+                else sum(val[a] for a in n.args)
+        elif n.is_Mul:
+            r = 1.0
+            for a in n.args:
+                r *= val[a]
+        elif n.is_Pow:
+            r = power(val[n.base], val[n.exp])
+        elif isinstance(n, sp.exp):
+            x = val[n.args[0]]
+            r = inf if x > 709 else math.exp(x)
+        elif isinstance(n, sp.log):
+            x = val[n.args[0]]
+            r = math.log(x) if x > 0 else (-inf if x == 0 else nan)
+        elif isinstance(n, sp.Abs):
+            r = abs(val[n.args[0]])
+        elif isinstance(n, sp.Max):
+            r = max(val[a] for a in n.args)
+        elif isinstance(n, sp.Min):
+            r = min(val[a] for a in n.args)
+        elif isinstance(n, (sp.floor, sp.ceiling)):
+            x = val[n.args[0]]
+            r = x if not math.isfinite(x) else float(math.floor(x) if isinstance(n, sp.floor) else math.ceil(x))
+        elif isinstance(n, sp.Mod):
+            a, b = val[n.args[0]], val[n.args[1]]
+            r = a - b * math.floor(a / b) if b != 0 and math.isfinite(a) and math.isfinite(b) else nan
+        elif isinstance(n, sp.Piecewise):
+            r = nan
+            for ex, cond in n.args:
+                c = val[cond]
+                if c != c:
+                    break
+                if c:
+                    r = val[ex]
+                    break
+        elif isinstance(n, ExprCondPair):
+            r = nan                    # a branch: read through its Piecewise
+        elif n is sp.true or n is sp.false:
+            r = 1.0 if n is sp.true else 0.0
+        elif isinstance(n, sp.core.relational.Relational):
+            a, b = val[n.lhs], val[n.rhs]
+            r = nan if a != a or b != b else float({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
+                                                     "==": a == b, "!=": a != b}[n.rel_op])
+        elif isinstance(n, (sp.And, sp.Or, sp.Not)):
+            vs = [val[a] for a in n.args]
+            if any(v != v for v in vs):
+                r = nan
+            else:
+                r = float(all(vs) if isinstance(n, sp.And) else any(vs) if isinstance(n, sp.Or) else not vs[0])
+        else:
+            return None
+        val[n] = r
+    return val
+
+
+def _num(e, at, meter=None) -> float:
+    """The value of ``e`` at the point ``at`` ({Symbol: rational value}) as a float: exact (and
+    then rounded) when the expression is rational, else in bounded double precision
+    (:func:`_float_values`); NaN when it cannot be evaluated.  Never hands the expression to
+    sympy's or mpmath's arbitrary-precision evaluation, which has no bound on its work."""
+    from dsl.engine.piecewise import _NotRational, exact_rational
+
+    meter = meter if meter is not None else _meter()
+    order = _postorder(e, meter)
     try:
-        return float(e.xreplace(at))
-    except (TypeError, ValueError):
-        return float("nan")
+        return float(exact_rational(e, at))
+    except (_NotRational, ZeroDivisionError, OverflowError):
+        pass
+    vals = _float_values(order, at)
+    return float("nan") if vals is None else vals[e]
+
+
+def _float_gradient(e, at: dict, meter) -> dict | None:
+    """Partial derivatives of ``e`` at ``at`` with respect to each of its symbols, by one
+    reverse accumulation over the expression's DAG in double precision: the rules of calculus
+    for +, ×, powers, exp, log and abs, and of the branch taken for min/max/piecewise;
+    floor/ceil have derivative 0 and ``Mod(a, b)`` the derivatives 1 and −floor(a/b).  None for
+    any other node.  Linear in the size of the expression (each node counts one operation of
+    ``meter``)."""
+    order = _postorder(e, meter)
+    val = _float_values(order, at)
+    if val is None:
+        return None
+    adj: dict = {e: 1.0}
+
+    def add(c, d):
+        adj[c] = adj.get(c, 0.0) + d
+
+    for n in reversed(order):
+        meter.spend()
+        a = adj.get(n)
+        if not a or not n.args:
+            continue
+        if n.is_Add:
+            for c in n.args:
+                add(c, a)
+        elif n.is_Mul:
+            vs = [val[c] for c in n.args]
+            for i, c in enumerate(n.args):
+                p = a
+                for j, v in enumerate(vs):
+                    if j != i:
+                        p *= v
+                add(c, p)
+        elif n.is_Pow:
+            b, x = val[n.base], val[n.exp]
+            if n.base.free_symbols:
+                add(n.base, a * x * (b ** (x - 1) if b != 0 or x >= 1 else math.nan) if b >= 0 or x == int(x)
+                    else math.nan)
+            if n.exp.free_symbols:
+                add(n.exp, a * val[n] * math.log(b) if b > 0 else math.nan)
+        elif isinstance(n, sp.exp):
+            add(n.args[0], a * val[n])
+        elif isinstance(n, sp.log):
+            x = val[n.args[0]]
+            add(n.args[0], a / x if x != 0 else math.nan)
+        elif isinstance(n, sp.Abs):
+            x = val[n.args[0]]
+            add(n.args[0], a * (1.0 if x > 0 else -1.0 if x < 0 else 0.0))
+        elif isinstance(n, (sp.Max, sp.Min)):
+            pick = next(c for c in n.args if val[c] == val[n])
+            add(pick, a)
+        elif isinstance(n, sp.Mod):
+            x, y = val[n.args[0]], val[n.args[1]]
+            add(n.args[0], a)
+            add(n.args[1], -a * math.floor(x / y) if y != 0 and math.isfinite(x / y) else math.nan)
+        elif isinstance(n, sp.Piecewise):
+            for ex, cond in n.args:
+                if val[cond]:
+                    add(ex, a)
+                    break
+        # floor, ceiling, relations and booleans: derivative 0 almost everywhere
+    return {n: adj.get(n, 0.0) for n in order if n.is_Symbol}
 
 
 def _gradient(e, at: dict) -> dict | None:
@@ -144,21 +327,19 @@ def elasticities(ws, expr) -> list[dict]:
         decreasing |elasticity| then name; inputs whose derivative is zero at the nominal point
         (a branch not taken) are kept with elasticity 0.
     """
+    meter = _meter()
     full = full_expression(ws, expr)
     at = nominal_floats(ws)
-    y = _num(full, at)
+    y = _num(full, at, meter)
     g = active_branch(full, at)
-    grad = _gradient(g, at)
+    grad = _gradient(g, at)            # exact, when the active branch is rational
+    if grad is None:
+        grad = _float_gradient(g, at, meter)
     out = []
     for nid in inputs_of(ws, full):
         x = sp.Symbol(nid, real=True)
         xv = float(at[x])
-        try:
-            d = float(grad.get(x, 0)) if grad is not None else _num(sp.diff(g, x), at)
-        except TimeoutError:  # a time budget ran out: not this step's failure
-            raise
-        except Exception:   # an expression sympy cannot differentiate
-            d = float("nan")
+        d = float(grad.get(x, 0)) if grad is not None else float("nan")
         el = d * xv / y if y not in (0.0,) and not math.isnan(d) else float("nan")
         out.append({"input": nid, "value": xv, "derivative": d, "elasticity": el})
     out.sort(key=lambda r: (-abs(r["elasticity"]) if not math.isnan(r["elasticity"]) else 0, r["input"]))
@@ -196,9 +377,10 @@ def tornado(ws, expr, inputs: list[str] | None = None) -> list[dict]:
     :returns: ``[{"input", "lo", "hi", "y_lo", "y_hi", "y0"}]`` in base units, sorted by
         decreasing swing |y_hi − y_lo|; inputs without a declared range are skipped.
     """
+    meter = _meter()
     full = full_expression(ws, expr)
     at = nominal_floats(ws)
-    y0 = _num(full, at)
+    y0 = _num(full, at, meter)
     dep = set(inputs_of(ws, full))
     names = inputs if inputs is not None else sorted(n for n in dep if ws.nodes[n].range is not None)
     out = []
@@ -211,7 +393,7 @@ def tornado(ws, expr, inputs: list[str] | None = None) -> list[dict]:
         for b in n.range:
             a2 = dict(at)
             a2[x] = b
-            ys.append(_num(full, a2))
+            ys.append(_num(full, a2, meter))
         out.append({"input": nid, "lo": float(n.range[0]), "hi": float(n.range[1]), "y_lo": ys[0],
                     "y_hi": ys[1], "y0": y0})
     out.sort(key=lambda r: (-abs(r["y_hi"] - r["y_lo"]), r["input"]))

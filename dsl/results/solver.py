@@ -87,6 +87,49 @@ def active_branch(e, at: dict):
     return e.func(*args)
 
 
+#: log10 of the largest magnitude a residual is computed at: beyond the values a plan holds
+#: (1e±300) with room for intermediate terms that cancel; past it a power or exp is an
+#: overflow (the residual is NaN there), never handed to mpmath, whose exp(exp(x)) at a large
+#: x needs a precision no evaluation reaches
+_MAX_LOG10 = 4000
+
+
+def _bounded_exp(x):
+    import mpmath
+    if abs(x) > _MAX_LOG10 * 2.302585092994046:
+        raise OverflowError("exp() beyond the range a residual is computed in")
+    return mpmath.exp(x)
+
+
+def _bounded_pow(b, x):
+    import mpmath
+    if b != 0 and x != 0:
+        b_abs = abs(b)
+        if b_abs != 1 and abs(x) * abs(mpmath.log10(b_abs)) > _MAX_LOG10:
+            raise OverflowError("a power beyond the range a residual is computed in")
+    return b ** x
+
+
+def bounded_mpmath_function(x, g):
+    """``g`` as a function of the symbol ``x`` evaluated with mpmath (``lambdify``), every
+    ``exp`` and power checked against a magnitude of 10^±4000 before it is computed: beyond it
+    the call raises :class:`OverflowError` instead of running without end."""
+    from sympy.printing.pycode import MpmathPrinter
+
+    class Printer(MpmathPrinter):
+        def _print_Pow(self, expr, rational=False):
+            if expr.exp == sp.Rational(1, 2):
+                return super()._print_Pow(expr, rational=rational)
+            return f"_bounded_pow({self._print(expr.base)}, {self._print(expr.exp)})"
+
+        def _print_exp(self, expr):
+            return f"_bounded_exp({self._print(expr.args[0])})"
+
+    import mpmath
+    return lambdify(x, g, modules=[{"_bounded_pow": _bounded_pow, "_bounded_exp": _bounded_exp, "mpmath": mpmath},
+                                   "mpmath"], printer=Printer)
+
+
 def solve_query(ws, q: A.Query) -> Solution:
     """Answer one query against a loaded :class:`~dsl.evaluate.workspace.Workspace`.
 
@@ -147,7 +190,7 @@ def solve_query(ws, q: A.Query) -> Solution:
                                     "or compare another quantity")])
     nominal = ws.nominal_map(exclude={target})
     g = full.xreplace(nominal)
-    gf = lambdify(x, g, modules=["mpmath"])
+    gf = bounded_mpmath_function(x, g)
 
     def resid(v: float) -> float:
         try:

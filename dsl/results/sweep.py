@@ -195,7 +195,6 @@ def _vary_list(ws, nid: str, name: str, n, text: str, rng: str) -> Vary:
     return Vary(nid, min(values), max(values), len(values), tuple(values))
 
 
-STRUCTURAL_POINTS = 64   # re-evaluations a structural sweep may make (each is a full evaluation)
 
 
 def _whole(ws, nid: str) -> bool:
@@ -308,43 +307,18 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
     """Evaluate ``plan`` on a grid (product of each :class:`Vary`'s ``n`` points) or on
     ``random`` uniform samples of the boxes [start, stop]; see :class:`SweepResult`.
 
-    Structural inputs (``ws.structural``) are re-evaluated per value (module docstring).  The
-    whole sweep runs under the time budget ``sweep_seconds`` (``dsl.syntax.limits``): an alarm,
-    and a check before each structural evaluation.
+    Structural inputs (``ws.structural``) are re-evaluated per value (module docstring), at
+    most ``sweep_evaluations`` of them (``dsl.syntax.limits``: a count of work, so the same
+    sweep gives the same answer on an idle and on a busy machine).
 
-    :raises PlanError: random samples of a structural input, more than
-        :data:`STRUCTURAL_POINTS` structural combinations, or ``error[limit]`` "gave up after N s".
+    :raises PlanError: random samples of a structural input, or more structural combinations
+        than ``sweep_evaluations`` (``error[limit]``, located at the varied input that
+        re-evaluates the plan).
     """
-    import time
-
-    from ..syntax.limits import current, time_budget
-    budget, t0, done = current().sweep_seconds, time.monotonic(), {"evaluations": 0, "of": 0}
-    try:
-        with time_budget(budget):
-            return _run(ws, plan, varies, random, seed, outputs, (t0 + budget, done))
-    except TimeoutError:
-        raise _gave_up(ws, plan, varies, budget, done) from None
-    except PlanError:
-        if time.monotonic() - t0 >= budget:     # the alarm stopped a plugin inside an evaluation
-            raise _gave_up(ws, plan, varies, budget, done) from None
-        raise
+    return _run(ws, plan, varies, random, seed, outputs)
 
 
-def _gave_up(ws, plan: str, varies: list[Vary], budget: float, done: dict) -> PlanError:
-    """The ``sweep_seconds`` error, located at the varied input that re-evaluates the plan (the
-    first structural one; else the first varied), naming the limit to raise."""
-    from ..syntax.limits import raise_hint
-    what = (f" ({done['evaluations']} of {done['of']} structural values evaluated, each a full evaluation of the "
-            "file)" if done["of"] else "")
-    structural = getattr(ws, "structural", ())
-    ids = [v.id for v in varies if v.id in structural] + [v.id for v in varies]
-    node = next((ws.nodes[i] for i in ids if i in ws.nodes and ws.nodes[i].span is not None), None)
-    return PlanError([Diagnostic("error", "limit", f"the sweep of plan '{plan}' gave up after {budget:g} s{what}",
-                                 node.span if node is not None else None,
-                                 "sweep fewer values, or " + raise_hint("sweep_seconds"))])
-
-
-def _run(ws, plan, varies, random, seed, outputs, deadline) -> SweepResult:
+def _run(ws, plan, varies, random, seed, outputs) -> SweepResult:
     np = _numpy()
     from ..syntax.limits import current, raise_hint
     points = random if random else 1
@@ -370,8 +344,7 @@ def _run(ws, plan, varies, random, seed, outputs, deadline) -> SweepResult:
     size = arrays[0].size if arrays else 1
     not_built = []
     if structural:
-        vals, ids, units, reqs, not_built = _structural_values(ws, plan, varies, arrays, structural, outputs, size,
-                                                               deadline)
+        vals, ids, units, reqs, not_built = _structural_values(ws, plan, varies, arrays, structural, outputs, size)
     else:
         fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
         with np.errstate(all="ignore"):
@@ -405,7 +378,7 @@ def _run(ws, plan, varies, random, seed, outputs, deadline) -> SweepResult:
     return res
 
 
-def _structural_values(ws, plan, varies, arrays, structural, outputs, size, deadline=None):
+def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
     """Outputs per point when some varied inputs are structural: one evaluation of the file per
     combination of their values (overrides), the continuous inputs compiled within each.  The
     columns are those of the nominal plan; an output or requirement a structure does not have
@@ -415,33 +388,29 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size, dead
     mask of its points)."""
     import numpy as np
 
+    from ..syntax.limits import current, raise_hint
     combos = sorted({tuple(float(arrays[i][k]) for i in structural) for k in range(size)})
-    if len(combos) > STRUCTURAL_POINTS:
-        raise PlanError([Diagnostic("error", "sweep", f"{len(combos)} values of structural inputs would each need "
-                                    f"a full evaluation (at most {STRUCTURAL_POINTS})", None,
-                                    "sweep fewer values of " + ", ".join(varies[i].id for i in structural))])
+    cap = current().sweep_evaluations
+    if len(combos) > cap:
+        node = next((ws.nodes[varies[i].id] for i in structural if ws.nodes[varies[i].id].span is not None), None)
+        raise PlanError([Diagnostic("error", "limit", f"the sweep of plan '{plan}' needs {len(combos):,} values of "
+                                    f"structural inputs, each a full evaluation of the file (limit "
+                                    f"'sweep_evaluations' {cap:,})", node.span if node is not None else None,
+                                    "sweep fewer values of " + ", ".join(varies[i].id for i in structural) + ", or "
+                                    + raise_hint("sweep_evaluations"))])
     continuous = [i for i in range(len(varies)) if i not in structural]
     ids = list(outputs) if outputs is not None else [n.id for n in ws.headline(plan)]
     units = [ws.nodes[i].unit for i in ids]
     reqs = plan_requirements(ws, plan)
     out = [np.full(size, np.nan) for _ in range(len(ids) + 2 * len(reqs))]
     from dsl.engine.progress import progress
-    import time
-    if deadline is not None:
-        deadline[1]["of"] = len(combos)
     not_built = []
     with progress(len(combos), f"sweeping {len(combos)} structural values") as advance:
         for combo in combos:
-            if deadline is not None and time.monotonic() >= deadline[0]:
-                raise TimeoutError("the sweep's time budget ran out")
             try:
                 _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo)
             except PlanError as e:
-                if deadline is not None and time.monotonic() >= deadline[0]:
-                    raise                       # the time budget stopped the evaluation, not the values
                 not_built.append(_not_built(ws, varies, arrays, structural, combo, e))
-            if deadline is not None:
-                deadline[1]["evaluations"] += 1
             advance()
     return out, ids, units, reqs, not_built
 

@@ -64,12 +64,18 @@ class Limits:
     points: int = 1_000_000
     #: columns or rows asked for on the command line (`plan timeline --width`)
     width: int = 10_000
-    #: seconds the solver, or one symbolic simplification, may take before giving up
-    seconds: float = 30.0
-    #: seconds one `plan sweep` of a plan may take in all (its structural values are each a full
-    #: evaluation of the file) before giving up: the same 30 s as every other bound on time, so
-    #: that a command finishes within it unless the user raises a limit
-    sweep_seconds: float = 30.0
+    #: full evaluations of the file one `plan sweep` may make for the values of a structural
+    #: input (a count a plugin reads to build the plan: each value rebuilds and re-prices the plan)
+    sweep_evaluations: int = 64
+    #: operations of one numeric analysis pass (a sensitivity table, a tornado, an explanation,
+    #: a break-even): each node of an expression evaluated or differentiated at one point counts one
+    analysis_ops: int = 5_000_000
+    #: last-resort safety net, not a budget: CPU seconds (the process's own CPU time, which other
+    #: programs on the machine do not consume) one step — a plugin pricing a plan, a `solve`, a
+    #: report — may use before it is stopped.  Every bound above counts work and is reached
+    #: first; this one catches only a computation no budget covers (a symbolic simplification
+    #: in a third-party plugin), and its message says so
+    cpu_seconds: float = 600.0
     #: evaluations of the whole plan one `solve` may make when its target is a whole number a
     #: plugin reads to build the plan (a replica count, a TP degree): it is answered by
     #: re-evaluating the plan at candidate values
@@ -79,6 +85,8 @@ class Limits:
 
 
 DEFAULTS = Limits()
+#: limits of earlier versions that counted wall-clock seconds, and what replaced them
+RENAMED = {"seconds": "cpu_seconds", "sweep_seconds": "sweep_evaluations"}
 NAMES = tuple(f.name for f in dataclasses.fields(Limits))
 ENV = "PLAN_LIMITS"
 
@@ -136,6 +144,9 @@ def parse_settings(text: str) -> dict:
             continue
         name, eq, value = item.partition("=")
         name = name.strip().replace("-", "_")
+        if name in RENAMED:
+            raise ValueError(f"limit '{name}' counted wall-clock seconds and was replaced by work budgets "
+                             f"(see docs/language.md, Limits); the nearest is '{RENAMED[name]}'")
         if name not in NAMES:
             raise ValueError(f"unknown limit '{name}'; limits: {', '.join(NAMES)}")
         if not eq:
@@ -201,13 +212,29 @@ def check_exponent_digits(text: str) -> bool:
     return len(text.lstrip("+-0")) <= 12
 
 
+class SafetyNet(TimeoutError):
+    """The :attr:`Limits.cpu_seconds` safety net stopped a step (see :func:`time_budget`)."""
+
+
+def safety_net_message(seconds: float) -> str:
+    """The standard wording of a step stopped by the CPU-time safety net."""
+    return (f"stopped by the safety net after {seconds:g} s of CPU time: no work budget bounds this "
+            "computation (please report the file)")
+
+
 @contextlib.contextmanager
 def time_budget(seconds: float | None = None):
-    """Run the body under a wall-clock budget; on expiry raise :class:`TimeoutError` inside it
-    (main thread of a Unix process only; elsewhere the body runs unbounded).
+    """Run the body under the CPU-time safety net (:attr:`Limits.cpu_seconds`, or ``seconds``);
+    on expiry raise :class:`SafetyNet` (a :class:`TimeoutError`) inside it.  Main thread of a
+    Unix process only; elsewhere the body runs unbounded.
 
-    Nested budgets keep the tighter one.  Once expired, the alarm repeats every 0.25 s until
-    the body has left, so a ``TimeoutError`` that lands where Python drops exceptions (a
+    The timer counts the process's own CPU time (``ITIMER_PROF``), not wall-clock time: a busy
+    machine slows the run but does not bring the limit nearer, so the same input gives the same
+    answer at any load.  It is a last resort: every bound on work (:class:`Limits`) is reached
+    long before it on any input a budget covers.
+
+    Nested budgets keep the tighter one.  Once expired, the alarm repeats every 0.25 s of CPU
+    time until the body has left, so an exception that lands where Python drops exceptions (a
     finalizer, a garbage-collector callback) is raised again in the body.  An alarm can land
     anywhere, also inside the ``__exit__`` of a block that paused the garbage collector
     (:class:`dsl.engine.timeline.no_gc`) before it re-enabled it: after an expiry the
@@ -216,11 +243,12 @@ def time_budget(seconds: float | None = None):
     import signal
     import threading
 
-    secs = current().seconds if seconds is None else seconds
+    secs = current().cpu_seconds if seconds is None else seconds
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
-    prev_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    timer = signal.ITIMER_PROF
+    prev_left, _ = signal.getitimer(timer)
     if prev_left and prev_left <= secs:
         yield    # an outer, tighter budget is running
         return
@@ -231,23 +259,40 @@ def time_budget(seconds: float | None = None):
         # fire again soon: an exception raised inside a finalizer or a garbage-collector
         # callback is printed and dropped by Python, and the body must not then run unbounded
         fired.append(True)
-        signal.setitimer(signal.ITIMER_REAL, 0.25)
-        raise TimeoutError(f"gave up after {secs:g} s")
+        signal.setitimer(timer, 0.25)
+        raise SafetyNet(safety_net_message(secs))
     import gc
     import time
     gc_on = gc.isenabled()
-    t0 = time.monotonic()
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, secs)
+    t0 = time.process_time()
+    old = signal.signal(signal.SIGPROF, expired)
+    signal.setitimer(timer, secs)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(timer, 0)
+        signal.signal(signal.SIGPROF, old)
         if fired and gc_on and not gc.isenabled():
             gc.enable()     # the alarm interrupted a block before it switched the collector back on
-        if prev_left:     # the outer budget, less the time spent in this one (it fires at once if spent)
-            signal.setitimer(signal.ITIMER_REAL, max(prev_left - (time.monotonic() - t0), 1e-3))
+        if prev_left:     # the outer budget, less the CPU time spent in this one (it fires at once if spent)
+            signal.setitimer(timer, max(prev_left - (time.process_time() - t0), 1e-3))
+
+
+class Meter:
+    """A count of work against one limit: ``meter.spend(n)`` adds ``n`` and raises
+    :class:`LimitError` naming the limit once the total passes it.  Deterministic: the same
+    input spends the same count on any machine at any load."""
+
+    __slots__ = ("name", "cap", "used", "what")
+
+    def __init__(self, name: str, what: str):
+        self.name, self.what, self.used = name, what, 0
+        self.cap = getattr(current(), name)
+
+    def spend(self, n: int = 1) -> None:
+        self.used += n
+        if self.used > self.cap:
+            raise LimitError(self.name, f"{self.what} needs more than {self.cap:,} operations (limit '{self.name}')")
 
 
 def ensure_recursion(chain: int) -> None:
