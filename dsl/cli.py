@@ -243,8 +243,11 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
 class CommandContext:
     """What a plugin's command (:class:`dsl.plugin.CommandSpec`) gets from the CLI.
 
-    * ``load(file)`` — the :class:`~dsl.api.Results` of FILE with the plugins not disabled;
-      its warnings are printed to stderr;
+    * ``load(file, strict=False)`` — the :class:`~dsl.api.Results` of FILE with the plugins not
+      disabled; its warnings are printed to stderr.  An error confined to one declaration (a
+      config that cannot be read) is printed and the rest of the file returned (the command
+      then exits 1); with ``strict`` it raises PlanError like any other error, and is neither
+      printed nor counted here (for a caller that evaluates a file of its own, quietly or not);
     * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
       root file's plans when ``names`` is empty); an unknown one raises PlanError;
     * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
@@ -259,8 +262,8 @@ class CommandContext:
     def __init__(self) -> None:
         self.UsageError = UsageError
 
-    def load(self, file: str):
-        ev = _load(file)
+    def load(self, file: str, strict: bool = False):
+        ev = _load(file, strict=strict)
         _warn(ev)
         return ev
 
@@ -447,19 +450,20 @@ _DISABLED: tuple[str, ...] = ()   # set by main() from --disable-plugin
 _CONFINED: list = []   # errors confined to one declaration, already printed (see _load)
 
 
-def _load(path: str, evaluate: bool = True, plans=None):
+def _load(path: str, evaluate: bool = True, plans=None, strict: bool = False):
     """The evaluation of FILE with the plugins not disabled (``--disable-plugin``); with
     ``plans``, only those plans and the plans they depend on are priced.
 
     When every error is confined to one declaration (a model whose config cannot be read), the
-    errors are printed here and the rest of the file is returned; the command then exits 1."""
+    errors are printed here and the rest of the file is returned; the command then exits 1.
+    With ``strict``, such errors raise PlanError like any other (nothing printed or recorded)."""
     from dsl.api import load
     from dsl.syntax.diagnostics import PlanError, render
     try:
         return load(path, evaluate=evaluate, disable=_DISABLED, plans=plans)
     except PlanError as e:
         partial = getattr(e, "partial", None)
-        if partial is None:
+        if partial is None or strict:
             raise
         for d in e.diagnostics:
             if d.severity == "error" and d not in _CONFINED:   # a command may load twice
