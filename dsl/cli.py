@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from dsl.syntax import limits as L
-    from dsl.syntax.diagnostics import PlanError, render
+    from dsl.syntax.diagnostics import PlanError, printable, render
 
     try:
         _apply_limits(args)
@@ -370,14 +370,15 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_MISSING
         return EXIT_PLAN
     except UsageError as e:
-        print(f"plan: error[{e.code}]: {e}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
+        print(printable(f"plan: error[{e.code}]: {e}") + printable(f"\n  hint: {e.hint}" if e.hint else "", lines=True),
+              file=sys.stderr)     # a path or argument quoted in it may hold anything
         return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover
         return 130
     except BrokenPipeError:  # stdout closed (`| head`): stop quietly; confined errors still fail the run
         return EXIT_PLAN if _CONFINED else EXIT_OK
     except L.LimitError as e:
-        print(f"plan: error[limit]: {e}\n  hint: {e.hint}", file=sys.stderr)
+        print(printable(f"plan: error[limit]: {e}") + printable(f"\n  hint: {e.hint}", lines=True), file=sys.stderr)
         return EXIT_PLAN
     except TimeoutError as e:
         print(f"plan: error[limit]: {e}\n  hint: {L.raise_hint('seconds')}", file=sys.stderr)
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
               "check it, or see docs/security.md for the limits", file=sys.stderr)
         return EXIT_PLAN
     except Exception as e:  # no traceback reaches the user
-        print(f"plan: internal error: {type(e).__name__}: {str(e)[:300]}\n"
+        print(f"plan: internal error: {type(e).__name__}: {printable(str(e)[:300])}\n"
               "  hint: this is a bug in plan or a plugin; please report it with the .plan file", file=sys.stderr)
         return EXIT_PLAN
     finally:
