@@ -1458,7 +1458,13 @@ def cmd_graph(args) -> int:
         print(f"{args.file}: no plan to draw", file=sys.stderr)
         return EXIT_PLAN
     g = graphviz.subgraph(ws, plan, q)
-    text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
+    from dsl.present.figures import MissingPackage
+    try:
+        text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
+    except MissingPackage as e:     # SVG is drawn with matplotlib, an optional package (as for `plan figure`)
+        print(f"plan: error[missing-dependency]: {e}\n  hint: --format dot and --format mermaid need no "
+              "optional package", file=sys.stderr)
+        return EXIT_MISSING
     if args.out:
         _output(Path(args.out), lambda f: f.write_text(text, encoding="utf-8"))
         print(args.out)
