@@ -406,8 +406,11 @@ class UsageError(Exception):
 
 def cannot_write(path, exc: OSError | None = None) -> "UsageError | None":
     """Why ``path`` cannot be written, as the usage error to raise (exit 2) with a hint naming
-    the real cause — a directory, a missing or read-only directory, a full device — or None
-    when nothing stands in the way yet (``exc``: the error a write raised, if one did)."""
+    the real cause — a directory, a missing or read-only directory, a full device, a directory
+    that takes no new files (``/proc``) — or None when nothing stands in the way yet (``exc``:
+    the error a write raised, if one did).  Without ``exc``, a path that does not exist yet is
+    created and removed again (the permission bits do not stop root, a special file system
+    does), so that a command can refuse it before doing its work."""
     import errno
     import os
     from pathlib import Path
@@ -423,6 +426,19 @@ def cannot_write(path, exc: OSError | None = None) -> "UsageError | None":
         return UsageError("output", f"cannot write '{path}': the directory '{parent}' is not writable",
                           "write to a directory you can write to")
     if exc is None:
+        if p.exists() or p.is_symlink():
+            return None
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS):
+                return UsageError("output", f"cannot write '{path}': the directory '{parent}' takes no new "
+                                  f"files ({e.strerror or e})", "write to a directory you can write to")
+            return cannot_write(path, e)
+        try:
+            p.unlink()
+        except OSError:     # the write at the end reports what stands in the way then
+            pass
         return None
     if exc.errno == errno.ENOSPC:
         return UsageError("output", f"cannot write '{path}': no space left on the device",
