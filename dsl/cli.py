@@ -243,8 +243,11 @@ def _parser(commands: dict | None = None) -> argparse.ArgumentParser:
 class CommandContext:
     """What a plugin's command (:class:`dsl.plugin.CommandSpec`) gets from the CLI.
 
-    * ``load(file)`` — the :class:`~dsl.api.Results` of FILE with the plugins not disabled;
-      its warnings are printed to stderr;
+    * ``load(file, strict=False)`` — the :class:`~dsl.api.Results` of FILE with the plugins not
+      disabled; its warnings are printed to stderr.  An error confined to one declaration (a
+      config that cannot be read) is printed and the rest of the file returned (the command
+      then exits 1); with ``strict`` it raises PlanError like any other error, and is neither
+      printed nor counted here (for a caller that evaluates a file of its own, quietly or not);
     * ``select_plans(ev, file, names)`` — ``names`` checked against the file's plans (all of the
       root file's plans when ``names`` is empty); an unknown one raises PlanError;
     * ``UsageError(code, summary, hint)`` — raise it for a bad argument (exit 2);
@@ -259,8 +262,8 @@ class CommandContext:
     def __init__(self) -> None:
         self.UsageError = UsageError
 
-    def load(self, file: str):
-        ev = _load(file)
+    def load(self, file: str, strict: bool = False):
+        ev = _load(file, strict=strict)
         _warn(ev)
         return ev
 
@@ -330,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from dsl.syntax import limits as L
-    from dsl.syntax.diagnostics import PlanError, render
+    from dsl.syntax.diagnostics import PlanError, printable, render
 
     try:
         _apply_limits(args)
@@ -367,14 +370,15 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_MISSING
         return EXIT_PLAN
     except UsageError as e:
-        print(f"plan: error[{e.code}]: {e}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
+        print(printable(f"plan: error[{e.code}]: {e}") + printable(f"\n  hint: {e.hint}" if e.hint else "", lines=True),
+              file=sys.stderr)     # a path or argument quoted in it may hold anything
         return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover
         return 130
     except BrokenPipeError:  # stdout closed (`| head`): stop quietly; confined errors still fail the run
         return EXIT_PLAN if _CONFINED else EXIT_OK
     except L.LimitError as e:
-        print(f"plan: error[limit]: {e}\n  hint: {e.hint}", file=sys.stderr)
+        print(printable(f"plan: error[limit]: {e}") + printable(f"\n  hint: {e.hint}", lines=True), file=sys.stderr)
         return EXIT_PLAN
     except TimeoutError as e:
         print(f"plan: error[limit]: {e}\n  hint: {L.raise_hint('cpu_seconds')}", file=sys.stderr)
@@ -385,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
               "check it, or see docs/security.md for the limits", file=sys.stderr)
         return EXIT_PLAN
     except Exception as e:  # no traceback reaches the user
-        print(f"plan: internal error: {type(e).__name__}: {str(e)[:300]}\n"
+        print(f"plan: internal error: {type(e).__name__}: {printable(str(e)[:300])}\n"
               "  hint: this is a bug in plan or a plugin; please report it with the .plan file", file=sys.stderr)
         return EXIT_PLAN
     finally:
@@ -402,8 +406,11 @@ class UsageError(Exception):
 
 def cannot_write(path, exc: OSError | None = None) -> "UsageError | None":
     """Why ``path`` cannot be written, as the usage error to raise (exit 2) with a hint naming
-    the real cause — a directory, a missing or read-only directory, a full device — or None
-    when nothing stands in the way yet (``exc``: the error a write raised, if one did)."""
+    the real cause — a directory, a missing or read-only directory, a full device, a directory
+    that takes no new files (``/proc``) — or None when nothing stands in the way yet (``exc``:
+    the error a write raised, if one did).  Without ``exc``, a path that does not exist yet is
+    created and removed again (the permission bits do not stop root, a special file system
+    does), so that a command can refuse it before doing its work."""
     import errno
     import os
     from pathlib import Path
@@ -419,6 +426,19 @@ def cannot_write(path, exc: OSError | None = None) -> "UsageError | None":
         return UsageError("output", f"cannot write '{path}': the directory '{parent}' is not writable",
                           "write to a directory you can write to")
     if exc is None:
+        if p.exists() or p.is_symlink():
+            return None
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS):
+                return UsageError("output", f"cannot write '{path}': the directory '{parent}' takes no new "
+                                  f"files ({e.strerror or e})", "write to a directory you can write to")
+            return cannot_write(path, e)
+        try:
+            p.unlink()
+        except OSError:     # the write at the end reports what stands in the way then
+            pass
         return None
     if exc.errno == errno.ENOSPC:
         return UsageError("output", f"cannot write '{path}': no space left on the device",
@@ -447,19 +467,20 @@ _DISABLED: tuple[str, ...] = ()   # set by main() from --disable-plugin
 _CONFINED: list = []   # errors confined to one declaration, already printed (see _load)
 
 
-def _load(path: str, evaluate: bool = True, plans=None):
+def _load(path: str, evaluate: bool = True, plans=None, strict: bool = False):
     """The evaluation of FILE with the plugins not disabled (``--disable-plugin``); with
     ``plans``, only those plans and the plans they depend on are priced.
 
     When every error is confined to one declaration (a model whose config cannot be read), the
-    errors are printed here and the rest of the file is returned; the command then exits 1."""
+    errors are printed here and the rest of the file is returned; the command then exits 1.
+    With ``strict``, such errors raise PlanError like any other (nothing printed or recorded)."""
     from dsl.api import load
     from dsl.syntax.diagnostics import PlanError, render
     try:
         return load(path, evaluate=evaluate, disable=_DISABLED, plans=plans)
     except PlanError as e:
         partial = getattr(e, "partial", None)
-        if partial is None:
+        if partial is None or strict:
             raise
         for d in e.diagnostics:
             if d.severity == "error" and d not in _CONFINED:   # a command may load twice
@@ -1453,7 +1474,13 @@ def cmd_graph(args) -> int:
         print(f"{args.file}: no plan to draw", file=sys.stderr)
         return EXIT_PLAN
     g = graphviz.subgraph(ws, plan, q)
-    text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
+    from dsl.present.figures import MissingPackage
+    try:
+        text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
+    except MissingPackage as e:     # SVG is drawn with matplotlib, an optional package (as for `plan figure`)
+        print(f"plan: error[missing-dependency]: {e}\n  hint: --format dot and --format mermaid need no "
+              "optional package", file=sys.stderr)
+        return EXIT_MISSING
     if args.out:
         _output(Path(args.out), lambda f: f.write_text(text, encoding="utf-8"))
         print(args.out)

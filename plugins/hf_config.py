@@ -88,6 +88,14 @@ def _ignorable(key: str) -> bool:
             or "dropout" in key)
 
 
+def _key_error(message: str, key: str) -> ValueError:
+    """The ValueError for a config that cannot be described because of ``key``: its ``key``
+    attribute lets the error also point at that key in the file (see plan_config_import)."""
+    e = ValueError(message)
+    e.key = key
+    return e
+
+
 def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
     """Fields ``{name: (value, unit)}`` and warnings of one Hugging Face config.
 
@@ -143,7 +151,7 @@ def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
             v = int(v)
         if isinstance(v, bool) or not isinstance(v, int) or not (minimum <= v <= 10 ** 12):
             shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:39] + "…"
-            raise ValueError(f"'{name}': key '{key}' must be a whole number from {minimum} to 10^12, got {shown}")
+            raise _key_error(f"'{name}': key '{key}' must be a whole number from {minimum} to 10^12, got {shown}", key)
         return v
 
     def flag(key, default=False):
@@ -151,7 +159,7 @@ def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
         if v is None:
             return default
         if not isinstance(v, bool):
-            raise ValueError(f"'{name}': key '{key}' must be true or false, got {v!r}")
+            raise _key_error(f"'{name}': key '{key}' must be true or false, got {v!r}", key)
         return v
 
     L = whole(first(_ALIASES["layers"]))
@@ -253,8 +261,8 @@ def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
         types = config.get("layer_types")
         if isinstance(types, list) and types:
             if len(types) != L or not all(t in ("sliding_attention", "full_attention") for t in types):
-                raise ValueError(f"'{name}': layer_types must list 'sliding_attention' or 'full_attention' "
-                                 f"for each of the {L} layers")
+                raise _key_error(f"'{name}': layer_types must list 'sliding_attention' or 'full_attention' "
+                                 f"for each of the {L} layers", "layer_types")
             local = sum(t == "sliding_attention" for t in types)
         elif mt == "gemma2":
             local = (L + 1) // 2                   # layers 0, 2, 4, … slide
@@ -273,11 +281,11 @@ def import_config(config: dict, path: str) -> tuple[dict, list[str]]:
     if moe_key:
         for key, ok in (("decoder_sparse_step", 1), ("moe_layer_freq", 1)):
             if config.get(key, ok) != ok:
-                raise ValueError(f"'{name}' interleaves dense and MoE layers ({key} = {config[key]}); "
-                                 "only dense-first layouts (first_k_dense_replace) are supported")
+                raise _key_error(f"'{name}' interleaves dense and MoE layers ({key} = {config[key]}); "
+                                 "only dense-first layouts (first_k_dense_replace) are supported", key)
         if config.get("mlp_only_layers"):
-            raise ValueError(f"'{name}' lists dense layers among MoE layers (mlp_only_layers); "
-                             "only dense-first layouts are supported")
+            raise _key_error(f"'{name}' lists dense layers among MoE layers (mlp_only_layers); "
+                             "only dense-first layouts are supported", "mlp_only_layers")
         if "num_experts_per_tok" not in config:
             raise ValueError(f"'{name}' is a mixture-of-experts config without num_experts_per_tok")
         fe = config.get("moe_intermediate_size") or f

@@ -187,7 +187,7 @@ def _fitting_tp(args, out: Path, cli) -> tuple[int, bool]:
         _write(out, "\n".join(lines[:engine_end + 1] + ["}"]) + "\n", cli)
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                ev = cli.load(str(out))
+                ev = cli.load(str(out), strict=True)
             need = max(ev.get("serve.max_model_len", "token"), _BATCH * _CONTEXT)
             if ev.get("serve.kv_tokens", "token") >= need:
                 return tp, True
@@ -210,7 +210,7 @@ def _fitting_recompute(args, out: Path, cli) -> str:
         _write(out, starter_text(args.model, args.device, args.gpus, False, out, 1, rc), cli)
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                ev = cli.load(str(out))
+                ev = cli.load(str(out), strict=True)
             r = ev.requirement("start", "fits_memory")
             if r is None or r["ok"]:
                 return rc
@@ -276,7 +276,7 @@ def _check_arguments(args, out: Path, cli) -> None:
            cli)
     try:
         with contextlib.redirect_stderr(io.StringIO()):
-            ev = cli.load(str(out))
+            ev = cli.load(str(out), strict=True)
     except Exception:           # noqa: BLE001 - a bad config: the starter's evaluation reports it
         return
     finally:
@@ -305,8 +305,8 @@ def _check_arguments(args, out: Path, cli) -> None:
 
 
 def run_command(args, cli) -> int:
-    """``plan init``: check the arguments, write the starter, then load it (a load error removes
-    it again)."""
+    """``plan init``: check the arguments, write the starter, then load it (a load error, one
+    confined to the model's config included, removes it again and is printed)."""
     import sys
 
     out = Path(args.out)
@@ -322,10 +322,12 @@ def run_command(args, cli) -> int:
         text = starter_text(args.model, args.device, args.gpus, args.serve, out, tp, recompute, holds)
         _write(out, text, cli)
         try:
-            ws = cli.load(str(out))
-        except Exception:
+            ws = cli.load(str(out), strict=True)   # an error confined to the model's config fails it too
+        except Exception as e:
             out.unlink(missing_ok=True)     # never leave a starter that does not evaluate
-            print(f"plan: the starter {out} does not evaluate and was not kept; its error follows", file=sys.stderr)
+            n = sum(d.severity == "error" for d in getattr(e, "diagnostics", ()))
+            print(f"plan: the starter {out} does not evaluate and was not kept; "
+                  f"{'its errors follow' if n > 1 else 'its error follows'}", file=sys.stderr)
             raise
     except BaseException:
         if copied is not None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import CASE, CASES, run_main
+from conftest import CASE, CASES, REPO_ROOT, run_main
 from dsl.syntax.diagnostics import did_you_mean
 
 SCALING = CASES / "scaling-deadline.plan"
@@ -60,6 +60,18 @@ def test_missing_matplotlib_exits_3(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     rc, _, err = run_main("figure", CASE, "--list")
     assert rc == 3 and "matplotlib" in err
+
+
+def test_graph_svg_without_matplotlib_exits_3(monkeypatch):
+    """`plan graph --format svg` draws with matplotlib: without it, the missing package is named
+    (exit 3, as for `plan figure`), not an internal error; dot and Mermaid still work."""
+    plan = REPO_ROOT / "tests" / "data" / "graph-svg-no-matplotlib" / "a.plan"
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    rc, out, err = run_main("graph", plan, "--format", "svg")
+    assert rc == 3 and "error[missing-dependency]: figures need matplotlib" in err, err
+    assert "internal error" not in err and "--format dot" in err and out == ""
+    rc, out, err = run_main("graph", plan, "--format", "dot")
+    assert rc == 0 and "digraph" in out, err
 
 
 # ---------------------------------------------------------------- help that can be pasted

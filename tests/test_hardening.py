@@ -679,6 +679,34 @@ def test_control_characters_are_not_written_raw(tmp_path):
     assert "\x1b" not in err and "\x07" not in err
 
 
+@pytest.mark.parametrize("case, plan_file, quoted", [
+    ("esc-trace-cell", "tr.plan", "'1\\x1b[2J' is not a token count"),
+    ("esc-scaling-fit-cell", "sf.plan", "'\\x1b[2Jx' is not a number"),
+])
+def test_control_characters_of_a_data_cell_are_escaped_in_messages(tmp_path, case, plan_file, quoted):
+    """A CSV cell holding an escape sequence (ESC [2J clears the screen) is quoted by the error's
+    summary, not only by its quoted line: both show it as an escape (JSON escapes it anyway)."""
+    for f in (REPO / "tests" / "data" / case).iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    rc, _, err = cli("eval", plan_file, cwd=tmp_path)
+    clean(rc, err)
+    assert quoted in err and "\x1b" not in err, err
+    rc, out, err = cli("eval", plan_file, "--format", "json", cwd=tmp_path)
+    assert rc == 1 and "\x1b" not in out + err and "\\u001b[2J" in out
+
+
+def test_control_characters_of_sources_and_arguments_are_escaped(tmp_path):
+    """The other texts that quote a file or an argument: an input's `source "…"` in `plan
+    explain` and `plan eval --sources`, a path in a usage error."""
+    p = write(tmp_path, 'plan p {\n  x = 1 s source "a\x1b[31mred"\n  y = 2 * x\n}\n')
+    rc, out, err = cli("explain", p, "p.x")
+    assert rc == 0 and "source: a\\x1b[31mred" in out and "\x1b" not in out + err, out
+    rc, out, err = cli("eval", p, "--sources")
+    assert rc == 0 and "\x1b" not in out + err, out
+    rc, out, err = cli("report", p, "-o", tmp_path / "no\x1b[2Jdir" / "r.html")
+    assert rc == 2 and "no\\x1b[2Jdir" in err and "\x1b" not in err, err
+
+
 # ---------------------------------------------------------------- report escaping
 def test_html_and_markdown_reports_escape_user_strings(tmp_path):
     bad = "<script>alert(1)</script><img src=x onerror=alert(2)>](javascript:alert(3))"

@@ -203,3 +203,23 @@ def test_init_serving_starter_that_fits_nowhere_is_not_kept(tmp_path):
     rc, _, err = run_main("init", "--model", "deepseek_v3", "--device", "h100_sxm", "--gpus", "8", "--serve",
                           "-o", "d.plan", cwd=tmp_path)
     assert rc == 2 and "at least 17 × h100_sxm" in err and not (tmp_path / "d.plan").exists()
+
+
+def test_init_with_a_broken_config_prints_its_errors_and_leaves_no_file(tmp_path):
+    """A config with num_attention_heads = -32: the starter's quiet trial evaluations must not
+    swallow the error (it was counted, "3 errors", but never printed, and the file was kept).
+    The error names the key and points at it in the config; no starter is left behind."""
+    shutil.copy(REPO_ROOT / "tests" / "data" / "config-negative-heads.json", tmp_path / "cfg.json")
+    rc, _, err = run_main("init", "--model", "cfg.json", "--device", "h100_sxm", "--gpus", "8",
+                          "-o", "p.plan", cwd=tmp_path)
+    assert rc == 1, err
+    assert "does not evaluate and was not kept" in err and "wrote p.plan" not in err
+    assert "error[bad-config]: 'cfg.json': key 'num_attention_heads' must be a whole number" in err, err
+    assert "note: 'num_attention_heads' is set at cfg.json:1:138" in err
+    assert err.count("error[") == 2 and err.rstrip().endswith("2 errors") and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.json"]
+    # the same for a serving starter (its trial loads pick the tensor-parallel degree)
+    rc, _, err = run_main("init", "--model", "cfg.json", "--device", "h100_sxm", "--gpus", "8", "--serve",
+                          "-o", "s.plan", cwd=tmp_path)
+    assert rc == 1 and "key 'num_attention_heads'" in err and "cfg.json:1:138" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.json"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CASE, run_cli
+from conftest import CASE, run_cli, run_main
 
 
 @pytest.mark.parametrize("args", [
@@ -37,6 +37,28 @@ def test_an_unwritable_output_names_its_real_cause(tmp_path):
         code, _, err = run_cli("report", CASE, "-o", "/dev/full")
         assert code == 2 and "no space left on the device" in err and "free space" in err, err
     assert "check that the directory exists" not in err
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_report_refuses_a_directory_taking_no_files_before_building(tmp_path, monkeypatch):
+    """`plan report -o /proc/x.html` as root: the permission bits (os.access) let root write
+    anywhere, so the path was refused only after the whole report was built (30 s for the
+    Azure trace).  The path is now tried first; the plan is never loaded, and nothing is left
+    behind where the probe succeeds."""
+    import os
+
+    import dsl.cli
+
+    def no_load(*a, **k):
+        raise AssertionError("the report was built before its output path was checked")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: True)   # as for root
+    monkeypatch.setattr(dsl.cli, "_load", no_load)
+    code, _, err = run_main("report", CASE, "-o", "/proc/nope.html")     # in process: the patches apply
+    assert code == 2 and "error[output]: cannot write '/proc/nope.html'" in err, err
+    assert "the directory '/proc' takes no new files" in err and "Traceback" not in err
+    monkeypatch.setattr(os, "access", real_access)
+    assert dsl.cli.cannot_write(tmp_path / "r.html") is None and list(tmp_path.iterdir()) == []
 
 
 def test_sweep_out_unwritable(tmp_path):

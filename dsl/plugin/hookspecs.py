@@ -87,7 +87,9 @@ def plan_config_import(kind: str, config: dict, path: str):
         first plugin returning non-``None`` wins.  An entry ``"__warnings__": (messages, None)``
         is no field: each message becomes a ``warning[config]`` at the ``from`` line.  Raise
         ``ValueError`` (message naming the file) for a config that cannot be described: it
-        becomes an ``error[bad-config]`` confined to that declaration.
+        becomes an ``error[bad-config]`` confined to that declaration; give it a ``key``
+        attribute (the config key it is about) and the error also points at that key in the
+        file, where the key is written once.
     """
 
 

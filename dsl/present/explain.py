@@ -11,6 +11,7 @@ from __future__ import annotations
 import sympy as sp
 
 from dsl.engine.units import format_quantity
+from dsl.syntax.diagnostics import printable
 
 
 def show_value(ws, nid: str) -> str:
@@ -118,7 +119,7 @@ def render(t: dict, plan: str) -> str:
             walk(c, prefix + cont, i == len(d["children"]) - 1, False)
 
     walk(t, "", True, True)
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)    # a source or doc string may hold anything
 
 
 def requirement_tree(ws, plan: str, name: str, max_depth: int | None = None) -> dict | None:
@@ -191,4 +192,4 @@ def render_requirement(t: dict, plan: str) -> str:
         lines.append(f"{label}: {side['formula']}")
         for tr in side["trees"]:
             lines.extend("   " + ln for ln in render(tr, plan).splitlines())
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)

@@ -8,6 +8,8 @@ output never shows them: a product's numbers are read without the bibliography.
 """
 from __future__ import annotations
 
+from dsl.syntax.diagnostics import printable
+
 
 def plan_sources(ws, plan: str, quantities=None, tables=()) -> dict:
     """The references behind ``plan``'s output.
@@ -56,5 +58,5 @@ def render_text(per_plan: dict, plans: list[str]) -> list[str]:
         return lines
     for (label, refs), ps in groups.items():
         lines.append(f"  {label}" + ("" if len(ps) == len(plans) else f"  ({', '.join(ps)})"))
-        lines.extend(f"    {r}" for r in refs)
+        lines.extend(printable(f"    {r}") for r in refs)   # an input's `source "…"` may hold anything
     return lines

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 from ..syntax import ast as A
-from ..syntax.diagnostics import Diagnostic, Span, did_you_mean
+from ..syntax.diagnostics import Diagnostic, Span, did_you_mean, display_path, remember_source
 from ..syntax.parser import parse_expression
 from ..plugin.records import Param
 from ..engine.units import describe_dim
@@ -180,10 +180,10 @@ class DeclarationsMixin:
         from ..engine import safeio
         from .expr import json_depth
 
-        def bad(code, summary, span, hint=""):
+        def bad(code, summary, span, hint="", related=()):
             """An error about this declaration's config: reported, and confined to it (other
             declarations and the plans that do not use it still evaluate)."""
-            self.contained.append(Diagnostic("error", code, summary, span, hint))
+            self.contained.append(Diagnostic("error", code, summary, span, hint, tuple(related)))
             self.broken.add(d.name)
 
         path = self._import_path(Path(d.span.file).resolve().parent, d.source)
@@ -221,7 +221,10 @@ class DeclarationsMixin:
         except (ValueError, KeyError, TypeError, ArithmeticError) as e:
             msg = str(e) if isinstance(e, ValueError) else f"missing key {e} in '{d.source}'" \
                 if isinstance(e, KeyError) else f"config file '{d.source}' has a value of the wrong type or size: {e}"
-            bad("bad-config", msg, d.source_span, "describe the model by its fields instead")
+            key = getattr(e, "key", None)     # the key a plugin's error is about, located in the file
+            at = _key_span(raw, key, display_path(path)) if isinstance(key, str) else None
+            bad("bad-config", msg, d.source_span, f"fix the key in {d.source}, or describe the model by its fields"
+                if at else "describe the model by its fields instead", ((f"'{key}' is set", at),) if at else ())
             return {}
         if mapped is None:
             bad("bad-config", f"no plugin understands '{d.source}' as a {d.kind}", d.source_span,
@@ -509,3 +512,19 @@ class DeclarationsMixin:
         self.param_specs[nid] = p
         if p.doc and nid in self.nodes and not self.nodes[nid].doc:
             self.nodes[nid].doc = p.doc
+
+
+def _key_span(raw: str, key: str, file: str) -> Span | None:
+    """Where ``"key":`` is written in the JSON text ``raw`` (shown as ``file``), when it is
+    written exactly once (a key repeated in nested objects is not located); the text is then
+    remembered, so the diagnostic quotes that line."""
+    import itertools
+    import re
+    hits = list(itertools.islice(re.finditer(r'"' + re.escape(key) + r'"\s*:', raw), 2))
+    if len(hits) != 1:
+        return None
+    start = hits[0].start()
+    line = raw.count("\n", 0, start) + 1
+    col = start - (raw.rfind("\n", 0, start) + 1) + 1
+    remember_source(file, raw)
+    return Span(file, line, col, line, col + len(key) + 2)

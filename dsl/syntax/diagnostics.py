@@ -184,24 +184,30 @@ def _source_line(path: str, line: int) -> str | None:
 QUOTE_WIDTH = 160   # characters of a quoted line shown around the caret
 
 
-def _printable(text: str) -> str:
-    """Control characters (NUL, escape sequences …) shown as escapes, never written raw."""
+def printable(text: str, lines: bool = False) -> str:
+    """``text`` with its control characters (NUL, ESC of a terminal escape sequence, carriage
+    return …) shown as escapes (``\\x1b``), never written raw: for every text shown on a terminal
+    that may quote a file, a cell or an argument.  A tab is kept, and with ``lines`` a newline
+    too (a text of several lines written by plan itself)."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() or c == "\t" or (lines and c == "\n") else repr(c)[1:-1]
+                   for c in text)
+
 
 
 def render(d: Diagnostic) -> str:
-    """Render a diagnostic for people: location, summary, quoted line with caret, hint."""
+    """Render a diagnostic for people: location, summary, quoted line with caret, hint — each
+    with its control characters escaped (a summary or hint may quote a data file's cell)."""
     head = f"{d.span}: " if d.span else ""
-    out = [f"{head}{d.severity}[{d.code}]: {d.summary}"]
+    out = [printable(f"{head}{d.severity}[{d.code}]: {d.summary}")]
     if d.span:
         out.extend(_quote(d.span))
     for note, sp in d.related:
-        out.append(f"  note: {note} at {sp}")
+        out.append(printable(f"  note: {note} at {sp}"))
         out.extend("  " + q for q in _quote(sp))
     if d.hint:
-        out.append(f"  hint: {d.hint}")
+        out.append(printable(f"  hint: {d.hint}", lines=True))
     return "\n".join(out)
 
 
@@ -217,7 +223,7 @@ def _quote(span: Span) -> list[str]:
         src = ("…" if lo else "") + src[lo: lo + QUOTE_WIDTH] + ("…" if lo + QUOTE_WIDTH < len(src) else "")
         col = col - lo + (1 if lo else 0)
         width = max(1, min(width, QUOTE_WIDTH - (col - 1)))
-    shown = _printable(src)
+    shown = printable(src)
     if shown != src:   # escapes change the columns: point at the start of the line
         col, width = 1, 1
     gutter = f"{span.line:>4} | "
