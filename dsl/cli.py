@@ -598,7 +598,7 @@ def _tables(ws, plan: str, headline: set = frozenset()) -> dict:
         from dsl.syntax.diagnostics import PlanError
         try:
             t = spec.build(ws, plan)
-        except TimeoutError:  # a time budget ran out: not this step's failure
+        except TimeoutError:  # the CPU-time safety net fired: not this step's failure
             raise
         except PlanError:     # a problem in the plan's input to the table (e.g. a bad layout_search list)
             raise

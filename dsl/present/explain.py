@@ -25,7 +25,7 @@ def show_value(ws, nid: str) -> str:
     if isinstance(v, ListVal):
         try:
             items = ws.list_value(nid)
-        except TimeoutError:  # a time budget ran out: not this step's failure
+        except TimeoutError:  # the CPU-time safety net fired: not this step's failure
             raise
         except Exception:    # an item that has no value: show the list as written
             items = v.items

@@ -292,7 +292,7 @@ def _build_plan(ws, p: str, figures: bool) -> dict:
         for name, spec in sorted(ws.plugins.tables.items()):
             try:
                 t = spec.build(ws, p)
-            except TimeoutError:  # a time budget ran out: not this step's failure
+            except TimeoutError:  # the CPU-time safety net fired: not this step's failure
                 raise
             except Exception as e:  # one plugin's bug does not hide the rest of the report
                 rep["tables"].append({"name": name, "title": spec.title, "plugin": spec.plugin, "columns": [],
@@ -339,7 +339,7 @@ def _plugin_figures(ws, plan: str) -> list[dict]:
                 out.append({"name": name, "title": spec.title, "plugin": spec.plugin, "svg": _svg_text(fig)})
         except FigureError:
             return []
-        except TimeoutError:  # a time budget ran out: not this step's failure
+        except TimeoutError:  # the CPU-time safety net fired: not this step's failure
             raise
         except Exception as e:  # one plugin's bug does not hide the rest of the report
             out.append({"name": name, "title": f"{spec.title} (failed: {type(e).__name__}: {e})",

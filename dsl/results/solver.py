@@ -228,7 +228,7 @@ def solve_query(ws, q: A.Query) -> Solution:
             c = complex(r)
             if abs(c.imag) < 1e-12 and abs(resid(c.real)) <= 1e-9 * scale:
                 sym_roots.append(c.real)
-    except TimeoutError:  # a time budget ran out: not this step's failure
+    except TimeoutError:  # the CPU-time safety net fired: not this step's failure
         raise
     except Exception:
         pass
@@ -274,7 +274,7 @@ def solve_query(ws, q: A.Query) -> Solution:
                         break
                 if sols and len(text_sol) <= _TEXT_MAX:
                     symbolic = text_sol
-        except TimeoutError:  # a time budget ran out: not this step's failure
+        except TimeoutError:  # the CPU-time safety net fired: not this step's failure
             raise
         except Exception:
             symbolic = None
@@ -609,7 +609,7 @@ def _tidy(e):
     try:
         n, d = sp.fraction(sp.together(e))
         return t(n) / t(d)
-    except TimeoutError:  # a time budget ran out: not this step's failure
+    except TimeoutError:  # the CPU-time safety net fired: not this step's failure
         raise
     except Exception:  # presentation only: fall back to the raw form
         return e

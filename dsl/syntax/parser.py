@@ -708,7 +708,7 @@ def _ast_cache_get(key: tuple[str, str]):
     try:
         data = (d / key[0]).read_bytes()
         digest, obj = pickle.loads(data)
-    except TimeoutError:    # a time budget ran out: not the cache's failure
+    except TimeoutError:    # the CPU-time safety net fired: not the cache's failure
         raise
     except Exception:       # absent, unreadable, truncated or from another version: a miss
         return None
@@ -733,7 +733,7 @@ def _ast_cache_put(key: tuple[str, str], obj) -> None:
                 entries.sort(key=lambda e: e.stat().st_mtime)
                 for e in entries[:len(entries) - _AST_CACHE_ENTRIES // 2]:
                     os.unlink(e.path)
-    except TimeoutError:    # a time budget ran out: not the cache's failure
+    except TimeoutError:    # the CPU-time safety net fired: not the cache's failure
         raise
     except Exception:       # read-only home, a full disk, a concurrent prune: no cache
         pass
