@@ -311,7 +311,7 @@ def test_one_field_fit_is_as_good_as_scipy_trf(name, rows):
     Independent reference: scipy's trust-region reflective least squares on the same bounded
     problem (same residuals, start and bounds, tolerances 1e-12).  One run: a sum of squares no
     larger than trf's and the same root to 1e-12; several: a sum of squares equal to float
-    rounding (1e-14 relative), the same field value to 1e-8."""
+    rounding (1e-14 relative), the same field value to 1e-7 (√ε times the conditioning)."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -337,4 +337,7 @@ def test_one_field_fit_is_as_good_as_scipy_trf(name, rows):
         assert got["values"][name] == pytest.approx(want, rel=1e-12)
     else:
         assert got["cost"] <= ref.cost * (1 + 1e-14)
-        assert got["values"][name] == pytest.approx(want, rel=1e-8)
+        # a sum of squares equal to float rounding pins its minimiser only to about √ε ≈ 1.5e-8
+        # relative, times the problem's conditioning (scipy 1.17's trf stops 1.4e-8 from this
+        # fit on four runs, with the same cost): 1e-7
+        assert got["values"][name] == pytest.approx(want, rel=1e-7)

@@ -96,7 +96,7 @@ def ceiling_of(x):
     return sp.ceiling(x)
 
 
-class _NotRational(Exception):
+class NotRational(Exception):
     """The expression is not a rational function of rational numbers after substitution."""
 
 
@@ -109,7 +109,7 @@ def exact_rational(expr, subs: dict):
     """The exact value of ``expr.xreplace(subs)`` as a :class:`fractions.Fraction`, computed
     with Python's rational arithmetic, when every leaf becomes a rational number and every
     operation is one of ``+``, ``×``, an integer power, ``Max``, ``Min``, ``floor``,
-    ``ceiling`` or ``Mod``; otherwise raises :class:`_NotRational`.
+    ``ceiling`` or ``Mod``; otherwise raises :class:`NotRational`.
 
     Rational arithmetic has one exact answer, so this is the number sympy builds for the same
     substitution, without sympy's per-operation cost (the canonical ordering of every ``Add``
@@ -128,7 +128,7 @@ def exact_rational(expr, subs: dict):
             return Fraction(v)
         if getattr(v, "is_Rational", False):
             return Fraction(int(v.p), int(v.q))
-        raise _NotRational
+        raise NotRational
 
     def ev(e):
         r = memo.get(e)
@@ -152,10 +152,10 @@ def exact_rational(expr, subs: dict):
             elif f is Pow:
                 n = args[1]
                 if not n.is_Integer:
-                    raise _NotRational
+                    raise NotRational
                 b, n = ev(args[0]), int(n)
                 if (b == 0 and n < 0) or abs(n) * max(b.numerator.bit_length(), b.denominator.bit_length()) > _POW_BITS:
-                    raise _NotRational
+                    raise NotRational
                 r = b ** n
             elif f is Max:
                 r = max(ev(a) for a in args)
@@ -168,10 +168,10 @@ def exact_rational(expr, subs: dict):
             elif f is Mod:                   # x − y·⌊x/y⌋, as sympy's Mod of numbers
                 y = ev(args[1])
                 if y == 0:
-                    raise _NotRational
+                    raise NotRational
                 r = ev(args[0]) % y
             else:
-                raise _NotRational
+                raise NotRational
         memo[e] = r
         return r
 
@@ -190,7 +190,7 @@ def subs_numbers(expr, subs: dict):
 
     try:
         r = exact_rational(expr, subs)
-    except _NotRational:
+    except NotRational:
         pass
     else:
         return sp.Integer(r.numerator) if r.denominator == 1 else sp.Rational(r.numerator, r.denominator)

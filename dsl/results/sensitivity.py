@@ -173,13 +173,13 @@ def _num(e, at, meter=None) -> float:
     then rounded) when the expression is rational, else in bounded double precision
     (:func:`_float_values`); NaN when it cannot be evaluated.  Never hands the expression to
     sympy's or mpmath's arbitrary-precision evaluation, which has no bound on its work."""
-    from dsl.engine.piecewise import _NotRational, exact_rational
+    from dsl.engine.piecewise import NotRational, exact_rational
 
     meter = meter if meter is not None else _meter()
     order = _postorder(e, meter)
     try:
         return float(exact_rational(e, at))
-    except (_NotRational, ZeroDivisionError, OverflowError):
+    except (NotRational, ZeroDivisionError, OverflowError):
         pass
     vals = _float_values(order, at)
     return float("nan") if vals is None else vals[e]

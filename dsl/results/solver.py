@@ -125,9 +125,12 @@ def bounded_mpmath_function(x, g):
         def _print_exp(self, expr):
             return f"_bounded_exp({self._print(expr.args[0])})"
 
-    import mpmath
-    return lambdify(x, g, modules=[{"_bounded_pow": _bounded_pow, "_bounded_exp": _bounded_exp, "mpmath": mpmath},
-                                   "mpmath"], printer=Printer)
+    guarded = {"_bounded_pow": _bounded_pow, "_bounded_exp": _bounded_exp}
+    # the settings lambdify gives its own printer: functions a plugin defined with an
+    # implementation (``implemented_function``) print by name and are found in the namespace
+    printer = Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                       "user_functions": {k: k for k in guarded}})
+    return lambdify(x, g, modules=[guarded, "mpmath"], printer=printer)
 
 
 def solve_query(ws, q: A.Query) -> Solution:
