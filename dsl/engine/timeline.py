@@ -604,9 +604,11 @@ class Timeline:
         :param release: absolute earliest start (seconds).
         :param kind, lane, label, style: presentation (Gantt colour, row, text, hatching).
         :param splice_after: an activity (possibly scheduled by another plugin, in any order)
-            that this one extends: it starts when that activity finishes, and every other
+            that this one extends: it starts when that activity finishes, every other
             activity that waits for that activity's finish waits for this one too (e.g. the
-            expected straggler delay after ``compute``, before the collectives that follow it).
+            expected straggler delay after ``compute``, before the collectives that follow it),
+            and on the same resource it takes its place right after that activity in the
+            resource's order of work, whenever it was added.
         """
         if self.sealed:
             raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
@@ -820,7 +822,8 @@ class Timeline:
         idx = {a: i for i, a in enumerate(ids)}
         preds: list[list] = [[] for _ in ids]
         last_on: dict[str, int] = {}
-        for i, a in enumerate(self.activities._single.values()):
+        single = self.activities._single
+        for i, a in enumerate(single.values()):
             for name, lag, on in a.after:
                 j = idx.get(name)
                 if j is None:
@@ -831,6 +834,12 @@ class Timeline:
                 if j is None:
                     raise KeyError((name, a.id))
                 preds[j].append((i, None, "finish"))
+            if a.resource and a.splice is not None and a.splice in single \
+                    and single[a.splice].resource == a.resource:
+                # an extension of an activity on its own resource takes its place in that
+                # resource's order right after it (the splice below puts it before the work
+                # that followed), not after whatever was added to the resource since
+                continue
             if a.resource:
                 prev = last_on.get(a.resource)
                 if prev is not None and not any(p[0] == prev for p in preds[i]):
