@@ -58,3 +58,48 @@ def test_straggler_delay_extends_compute(strag, strag_without, plan):
     assert path[i + 1] == "straggler_delay"
     if plan == "a":
         assert path[i + 2] == "tp"
+
+
+# ---------------------------------------------------------------- pipeline figures of the layout's pipeline
+@pytest.fixture(scope="module")
+def pp70b():
+    # Llama-3.1-70B, TP8·PP8 with m = 64 micro-batches (1F1B), and the same interleaved with
+    # virtual = 5 (2 × 8 × 64 × 5 = 5,120 forward and backward slots)
+    return dsl.load(DATA / "pp70b.plan", plans=["f1b", "il"])
+
+
+def test_pipeline_figures_list_for_the_layouts_pipeline():
+    """The layout builds its pipeline without a `use pipeline` block: the figures named the
+    schedule from that block's parameter, which does not exist there (an internal error)."""
+    pytest.importorskip("matplotlib")
+    code, out, err = run_cli("figure", str(DATA / "pp70b.plan"), "--plan", "f1b", "--list")
+    assert code == 0, err
+    assert "internal error" not in err
+    names = {ln.split()[0]: ln for ln in out.splitlines() if "plans:" in ln}
+    assert "f1b" in names["pipeline-gantt"] and "f1b" in names["pipeline-memory"]
+
+
+@pytest.mark.parametrize("plan,schedule", [("f1b", "1f1b"), ("il", "interleaved")])
+def test_pipeline_gantt_names_the_layouts_schedule(pp70b, plan, schedule):
+    pytest.importorskip("matplotlib")
+    from dsl.present.figures import new_figure
+    specs = pp70b.plugins.figures
+    fig = new_figure()
+    assert specs["pipeline-gantt"].draw(pp70b, plan, fig)
+    assert fig.axes[0].get_title().startswith(f"{plan}: {schedule}, ")
+    fig = new_figure()
+    assert specs["pipeline-memory"].draw(pp70b, plan, fig)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [schedule]
+    # one bar per slot: 2·p·m·v forward and backward slots on p = 8 stages
+    v = 5 if plan == "il" else 1
+    tl = pp70b.timeline(plan, "pipeline")
+    assert sum(1 for a in tl.activities.values() if a.kind in ("forward", "backward")) == 2 * 8 * 64 * v
+
+
+def test_report_draws_the_pipeline_figures():
+    pytest.importorskip("matplotlib")
+    code, out, err = run_cli("report", str(DATA / "pp70b.plan"), "--plan", "il", "--format", "html")
+    assert code == 0, err
+    for title in ("Pipeline schedules on one time axis", "Per-stage peak memory of each schedule"):
+        assert f"{title} [plugin pipeline]</figcaption>" in out
+    assert "(failed:" not in out

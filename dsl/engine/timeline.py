@@ -578,6 +578,7 @@ class Timeline:
     times: list[tuple] = field(default_factory=list)     # (name, activity, "start"|"finish", unit, …)
     areas: list[tuple] = field(default_factory=list)     # (name, pool, unit, …)
     refs: dict[str, tuple] = field(default_factory=dict)  # quantity name -> references (sources)
+    title: str = ""                     # what the timeline runs, for titles (e.g. a pipeline's schedule)
     sealed: bool = False                # True after evaluation: no activity or hold can be added
     truncated: bool = False             # True once an add/hold was refused by the activity limit
     symbolic: str = "auto"              # auto | full | path
