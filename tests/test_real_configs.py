@@ -103,3 +103,50 @@ def test_report_draws_the_pipeline_figures():
     for title in ("Pipeline schedules on one time axis", "Per-stage peak memory of each schedule"):
         assert f"{title} [plugin pipeline]</figcaption>" in out
     assert "(failed:" not in out
+
+
+# ---------------------------------------------------------------- what_if on a pipelined ZeRO-1 step
+WHATIF_FASTER_GPU = """
+device h100_x2 extends h100_sxm { peak_flops = 2 * 989.4 TFLOP/s; mem_bw = 2 * 3350 GB/s }
+plan gpu_x2 extends on_h100 { device = h100_x2 }
+"""
+
+
+@pytest.fixture(scope="module")
+def whatif(tmp_path_factory):
+    """Llama-3.1-70B on 1,024 H100, TP8·PP4, ZeRO-1, and the same with a GPU twice as fast
+    (peak FLOP/s and memory bandwidth doubled)."""
+    p = tmp_path_factory.mktemp("whatif") / "whatif.plan"
+    p.write_text((DATA / "whatif.plan").read_text(encoding="utf-8") + WHATIF_FASTER_GPU, encoding="utf-8")
+    return dsl.load(p, plans=["on_h100", "gpu_x2"])
+
+
+def test_what_if_charges_the_pipelined_compute_to_the_gpu(whatif):
+    """ZeRO-1 reduces gradients while the backward passes run: the critical path waits for
+    the compute before the reduction starts (a wait that occupies no resource), so the GPU's
+    work on it is all compute but the last micro-batch's backward (2/3 of one micro-batch's
+    compute, which the reduction overlaps), the pipeline bubble and the optimizer step; the
+    exposed TP all-reduces on that wait are the link's.  It was charged to nothing: 'gpu
+    share 0.02 %'."""
+    from plugins.scaling import amdahl_rows
+    path = whatif.critical_path("on_h100", "step")["path"]
+    assert path[-4:] == ["backward_lag", "grad_reduce", "reducescatter_last", "optimizer_step"]
+    q = {k: qval(whatif, f"on_h100.{k}", "s") for k in ("compute_time", "bubble_time", "optimizer_time",
+                                                          "step_time")}
+    m = qval(whatif, "on_h100.micro_batches")
+    f = ((1 - 2 / (3 * m)) * q["compute_time"] + q["bubble_time"] + q["optimizer_time"]) / q["step_time"]
+    assert 0.7 < f < 0.75                                # (2.382 + 0.477 + 0.0007) s of 3.949 s
+    rows = {(res, r): (share, t2 / T) for res, share, r, T, t2 in amdahl_rows(whatif, "on_h100")}
+    assert rows[("gpu", 2)][0] == pytest.approx(f, rel=1e-9)
+    assert rows[("gpu", 2)][1] == pytest.approx(1 - f / 2, rel=1e-9)
+    # every second of this path is the GPU's or the link's
+    assert rows[("gpu", 2)][0] + rows[("link", 2)][0] == pytest.approx(1, rel=1e-9)
+
+
+def test_what_if_gpu_doubled_agrees_with_re_evaluating(whatif):
+    """T'/T for a GPU twice as fast against the plan re-evaluated on such a GPU: within 1 %
+    (the bubble's boundary sends do not get faster with the GPU)."""
+    from plugins.scaling import amdahl_rows
+    ratio = next(t2 / T for res, _, r, T, t2 in amdahl_rows(whatif, "on_h100") if res == "gpu" and r == 2)
+    measured = qval(whatif, "gpu_x2.step_time", "s") / qval(whatif, "on_h100.step_time", "s")
+    assert ratio == pytest.approx(measured, rel=0.01)

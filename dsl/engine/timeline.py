@@ -121,6 +121,13 @@ class Activity:
     label: str = ""         # short text drawn in the bar (e.g. the micro-batch number)
     style: str = ""         # "hatched" for a second chunk / reverse direction
     splice: str | None = None  # spliced after this activity: its finish-dependents also wait for this one
+    charge: str | None = None  # the resource whose speed sets the duration, if not ``resource`` (attribution)
+
+    @property
+    def charged(self) -> str | None:
+        """The resource this activity's time is charged to (what-if analyses): ``charge``,
+        else the resource it runs on; None for a wait that stands for no resource's work."""
+        return self.charge or self.resource
 
 
 @dataclass(slots=True)
@@ -596,7 +603,7 @@ class Timeline:
     # ------------------------------------------------------------ building
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = "",
             release=None, kind: str = "", lane: str | None = None, label: str = "", style: str = "",
-            splice_after: str | None = None):
+            splice_after: str | None = None, charge: str | None = None):
         """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``.
 
         :param after: predecessors: ``"id"``, ``("id", lag)`` (start ≥ finish + lag) or
@@ -610,6 +617,9 @@ class Timeline:
             expected straggler delay after ``compute``, before the collectives that follow it),
             and on the same resource it takes its place right after that activity in the
             resource's order of work, whenever it was added.
+        :param charge: the resource whose speed sets the duration when it is not the one the
+            activity occupies (e.g. a collective the GPU waits for, charged to the link): what-if
+            analyses charge the activity's time to it; scheduling is unchanged.
         """
         if self.sealed:
             raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
@@ -632,7 +642,7 @@ class Timeline:
             deps.append((splice_after, None, "finish"))
         self.activities._put(id, Activity(id, _expr(duration), resource, tuple(deps), tuple(before), doc,
                                        self._plugin, None if release is None else _expr(release), kind,
-                                       lane, label, style, splice_after))
+                                       lane, label, style, splice_after, charge))
 
     def hold(self, id: str, nbytes, pool: str, start=None, end=None, doc: str = "", kind: str = ""):
         if self.sealed:
@@ -1075,6 +1085,25 @@ class Timeline:
                     k = int(((col >= n) | (col < -1)).argmax())
                     return b.hold_unchecked(k), ("?", "")
         return None
+
+    def charged_durations(self) -> dict:
+        """``{resource: distinct duration expressions of the activities charged to it}``
+        (:attr:`Activity.charged`; activities added as columns are charged to their resource),
+        in a deterministic order."""
+        out: dict = {}
+        for a in self.activities._single.values():
+            r = a.charge or a.resource
+            if r:
+                out.setdefault(r, {})[a.duration] = None
+        for b in self.activities.blocks:
+            import numpy as np
+            has = b.rcode >= 0
+            if has.any():
+                nd = len(b.durations)
+                pairs = np.unique(b.rcode[has].astype(np.int64) * nd + b.dcode[has])
+                for code in pairs.tolist():
+                    out.setdefault(b.resources[code // nd], {})[b.durations[code % nd]] = None
+        return {r: list(d) for r, d in out.items()}
 
     def resource_sums(self) -> list:
         """Symbolic busy time of every resource (an activity without one is its own), distinct."""
