@@ -773,7 +773,8 @@ TERM_KIND = {"imbalance": "wait", "recompute": "forward", "bubble": "wait", "tp"
 @hookimpl
 def plan_activities_schedule(ctx):
     """Timeline ``step``: input wait; on the GPU the chain compute → recomputation → pipeline
-    bubble → exposed TP/CP/EP; on the link the DP/ZeRO collectives beside it (MegaScale
+    bubble → exposed TP/CP/EP (the GPU waits for them: their time is charged to the link in
+    what-if analyses); on the link the DP/ZeRO collectives beside it (MegaScale
     exposure: stage 3 prefetches all but the embedding's first AllGather and last
     ReduceScatter; stages 1–2 gather the updated weights during forward and reduce gradients
     while the backward passes that produce them run; stage 0 all-reduces during the last
@@ -805,8 +806,9 @@ def plan_activities_schedule(ctx):
         if ctx.defined(qn):
             extra.append((k, exposed * ctx.q(qn), lm.TERM_NAMES[k]))
     for k, dur, doc in extra:
+        # the GPU waits for exposed collectives: the interconnect's speed sets their time
         tl.add(k, dur, "gpu", after=[prev], doc=doc, kind=TERM_KIND[k], label=k,
-               style="hatched" if k == "bubble" else "")
+               style="hatched" if k == "bubble" else "", charge="link" if TERM_KIND[k] == "comm" else None)
         prev = k
         chain.append(dur)
     if not priced:

@@ -177,6 +177,7 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
 
     b = st.b
     p, m = st.p, st.m
+    tl.title = schedule           # figures and tables name the schedule from the timeline itself
     dual = schedule == "dualpipe"
     v = 2 if dual else st.v
     npos = p if dual else p * v                  # pipeline positions a micro-batch visits
@@ -593,9 +594,9 @@ def _pipeline_timelines(ws, plan):
 
 
 def _sched_name(ws, plan, tl):
-    if tl.name == "pipeline":
-        return ws.python_value(f"{plan}.pipeline.schedule")
-    return tl.name.split(" ", 1)[1]
+    """The schedule a pipeline timeline runs, as its builder recorded it: `use pipeline` or
+    the layout's own pipeline (which has no `pipeline` block to read it from)."""
+    return tl.title or tl.name.split(" ", 1)[-1]
 
 
 def _table(ws, plan):

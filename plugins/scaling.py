@@ -353,19 +353,69 @@ def _compare_table(ws, plan):
                  (f"sorted by {q}: the first row after the reference gains the most",))
 
 
+def path_shares(ws, plan: str, timeline: str) -> dict | None:
+    """Seconds of the nominal critical path of ``timeline`` charged to each resource.
+
+    An activity on the path is charged to its resource (or to the one it names as its
+    ``charge``: the GPU waiting for a collective is the link's time).  An activity that
+    stands for no resource's work — a wait whose duration is built from other activities'
+    times, such as the compute before the gradient reduction can start — is split by the
+    time quantities it is made of: the part ``s·∂d/∂s`` of its duration ``d`` goes to the
+    resource whose activities' durations are made of ``s`` (a quantity in the work of two
+    resources is charged to neither).  For a duration linear in those times this is exact:
+    it is how much the wait shortens when that resource's work does.  None without a
+    schedule.
+    """
+    import sympy as sp
+    from dsl.engine.units import parse_unit
+
+    cp = ws.critical_path(plan, timeline)
+    if cp is None:
+        return None
+    tl = ws.timeline(plan, timeline)
+    on_path = set(cp["path"])
+    shares: dict = {}
+    owners = None
+    second = parse_unit("s").dim
+    for row in cp["activities"]:
+        if row["id"] not in on_path:
+            continue
+        act = tl.activities[row["id"]]
+        res = act.charged
+        if res:
+            shares[res] = shares.get(res, 0.0) + row["duration"]
+            continue
+        if owners is None:          # time quantity -> the resources whose work is made of it
+            owners = {}
+            for r, durs in tl.charged_durations().items():
+                for d in durs:
+                    for s in d.free_symbols:
+                        n = ws.nodes.get(s.name)
+                        if n is not None and n.dim == second:
+                            owners.setdefault(s, set()).add(r)
+        for s in sorted(act.duration.free_symbols & owners.keys(), key=lambda x: x.name):
+            if len(owners[s]) != 1:
+                continue
+            part = ws.subs_value(s * sp.diff(act.duration, s))
+            if part is not None:
+                r = next(iter(owners[s]))
+                shares[r] = shares.get(r, 0.0) + float(part)
+    return shares
+
+
 def amdahl_rows(ws, plan):
     """(resource, f, r, T, T') for each declared resource and factor; f is the share of the
-    nominal critical path spent on that resource's activities (book §10.6.3)."""
+    nominal critical path charged to that resource (:func:`path_shares`; book §10.6.3)."""
     pre = f"{plan}.what_if"
     tl_name = ws.python_value(f"{pre}.timeline")
     cp = ws.critical_path(plan, tl_name)
     if cp is None:
         return None
     T = cp["makespan"]
-    on_path = [a for a in cp["activities"] if a["id"] in set(cp["path"])]
+    shares = path_shares(ws, plan, tl_name)
     out = []
     for res in ws.python_value(f"{pre}.resources"):
-        f = sum(a["duration"] for a in on_path if a["resource"] == res) / T if T else 0.0
+        f = shares.get(res, 0.0) / T if T else 0.0
         for r in ws.python_value(f"{pre}.factors"):
             out.append((res, f, r, T, T * (1 - f + f / r)))
     return out

@@ -118,3 +118,19 @@ def test_splice_after_delays_the_dependents():
     st = dict(zip(sc.ids, sc.start))
     assert st["delay"] == 10 and st["tail"] == 13 and st["later"] == 14   # 13 + 0.5 lag, after tail on link
     assert tl.full_expr() == 16
+
+
+def test_splice_on_the_same_resource_takes_the_place_after_its_activity():
+    """An extension of an activity on its own resource runs right after it, before the work
+    that followed that activity on the resource — not after everything added to the
+    resource since (which made a cycle: later work waits for the extension through the
+    splice, the extension for the later work through the resource order)."""
+    tl = Timeline("p", "t")
+    tl.add("compute", 10, "gpu")
+    tl.add("tp", 2, "gpu", after=["compute"])             # added before the splice, same resource
+    tl.add("delay", 3, "gpu", splice_after="compute")
+    sc = tl.compute(lambda e: float(e))
+    st = dict(zip(sc.ids, sc.start))
+    assert st["delay"] == 10 and st["tp"] == 13           # compute 0–10, delay 10–13, tp 13–15
+    assert list(sc.path) == ["compute", "delay", "tp"]
+    assert tl.full_expr() == 15

@@ -121,6 +121,13 @@ class Activity:
     label: str = ""         # short text drawn in the bar (e.g. the micro-batch number)
     style: str = ""         # "hatched" for a second chunk / reverse direction
     splice: str | None = None  # spliced after this activity: its finish-dependents also wait for this one
+    charge: str | None = None  # the resource whose speed sets the duration, if not ``resource`` (attribution)
+
+    @property
+    def charged(self) -> str | None:
+        """The resource this activity's time is charged to (what-if analyses): ``charge``,
+        else the resource it runs on; None for a wait that stands for no resource's work."""
+        return self.charge or self.resource
 
 
 @dataclass(slots=True)
@@ -578,6 +585,7 @@ class Timeline:
     times: list[tuple] = field(default_factory=list)     # (name, activity, "start"|"finish", unit, …)
     areas: list[tuple] = field(default_factory=list)     # (name, pool, unit, …)
     refs: dict[str, tuple] = field(default_factory=dict)  # quantity name -> references (sources)
+    title: str = ""                     # what the timeline runs, for titles (e.g. a pipeline's schedule)
     sealed: bool = False                # True after evaluation: no activity or hold can be added
     truncated: bool = False             # True once an add/hold was refused by the activity limit
     symbolic: str = "auto"              # auto | full | path
@@ -595,7 +603,7 @@ class Timeline:
     # ------------------------------------------------------------ building
     def add(self, id: str, duration, resource: str | None = None, after=(), before=(), doc: str = "",
             release=None, kind: str = "", lane: str | None = None, label: str = "", style: str = "",
-            splice_after: str | None = None):
+            splice_after: str | None = None, charge: str | None = None):
         """Add activity ``id`` lasting ``duration`` (sympy, seconds) on ``resource``.
 
         :param after: predecessors: ``"id"``, ``("id", lag)`` (start ≥ finish + lag) or
@@ -604,9 +612,14 @@ class Timeline:
         :param release: absolute earliest start (seconds).
         :param kind, lane, label, style: presentation (Gantt colour, row, text, hatching).
         :param splice_after: an activity (possibly scheduled by another plugin, in any order)
-            that this one extends: it starts when that activity finishes, and every other
+            that this one extends: it starts when that activity finishes, every other
             activity that waits for that activity's finish waits for this one too (e.g. the
-            expected straggler delay after ``compute``, before the collectives that follow it).
+            expected straggler delay after ``compute``, before the collectives that follow it),
+            and on the same resource it takes its place right after that activity in the
+            resource's order of work, whenever it was added.
+        :param charge: the resource whose speed sets the duration when it is not the one the
+            activity occupies (e.g. a collective the GPU waits for, charged to the link): what-if
+            analyses charge the activity's time to it; scheduling is unchanged.
         """
         if self.sealed:
             raise AttributeError(f"timeline '{self.name}' of '{self.plan}' is read-only after evaluation")
@@ -629,7 +642,7 @@ class Timeline:
             deps.append((splice_after, None, "finish"))
         self.activities._put(id, Activity(id, _expr(duration), resource, tuple(deps), tuple(before), doc,
                                        self._plugin, None if release is None else _expr(release), kind,
-                                       lane, label, style, splice_after))
+                                       lane, label, style, splice_after, charge))
 
     def hold(self, id: str, nbytes, pool: str, start=None, end=None, doc: str = "", kind: str = ""):
         if self.sealed:
@@ -820,7 +833,8 @@ class Timeline:
         idx = {a: i for i, a in enumerate(ids)}
         preds: list[list] = [[] for _ in ids]
         last_on: dict[str, int] = {}
-        for i, a in enumerate(self.activities._single.values()):
+        single = self.activities._single
+        for i, a in enumerate(single.values()):
             for name, lag, on in a.after:
                 j = idx.get(name)
                 if j is None:
@@ -831,6 +845,12 @@ class Timeline:
                 if j is None:
                     raise KeyError((name, a.id))
                 preds[j].append((i, None, "finish"))
+            if a.resource and a.splice is not None and a.splice in single \
+                    and single[a.splice].resource == a.resource:
+                # an extension of an activity on its own resource takes its place in that
+                # resource's order right after it (the splice below puts it before the work
+                # that followed), not after whatever was added to the resource since
+                continue
             if a.resource:
                 prev = last_on.get(a.resource)
                 if prev is not None and not any(p[0] == prev for p in preds[i]):
@@ -1065,6 +1085,25 @@ class Timeline:
                     k = int(((col >= n) | (col < -1)).argmax())
                     return b.hold_unchecked(k), ("?", "")
         return None
+
+    def charged_durations(self) -> dict:
+        """``{resource: distinct duration expressions of the activities charged to it}``
+        (:attr:`Activity.charged`; activities added as columns are charged to their resource),
+        in a deterministic order."""
+        out: dict = {}
+        for a in self.activities._single.values():
+            r = a.charge or a.resource
+            if r:
+                out.setdefault(r, {})[a.duration] = None
+        for b in self.activities.blocks:
+            import numpy as np
+            has = b.rcode >= 0
+            if has.any():
+                nd = len(b.durations)
+                pairs = np.unique(b.rcode[has].astype(np.int64) * nd + b.dcode[has])
+                for code in pairs.tolist():
+                    out.setdefault(b.resources[code // nd], {})[b.durations[code % nd]] = None
+        return {r: list(d) for r, d in out.items()}
 
     def resource_sums(self) -> list:
         """Symbolic busy time of every resource (an activity without one is its own), distinct."""

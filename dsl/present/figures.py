@@ -113,6 +113,7 @@ def gantt(ax, tl, unit: str = "ms", title: str = "", lanes: list[str] | None = N
     used_kinds: dict[str, str] = {}
     idx = sc.index()
     span = sc.makespan / scale or 1.0
+    bars: dict[tuple, list] = {}         # (row, colour, hatched) -> bars: one collection each
     for a in acts:
         i = idx[a.id]
         s, d = sc.start[i] / scale, (sc.finish[i] - sc.start[i]) / scale
@@ -120,11 +121,16 @@ def gantt(ax, tl, unit: str = "ms", title: str = "", lanes: list[str] | None = N
             continue
         c = color_of(a.kind or "compute", extra)
         used_kinds.setdefault(a.kind or "compute", c)
-        ax.broken_barh([(s, d)], (y[a.lane or a.resource or a.id] - 0.4, 0.8), facecolors=c, edgecolor="white",
-                       linewidth=0.5, hatch="//" if a.style == "hatched" else None)
+        bars.setdefault((y[a.lane or a.resource or a.id], c, a.style == "hatched"), []).append((s, d))
         if labels and a.label and d > span / 60:
             ax.text(s + d / 2, y[a.lane or a.resource or a.id], a.label, ha="center", va="center", fontsize=6,
                     color="white")
+    for (row, c, hatched), xs in bars.items():      # in order of first appearance: deterministic
+        # white edges separate bars; on bars a few pixels wide (thousands of slots) they would
+        # hide the colour, so those are drawn without
+        thin = sum(d for _, d in xs) / len(xs) < span / 200
+        ax.broken_barh(xs, (row - 0.4, 0.8), facecolors=c, edgecolor="white", linewidth=0 if thin else 0.5,
+                       hatch="//" if hatched else None)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(rows)
     ax.invert_yaxis()
