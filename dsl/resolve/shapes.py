@@ -50,6 +50,7 @@ def wanted_shape(kind: str) -> str:
 
 
 def _got(got: Shape | None, decl_kinds: dict) -> str:
+    """", got a list" for a mismatch's summary ("" when the shape is unknown)."""
     if got is None:
         return ""
     if got[0] == DECL:
@@ -194,11 +195,11 @@ class ShapesMixin:
             s, d = n.assign.value.span, self.decls[n.owner].ast.span
             return s is None or d is None or s.file != d.file or not d.line <= s.line <= d.end_line
 
-        fields = [n for n in self.nodes.values() if n.owner in owners and n.kind == "field" and n.assign is not None]
+        fields = [n for n in self.nodes.values() if n.owner in owners and n.kind == "field"
+                  and n.assign is not None and n.default is None]     # a plugin's default is its own
         for n in sorted(fields, key=lambda n: (inherited(n), n.id)):
             nid = n.id
-            if n.owner not in owners or n.kind != "field" or n.assign is None or n.default is not None \
-                    or nid in self._spec_reported:
+            if nid in self._spec_reported:
                 continue
             p = self._spec_of_name(nid)
             if p is None:
