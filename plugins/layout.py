@@ -137,8 +137,8 @@ STEP_PROVIDES += ("mfu_achieved", "compute_mfu", "optimizer_time")
 # the quantities the step defines only under a condition, with the field that enables each
 STEP_PROVIDES_WHEN = (
     ("steps", "the plan's workload has `tokens`"),
-    ("train_time", "the plan's workload has `tokens` and a `deadline` (e.g. `deadline = 30 day`)"),
-    ("finish_time", "the plan's workload has `tokens` and a `deadline` (e.g. `deadline = 30 day`)"),
+    ("train_time", "the plan's workload has `tokens` (e.g. `tokens = 100e9 token`)"),
+    ("finish_time", "the plan's workload has `tokens` (e.g. `tokens = 100e9 token`)"),
     ("tp_comm", "tp > 1"), ("cp_comm", "cp > 1"), ("ep_comm", "ep > 1"),
 )
 
@@ -696,21 +696,26 @@ def plan_quantities_price(ctx):
             act, how = r["activation"], ("one micro-batch in flight"
                                          + (", plus the LM-head logits" if K["logits"] else ""))
         _memory_total(ctx, persistent, act, how)
-    # ---- steps and finish time (fallbacks `use finish` refines)
+    # ---- steps and finish time (fallbacks `use finish` refines): a finish time needs tokens to
+    # train on, not a deadline; the deadline adds the requirement (and makes the finish time a
+    # headline, the answer the plan asks for)
     if wl.has("tokens"):
         steps = ctx.define("steps", ceiling_of(wl.q("tokens", "token") / (K["s"] * K["B"])), "",
                            "optimizer steps: ceil(tokens / tokens per step)", headline=True,
                            references=("steps of a run: training tokens / tokens per step",))
-        if wl.has("deadline") and not ctx.provided("step_budget"):
+        if not ctx.provided("step_budget"):   # `use finish` prices both against the deadline
+            deadline = wl.has("deadline")
             L_ck = ctx.q("overhead", "") if ctx.block("checkpoint") is not None else 0
             train = ctx.define("train_time", steps * ctx.q("step_time", "s"), "day", "steps × step time",
                                fallback=True)
             reserved = wl.q("reserved", "s") if wl.has("reserved") else 0
-            require_time_to_train(ctx, wl)
             fin = ctx.define("finish_time", reserved + train * (1 + L_ck), "day", "T_0 + steps · t_s · (1 + L)",
-                             headline=True, rank=13, fallback=True,
+                             headline=deadline, rank=13, fallback=True,
                              references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",))
-            ctx.require("meets_deadline", fin, "<=", wl.q("deadline", "s"), "day", "the job finishes by the deadline")
+            if deadline:
+                require_time_to_train(ctx, wl)
+                ctx.require("meets_deadline", fin, "<=", wl.q("deadline", "s"), "day",
+                            "the job finishes by the deadline")
 
 
 def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):

@@ -232,6 +232,27 @@ def test_external_plugin_prices_a_layout_plan(demo_site, tmp_path):
     assert cost == pytest.approx(48 * finish_h * 2.5, rel=1e-12)
 
 
+def test_external_plugin_on_a_layout_plan_without_deadline_or_tokens(demo_site, tmp_path):
+    """The finish time needs tokens to train on, not a deadline: without a deadline the block
+    still prices; without tokens it is told why `use layout` has no finish time (not to add
+    `use compute`, a block that lists it too), at the plan, exit 1."""
+    no_deadline = tmp_path / "no_deadline.plan"
+    no_deadline.write_text(LAYOUT_PLAN.replace("  deadline     = 30 day\n", ""), encoding="utf-8")
+    text = LAYOUT_PLAN.replace("  tokens       = 100e9 token\n", "")
+    no_tokens = tmp_path / "no_tokens.plan"
+    no_tokens.write_text(text, encoding="utf-8")
+    r, finish, cost, bad = run_many(("eval", no_deadline), ("get", no_deadline, "p.finish_time", "--in", "h"),
+                                    ("get", no_deadline, "p.gpu_cost"), ("eval", no_tokens), pythonpath=[demo_site])
+    assert r.returncode == 0, r.stderr
+    assert number(cost) == pytest.approx(48 * number(finish) * 2.5, rel=1e-12)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    line = text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith("plan p"))) + 1
+    assert f"{no_tokens}:{line}:6: error[missing-quantity]: `use demo` in plan 'p' needs 'finish_time', which " \
+           "`use layout` does not define for this plan" in bad.stderr, bad.stderr
+    assert "hint: `use layout` defines 'finish_time' only when the plan's workload has `tokens`" in bad.stderr
+    assert "use compute" not in bad.stderr
+
+
 def test_external_plugin_parameters_are_checked(demo_site, tmp_path):
     text = PLAN.replace("use demo { gpu_hour = 2.5 USD/h }", "use demo { gpu_hours = 2.5 USD/h }")
     p = tmp_path / "t.plan"

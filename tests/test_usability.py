@@ -318,15 +318,85 @@ def test_missing_quantity_of_a_used_block_hint(tmp_path):
 
 
 def test_a_conditional_quantity_names_the_field_that_enables_it(tmp_path):
-    """train_time and finish_time exist only when the workload has a deadline: the hint names
-    the field (it said "only for some of its settings")."""
-    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq }\n"
+    """steps, train_time and finish_time exist only when the workload has tokens to train on: the
+    hint names the field (it said "only for some of its settings")."""
+    src = HEAD + ("workload w { seq_len = 4096 token; global_batch = 8 seq }\n"
                   "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 1; mfu = 40 %\n"
                   "  use memory {}\n  use layout {} }\n")
     ws = Workspace(_write(tmp_path, src))
-    for name in ("train_time", "finish_time"):
+    for name in ("steps", "train_time", "finish_time"):
         with pytest.raises(PlanError) as ei:
             ws.lookup(f"p.{name}")
-        assert f"`use layout` defines '{name}' only when the plan's workload has `tokens` and a `deadline`" \
+        assert f"`use layout` defines '{name}' only when the plan's workload has `tokens`" \
             in ei.value.diagnostics[0].hint
-    assert ws.lookup("p.steps") == "p.steps"
+        assert "deadline" not in ei.value.diagnostics[0].hint
+
+
+def test_finish_time_needs_tokens_not_a_deadline(tmp_path, run_cli):
+    """A workload with tokens and no deadline has a train time and a finish time (reserved time
+    included); only the deadline's own outputs (meets_deadline, the finish time as a headline
+    answer) need the deadline."""
+    src = HEAD + ("workload w { tokens = 1e9 token; seq_len = 4096 token; global_batch = 8 seq; reserved = 1 day }\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 1; mfu = 40 %\n"
+                  "  use memory {}\n  use layout {} }\n")
+    path = _write(tmp_path, src)
+    ws = Workspace(path)
+    steps, step = ws.base_value("p.steps"), ws.base_value("p.step_time")
+    assert ws.base_value("p.train_time") == pytest.approx(steps * step, rel=1e-12)
+    assert ws.base_value("p.finish_time") == pytest.approx(86400 + steps * step, rel=1e-12)
+    assert not any(r.name == "meets_deadline" for r in ws.requirements)
+    assert "finish_time" not in [n.name for n in ws.headline("p")]    # no deadline: not the plan's answer
+    code, out, err = run_cli("get", path, "p.finish_time", "--in", "day")
+    assert code == 0 and "Traceback" not in err
+    assert float(out) == pytest.approx((86400 + steps * step) / 86400, rel=1e-9)
+    # with a deadline, the same finish time is checked against it
+    ws = Workspace(_write(tmp_path, src.replace("reserved = 1 day", "reserved = 1 day; deadline = 30 day"),
+                          "d.plan"))
+    assert any(r.name == "meets_deadline" for r in ws.requirements)
+    assert "finish_time" in [n.name for n in ws.headline("p")]
+
+
+def _train_time_reader():
+    """A third-party block that reads the standard train_time (whoever prices it)."""
+    import types
+
+    from dsl.plugin import UseSpec, hookimpl
+    mod = types.ModuleType("plan_test_train_time_reader")
+
+    @hookimpl
+    def plan_blocks_register():
+        return [UseSpec("energy", "GPU time of the run")]
+
+    @hookimpl
+    def plan_quantities_price(ctx):
+        if ctx.block("energy") is not None:
+            ctx.define("gpu_days", ctx.param("gpus") * ctx.q("train_time", "day"), "day", headline=True)
+
+    mod.plan_blocks_register, mod.plan_quantities_price = plan_blocks_register, plan_quantities_price
+    return mod
+
+
+TRAIN_TIME_READER = _train_time_reader()
+
+
+@pytest.mark.parametrize("workload,ok", [("tokens = 1e9 token; ", True), ("", False)])
+def test_a_block_reading_train_time_is_told_what_the_plan_lacks(tmp_path, workload, ok):
+    """train_time needs the workload's tokens (not a deadline); without them the hint names the
+    field, not another block (`use compute`) that also lists train_time."""
+    from dsl.plugin.manager import get_plugins
+    src = HEAD + (f"workload w {{ {workload}seq_len = 4096 token; global_batch = 8 seq }}\n"
+                  "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 2; mfu = 40 %\n"
+                  "  use memory {}\n  use layout {}\n  use energy {} }\n")
+    path = _write(tmp_path, src)
+    if ok:
+        ws = Workspace(path, plugins=get_plugins(extra=(TRAIN_TIME_READER,)))
+        assert ws.base_value("p.gpu_days") == pytest.approx(2 * ws.base_value("p.train_time"), rel=1e-12)
+        return
+    with pytest.raises(PlanError) as ei:
+        Workspace(path, plugins=get_plugins(extra=(TRAIN_TIME_READER,)))
+    d = next(d for d in ei.value.diagnostics if d.severity == "error")
+    assert d.code == "missing-quantity" and (d.span.line, d.span.column) == (4, 6)
+    assert d.summary == ("`use energy` in plan 'p' needs 'train_time', which `use layout` does not define for "
+                         "this plan")
+    assert d.hint.startswith("`use layout` defines 'train_time' only when the plan's workload has `tokens`")
+    assert "use compute" not in d.hint

@@ -288,15 +288,23 @@ class GraphMixin:
         self._check_expectations()   # first: they point at the user's own fields
         self._check_specs()
         missing: dict[tuple, list[str]] = {}
+        blocks = sorted(self.plugins.blocks.values(), key=lambda s: s.name)
         for nid, plugin in sorted(self.wanted.items()):
             if nid not in self.nodes:
                 plan, q = nid.split(".", 1)
-                provider = next((s.name for s in sorted(self.plugins.blocks.values(), key=lambda s: s.name)
-                                 if q in s.provides), None)
-                missing.setdefault((plan, plugin, provider), []).append(q)
-        for (plan, plugin, provider), qs in missing.items():
+                # a block the plan uses that lists it but left it undefined (its condition unmet)
+                # says why; otherwise the block that prices it
+                used = next((s.name for s in blocks if q in s.provides and s.name in self.decls[plan].uses), None)
+                provider = used or next((s.name for s in blocks if q in s.provides), None)
+                why = self._provider_hint(q, plan) if used else None
+                missing.setdefault((plan, plugin, provider, why), []).append(q)
+        for (plan, plugin, provider, why), qs in missing.items():
             names = ", ".join(f"'{q}'" for q in qs)
-            if provider:
+            if why:
+                self.rep.error("missing-quantity", f"`use {self.wanted_block(plugin)}` in plan '{plan}' needs "
+                               f"{names}, which `use {provider}` does not define for this plan",
+                               self.decls[plan].ast.name_span, why)
+            elif provider:
                 self.rep.error("missing-quantity", f"`use {self.wanted_block(plugin)}` in plan '{plan}' needs "
                                f"{names}, priced by `use {provider}`", self.decls[plan].ast.name_span,
                                f"add `use {provider} {{ … }}` to plan '{plan}'")

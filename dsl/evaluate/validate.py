@@ -10,6 +10,7 @@ from ..syntax.diagnostics import did_you_mean, display_path
 from ..engine.units import DIMENSIONLESS, Dim, describe_dim, format_dim, parse_unit
 from ..engine.deferred import deferred
 from ..engine.nodes import Abort, DeclRef, ListVal, Node, Val, rational
+from ..resolve.shapes import mismatch, shape_of_value
 
 
 def _as(dim: Dim) -> str:
@@ -57,8 +58,7 @@ class ValidateMixin:
             span = n.assign.value.span if n.assign else n.span
             if p.kind in ("quantity", "int"):
                 if not n.numeric:
-                    self.rep.error("type", f"'{n.name}' must be a number" + (f" in {p.unit}" if p.unit else ""),
-                                   span, p.doc)
+                    self._kind_error(n, p, span)
                     continue
                 want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
                 if n.dim != want:
@@ -76,14 +76,13 @@ class ValidateMixin:
                                    span, f'did you mean "{guess}"?' if guess else p.doc)
             elif p.kind == "ref":
                 if not isinstance(n.value, DeclRef) or (p.ref_kind and n.value.kind != p.ref_kind):
-                    self.rep.error("type", f"'{n.name}' must name a {p.ref_kind or 'declaration'}", span, p.doc)
+                    self._kind_error(n, p, span)
             elif p.kind == "bool":
                 if not isinstance(n.value, bool):
-                    self.rep.error("type", f"'{n.name}' must be true or false", span, p.doc)
+                    self._kind_error(n, p, span)
             elif p.kind in ("string", "file"):
                 if not isinstance(n.value, str):
-                    what = "a file path in double quotes" if p.kind == "file" else "a string in double quotes"
-                    self.rep.error("type", f"'{n.name}' must be {what}", span, p.doc)
+                    self._kind_error(n, p, span)
                 elif p.kind == "file":
                     from ..engine import safeio
                     f = self.file_param(nid)
@@ -101,23 +100,20 @@ class ValidateMixin:
                             self.rep.error(e.code, e.summary, span, e.hint)
             elif p.kind == "list":
                 if not isinstance(n.value, ListVal):
-                    self.rep.error("type", f"'{n.name}' must be a list like [a, b, c]", span, p.doc)
+                    self._kind_error(n, p, span)
                     continue
                 want = parse_unit(p.unit).dim if p.unit else DIMENSIONLESS
                 for i, (it, isp) in enumerate(zip(n.value.items, n.value.spans or [span] * len(n.value))):
                     if p.item == "ref":
                         if not isinstance(it, DeclRef) or (p.ref_kind and it.kind != p.ref_kind):
-                            self.rep.error("type", f"item {i + 1} of '{n.name}' must name a "
-                                           f"{p.ref_kind or 'declaration'}", isp, p.doc)
+                            self._kind_error(n, p, isp, it, i)
                             break
                     elif p.item == "string":
                         if not isinstance(it, str):
-                            self.rep.error("type", f"item {i + 1} of '{n.name}' must be a string in double quotes",
-                                           isp, p.doc)
+                            self._kind_error(n, p, isp, it, i)
                             break
                     elif not isinstance(it, Val):
-                        self.rep.error("type", f"item {i + 1} of '{n.name}' must be a number"
-                                       + (f" in {p.unit}" if p.unit else ""), isp, p.doc)
+                        self._kind_error(n, p, isp, it, i)
                         break
                     elif it.dim != want:
                         self.rep.error("unit-mismatch", f"item {i + 1} of '{n.name}' must be {_as(want)}, got "
@@ -127,6 +123,16 @@ class ValidateMixin:
                 if p.min_items is not None and len(n.value) < p.min_items:
                     self.rep.error("out-of-range", f"'{n.name}' needs at least {p.min_items} item"
                                    f"{'s' if p.min_items != 1 else ''}, got {len(n.value)}", span, p.doc)
+
+    def _kind_error(self, n: Node, p, span, value=None, item: int | None = None) -> None:
+        """error[type]: node ``n`` (or item ``item`` of it, whose value is ``value``) is not of the
+        kind its spec ``p`` takes; worded as the check before pricing words it
+        (:func:`~dsl.resolve.shapes.mismatch`)."""
+        info = self.decls.get(n.owner)
+        who = n.id if info is not None and info.kind != "plan" else n.name
+        got = shape_of_value(n.value if item is None else value)
+        summary, hint = mismatch(who, p, got, n.id, {k: d.kind for k, d in self.decls.items()}, item)
+        self.rep.error("type", summary, span, hint)
 
     def check_ranges(self, only: str | None = None, inputs_only: bool = False) -> None:
         """Report parameters outside their declared range (exact comparisons), then the sign
@@ -239,7 +245,11 @@ class ValidateMixin:
                 continue
             if n is None or n.state != 2 or n.dim is None:
                 if n is not None and n.state == 2 and n.value is not None:
-                    self.rep.error("type", f"'{nid}' must be a number ({describe_dim(dim)}) for {who}", n.span)
+                    got = {"list": ", got a list", "string": ", got a string", "bool": ", got true/false"}.get(
+                        (shape_of_value(n.value) or ("",))[0], "")
+                    self.rep.error("type", f"'{nid}' must be a number ({describe_dim(dim)}) for {who}{got}",
+                                   n.assign.value.span if n.assign else n.span,
+                                   f"{who} reads it as one number {_as(dim)}: give it one value")
                 continue
             if n.dim != dim:
                 self._spec_reported.add(nid)

@@ -16,12 +16,13 @@ from ..resolve.loader import LoaderMixin
 from ..resolve.declarations import DeclarationsMixin
 from ..resolve.names import NamesMixin
 from ..resolve.expr import ExprMixin
+from ..resolve.shapes import ShapesMixin
 from .graph import GraphMixin
 from .validate import ValidateMixin
 from .values import ValuesMixin
 
 
-class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, GraphMixin, ValidateMixin, ValuesMixin):
+class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, ShapesMixin, GraphMixin, ValidateMixin, ValuesMixin):
     """A loaded `.plan` file with its imports: resolved, priced by the plugins and evaluated.
 
     :param path: the root `.plan` file.

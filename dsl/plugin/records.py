@@ -56,8 +56,8 @@ class UseSpec:
     ``provides`` names the plan quantities the block defines (for documentation and for
     hints such as "'finish_time' is priced by `use finish`").  ``provides_when`` pairs a
     provided quantity the block defines only under a condition with that condition in words
-    naming the field that enables it (``("train_time", "the workload has `tokens` and a
-    `deadline`")``): the hint for a plan that reads it without meeting the condition.
+    naming the field that enables it (``("train_time", "the workload has `tokens`")``): the hint
+    for a plan, or another block, that reads it without meeting the condition.
     ``order`` positions the block's quantities in reports.  ``plugin`` is filled in by the
     facade with the registering plugin's name.
     """

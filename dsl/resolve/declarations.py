@@ -80,6 +80,8 @@ class DeclarationsMixin:
                     self._default_node(nid, info, p, (info.name, None), info.kind)
                 if nid in self.nodes:
                     self._register_spec(nid, p)
+        # a list where a count is expected is an error at the list, before a plugin reads it
+        self.check_written_kinds(n for n, info in self.decls.items() if info.kind != "plan")
         if self.rep.errors:
             return
         for info in self.decls.values():
@@ -311,6 +313,8 @@ class DeclarationsMixin:
             if not ok:
                 continue
             self._apply_defaults(info)
+        # block and plan parameters of the kind their specs take, before any plugin reads one
+        self.check_written_kinds(n for n, info in self.decls.items() if info.kind == "plan")
         if self.rep.errors:
             return
         for info in self.decls.values():
