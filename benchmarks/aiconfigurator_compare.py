@@ -1,4 +1,4 @@
-"""Side by side: the engine step time of plugins/serving_step.py against NVIDIA AIConfigurator.
+"""Side by side: the engine step time of plugins/serving/serving_step.py against NVIDIA AIConfigurator.
 
 AIConfigurator (PyPI ``aiconfigurator``, 0.12; not a dependency of this project) prices a
 serving configuration from per-operation latencies measured on real GPUs (its bundled
@@ -64,7 +64,7 @@ prices uniform routing (the step model's default).  Only the routing — the wor
 measured under — is taken from its source; the kernel times are our device model's.
 
 Device constants: the catalog's peak_flops and mem_bw with the efficiency fields of the
-device (generic defaults of plugins/serving_step.py when the catalog has none); the TP link is
+device (generic defaults of plugins/serving/serving_step.py when the catalog has none); the TP link is
 the catalog's NVLink of the host (nvlink4, 450 GB/s per direction; A100 NVLink 3, 300 GB/s).
 Nothing here is fitted to AIConfigurator's numbers.
 """
@@ -160,9 +160,9 @@ def aic_experts_hit(T, E, k, alpha=AIC_ALPHA, draws=4000, seed=0):
 @functools.lru_cache(maxsize=None)
 def skew_for_experts_hit(E, k, T, hit):
     """The ``expert_skew`` s ≥ 0 at which a step of ``T`` tokens hits ``hit`` distinct experts in
-    expectation (:func:`plugins.serving_step.distinct_experts`, decreasing in s): 0 when ``hit`` is
+    expectation (:func:`plugins.serving.serving_step.distinct_experts`, decreasing in s): 0 when ``hit`` is
     at least the uniform count, else bisection to 1e-9 on [0, 64]."""
-    from plugins.serving_step import distinct_experts
+    from plugins.serving.serving_step import distinct_experts
 
     f = lambda s: float(distinct_experts(E, k, T, s)) - hit   # noqa: E731
     if f(0.0) <= 0:
@@ -178,8 +178,8 @@ def routing_knobs(ws, model, routing="top20"):
     """Step knobs for ``model``'s routing: {} for a dense model or ``routing`` = "uniform" (or
     "aic", whose skew depends on the step: :func:`routed`); for "top20", ``expert_skew`` at which
     the top 20 % of experts take :data:`AIC_TOP20_SHARE` of the routed tokens
-    (:func:`plugins.serving_step.skew_for_top_share`)."""
-    from plugins.serving_step import skew_for_top_share
+    (:func:`plugins.serving.serving_step.skew_for_top_share`)."""
+    from plugins.serving.serving_step import skew_for_top_share
 
     if routing != "top20" or not ws.has(f"{model}.experts"):
         return {}
@@ -205,7 +205,7 @@ def routed(ws, model, c, routing="aic"):
 def ours_static(cT, b, isl, osl):
     """(TTFT, TPOT, tokens/s/GPU) of a static batch; ``cT``: step constants by tokens in the step
     (:func:`routed`)."""
-    from plugins.serving_step import static_batch
+    from plugins.serving.serving_step import static_batch
 
     c = cT(b * isl)
     ttft = static_batch(c, b, isl, osl)[0]
@@ -214,7 +214,7 @@ def ours_static(cT, b, isl, osl):
 
 
 def ours_agg(cT, b, isl, osl, layers):
-    from plugins.serving_step import step_time
+    from plugins.serving.serving_step import step_time
 
     ctx = isl
     fill = math.ceil(isl * b / ctx)
@@ -242,7 +242,7 @@ def ours_agg(cT, b, isl, osl, layers):
 def ours_disagg(cT, b, isl, osl):
     """(TTFT, TPOT, tokens/s/GPU) of one prefill worker (one prompt a step) and one decode
     worker of b sequences, each of c["tp"] GPUs, with AIConfigurator's schedule factors."""
-    from plugins.serving_step import static_batch
+    from plugins.serving.serving_step import static_batch
 
     prefill, _ = static_batch(cT(isl), 1, isl, osl)
     _, decode = static_batch(cT(b), b, isl, osl)
@@ -323,7 +323,7 @@ def main(argv=None):
         from aiconfigurator import __version__ as aic_version  # type: ignore[attr-defined]
     else:
         aic_version = "0.12.0 (stored figures)"
-    from plugins.serving_step import step_constants
+    from plugins.serving.serving_step import step_constants
 
     models, systems = args.models.split(","), args.systems.split(",")
     points = [(m, s) for m in models for s in systems]

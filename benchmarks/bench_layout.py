@@ -3,8 +3,8 @@
 Run:  python benchmarks/bench_layout.py [--repeat 7]
 
 Method: in-process.  Loads specs/cases/layout-mt-nlg-530b.plan once, then times
-``plugins.layout_search.run`` (local engine: constants, candidate grid, the vectorised closed forms of
-``plugins/layout_model.py``, the validity rules with reasons, the Pareto front and the
+``plugins.training.layout_search.run`` (local engine: constants, candidate grid, the vectorised closed forms of
+``plugins/training/layout_model.py``, the validity rules with reasons, the Pareto front and the
 explanations) for each plan, and for a plan without a valid layout its diagnosis (the nearest
 batch and GPU count) apart — 5,128, 4,096 and the published 4,480 GPUs — in this one process
 (numpy runs on one core), and the cold `plan search` of the first plan in a new process.
@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     a = ap.parse_args()
     import dsl
-    from plugins import layout_search as search
+    from plugins.training import layout_search as search
 
     t = time.perf_counter()
     ws = dsl.load(CASE)

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def search(repeat: int) -> list[float]:
-    from plugins.rl_colocate import best_order
+    from plugins.workloads.rl_colocate import best_order
 
     rng = random.Random(1)
     times = []

@@ -3,8 +3,8 @@
 Run:  python benchmarks/bench_roofline.py [--repeat 7] [--calculon PATH] [--calculon-python PY]
 
 Method.  This project: specs/cases/layout-mt-nlg-530b.plan is loaded once; then
-``plugins.layout_search.run`` (constants, the 7,680-candidate grid, the closed forms of
-``plugins/layout_model.py`` vectorised with numpy, the validity and memory rules, ranking,
+``plugins.training.layout_search.run`` (constants, the 7,680-candidate grid, the closed forms of
+``plugins/training/layout_model.py`` vectorised with numpy, the validity and memory rules, ranking,
 Pareto front, explanations) is timed in-process for plan ``published`` (efficiency = "mfu")
 and ``published_roofline`` (efficiency = "roofline": every GEMM and memory-bound op of the
 layer table on the device curves), and ``evaluate_chunk`` alone (the model and the rules);
@@ -74,7 +74,7 @@ print(json.dumps({"per_eval_s": dt, "step_s": m.get_total_time()}))
 
 def bench_plan(repeat: int):
     import dsl
-    from plugins import layout_search as search
+    from plugins.training import layout_search as search
 
     ws = dsl.load(CASE)
     out = {}

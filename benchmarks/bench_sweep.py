@@ -52,7 +52,7 @@ def main() -> None:
         rows.append((n, max(rates), statistics.median(rates)))
         print(f"{n:>10,} points  best {max(rates) / 1e6:6.2f} M eval/s  median {statistics.median(rates) / 1e6:6.2f} M eval/s")
     if a.figure:
-        from dsl.present.figures import new_figure, save
+        from dsl.plugin.figures import new_figure, save
         fig = new_figure(6, 3.5)
         ax = fig.add_subplot(111)
         ax.plot([r[0] for r in rows], [r[2] / 1e6 for r in rows], "o-", label="median")

@@ -2,7 +2,7 @@
 
 Run:  python benchmarks/bench_trace.py [--repeat 5]
 Prints the median, min and max over REPEAT runs of: reading each Azure 2023 trace of
-specs/data/traces/ with ``plugins.serving_trace.read_trace`` (csv module, validation of every
+specs/data/traces/ with ``plugins.serving.serving_trace.read_trace`` (csv module, validation of every
 cell), bucketing it into 60 s windows and the decode-weighted context sums; and the cold wall
 time of `plan eval specs/cases/serving-azure-trace.plan` (three plans over both traces, in a
 new process).  Results go in benchmarks/RESULTS.md by hand; no unit test asserts a timing.
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from plugins import serving_trace as st  # noqa: E402
+from plugins.serving import serving_trace as st  # noqa: E402
 
 TRACES = sorted((ROOT / "specs" / "data" / "traces").glob("*.csv"))
 CASE = ROOT / "specs" / "cases" / "serving-azure-trace.plan"

@@ -24,7 +24,7 @@ END = "<!-- end calibration-table -->"
 
 def markdown() -> str:
     import dsl
-    from plugins import calibrate as cal
+    from plugins.training import calibrate as cal
 
     ws = dsl.load(CASE)
     roof, simple = cal._table(ws, "fit"), cal._table(ws, "fit_mfu")

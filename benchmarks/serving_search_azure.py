@@ -6,13 +6,13 @@ Run:  python benchmarks/serving_search_azure.py [--simulate 4] [--load 4] [--rep
 Target (issue: serving on engine terms): a search over ≥ 1,000 serving configurations in
 ≤ 10 s on one core.
 
-Method (plugins/serving_search.py): every configuration is *screened* by a steady-state
+Method (plugins/serving/serving_search.py): every configuration is *screened* by a steady-state
 estimate vectorised in numpy — KV capacity from the engine's memory formulas (one sympy sizing
 per device × tp × pp, then numpy over max_num_seqs and chunk), the step time of the engine's
 roofline at the concurrency the busiest minute's arrival rate implies (a fixed point t =
 step(λ·P̄·t prefill tokens, λ·Ḡ·t decodes), an M/G/1 queue for a disaggregated prefill pool) —
 and only the few the screen ranks first are *simulated* on the whole trace with the
-continuous-batching simulator (plugins/serving_sim.py) for their p95 TTFT and TPOT.  The
+continuous-batching simulator (plugins/serving/serving_sim.py) for their p95 TTFT and TPOT.  The
 screen's cost grows with the configurations, the simulations' with ``simulate``.
 
 The grid: Qwen3-8B on H100 SXM, H200 and A100 SXM 80 GB; tp 1, 2, 4, 8; pp 1, 2; replicas
@@ -72,7 +72,7 @@ def child(args) -> int:
     """One timed search in this process: prints a JSON object of the phases' wall and CPU times,
     the search's counts and the chosen configuration."""
     import dsl
-    from plugins import serving_search as ss
+    from plugins.serving import serving_search as ss
 
     trace = ROOT / "specs" / "data" / "traces" / "azure-llm-2023-conv.csv"
     # the plan must lie in the project root (the trace is read from it): a temporary directory

@@ -4,7 +4,7 @@ Run:  python benchmarks/serving_sim_azure.py [--repeat 5] [--reference] [--engin
 
 Target (issue: serving on engine terms): the whole trace simulated in ≤ 2 s on one core.
 
-Method (plugins/serving_sim.py :func:`simulate`).  A per-iteration loop would run ~400,000
+Method (plugins/serving/serving_sim.py :func:`simulate`).  A per-iteration loop would run ~400,000
 engine iterations in Python (``--reference`` times it).  The simulator is event driven instead:
 
 * decoding sequences are implicit — a global decode counter D and, per sequence, key =
@@ -28,7 +28,7 @@ random traces).  Timed: :func:`simulate` and the metrics summary (percentiles by
 The step cost is affine with the constants below (Qwen3-8B BF16 on one H100 SXM: 16.4 GB of
 weights at 3.35 TB/s·0.8 ≈ 6 ms per iteration, 2·8.2 GFLOP per token at 989 TFLOP/s·0.5 ≈ 33 µs,
 144 KiB of KV per context token at 2.7 TB/s ≈ 55 ns); ``--engine-step`` uses the engine's step
-model (plugins/serving_step.py) for the same model and device when it is installed.
+model (plugins/serving/serving_step.py) for the same model and device when it is installed.
 Results go in benchmarks/RESULTS.md by hand; no unit test asserts a timing.
 """
 from __future__ import annotations
@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from plugins import serving_sim as S  # noqa: E402
-from plugins import serving_trace as st  # noqa: E402
+from plugins.serving import serving_sim as S  # noqa: E402
+from plugins.serving import serving_trace as st  # noqa: E402
 
 TRACE = ROOT / "specs" / "data" / "traces" / "azure-llm-2023-conv.csv"
 AFFINE = {"overhead": 6e-3, "token": 33e-6, "context": 55e-9}
@@ -60,13 +60,13 @@ def _stats(ts: list[float]) -> str:
 def _engine_step():
     """(step_time, c, o) of the engine's step model for Qwen3-8B on an H100 SXM, or None."""
     try:
-        from plugins import serving_step
+        from plugins.serving import serving_step
     except ImportError:
         return None
     import tempfile
 
     import dsl
-    from plugins.layout_model import ops
+    from plugins.training.layout_model import ops
     text = ('import "@catalog/hardware.plan"\nimport "@catalog/models.plan"\n'
             "plan p { model = qwen3_8b; device = h100_sxm; use serving_step { } }\n")
     with tempfile.TemporaryDirectory() as d:
@@ -98,7 +98,7 @@ def main() -> None:
     if a.engine_step:
         es = _engine_step()
         if es is None:
-            print("engine step model: plugins/serving_step.py is not installed")
+            print("engine step model: plugins/serving/serving_step.py is not installed")
         else:
             costs.append(("engine step model (Qwen3-8B, H100 SXM)", *es))
     for name, f, c, o in costs:

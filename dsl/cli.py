@@ -636,7 +636,7 @@ def _select_plans(ws, file: str, wanted):
 def cmd_figure(args) -> int:
     from pathlib import Path
 
-    from dsl.present.figures import FigureError, new_figure, save
+    from dsl.plugin.figures import FigureError, new_figure, save
 
     ws = _load(args.file)
     _warn(ws)
@@ -665,7 +665,7 @@ def cmd_figure(args) -> int:
                     print(out / f"{p}-{name}.{args.format}")
                     written += 1
     except FigureError as e:
-        from dsl.present.figures import MissingPackage
+        from dsl.plugin.figures import MissingPackage
         missing = isinstance(e, MissingPackage)
         print(f"plan: error[{'missing-dependency' if missing else 'figure'}]: {e}", file=sys.stderr)
         return EXIT_MISSING if missing else EXIT_PLAN
@@ -677,7 +677,7 @@ def cmd_figure(args) -> int:
 def _list_figures(ws, args, specs) -> int:
     """`plan figure FILE --list`: the figures that apply to FILE's plans (each drawn once, off
     screen, to find out), with the plans they apply to; the others are counted."""
-    from dsl.present.figures import FigureError, MissingPackage, new_figure
+    from dsl.plugin.figures import FigureError, MissingPackage, new_figure
 
     plans = _select_plans(ws, args.file, args.plan)
     rows, others = [], 0
@@ -709,7 +709,7 @@ def _list_figures(ws, args, specs) -> int:
 
 
 def cmd_timeline(args) -> int:
-    from dsl.present.figures import text_timeline
+    from dsl.plugin.figures import text_timeline
     from dsl.engine.units import UnitError, check_unit_for, format_number, parse_unit
 
     ws = _load(args.file)
@@ -1474,7 +1474,7 @@ def cmd_graph(args) -> int:
         print(f"{args.file}: no plan to draw", file=sys.stderr)
         return EXIT_PLAN
     g = graphviz.subgraph(ws, plan, q)
-    from dsl.present.figures import MissingPackage
+    from dsl.plugin.figures import MissingPackage
     try:
         text = {"dot": graphviz.to_dot, "mermaid": graphviz.to_mermaid, "svg": graphviz.to_svg}[args.format](ws, g, plan)
     except MissingPackage as e:     # SVG is drawn with matplotlib, an optional package (as for `plan figure`)

@@ -15,7 +15,7 @@ block (built-in or third-party) reads and writes the same names:
 * the ``training_step`` slot: its timeline ``step`` and the anchors other plugins order
   against — ``input_wait`` (waiting for the next batch) and ``compute`` (forward, backward and
   update of every micro-batch) — implemented by the training step of ``use layout`` (and its
-  aliases ``use compute`` / ``use zero``, plugins/layout.py).
+  aliases ``use compute`` / ``use zero``, plugins/training/layout.py).
 
 A plugin that reads ``gpus`` as seconds, or defines ``step_time`` in bytes, is an error naming
 it and this plugin.

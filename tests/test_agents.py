@@ -84,7 +84,7 @@ def test_prefix_reuse_tokens_and_flops(ws):
 def test_round_two_prefill_by_hand():
     # round 2: I = 1,443, K = 1,392 -> P = 51 new rows; appending 100 tokens adds 100 rows;
     # editing token 501 of 2,000 leaves a 500-token prefix (P = 1,500)
-    from plugins.llmstate import prefill_flops
+    from plugins.model.llmstate import prefill_flops
 
     class View:           # Qwen3-8B fields
         f = {"layers": 36, "hidden": 4096, "ffn": 12288, "heads": 32, "kv_heads": 8, "head_dim": 128,

@@ -102,7 +102,7 @@ def test_n_opt_is_derived_and_matches_the_book_form(law):
 def test_closed_form_split_is_the_stationary_point():
     """optimal_split's closed form zeroes dL/dN of L(N, C/(6N)) and is a minimum there
     (second derivative > 0), checked by sympy on the symbols, not by re-deriving it."""
-    from plugins.budgets import optimal_split
+    from plugins.workloads.budgets import optimal_split
     n_opt, d_opt, (A, B, a, b, C) = optimal_split()
     N = sp.Symbol("N", positive=True)
     loss = A / N ** a + B / (C / (6 * N)) ** b

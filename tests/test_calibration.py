@@ -1,4 +1,4 @@
-"""Calibration against measured runs (``use calibrate``, plugins/calibrate.py) and the validation
+"""Calibration against measured runs (``use calibrate``, plugins/training/calibrate.py) and the validation
 set of Narayanan et al. 2021 Table 1 (specs/data/calibration/narayanan2021-table1.csv).
 
 Numbers here come from the paper's table (the CSV, whose README cites each column) or from hand
@@ -13,7 +13,7 @@ import pytest
 import dsl
 from conftest import REPO_ROOT, run_main
 from dsl.syntax.diagnostics import PlanError
-from plugins import calibrate as cal
+from plugins.training import calibrate as cal
 
 CSV = REPO_ROOT / "specs" / "data" / "calibration" / "narayanan2021-table1.csv"
 CASE = REPO_ROOT / "specs" / "cases" / "calibrate-megatron-a100.plan"
@@ -67,10 +67,10 @@ def test_measured_step_is_the_papers_flops_over_the_achieved_throughput():
 
 
 def test_the_megatron_convention_of_flops_py_is_not_the_papers_count():
-    """plugins/flops.py's ``megatron`` convention is today's Megatron-LM code (3 passes, causal
+    """plugins/model/flops.py's ``megatron`` convention is today's Megatron-LM code (3 passes, causal
     attention): 72·B·s·l·h²·(1 + s/(12h) + V/(12·l·h)) for a GPT without recomputation, not the
     paper's 96·… with recomputation — so a measured throughput of the paper is not converted with it."""
-    from plugins import flops
+    from plugins.model import flops
     r = BY_NAME["1.7B"]
     h, l, s, V = r.hidden, r.layers, r.seq_len, r.vocab
     a = {"L": l, "h": h, "nq": r.heads, "nkv": r.heads, "dh": h // r.heads, "V": V, "f": 4 * h, "mats": 2,

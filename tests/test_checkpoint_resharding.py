@@ -1,12 +1,12 @@
 """Re-sharding by global coordinates (book §10.4.2, figure 10-31, footnote 17):
-specs/cases/checkpoint-resharding.plan and :func:`plugins.resharding.reshard`."""
+specs/cases/checkpoint-resharding.plan and :func:`plugins.reliability.resharding.reshard`."""
 from __future__ import annotations
 
 import pytest
 
 import dsl
 from conftest import CASES, qval, run_cli
-from plugins.resharding import reshard
+from plugins.reliability.resharding import reshard
 
 FILE = CASES / "checkpoint-resharding.plan"
 MiB = 2 ** 20

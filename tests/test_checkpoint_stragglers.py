@@ -15,7 +15,7 @@ import sympy as sp
 import dsl
 from conftest import CASES, qval, run_cli
 from dsl.results.solver import solve_query
-from plugins.stragglers import expected_max_normal
+from plugins.reliability.stragglers import expected_max_normal
 
 FILE = CASES / "checkpoint-stragglers.plan"
 
@@ -56,7 +56,7 @@ def test_memoised_nodes_give_the_plain_quadrature(dps):
     for integer and real n, also after another precision filled the memo."""
     import mpmath
 
-    from plugins.stragglers import _emax
+    from plugins.reliability.stragglers import _emax
 
     def plain(n):
         return mpmath.quad(lambda x: x * n * mpmath.npdf(x) * mpmath.ncdf(x) ** (n - 1),

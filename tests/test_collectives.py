@@ -1,4 +1,4 @@
-"""Collectives with algorithms (plugins/collectives.py): nccl-tests' bandwidth definitions,
+"""Collectives with algorithms (plugins/hardware/collectives.py): nccl-tests' bandwidth definitions,
 published nccl-tests measurements per algorithm, the algorithm choice, groups spanning hosts,
 the numpy and sympy paths, `use collective`, and the training step's roofline mode.
 
@@ -17,8 +17,8 @@ import sympy as sp
 
 import dsl
 from dsl.syntax.diagnostics import PlanError
-from plugins import collectives as coll
-from plugins import layout_model as lm
+from plugins.hardware import collectives as coll
+from plugins.training import layout_model as lm
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = {r["id"]: r for r in csv.DictReader((ROOT / "specs/data/nccl-tests/busbw.csv").open(encoding="utf-8"))}
@@ -310,7 +310,7 @@ def test_cli_prints_the_answer(tmp_path):
 @pytest.fixture(scope="module")
 def search_case():
     from dsl.results.evaluation import evaluate_file
-    from plugins import layout_search as ls
+    from plugins.training import layout_search as ls
     case = ROOT / "specs/cases/layout-qwen3-8b-4090.plan"
     ws = evaluate_file(case)
     plan = next(p for p, d in ws.decls.items() if "layout_search" in d.uses)

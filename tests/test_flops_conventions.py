@@ -1,4 +1,4 @@
-"""FLOP counting conventions of ``use compute { flops = … }`` (plugins/flops.py).
+"""FLOP counting conventions of ``use compute { flops = … }`` (plugins/model/flops.py).
 
 Every expected figure is a hand computation written out below from the convention's cited
 formula (not the code's output), or a published figure:

@@ -15,7 +15,7 @@ def test_quantity_nodes_carry_expr_unit_plugin_doc(case_ws):
         attrs = g.nodes[nid]
         assert isinstance(attrs["expr"], sp.Basic)
         assert attrs["unit"] and attrs["plugin"] and attrs["doc"]
-    # one training-step model prices both (plugins/layout.py)
+    # one training-step model prices both (plugins/training/layout.py)
     assert g.nodes["gpus48.compute_time"]["plugin"] == "layout"
     assert g.nodes["gpus48.transfer_time"]["plugin"] == "layout"
 

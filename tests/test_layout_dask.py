@@ -8,7 +8,7 @@ from conftest import CASES, run_cli
 
 np = pytest.importorskip("numpy")
 distributed = pytest.importorskip("distributed")
-from plugins import layout_search as search  # noqa: E402
+from plugins.training import layout_search as search  # noqa: E402
 
 
 @pytest.fixture(scope="module")

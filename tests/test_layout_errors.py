@@ -117,7 +117,7 @@ def test_valid_expert_parallel_degree_is_priced(write_plan):
 
 def test_moe_expert_rules(write_plan):
     np = pytest.importorskip("numpy")
-    from plugins import layout_search as search
+    from plugins.training import layout_search as search
     text = HEAD + '''plan m {
   model = qwen3_30b_a3b; workload = w; device = h100_sxm; gpus = 64; gpus_per_host = 8; mfu = 30 %
   use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam"; usable = 76 GiB }
@@ -140,7 +140,7 @@ def test_moe_expert_rules(write_plan):
 
 def test_ep_on_a_dense_model(write_plan):
     pytest.importorskip("numpy")
-    from plugins import layout_search as search
+    from plugins.training import layout_search as search
     ws = dsl.load(_plan(write_plan, "use layout_search { tp = [1]; ep = [1, 2]; zero = [3] }"))
     res = search.run(ws, "p")
     c = res.columns

@@ -1,4 +1,4 @@
-"""The lazy sympy path of ``plugins.layout_model.evaluate``: every value it returns is the
+"""The lazy sympy path of ``plugins.training.layout_model.evaluate``: every value it returns is the
 expression the eager text builds (the same sympy object, compared structurally), for dense and
 MoE layouts, both efficiency modes, every ZeRO stage and recomputation mode, with and without
 offload; a value is built only when read; ``where`` keeps only the branch it takes."""
@@ -9,7 +9,7 @@ import itertools
 import pytest
 import sympy as sp
 
-from plugins import layout_model as lm
+from plugins.training import layout_model as lm
 
 SYM = lm.ops("sympy")
 

@@ -12,7 +12,7 @@ from dsl.syntax.diagnostics import PlanError
 from conftest import CASES, qval, run_cli
 
 np = pytest.importorskip("numpy")
-from plugins import layout_search as search  # noqa: E402
+from plugins.training import layout_search as search  # noqa: E402
 
 CASE = CASES / "layout-qwen3-8b-4090.plan"
 N = 8_190_735_360                     # Qwen3-8B parameters (catalog)
@@ -233,7 +233,7 @@ def test_pipeline_sends_on_the_critical_path_match_the_event_engine():
     steady-state micro-batches 3 and 4 waits one τ for the other stage: 4τ.  Interleaved
     (v = 2): 2(pv−1) sends, the fill and drain through every chunk boundary."""
     from dsl.testing import evaluate_snippet
-    from plugins.layout_model import ops, pp_crossings
+    from plugins.training.layout_model import ops, pp_crossings
     o = ops("numpy")
     assert pp_crossings(2, 1, np.array([4.0]), o)[0] == 4
     for p, m, v in ((2, 4, 1), (3, 7, 1), (4, 9, 1), (7, 24, 1), (4, 8, 2), (3, 6, 3)):
@@ -415,7 +415,7 @@ def test_eval_and_search_agree_on_fitting_memory(tmp_path, usable):
     # of ~75.5 GiB per GPU fits at usable = 79 GiB in both (the search used to cap at 74.5 GiB, the "80 GB"
     # read in decimal, and rejected it while eval said ok), fails at 74 GiB in both, and at 81 GiB fits in
     # both (the search's cap, 80 GiB, is above it) while eval warns that usable is more than the device has
-    from plugins.memory import device_capacity
+    from plugins.training.memory import device_capacity
     assert device_capacity(80e9) == pytest.approx(80 * 2**30, rel=1e-15)
     f = tmp_path / "p.plan"
     f.write_text(EVAL_AND_SEARCH.replace("USABLE", usable), encoding="utf-8")

@@ -53,7 +53,7 @@ def test_affordable_transient_is_solved(ws):
 
 
 def test_curve_matches_16n_over_d(ws):
-    from plugins.zero import memory_curve
+    from plugins.training.zero import memory_curve
     ds = [1, 4, 8, 11, 16, 32]
     ys = memory_curve(ws, "zero3_d8", ds)
     for d, y in zip(ds, ys):

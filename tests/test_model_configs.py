@@ -1,7 +1,7 @@
 """Hugging Face configs of many families → exact parameter counts.
 
 Every expected count is computed here by a hand formula written out per family (from the family's
-modelling code in ``transformers``), independent of plugins/decoder.py; where a model card or
+modelling code in ``transformers``), independent of plugins/model/decoder.py; where a model card or
 paper prints an exact count it is quoted beside it:
 GPT-2 124,439,808 and BERT-base 109,482,240 (with pooler) are the counts `sum(p.numel())` of
 GPT2Model / BertModel reported widely; Qwen3-8B 8,190,735,360 is the count the Qwen3 config
@@ -237,7 +237,7 @@ def test_sliding_window_layers_and_kv(catalog):
 
 def test_attention_pairs():
     import sympy as sp
-    from plugins.decoder import attention_pairs
+    from plugins.model.decoder import attention_pairs
     a = dict(L=sp.Integer(4), local=sp.Integer(3), window=sp.Integer(8), bidirectional=False)
     # 1 global layer: 16·17/2 = 136 pairs; 3 local: queries 0..7 see 1..8 keys (36), 8..15 see 8 (64)
     assert attention_pairs(a, sp.Integer(16)) == 136 + 3 * (36 + 64)
@@ -315,7 +315,7 @@ def test_unread_keys_are_a_warning(tmp_path):
 
 
 def test_every_model_field_is_documented():
-    from plugins.decoder import MODEL_FIELDS
+    from plugins.model.decoder import MODEL_FIELDS
     docs = "".join((REPO_ROOT / p).read_text(encoding="utf-8")
                    for p in ("docs/language.md", "docs/models.md", "docs/plugins/moe.md"))
     assert [p.name for p in MODEL_FIELDS if f"`{p.name}`" not in docs] == []

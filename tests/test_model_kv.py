@@ -1,5 +1,5 @@
 """KV cache of sliding-window models: every block sizes a sequence's KV through
-plugins.llmstate, a local layer holding at most its window of the context.
+plugins.model.llmstate, a local layer holding at most its window of the context.
 
 Expected bytes are hand computations from the configs (BF16, 2 bytes per element):
 Gemma 3 12B (specs/catalog/hf/gemma3-12b-key-fields.json): 48 layers, sliding_window_pattern 6 →

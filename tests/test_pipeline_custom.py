@@ -5,7 +5,7 @@ import pytest
 
 import dsl
 from conftest import CASES, qval
-from plugins import pipeline_schedules as S
+from plugins.training import pipeline_schedules as S
 
 CASE = CASES / "pipeline-custom.plan"
 

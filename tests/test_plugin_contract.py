@@ -300,7 +300,7 @@ def test_disabling_an_unknown_plugin_is_a_warning():
 
 
 def test_an_installed_plugin_can_also_be_passed_to_the_helpers():
-    import plugins.checkpoint as installed
+    import plugins.reliability.checkpoint as installed
     pl = fresh_plugins([installed])
     assert "checkpoint" in pl.names and not pl.conflicts
 

@@ -82,7 +82,7 @@ def test_pipeline_figures_list_for_the_layouts_pipeline():
 @pytest.mark.parametrize("plan,schedule", [("f1b", "1f1b"), ("il", "interleaved")])
 def test_pipeline_gantt_names_the_layouts_schedule(pp70b, plan, schedule):
     pytest.importorskip("matplotlib")
-    from dsl.present.figures import new_figure
+    from dsl.plugin.figures import new_figure
     specs = pp70b.plugins.figures
     fig = new_figure()
     assert specs["pipeline-gantt"].draw(pp70b, plan, fig)
@@ -128,7 +128,7 @@ def test_what_if_charges_the_pipelined_compute_to_the_gpu(whatif):
     compute, which the reduction overlaps), the pipeline bubble and the optimizer step; the
     exposed TP all-reduces on that wait are the link's.  It was charged to nothing: 'gpu
     share 0.02 %'."""
-    from plugins.scaling import amdahl_rows
+    from plugins.workloads.scaling import amdahl_rows
     path = whatif.critical_path("on_h100", "step")["path"]
     assert path[-4:] == ["backward_lag", "grad_reduce", "reducescatter_last", "optimizer_step"]
     q = {k: qval(whatif, f"on_h100.{k}", "s") for k in ("compute_time", "bubble_time", "optimizer_time",
@@ -146,7 +146,7 @@ def test_what_if_charges_the_pipelined_compute_to_the_gpu(whatif):
 def test_what_if_gpu_doubled_agrees_with_re_evaluating(whatif):
     """T'/T for a GPU twice as fast against the plan re-evaluated on such a GPU: within 1 %
     (the bubble's boundary sends do not get faster with the GPU)."""
-    from plugins.scaling import amdahl_rows
+    from plugins.workloads.scaling import amdahl_rows
     ratio = next(t2 / T for res, _, r, T, t2 in amdahl_rows(whatif, "on_h100") if res == "gpu" and r == 2)
     measured = qval(whatif, "gpu_x2.step_time", "s") / qval(whatif, "on_h100.step_time", "s")
     assert ratio == pytest.approx(measured, rel=0.01)

@@ -137,7 +137,7 @@ def test_every_plugin_table_and_figure_is_included(case_ws, data, html_text):
     for name, spec in case_ws.plugins.tables.items():
         if spec.build(case_ws, "gpus48") is not None:
             assert f'data-table="{name}"' in html_text
-    from dsl.present.figures import new_figure
+    from dsl.plugin.figures import new_figure
     for name, spec in case_ws.plugins.figures.items():
         if spec.draw(case_ws, "gpus48", new_figure()):
             assert f'data-figure="{name}"' in html_text

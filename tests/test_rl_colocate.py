@@ -12,7 +12,7 @@ import pytest
 import dsl
 from conftest import CASES, qval
 from dsl.results.solver import solve_query
-from plugins.rl_colocate import best_order
+from plugins.workloads.rl_colocate import best_order
 
 CASE = CASES / "rl-colocate.plan"
 

@@ -17,8 +17,8 @@ import pytest
 
 import dsl
 from dsl.syntax.diagnostics import PlanError
-from plugins import layout_model as lm
-from plugins import layout_search as search
+from plugins.training import layout_model as lm
+from plugins.training import layout_search as search
 
 from conftest import CASES, qval
 
@@ -172,7 +172,7 @@ def mtnlg():
 def test_mt_nlg_roofline_search_best_fits_the_device(mtnlg):
     res = search.run(mtnlg, "published_roofline")
     c = res.columns
-    # A100 "80 GB" (catalog): 80 GiB of HBM, the bound a usable may claim (plugins.memory.device_capacity)
+    # A100 "80 GB" (catalog): 80 GiB of HBM, the bound a usable may claim (plugins.training.memory.device_capacity)
     device = 80 * 2 ** 30
     limit = min(76 * 2 ** 30, device)
     assert res.best is not None and c["memory"][res.best] <= limit
@@ -188,7 +188,7 @@ def test_mt_nlg_roofline_search_best_fits_the_device(mtnlg):
 def test_usable_memory_above_the_device_never_admits_a_layout(write_plan):
     """A plan that states more usable memory than its device has: the search caps it at the
     device's memory — its nominal "24 GB" read as GiB, the bound `use memory` warns at
-    (plugins.memory.device_capacity) — and a NaN memory is never a fit."""
+    (plugins.training.memory.device_capacity) — and a NaN memory is never a fit."""
     text = """
 import "@catalog/hardware.plan"
 model m { layers = 8; hidden = 4096; ffn = 16384; heads = 32; vocab = 32000 }

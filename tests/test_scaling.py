@@ -12,7 +12,7 @@ import dsl
 from conftest import CASES, qval, run_cli
 from dsl.syntax.diagnostics import PlanError
 from dsl.results.solver import solve_query
-from plugins.scaling import amdahl_rows
+from plugins.workloads.scaling import amdahl_rows
 
 CASE = CASES / "scaling-deadline.plan"
 

@@ -1,4 +1,4 @@
-"""`use serving_search` (plugins/serving_search.py): the SLO search over serving deployments.
+"""`use serving_search` (plugins/serving/serving_search.py): the SLO search over serving deployments.
 
 The screen is checked against a brute force: every configuration of a small search simulated
 through serving_sim, the least objective among those meeting the targets, compared with the
@@ -15,7 +15,7 @@ import pytest
 import dsl
 from conftest import qval
 from dsl.syntax.diagnostics import PlanError
-from plugins import serving_search as ss
+from plugins.serving import serving_search as ss
 
 HEAD = """\
 import "@catalog/hardware.plan"
@@ -57,7 +57,7 @@ def small(tmp_path_factory):
 
 
 def _workload(d):
-    from plugins.serving_trace import load_trace
+    from plugins.serving.serving_trace import load_trace
     tr = load_trace(d / "t.csv")
     return ss.Workload(np.asarray(tr.arrived, float), np.asarray(tr.prefill, np.int64),
                        np.asarray(tr.decode, np.int64))
@@ -210,7 +210,7 @@ def test_errors_are_located(tmp_path):
 def test_pipeline_step_adds_the_stage_sends_by_hand(small):
     from dataclasses import replace
 
-    from plugins.serving_step import step_time
+    from plugins.serving.serving_step import step_time
     _, res, _ = small
     g1 = next(g for g in res.layouts if g.tp == 1 and g.device == "h100_sxm")
     link = {"bandwidth": 450e9, "efficiency": 0.824, "latency": 3.4e-6, "launch": 8.4e-6}   # nvlink4 fields
@@ -230,8 +230,8 @@ def test_the_simulators_step_is_the_step_cost_bit_for_bit(small):
     last bit: the decode pool's evaluator must compute it the same way)."""
     from dataclasses import replace
 
-    from plugins.layout_model import ops
-    from plugins.serving_step import step_constants
+    from plugins.training.layout_model import ops
+    from plugins.serving.serving_step import step_constants
     _, res, _ = small
     g1 = next(g for g in res.layouts if g.tp == 1 and g.device == "h100_sxm")
     g2 = replace(g1, pp=2, link={"bandwidth": 450e9, "efficiency": 0.824, "latency": 3.4e-6, "launch": 8.4e-6})

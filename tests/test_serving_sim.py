@@ -1,4 +1,4 @@
-"""Continuous batching (plugins/serving_sim.py): schedules worked out by hand from the scheduler
+"""Continuous batching (plugins/serving/serving_sim.py): schedules worked out by hand from the scheduler
 rules (vLLM v1: running requests first, a token budget per iteration, KV blocks as sequences
 grow, the newest running request preempted by recomputation), nearest-rank percentiles,
 synthetic arrivals, determinism, and the run-skipping fast path against the per-iteration
@@ -19,8 +19,8 @@ from hypothesis import strategies as st_
 import dsl
 from conftest import REPO_ROOT, qval
 from dsl.syntax.diagnostics import PlanError
-from plugins import serving_sim as S
-from plugins import serving_trace as st
+from plugins.serving import serving_sim as S
+from plugins.serving import serving_trace as st
 
 C = {"overhead": 0.010, "token": 0.001, "context": 0.0001}
 AZURE = REPO_ROOT / "specs" / "data" / "traces" / "azure-llm-2023-conv.csv"
@@ -385,7 +385,7 @@ def test_trace_block_and_measured_names(tmp_path):
     # so the second's TTFT is 0.11 + 0.071 − 0.1 = 0.081 s
     assert qval(ws, "m.ttft_p50", "s") == pytest.approx(0.081, abs=1e-12)
     assert qval(ws, "m.ttft_p95", "s") == pytest.approx(0.11, abs=1e-12)
-    from plugins.serving import TRACE
+    from plugins.serving.serving import TRACE
     assert "ttft_p95" not in TRACE.provides and "ttft_p95" in S.BATCHING.provides
 
 
@@ -419,9 +419,9 @@ plan e {
 
 
 def test_engine_names_and_step_model_are_read(tmp_path):
-    pytest.importorskip("plugins.serving_step")
-    from plugins import serving_step
-    from plugins.layout_model import ops
+    pytest.importorskip("plugins.serving.serving_step")
+    from plugins.serving import serving_step
+    from plugins.training.layout_model import ops
     ws = dsl.load(_plan(tmp_path, ENGINE_PLAN))
     kv = int(qval(ws, "e.kv_tokens", "token"))
     eng = S.Engine(kv, int(qval(ws, "e.block_size", "token")), int(qval(ws, "e.max_num_seqs", "seq")),
@@ -438,7 +438,7 @@ def test_inputs_behind_the_simulation_are_structural(tmp_path):
     # the simulation runs at nominal numbers: the inputs behind the engine's KV pool and step time
     # (device memory as CUDA reports it and bandwidth, the engine's memory fraction) shape the plan,
     # so a sweep over one re-evaluates it instead of keeping the nominal result
-    pytest.importorskip("plugins.serving_step")
+    pytest.importorskip("plugins.serving.serving_step")
     ws = dsl.load(_plan(tmp_path, ENGINE_PLAN))
     assert {"h100_sxm.cuda_memory", "h100_sxm.mem_bw", "vllm.gpu_memory_utilization"} <= set(ws.structural)
 

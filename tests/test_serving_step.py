@@ -1,4 +1,4 @@
-"""The step time of an engine iteration (plugins/serving_step.py) and `use serving_step`.
+"""The step time of an engine iteration (plugins/serving/serving_step.py) and `use serving_step`.
 
 Hand computations use a toy decoder whose sizes keep the arithmetic short; the comparison
 points come from NVIDIA AIConfigurator 0.12 (specs/data/serving/aiconfigurator-0.12-qwen3-8b-h100.csv,
@@ -17,8 +17,8 @@ import sympy as sp
 
 import dsl
 from dsl.syntax.diagnostics import PlanError
-from plugins import serving_step as st
-from plugins.layout_model import ops
+from plugins.serving import serving_step as st
+from plugins.training.layout_model import ops
 
 ROOT = Path(__file__).resolve().parents[1]
 AIC_CSV = ROOT / "specs" / "data" / "serving" / "aiconfigurator-0.12-qwen3-8b-h100.csv"
@@ -403,7 +403,7 @@ plan p { model = qwen3_8b; device = h100_sxm
 
 
 def test_tp_and_formats_come_from_use_engine():
-    """With `use engine` (plugins/serving_engine.py, when installed) the step reads its tp and formats."""
+    """With `use engine` (plugins/serving/serving_engine.py, when installed) the step reads its tp and formats."""
     from dsl.plugin.manager import get_plugins
     if "engine" not in get_plugins().blocks:
         pytest.skip("use engine is not installed in this tree")

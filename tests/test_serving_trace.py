@@ -10,7 +10,7 @@ import pytest
 import dsl
 from conftest import CASES, REPO_ROOT, qval
 from dsl.syntax.diagnostics import PlanError
-from plugins import serving_trace as st
+from plugins.serving import serving_trace as st
 
 TRACES = REPO_ROOT / "specs" / "data" / "traces"
 CASE = CASES / "serving-azure-trace.plan"

@@ -172,7 +172,7 @@ def test_integer_count_knob_tp_skips_values_the_plan_cannot_be_built_at(tmp_path
 
 
 def test_engine_replicas_for_a_ttft_target_match_brute_force(tmp_path):
-    pytest.importorskip("plugins.serving_sim")
+    pytest.importorskip("plugins.serving.serving_sim")
     f = tmp_path / "serve.plan"
     f.write_text(ENGINE % '  use batching { arrivals = "poisson"; rate = 200 request/s; requests = 600; seed = 3\n'
                  '                 input = 1024 token; output = 128 token }\n', encoding="utf-8")

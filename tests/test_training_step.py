@@ -216,7 +216,7 @@ def test_parameters_per_pipeline_stage():
     """Llama-3.1-70B, tp 8 × pp 4 (hand): one block 855,654,400 params ÷ 8 = 106,956,800 per GPU,
     20 blocks per stage = 2,139,136,000; the first stage adds the embedding 1,050,673,152 ÷ 8 =
     131,334,144, the last the LM head (the same) and the final norm 8,192."""
-    from plugins.layout import stage_params
+    from plugins.training.layout import stage_params
     ws = evaluate_snippet(L70.replace("gpus = 64", "gpus = 32") % f"use layout {{ tp = 8; pp = 4; {L70_LINKS} }}")
     rows = stage_params(ws, "p")
     assert [r["layers"] for r in rows] == [20, 20, 20, 20]
@@ -253,7 +253,7 @@ def test_sliding_window_attention_in_the_step_flops():
 def test_search_prices_the_window_like_the_plan():
     """The search's constants count the same windowed pairs: its one candidate's step time is
     the plan's (the candidate does not fit in memory; the step is compared all the same)."""
-    from plugins import layout_search as search
+    from plugins.training import layout_search as search
     text = (WINDOW % "").replace("  use compute {}\n", "")
     text = text.rstrip().removesuffix("}") + (
         '  use layout_search { tp = [1]; zero = [0]; recompute = ["none"]; sequence_parallel = ["off"] }\n}\n')

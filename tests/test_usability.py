@@ -144,7 +144,7 @@ def test_provides_lists_exactly_what_each_block_defines(case_ws):
     for n in case_ws.nodes.values():
         if n.owner == "gpus48" and n.kind == "quantity":
             defined.setdefault(n.plugin, set()).add(n.name)
-    from plugins.layout import STEP_PROVIDES
+    from plugins.training.layout import STEP_PROVIDES
     for spec in get_plugins().blocks.values():
         if spec.plugin in defined:
             if spec.name == "layout_search":

@@ -16,8 +16,13 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
   for a long loop, drawn only on a terminal with rich installed); sympy builders that skip
   simplification sympy cannot do: :func:`hinge`, :func:`hinge_sum`, :func:`shortfall_sum`,
   :func:`max_of`, :func:`ceiling_of`, and :func:`subs_numbers` (exact substitution);
+* standard figure kinds, drawn on the matplotlib axes a :class:`FigureSpec`'s ``draw`` makes:
+  :func:`gantt` (a timeline's schedule, one row per lane, bars coloured by kind) and
+  :func:`memory_profile` (a pool's live bytes over time, the peak marked); :class:`FigureError`
+  when there is nothing to draw;
 * files and limits: :func:`read_text` (the one way to read a data file: regular files under the
-  project root, size-capped, UTF-8), :class:`FileRefused`, :func:`current_limits`,
+  project root, size-capped, UTF-8), :func:`open_csv` / :func:`cell_span` / :class:`CsvError`
+  (a CSV data file, its errors located at the offending cell), :class:`FileRefused`, :func:`current_limits`,
   :func:`limit_hint`, :class:`LimitError` (see ``docs/security.md``);
 * :mod:`dsl.testing`: a fresh plugin manager and evaluation of a snippet with extra plugins.
 """
@@ -34,6 +39,8 @@ from ..engine.timeline import Timeline, no_gc
 from ..engine.units import convert, format_number, format_quantity, parse_unit
 from ..syntax.diagnostics import Diagnostic, PlanError, Span, did_you_mean, display_path, install_hint
 from .context import BlockView, DeclContext, DeclView, PlanContext
+from .csvdata import CsvError, cell_span, open_csv
+from .figures import FigureError, gantt, memory_profile
 from .hookspecs import hookimpl, hookspec
 from .records import (CommandSpec, FigureSpec, KindSpec, Param, QuantitySpec, SlotSpec, Table, TableSpec,
                       UseSpec)
@@ -43,4 +50,4 @@ __all__ = ["BlockView", "CommandSpec", "Diagnostic", "FileRefused", "LimitError"
            "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
            "convert", "did_you_mean", "display_path", "format_number", "install_hint", "format_quantity", "hookimpl", "hookspec", "no_gc",
            "parse_unit", "progress", "symbol", "ceiling_of", "hinge", "hinge_sum", "max_of", "shortfall_sum",
-           "subs_numbers"]
+           "subs_numbers", "FigureError", "gantt", "memory_profile", "CsvError", "cell_span", "open_csv"]

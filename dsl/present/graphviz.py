@@ -80,7 +80,7 @@ def to_svg(ws, g, plan: str) -> str:
 
     import networkx as nx
 
-    from dsl.present.figures import new_figure
+    from dsl.plugin.figures import new_figure
 
     layer: dict[str, int] = {}
     for nid in nx.lexicographical_topological_sort(g):

@@ -328,7 +328,7 @@ def _svg_text(fig) -> str:
 
 def _plugin_figures(ws, plan: str) -> list[dict]:
     try:
-        from dsl.present.figures import FigureError, LazyFigure
+        from dsl.plugin.figures import FigureError, LazyFigure
     except ImportError:  # pragma: no cover
         return []
     out = []

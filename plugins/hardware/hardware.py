@@ -1,0 +1,69 @@
+"""Hardware declarations: the documented fields of ``device``, ``link`` and ``storage``.
+
+This plugin prices nothing; it documents the fields the other plugins (and the catalog) use, so
+that a typo such as ``memroy = 94 GB`` gets an ``unknown-field`` warning with a did-you-mean
+instead of being ignored.
+
+======== ================== ========= ==================================================
+kind     field              unit      meaning
+======== ================== ========= ==================================================
+device   peak_flops         FLOP/s    dense BF16 tensor peak
+device   memory             B         nominal memory capacity
+device   mem_bw             B/s       peak memory bandwidth
+device   matmul_efficiency            fraction of peak large GEMMs reach (roofline)
+device   matmul_half_flops  FLOP      GEMM size at which η is half of matmul_efficiency
+device   mem_efficiency               fraction of mem_bw streaming kernels reach
+link     bandwidth          B/s       per direction
+storage  bandwidth          B/s       sustained write (checkpoint) bandwidth
+======== ================== ========= ==================================================
+"""
+from __future__ import annotations
+
+from dsl.plugin import hookimpl
+from dsl.plugin import KindSpec, Param
+
+
+@hookimpl
+def plan_kinds_register():
+    return [
+        KindSpec("device", "an accelerator", (
+            Param("peak_flops", "FLOP/s", doc="dense BF16 tensor peak", optional=True, min=0, min_open=True),
+            Param("memory", "B", doc="nominal memory capacity", optional=True),
+            Param("mem_bw", "B/s", doc="peak memory bandwidth", optional=True, min=0, min_open=True),
+            Param("matmul_efficiency", "", doc="fraction of peak_flops large matrix products reach (η_max of the "
+                  "roofline step model)", optional=True, min=0, min_open=True, max=1),
+            Param("matmul_half_flops", "FLOP", doc="matrix-product size F = 2·M·N·K at which the efficiency is half "
+                  "of matmul_efficiency (0: every product at matmul_efficiency)", optional=True, min=0),
+            Param("mem_efficiency", "", doc="fraction of mem_bw streaming (memory-bound) kernels reach",
+                  optional=True, min=0, min_open=True, max=1),
+            Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
+                  "weights is the bound (serving decode; default: mem_efficiency)",
+                  optional=True, min=0, min_open=True, max=1),
+            Param("expert_read_efficiency", "", doc="fraction of mem_bw the fused MoE kernel reads the weights of "
+                  "the experts a step hits at (serving step; default: weight_read_efficiency)",
+                  optional=True, min=0, min_open=True, max=1),
+            Param("max_matmul_efficiency", "", doc="measured maximum achievable matrix-product throughput as a "
+                  "fraction of peak_flops (MAMF); the serving step's GEMMs reach at most this (default: "
+                  "matmul_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("kv_read_efficiency", "", doc="fraction of mem_bw the serving step's decode attention reads the "
+                  "KV cache at (default: mem_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("decode_attention_call_time", "s", doc="fixed time of one layer's decode-attention call beyond "
+                  "its KV read (serving step; default: 0 s)", optional=True, min=0),
+        )),
+        KindSpec("link", "an interconnect, bandwidth per direction", (
+            Param("bandwidth", "B/s", doc="bandwidth per direction", optional=True, min=0, min_open=True),
+        )),
+        KindSpec("storage", "a storage tier", (
+            Param("bandwidth", "B/s", doc="sustained write bandwidth", optional=True),
+        )),
+    ]
+
+
+@hookimpl
+def plan_commands_register():
+    """``plan init``: a commented starter plan for a model, a catalog device and a GPU count."""
+    from dsl.plugin import CommandSpec
+
+    from plugins import starter
+    return [CommandSpec("init", starter.INIT_HELP, starter.add_arguments, starter.run_command,
+                        starter.INIT_DESCRIPTION)]

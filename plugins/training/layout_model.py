@@ -1,0 +1,785 @@
+"""Closed forms of a parallel layout (TP × PP × DP/ZeRO × EP × CP), shared by ``use layout``
+(sympy, one layout) and the layout search (numpy, a whole candidate grid at once).
+
+Every function takes an ``ops`` namespace (:data:`NUMPY` or :data:`SYMPY`) for ``max``,
+``min`` and ``where``, so one text serves both: in the sympy path the structural knobs
+(tp, pp, …) are Python ints and ``where`` picks a branch; in the numpy path they are arrays.
+In the sympy path :func:`evaluate` records the operations (:class:`_Lazy`) and builds only the
+values a caller reads, each exactly as the eager text would.
+
+Sources: book ch. 10 §10.2.4 (combined parallelism, per-GPU memory and per-link traffic),
+§10.3 (overlap, pipeline bubbles); Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et al. 2021
+(Megatron-LM, 1F1B and interleaved schedules); the ZeRO volumes of ``plugins/training/zero.py``.
+"""
+from __future__ import annotations
+
+import sys
+
+from plugins.hardware import collectives as coll
+from plugins.model import flops
+from plugins.hardware.ops import Lazy as _Lazy, SympyOps as _SympyOps
+from plugins.hardware.ops import UNBUILT as _UNBUILT, ops  # noqa: F401  (lm.ops, lm._UNBUILT: read by callers)
+
+# Terms of the step time, in the order the explanation lists them.
+TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload", "input")
+TERM_NAMES = {
+    "compute": "compute (forward + backward at the stated MFU)",
+    "optimizer": "optimizer step (memory-bound)",
+    "imbalance": "MoE routing imbalance (the most loaded expert-parallel rank's extra expert work)",
+    "recompute": "recomputation (extra forward)",
+    "bubble": "pipeline bubble (p−1)/(v·m)",
+    "tp": "exposed TP all-reduces",
+    "cp": "exposed CP K/V exchange",
+    "ep": "exposed EP all-to-all",
+    "pp": "pipeline boundary sends on the critical path",
+    "dp": "exposed DP/ZeRO collectives",
+    "offload": "optimizer offload (gradients down, CPU Adam, weights up)",
+    "input": "input wait",
+}
+# the compute term as the roofline mode prices it
+ROOFLINE_COMPUTE = "compute (forward + backward, roofline)"
+
+
+def term_name(k: str, mode: str = "mfu") -> str:
+    """The explanation's name of step-time term ``k`` under efficiency ``mode``."""
+    return ROOFLINE_COMPUTE if k == "compute" and mode == "roofline" else TERM_NAMES[k]
+RECOMPUTE = ("none", "selective", "full")
+ACT_BYTES = 2            # 16-bit boundary messages and TP/CP collectives (Korthikanti et al. 2022)
+PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+ATTENTION = ("flash", "eager")
+
+
+
+def activation_per_layer(K, X, o):
+    """Activation bytes one transformer layer keeps from forward to backward for one
+    micro-batch on one GPU.
+
+    Korthikanti et al. 2022 §4.1 count, for a GPT layer at 16-bit with dropout and eager
+    attention, 34·s·b·h + 5·a·s²·b bytes: attention 11sbh + 5as²b (QKV input 2, Q and K 4,
+    V 2, scores/softmax/dropout 5as²b, o-projection input 2, dropout mask 1), MLP 19sbh
+    (input 2, GeLU input 8, GeLU output 8, dropout mask 1; f = 4h), two layer-norm inputs
+    4sbh.  The same terms, kept per tensor, for any decoder (T = s·b tokens, e bytes per
+    element of ``activation_precision``, one byte per dropout-mask element):
+
+    * replicated across TP ranks (÷ t only with sequence parallelism): two norm inputs,
+      QKV-projection input and MLP input, 4·T·h·e, and the two dropout masks 2·T·h (dropout);
+    * split by TP: Q, K, V T·(n_q + 2·n_kv)·d_h·e, o-projection input T·n_q·d_h·e, the MLP's
+      intermediate tensors (gate, up and their product for a 3-matrix SwiGLU/GeGLU MLP,
+      input and output of the activation for a 2-matrix GeLU MLP) mats·T·f·e, and — eager
+      attention only — the scores and softmax output 2·n_q·s·T·e plus the dropout mask
+      n_q·s·T (with dropout) — s keys per query, min(s, w) on a sliding-window layer (``K["score_keys"]``,
+      averaged over the layers: :func:`plugins.model.decoder.score_keys`); FlashAttention-style fused attention keeps none of the s×s
+      tensors, only the per-head log-sum-exp T·n_q·4 bytes.
+
+    For GPT-3 (n_q·d_h = h, n_kv = n_q, f = 4h, 2 matrices, e = 2, dropout, eager) this is
+    exactly 34·s·b·h + 5·a·s²·b.  Selective recomputation drops the s×s tensors; full
+    recomputation keeps only the layer input T·h·e (÷ t with SP).  CP splits the tokens.
+
+    ``K`` constants: h a (heads) kv dh f (MLP width per token: the dense FFN, or the active
+    experts' width for MoE layers) mats act_bytes flash dropout s; ``X`` knobs: b t c sp r.
+    Works on numbers, sympy expressions or numpy arrays (``o`` = :func:`ops`).
+    """
+    h, a, kv, dh, e = K["h"], K["a"], K["kv"], K["dh"], K["act_bytes"]
+    t, sp_on, r = X["t"], X["sp"], X["r"]
+    s_loc = K["s"] / X["c"]
+    T = s_loc * X["b"]
+    drop = K["dropout"]
+    rep = T * (4 * h * e + 2 * h * drop)
+    split = T * ((a + 2 * kv) * dh * e + a * dh * e + K["mats"] * K["f"] * e)
+    scores = o.where(K["flash"] == 1, T * a * 4, T * a * K.get("score_keys", K["s"]) * (2 * e + drop))
+    rep_t = o.where(sp_on == 1, rep / t, rep)
+    none = rep_t + (split + scores) / t
+    sel = rep_t + (split + o.where(K["flash"] == 1, T * a * 4, 0 * T)) / t
+    full = o.where(sp_on == 1, T * h * e / t, T * h * e)
+    return o.where(r == 2, full, o.where(r == 1, sel, none))
+
+
+def logits_bytes(K, X):
+    """LM-head logits kept for the cross-entropy backward on the last stage: T·V FP32
+    (4 bytes) split over TP (vocabulary-parallel), 0 for a classifier head."""
+    return 4 * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
+
+
+def inflight(p, v, o):
+    """Micro-batches whose activations the first pipeline stage holds at its peak:
+    p under 1F1B (Narayanan et al. 2021); interleaving with v chunks multiplies the
+    stage's activation memory by 1 + (p−1)/(p·v) (Korthikanti et al. 2022 §4.2.3)."""
+    return o.where(v > 1, p * (1 + (p - 1) / (p * v)), p)
+
+
+def pp_crossings(p, v, m, o):
+    """Boundary messages on the critical path of a pipeline step (each costs one send).
+
+    1F1B (v = 1, Megatron's PipeDream-Flush order, p stages, m micro-batches, even split):
+    2(p−1) + 2·(m−2 − ⌊(m−2)/p⌋) — the fill and drain cross p−1 boundaries each way, and in
+    the steady state stage 0 waits for every group of p micro-batches' round trip, 2(p−1)
+    messages per p micro-batches (the micro-batch that enters a new group rides the
+    previous one's).  This is the longest path of the event engine of ``use pipeline``
+    exactly, for any send time (checked against the engine for p ≤ 11, m ≤ 39).
+    Interleaved (v > 1): 2(p·v − 1), the fill and drain through every chunk boundary — the
+    engine's path while a message is shorter than one chunk's forward (longer messages
+    start to stall the steady state and the engine is longer).
+    """
+    steady = (m - 2) - _floor((m - 2) / p)
+    one_f_one_b = 2 * (p - 1) + 2 * steady
+    return o.where(v > 1, 2 * (p * v - 1), one_f_one_b)
+
+
+def ring_time(k, volume, bw, latency, calls):
+    """Ring collective among k GPUs over a buffer of ``volume`` bytes: each GPU sends
+    (k−1)/k of it per pass, one latency per ring step.  ``calls`` = 1 for a
+    reduce-scatter or all-gather, 2 for an all-reduce (= reduce-scatter + all-gather).
+    Bus bandwidth ``bw`` (bytes/s per direction of the link the ring crosses)."""
+    return calls * ((k - 1) / k * volume / bw + (k - 1) * latency)
+
+
+def group_bandwidth(k, stride, K, o):
+    """Per-GPU bandwidth of a group of k GPUs whose members are ``stride`` ranks apart.
+
+    Ranks fill a host (``gph`` GPUs) first.  A group whose members all sit on one host uses
+    the GPU's own link; a group that spans hosts crosses the host cut, whose
+    ``nics × nic`` bandwidth the groups of that kind on the host share:
+    min(link, nics·nic / groups per host) — for one group per host (TP = 1 under DP) this
+    is the book's min(GPU link, nics_per_host × NIC bandwidth) (§10.6.2)."""
+    gph = K["gph"]
+    per_host = o.max(1, o.min(k, gph / stride))        # members of one group on a host
+    spans = _spans(k, per_host)
+    sharing = gph / per_host                              # groups of this kind on a host
+    cross = o.min(K["link"], K["nics"] * K["nic"] / sharing)
+    return o.where(spans, cross, K["link"]), spans
+
+
+_REAL = None        # the assumptions of a node's symbol (real, nothing else)
+
+
+def _spans(k, per_host):
+    """``k > per_host`` for ``per_host`` = max(1, min(k, q)), q > 0 (:func:`group_bandwidth`).
+
+    The comparison is k > max(1, q).  When k is a sympy positive multiple of one real symbol
+    with no other assumption (the data-parallel degree gpus/(tp·pp·cp), or ``dp``) it is true
+    for large k and false for k ≤ 1, so sympy cannot decide it: its evaluated relation is the
+    unevaluated one, built here directly, without sympy's attempt to decide it (assumption
+    queries on the Max/Min, milliseconds per plan).  Any other k: ``k > per_host`` as written."""
+    if type(k) is _Lazy or type(per_host) is _Lazy:
+        return _Lazy(_spans, (k, per_host))
+    sp = sys.modules.get("sympy")
+    if sp is not None and isinstance(k, sp.Basic):
+        global _REAL
+        if _REAL is None:
+            _REAL = sp.Symbol("k", real=True).assumptions0
+        x = k
+        if k.is_Mul and len(k.args) == 2 and k.args[0].is_Rational and k.args[0].is_positive:
+            x = k.args[1]
+        if x.is_Symbol and x.assumptions0 == _REAL:
+            return sp.StrictGreaterThan(k, per_host, evaluate=False)
+    return k > per_host
+
+
+# link-dict key of plugins.hardware.collectives -> suffix of its K key (K["link_alpha"], K["nic_eff"] …)
+LINK_KEYS = (("latency", "_alpha"), ("launch", "_launch"), ("efficiency", "_eff"), ("nvls_efficiency", "_nvls_eff"),
+             ("nvls_latency", "_nvls_lat"))
+
+
+def link_dicts(K: dict):
+    """Roofline mode: the GPU's ``link`` and one GPU's share of its host's NICs
+    (nics·nic / gpus_per_host) as link dicts of :mod:`plugins.hardware.collectives`, from the ``K`` keys
+    ``link_alpha``/``nic_alpha`` (α, s), ``*_launch`` (s), ``*_eff``, ``*_nvls`` (bool),
+    ``*_nvls_eff``, ``*_nvls_lat`` (s); absent keys take the collectives' defaults."""
+    def one(prefix, bw):
+        d = {"bandwidth": bw, "nvls": bool(K.get(prefix + "_nvls", False))}
+        for key, suffix in LINK_KEYS:
+            if K.get(prefix + suffix) is not None:
+                d[key] = K[prefix + suffix]
+        return d
+    return one("link", K["link"]), one("nic", K["nics"] * K["nic"] / K["gph"])
+
+
+def comm_time(op, k, stride, size, K, o):
+    """Roofline mode: time (s) of one ``op`` (:data:`plugins.hardware.collectives.OPS`) of ``size``
+    bytes (nccl-tests convention) in a group of k GPUs ``stride`` ranks apart, placed as
+    :func:`group_bandwidth` places it: on one host the GPU's link (the fastest of ring, tree,
+    NVLS), across hosts :func:`plugins.hardware.collectives.spanning_time` (the fastest of the flat
+    ring over the host cut, NCCL's tree and the hierarchical form) with the members of one
+    host as ``k_intra``."""
+    intra, inter = link_dicts(K)
+    per_host = o.max(1, o.min(k, K["gph"] / stride))
+    local = coll.collective_time(op, k, size, intra, o)
+    across = coll.spanning_time(op, per_host, k / per_host, size, intra, inter, o)
+    return o.where(k > per_host, across, local)
+
+
+def attention_per_token(K: dict):
+    """Attention-core forward FLOPs per token, all layers (:mod:`plugins.model.flops`):
+    2·n_q·(d_h + d_v)·(query–key pairs per token summed over the layers), d_v = ``K["dv"]``
+    (MLA's value width; d_h when absent).  The pairs are ``K["attn_pairs"]`` when given
+    (sliding-window layers, bidirectional encoders: :func:`plugins.model.decoder.attention_pairs` / s),
+    else causal L·(s+1)/2."""
+    s, dv = K["s"], K.get("dv")
+    pairs = K.get("attn_pairs")
+    if pairs is None:
+        pairs = K["L"] * flops.attention_pairs(s) / s
+    return flops.attention_core(K["a"], K["dh"], K["dh"] if dv is None else dv, pairs)
+
+
+# ---------------------------------------------------------------- roofline step model
+EFFICIENCY = ("mfu", "roofline")
+# Generic device curves for a device that states none (a recent datacenter GPU under cuBLAS):
+# large GEMMs at 80 % of peak, half of that at 1 GFLOP, streaming kernels at 90 % of mem_bw.
+# Not measured on any one device: the catalog's devices carry their own, with their sources.
+# Streaming at 0.9 of nominal HBM bandwidth: FlashMLA's decode kernel reaches "up to 3000 GB/s in
+# memory-bound configuration" on an H800 SXM5 of 3.35 TB/s (deepseek-ai/FlashMLA README); the
+# inference step model (plugins/serving/serving_step.py) reads the same generic values.
+GENERIC_DEVICE = {"matmul_efficiency": 0.8, "matmul_half_flops": 1e9, "mem_efficiency": 0.9}
+#: device fields of the roofline curve -> (key of ``K``, unit): what a device declaration may state
+DEVICE_CURVE = {"matmul_efficiency": ("eta_mm", ""), "matmul_half_flops": ("F_half", "FLOP"),
+                "mem_efficiency": ("eta_mem", "")}
+OPT_BYTES = "bytes_G + 2·bytes_M + 2·bytes_O + bytes_W"   # the optimizer step's traffic per parameter
+
+
+def eta_matmul(F, K):
+    """Fraction of ``peak`` a GEMM of F = 2·M·N·K FLOPs reaches: η(F) = η_max·F / (F + F_half)
+    (``K["eta_mm"]`` = η_max, ``K["F_half"]`` the size at which η is half of η_max)."""
+    return K["eta_mm"] * F / (F + K["F_half"])
+
+
+def gemm_time(M, N, Kd, K, o, e=2, nbytes=None):
+    """Roofline time of one [M, Kd]·[Kd, N] product: max(F / (peak·η(F)), bytes / (mem_bw·η_mem)),
+    F = 2·M·N·Kd, bytes = e·(M·Kd + Kd·N + M·N) (inputs read, output written once) unless
+    ``nbytes`` is given (a fused kernel that keeps its intermediate on chip)."""
+    F = 2 * M * N * Kd
+    b = e * (M * Kd + Kd * N + M * N) if nbytes is None else nbytes
+    # F / (peak·η(F)) written as (F + F_half) / (peak·η_max): the same for F > 0, finite at F = 0
+    # (numpy would give 0/0, sympy cancels F — both paths must agree)
+    return o.max((F + K["F_half"]) / (K["peak"] * K["eta_mm"]), b / (K["mem_bw"] * K["eta_mem"]))
+
+
+def stream_time(nbytes, K):
+    """Memory-bound work: ``nbytes`` read and written at mem_bw·η_mem."""
+    return nbytes / (K["mem_bw"] * K["eta_mem"])
+
+
+def layer_ops(K, X, o, moe_layer=False, head=False):
+    """The forward operations of one transformer layer (or, with ``head``, of the LM head)
+    for one micro-batch on one GPU under the layout — the one table both the plan (sympy)
+    and the search (numpy) price.
+
+    Tokens on the GPU: T = b·s/cp (CP splits the sequence); SP splits the tokens of the
+    norms, residual adds and dropouts by tp as well (without SP every TP rank repeats them).
+    TP splits N of the column-parallel matrices (QKV, MLP up/gate, LM head) and K of the
+    row-parallel ones (attention output, MLP down).
+
+    :returns: ``(gemms, streams)``.  ``gemms``: tuples ``(name, M, N, K, count, part,
+        nbytes)`` — ``part`` ∈ {"layer", "attention", "expert", "head"} (the attention core
+        is what selective recomputation repeats; routed experts carry the routing
+        imbalance), ``nbytes`` None for a plain GEMM, else the fused kernel's traffic.
+        ``streams``: tuples ``(name, bytes, part)`` of memory-bound work.  Backward of every
+        GEMM is two GEMMs of the same FLOPs (dgrad [M, N]·[N, K], wgrad [K, M]·[M, N]);
+        backward of a stream moves twice its forward bytes (read the saved input and the
+        incoming gradient, write the outgoing one).
+
+    ``K`` keys: h a kv dh dv s L act_bytes (e) flash dropout mats V qkv_w o_w f_dense fe E
+    topk ks attn_pairs (optional); ``X``: t c b sp e et.
+    """
+    t, c, b = X["t"], X["c"], X["b"]
+    e = K["act_bytes"]
+    s = K["s"]
+    T = b * s / c
+    Tn = o.where(X["sp"] == 1, T / t, T)               # tokens of the norms and adds (SP splits them)
+    h = K["h"]
+    if head:
+        g = [("lm_head", T, K["V"] / t, h, 1, "head", None)]
+        # logits cast to FP32 and the cross-entropy's softmax over them (vocabulary-parallel)
+        st = [("loss (fp32 cast, softmax, cross-entropy)", T * K["V"] / t * (e + 4 + 4) * K["logits"], "head"),
+              ("embedding lookup", 2 * e * Tn * h, "head")]
+        return g, st
+    a, dh, dv = K["a"], K["dh"], K.get("dv")
+    dv = dh if dv is None else dv
+    heads = b * a / t                                   # (sequence, head) pairs on this GPU
+    s_q = s / c
+    pairs = K.get("attn_pairs")
+    kv_len = (pairs / K["L"]) if pairs is not None else (s + 1) / 2     # keys per query, averaged
+    g = [("qkv", T, K["qkv_w"] / t, h, 1, "layer", None),
+         ("attention_out", T, h, K["o_w"] / t, 1, "layer", None)]
+    if K["flash"] == 1:
+        # fused attention: per head QKᵀ and AV over the (causal) pairs; Q, K, V read and O written once
+        g += [("attention_qk", s_q, kv_len, dh, heads, "attention", e * (s_q * dh + s * dh)),
+              ("attention_av", s_q, dv, kv_len, heads, "attention", e * (s * dv + s_q * dv))]
+        st = []
+    else:
+        # eager attention computes the whole s_q×s score matrix (the causal mask is applied to it)
+        g += [("attention_qk", s_q, s, dh, heads, "attention", None),
+              ("attention_av", s_q, dv, s, heads, "attention", None)]
+        st = [("softmax", 2 * e * heads * s_q * s, "attention")]
+        if K["dropout"]:
+            st.append(("attention dropout", (2 * e + 1) * heads * s_q * s, "attention"))
+    mats = K["mats"]
+    if moe_layer:
+        fe, E, k, ks = K["fe"], K["E"], K["topk"], K["ks"]
+        et = X.get("et", t)
+        M_e = k * T * X["e"] * et / (E * t)               # tokens of one routed expert on this GPU
+        n_exp = E / X["e"]
+        g += [("router", T, E, h, 1, "layer", None),
+              ("expert_up", M_e, fe / et, h, (mats - 1) * n_exp, "expert", None),
+              ("expert_down", M_e, h, fe / et, n_exp, "expert", None)]
+        st.append(("expert activation", mats * e * k * T * fe / t, "expert"))
+        if not _is_zero(ks):
+            g += [("shared_up", T, ks * fe / t, h, mats - 1, "layer", None),
+                  ("shared_down", T, h, ks * fe / t, 1, "layer", None)]
+            st.append(("shared activation", mats * e * T * ks * fe / t, "layer"))
+    else:
+        f = K["f_dense"]
+        g += [("mlp_up", T, f / t, h, mats - 1, "layer", None),
+              ("mlp_down", T, h, f / t, 1, "layer", None)]
+        st.append(("activation function", mats * e * T * f / t, "layer"))
+    st += [("norms", 2 * 2 * e * Tn * h, "layer"), ("residual adds", 2 * 3 * e * Tn * h, "layer")]
+    if K["dropout"]:
+        st.append(("dropout", 2 * (2 * e + 1) * Tn * h, "layer"))
+    return g, st
+
+
+def _is_zero(x):
+    """True for a literal zero (int, float, sympy number), False for a symbol or an array."""
+    try:
+        return float(x) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _price(ops_, K, o, parts=None):
+    """(forward, backward) time of a :func:`layer_ops` table, only ``parts`` when given."""
+    gemms, streams = ops_
+    fwd = bwd = 0
+    e = K["act_bytes"]
+    for _, M, N, Kd, n, part, nb in gemms:
+        if parts is not None and part not in parts:
+            continue
+        fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb)
+        if nb is None:
+            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e) + gemm_time(Kd, N, M, K, o, e))
+        else:          # fused: the backward kernel moves twice the forward's bytes
+            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, 2 * nb) + gemm_time(Kd, N, M, K, o, e, 2 * nb))
+    for _, nb, part in streams:
+        if parts is not None and part not in parts:
+            continue
+        fwd = fwd + stream_time(nb, K)
+        bwd = bwd + 2 * stream_time(nb, K)
+    return fwd, bwd
+
+
+def roofline(K, X, o, m, P_opt, moe=False):
+    """Compute time of one step on one GPU from the device curves (``K["mode"] == "roofline"``).
+
+    Per micro-batch a GPU runs L/p layers (the dense and MoE layers in proportion) and 1/p
+    of the LM head (spread over the stages, as the MFU mode spreads all FLOPs evenly), each
+    priced op by op from :func:`layer_ops`; m micro-batches per step.  The optimizer step
+    streams (``bytes_G + 2·bytes_M + 2·bytes_O + bytes_W``) bytes for each of the ``P_opt``
+    parameters this GPU updates (its ZeRO shard; 0 with the optimizer offloaded).
+
+    :returns: dict ``compute`` (forward + backward), ``forward`` (its forward share),
+        ``recompute`` (the forward work recomputation repeats), ``expert`` (forward + backward
+        of the routed experts, for the routing imbalance), ``optimizer`` (s), ``flops``
+        (FLOPs the GEMMs execute, forward + backward, excluding recomputation).
+    """
+    p, r = X["p"], X["r"]
+    L = K["L"]
+    L_moe = K.get("L_moe", 0) if moe else 0
+    L_d = L - L_moe
+    dense = layer_ops(K, X, o, moe_layer=False)
+    fd, bd = _price(dense, K, o)
+    ad, _ = _price(dense, K, o, parts=("attention",))
+    hf, hb = _price(layer_ops(K, X, o, head=True), K, o)
+    fwd = L_d * fd + hf
+    bwd = L_d * bd + hb
+    attn_fwd = L_d * ad
+    expert = 0 * fd
+    if moe:
+        mo = layer_ops(K, X, o, moe_layer=True)
+        fm, bm = _price(mo, K, o)
+        am, _ = _price(mo, K, o, parts=("attention",))
+        fe_, be_ = _price(mo, K, o, parts=("expert",))
+        fwd, bwd, attn_fwd = fwd + L_moe * fm, bwd + L_moe * bm, attn_fwd + L_moe * am
+        expert = L_moe * (fe_ + be_)
+    layers_fwd = fwd - hf
+    rec = o.where(r == 2, layers_fwd, o.where(r == 1, attn_fwd, 0 * fwd))
+    opt = stream_time((K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * P_opt, K)
+    opt = opt * (1 - X.get("off", 0))
+    return {"compute": m * (fwd + bwd) / p, "forward": m * fwd / p, "recompute": m * rec / p,
+            "expert": m * expert / p, "optimizer": opt}
+
+
+def op_flops(K, X, o, moe=False):
+    """Forward GEMM FLOPs of one micro-batch on one GPU, per part, from :func:`layer_ops`
+    (for the tests and the report: their sum × 3 × m is the step's GEMM work)."""
+    out = {}
+    L_moe = K.get("L_moe", 0) if moe else 0
+    tables = [(K["L"] - L_moe, layer_ops(K, X, o)), (1, layer_ops(K, X, o, head=True))]
+    if moe:
+        tables.append((L_moe, layer_ops(K, X, o, moe_layer=True)))
+    for mult, (gemms, _) in tables:
+        for name, M, N, Kd, n, part, _ in gemms:
+            out[name] = out.get(name, 0) + mult * n * 2 * M * N * Kd
+    return out
+
+
+def shape_constants(a: dict, mo: dict, attn_matrices) -> dict:
+    """The matrix shapes :func:`layer_ops` needs, from the model's architecture
+    (:func:`plugins.model.decoder.architecture` / ``moe_architecture`` dicts, symbols or floats):
+    ``qkv_w`` — output width of the fused input projections, the attention matrices less the
+    output projection over h (MLA's compressions and up-projections folded into one GEMM of
+    the same FLOPs), ``o_w`` = n_q·d_v, ``f_dense``, ``fe``, ``ks``."""
+    dv = a["dh"]
+    if mo.get("mla"):
+        dv = mo["dv"] if mo.get("dv") is not None else a["dh"] - mo["dr"]
+    o_w = a["nq"] * dv
+    return {"qkv_w": (attn_matrices - o_w * a["h"]) / a["h"], "o_w": o_w,
+            "f_dense": a["f"] if a.get("f") is not None else 0,
+            "fe": mo["fe"] if mo.get("moe") else 0, "ks": mo["ks"] if mo.get("moe") else 0}
+
+
+def evaluate(K: dict, X: dict, o, activations: str = "formula", moe: bool = False, lazy: bool = True) -> dict:
+    """Step time terms and memory of layouts.
+
+    ``K`` constants (base units): L h a kv dh V N N_emb N_exp E topk fwd_tok (forward FLOP per
+    token, matrices) s B peak mfu gpus gph link nic nics latency overlap input wait
+    bytes_W bytes_G bytes_M bytes_O transient.  ``X`` knobs (ints or int arrays): t p d c e b
+    v z (ZeRO stage) r (recompute 0/1/2) sp (0/1).
+
+    Compute mode ``K["mode"]`` (a Python string, the same for every candidate): ``"mfu"``
+    (the default; ``K["mfu"]`` prices all FLOPs: 3·F_fwd·B/(gpus·peak·mfu)) or
+    ``"roofline"`` (:func:`roofline`: each op of :func:`layer_ops` at
+    max(F/(peak·η(F)), bytes/(mem_bw·η_mem)), η(F) = η_mm·F/(F + F_half)).  Roofline keys:
+    ``K["eta_mm"]`` (device ``matmul_efficiency``, fraction), ``K["F_half"]``
+    (``matmul_half_flops``, FLOP), ``K["eta_mem"]`` (``mem_efficiency``, fraction),
+    ``K["mem_bw"]`` (B/s), plus the shapes of :func:`shape_constants` (``qkv_w o_w f_dense fe
+    ks``), ``dv`` and ``mats``.  ``K["mfu"]`` is not read in roofline mode.
+
+    Placement (innermost first): TP ranks are adjacent (stride 1), then CP (stride t),
+    DP (stride t·c; EP is the innermost e of the DP ranks), PP outermost (stride t·c·d):
+    the most frequent, latency-bound collectives (TP, per layer) get the fastest link; PP
+    moves least (one activation per micro-batch and stage boundary), so it may span hosts.
+
+    :returns: dict of arrays/expressions: ``m`` micro-batches, each term of :data:`TERMS`
+        (s), ``step`` (s), ``persistent``/``activation``/``memory`` (bytes per GPU),
+        ``tp_bw``/``dp_bw`` (B/s), ``tp_spans`` (bool), ``dp_volume`` (B), ``forward`` (the
+        forward share of ``compute``), ``mfu_achieved`` (model FLOPs over step time × gpus ×
+        peak), ``mfu_compute`` (the same over the compute term alone).
+
+    In the sympy path (``o`` = ``ops("sympy")``) with ``lazy`` (the default) a value is built
+    when it is first read from the returned dict (:class:`_Lazy`): a plan reads a dozen of the
+    values, and the others (and the branches a layout does not take) cost nothing.  The
+    expressions are the ones ``lazy=False`` builds, operation for operation.
+    """
+    if lazy and isinstance(o, _SympyOps):
+        import sympy as sp
+
+        def leaf(x):
+            return _Lazy(None, None, x) if isinstance(x, sp.Basic) else x
+        return _Built(_evaluate({k: leaf(x) for k, x in K.items()}, {k: leaf(x) for k, x in X.items()}, o,
+                                activations, moe))
+    return _evaluate(K, X, o, activations, moe)
+
+
+class _Built(dict):
+    """:func:`evaluate`'s result in the lazy sympy path: a value is built on its first read."""
+
+    def __getitem__(self, k):
+        x = dict.__getitem__(self, k)
+        return x.force() if type(x) is _Lazy else x
+
+    def get(self, k, default=None):
+        return self[k] if k in self else default
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+
+def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
+    """:func:`evaluate` on values as given (numbers, arrays, sympy expressions or :class:`_Lazy`)."""
+    t, p, d, c, e, b, v, z, r, sp_on = (X[k] for k in ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp"))
+    L, h, kv, dh, s = K["L"], K["h"], K["kv"], K["dh"], K["s"]
+    m = K["B"] / (d * b)                                   # micro-batches per pipeline per step
+    s_loc = s / c                                          # tokens of a sequence on one CP rank
+    # ---- compute: 6ND-style FLOPs of the matrices + causal attention, per GPU (§10.1.3)
+    attn_tok = attention_per_token(K)                      # attention FLOP per token (QKᵀ, AV)
+    fwd_tok = K["fwd_tok"] + attn_tok
+    roof = K.get("mode", "mfu") == "roofline"
+    if roof:
+        # roofline: every op of the layer table on the device curves (see :func:`roofline`);
+        # the optimizer step streams this GPU's ZeRO shard of the states
+        zsh = z >= 1
+        P_d = (K["N"] - K["N_exp"]) / (t * p)
+        P_e = K["N_exp"] / (e * X.get("et", t) * p)
+        P_opt = P_d * o.where(zsh, 1 / d, 1) + P_e * o.where(zsh, 1 / (d * t * c / (e * X.get("et", t))), 1)
+        rf = roofline(K, X, o, m, P_opt, moe)
+        ideal, recompute, optimizer = rf["compute"], rf["recompute"], rf["optimizer"]
+        forward = rf["forward"]
+    else:
+        ideal = 3 * fwd_tok * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
+        # full recomputation repeats the layers' forward (not the LM head): ≈ 8ND instead of 6ND;
+        # selective recomputes the attention core (QKᵀ, softmax, AV) — the work a fused
+        # FlashAttention backward redoes as well
+        layers_fwd = fwd_tok - K["head_tok"]
+        extra = o.where(r == 2, layers_fwd / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal))
+        recompute = ideal * extra
+        optimizer, forward = 0 * ideal, ideal / 3
+    bubble = (ideal + recompute) * (p - 1) / (v * m)       # (p−1)/(v·m) of the ideal time
+    # ---- TP: 2 all-reduces forward, 2 backward per layer and micro-batch (+2 with full
+    # recomputation); reduce-scatter + all-gather with SP move the same bytes
+    tp_bw, tp_spans = group_bandwidth(t, 1, K, o)
+    act = b * s_loc * h * ACT_BYTES
+    n_tp = o.where(r == 2, 6, 4) * (L / p) * m
+    roof = K.get("mode", "mfu") == "roofline"             # collectives from plugins.hardware.collectives
+    if roof:
+        tp_call = o.where(sp_on == 1, comm_time("reduce_scatter", t, 1, act, K, o)
+                          + comm_time("all_gather", t, 1, act, K, o), comm_time("all_reduce", t, 1, act, K, o))
+        tp = n_tp * tp_call
+    else:
+        tp = n_tp * o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
+    # ---- CP: K and V of the local chunk go round the ring forward; backward again plus dK, dV
+    cp_bw, _ = group_bandwidth(c, t, K, o)
+    kv_bytes = 2 * b * s_loc * kv * dh * ACT_BYTES
+    if roof:
+        cp = 3 * (L / p) * m * (c - 1) * comm_time("send", c, t, kv_bytes, K, o)
+    else:
+        cp = 3 * (L / p) * m * o.where(c > 1, (c - 1) * (kv_bytes / cp_bw + K["latency"]), 0 * act)
+    # ---- MoE: routing imbalance, expert TP, and the dispatch/combine all-to-all
+    et = X.get("et", t)                                    # expert-TP degree (Megatron's ETP; default tp)
+    imb = K.get("imb", 1)                                  # most loaded EP rank's dispatches / the mean
+    if moe:
+        # the most loaded rank's routed-expert work beyond the mean (Switch/GShard imbalance)
+        if roof:
+            imbalance = (imb - 1) * rf["expert"]
+        else:
+            imbalance = (imb - 1) * K.get("exp_tok", 0) * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
+        ep_bw, _ = group_bandwidth(e, t * c, K, o)
+        # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks
+        if roof:   # the most loaded rank sends imb × the mean all-to-all buffer
+            a2a = comm_time("all_to_all", e, t * c, imb * act * K["topk"], K, o)
+        else:
+            a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
+        ep = 4 * (K["L_moe"] / p) * m * o.where(e > 1, a2a, 0 * act)
+        # expert TP other than tp: the MoE layers' MLP all-reduces run in the expert-TP group
+        # on the dispatched tokens instead of the TP group
+        etp_bw, _ = group_bandwidth(et, 1, K, o)
+        n_mlp = o.where(r == 2, 3, 2) * (K["L_moe"] / p) * m
+        if roof:
+            et_ring = comm_time("all_reduce", et, 1, act * K["topk"], K, o)
+            tp_ring = tp_call
+        else:
+            et_ring = o.where(et > 1, ring_time(et, act * K["topk"], etp_bw, K["latency"], 2), 0 * act)
+            tp_ring = o.where(t > 1, ring_time(t, act, tp_bw, K["latency"], 2), 0 * act)
+        etp_extra = o.where(et == t, 0 * act, n_mlp * (et_ring - tp_ring))
+    else:
+        imbalance = 0 * act
+        ep = 0 * act
+        etp_extra = 0 * act
+    tp = tp + etp_extra
+    exposed = 1 - K["overlap"]
+    # ---- PP: boundary sends (point-to-point) on the critical path of the schedule
+    pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
+    pp_bytes = act / o.where(sp_on == 1, t, 1)
+    if roof:
+        # Megatron's scatter/gather (Narayanan et al. 2021 §4.1): each TP rank sends 1/t of the
+        # boundary activation and the receiving stage all-gathers it over its TP group's link
+        # (with sequence parallelism the activation is split already: no gather)
+        gather = comm_time("all_gather", t, 1, act, K, o)
+        pp_msg = comm_time("send", p, t * c * d, act / t, K, o) \
+            + o.where((t > 1) & (sp_on == 0), gather, 0 * act)
+    else:
+        pp_msg = pp_bytes / pp_bw + K["latency"]
+    pp = o.where(p > 1, pp_crossings(p, v, m, o) * pp_msg, 0 * act)
+    # ---- DP / ZeRO over d (book §10.3.3, plugins/training/zero.py); model-parallel shard first
+    # dense parameters are split by tp·pp and data-parallel over d; routed experts by
+    # ep·etp·pp and data-parallel over the expert-data-parallel group d·tp·cp/(ep·etp)
+    P_dense = (K["N"] - K["N_exp"]) / (t * p)
+    P_exp = K["N_exp"] / (e * et * p)
+    P_mp = P_dense + P_exp
+    d_exp = d * t * c / (e * et)
+    W, G = K["bytes_W"] * P_mp, K["bytes_G"] * P_mp
+    frac = (d - 1) / d
+
+    def _vol(Wx, Gx, fr):
+        return o.where(z == 3, m * fr * (2 * Wx + Gx),
+                       o.where(z == 2, m * fr * Gx + fr * Wx,
+                               o.where(z == 1, fr * (Gx + Wx), 2 * fr * Gx)))
+    vol = _vol(K["bytes_W"] * P_dense, K["bytes_G"] * P_dense, frac)
+    if moe:
+        vol = vol + _vol(K["bytes_W"] * P_exp, K["bytes_G"] * P_exp, (d_exp - 1) / d_exp)
+    dp_bw, dp_spans = group_bandwidth(d, t * c, K, o)
+    if roof:
+        # the bus bandwidth the DP collectives reach (vol counts bus bytes, so vol / busbw is
+        # their time): one call per layer of the stage (FSDP units; DDP / Megatron buckets),
+        # an all-reduce of the gradient shard under ZeRO-0, a reduce-scatter otherwise
+        g_call = K["bytes_G"] * P_mp / (L / p)
+        dp_ops = ("all_reduce", "reduce_scatter")
+        dp_t = [o.where(d > 1, comm_time(op, d, t * c, g_call, K, o), 1 + 0 * g_call) for op in dp_ops]
+        bus = [coll.bus_bandwidth(op, d, g_call, x) for op, x in zip(dp_ops, dp_t)]
+        dp_bw = o.where((d > 1) & (g_call > 0), o.where(z == 0, bus[0], bus[1]), dp_bw)
+    dp_time = vol / dp_bw
+    emb = K["N_emb"] / t / P_mp                             # embedding share of the shard
+    head = o.where(z >= 1, frac * W * emb / dp_bw, 0 * W)   # first AllGather (embedding)
+    tail = o.where(z == 0, 2, 1) * frac * G * emb / dp_bw   # last reduction (embedding grad)
+    # exposure (MegaScale; the `step` timeline of plugins/training/layout.py schedules exactly this):
+    # the GPU runs the chain C of compute, recomputation, bubble and exposed TP/CP/EP/PP;
+    # the link carries the DP/ZeRO collectives beside it
+    chain = ideal + imbalance + recompute + bubble + (tp + cp + ep) * exposed + pp
+    gather = o.where((z == 1) | (z == 2), frac * W / dp_bw, 0 * W)   # AllGather of updated weights
+    # gradients appear only while the backward passes that produce them run: the last
+    # micro-batch's (stages 0-1, 2/3 of its compute) or every micro-batch's (stage 2)
+    window = o.where(z == 2, 2 * (ideal + recompute) / 3, 2 * (ideal + recompute) / (3 * m))
+    exposed_3 = head + tail + o.max(0, dp_time - head - tail - chain)
+    exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
+    dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
+    off = offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o)
+    terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
+             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "optimizer": optimizer, "offload": off["time"],
+             "input": K["input"] + 0 * ideal}
+    step = sum(terms.values())
+    # ---- memory per GPU
+    states = {"W": K["bytes_W"], "G": K["bytes_G"], "M": K["bytes_M"], "O": K["bytes_O"]}
+    sharded = {"W": z >= 3, "G": z >= 2, "M": z >= 1, "O": z >= 1}
+    persistent = sum((P_dense * o.where(sharded[k], 1 / d, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
+                     * states[k] for k in states) - off["host_bytes"]
+    per_layer = activation_per_layer(K, X, o)
+    logits = logits_bytes(K, X)
+    if activations == "transient":
+        activation = K["transient"] + 0 * persistent
+    else:
+        stage = per_layer * L / p
+        # one stage (p = 1): one micro-batch in flight plus the logits; else the larger of the
+        # first stage's in-flight micro-batches and the last stage's one plus the logits
+        activation = o.where(p == 1, stage + logits, o.max(stage * inflight(p, v, o), stage + logits))
+    out = dict(terms)
+    # achieved model FLOP utilisation: the model's FLOPs (exact count, no recomputation) over
+    # the step time at the peak of every GPU; and the compute's own (the MFU the roofline implies)
+    model_flops = 3 * fwd_tok * s * K["B"]
+    out.update(forward=forward, mfu_achieved=model_flops / (step * K["gpus"] * K["peak"]),
+               mfu_compute=model_flops / (ideal * K["gpus"] * K["peak"]))
+    out.update(m=m, step=step, persistent=persistent, activation=activation,
+               memory=persistent + activation, tp_bw=tp_bw, tp_spans=tp_spans, dp_bw=dp_bw,
+               dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
+               P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
+               activation_per_layer=per_layer, logits=logits, pp_message=pp_msg,
+               pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"])
+    return out
+
+
+def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):
+    """ZeRO-Offload (Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model
+    Training"): with ``X["off"]`` = 1 the FP32 master weights and the optimizer states of
+    this GPU's optimizer partition (its 1/d share under ZeRO ≥ 1, all of its model-parallel
+    shard under ZeRO-0) live in host memory and the optimizer step runs on the CPU.  Per
+    step the partition's gradients go to the host and the updated 16-bit weights come back
+    over ``host_link`` — the paper's 2M + 2M bytes for M parameters in fp16, here
+    (bytes_G + bytes_W)·M — and CPU Adam reads the gradient, reads and writes master and
+    optimizer states and writes the weights, (bytes_G + 2·bytes_M + 2·bytes_O + bytes_W)·M
+    bytes at ``host_bw`` (memory-bound).  Exposure: the gradient download overlaps the
+    backward passes that produce the reduced gradients (``window`` of the DP block: the last
+    micro-batch's, every micro-batch's under ZeRO-2), as the paper's overlapped offload; the
+    CPU step and the weight upload follow (no one-step delayed update).
+
+    :returns: ``time`` (s, exposed), ``volume`` (B over the host link), ``cpu`` (s), and
+        ``host_bytes`` (B of master + optimizer state moved off the GPU).
+    """
+    on = X.get("off", 0)
+    zsh = X["z"] >= 1
+    M = P_dense * o.where(zsh, 1 / d, 1) + P_exp * o.where(zsh, 1 / d_exp, 1)
+    if isinstance(on, (int, float)) and not on:
+        zero = 0 * M
+        return {"time": zero, "volume": zero, "cpu": zero, "host_bytes": zero}
+    bw = K.get("host_link", 1)
+    down = K["bytes_G"] * M / bw
+    up = K["bytes_W"] * M / bw
+    cpu = (K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * M / K.get("host_bw", 1)
+    t = o.max(0, down - window) + cpu + up
+    return {"time": on * t, "volume": on * (K["bytes_G"] + K["bytes_W"]) * M, "cpu": on * cpu,
+            "host_bytes": on * (K["bytes_M"] + K["bytes_O"]) * M}
+
+
+def _floor(x):
+    if type(x) is _Lazy:
+        return _Lazy(_floor, (x,))
+    np = sys.modules.get("numpy")     # an array exists only once numpy is imported
+    if np is not None and isinstance(x, np.ndarray):
+        return np.floor(x)
+    if isinstance(x, (int, float)):
+        import math
+        return math.floor(x)
+    import sympy as sp
+    if isinstance(x, sp.Rational):   # an exact number: its floor directly (same Integer)
+        return sp.Integer(x.p // x.q)
+    if x.is_number:
+        return sp.floor(x)
+    # symbolic: unevaluated (sympy's evaluation asks whether the argument is an integer,
+    # milliseconds for a ratio of products, and keeps the floor of such a ratio anyway)
+    return sp.floor(x, evaluate=False)
+
+
+def _mod(x, k):
+    if type(x) is _Lazy or type(k) is _Lazy:
+        return _Lazy(_mod, (x, k))
+    np = sys.modules.get("numpy")     # an array exists only once numpy is imported
+    if np is not None and (isinstance(x, np.ndarray) or isinstance(k, np.ndarray)):
+        return np.mod(x, k)
+    import sympy as sp
+    if isinstance(x, (int, sp.Rational)) and isinstance(k, (int, sp.Rational)) and k != 0 \
+            and not isinstance(x, bool) and not isinstance(k, bool):
+        return sp.Rational(x) % sp.Rational(k)    # exact numbers: what Mod evaluates to, without it
+    if not any(isinstance(a, sp.Basic) and not a.is_number for a in (x, k)):
+        return sp.Mod(x, k)
+    return sp.Mod(x, k, evaluate=False)         # symbolic: as :func:`_floor`
+
+
+# Validity rules: (name, reason shown for a rejected layout, lhs(K, X), op, rhs(K, X)).
+# ``moe``-only and cross-host rules are filtered by :func:`rules`.
+def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False, stage_layers: bool = False):
+    """The validity rules of a layout, in the order a rejected layout's reason is chosen.
+
+    Each is ``(name, reason, lhs, op, rhs)`` with ``lhs``/``rhs`` functions of the constants
+    ``K`` and knobs ``X`` (plus ``m`` micro-batches in ``X``), valid for numbers, sympy and
+    numpy arrays.  Memory is checked separately (it needs the evaluated layout).
+    """
+    R = [
+        ("tp_divides_heads", "tp does not divide the attention heads",
+         lambda K, X: _mod(K["a"], X["t"]), "==", lambda K, X: 0),
+        ("tp_divides_kv_heads", "tp does not divide the KV heads",
+         lambda K, X: _mod(K["kv"], X["t"]), "==", lambda K, X: 0),
+    ]
+    if not cross_host_tp:
+        R.append(("tp_within_host", "tp exceeds the GPUs of one host",
+                  lambda K, X: X["t"], "<=", lambda K, X: K["gph"]))
+    R += [] if stage_layers else [
+        ("pp_divides_layers", "pp·virtual does not divide the layers (or give stage_layers)",
+         lambda K, X: _mod(K["L"], X["p"] * X["v"]), "==", lambda K, X: 0)]
+    R += [
+        ("cp_divides_sequence", "cp does not divide the sequence length",
+         lambda K, X: _mod(K["s"], X["c"]), "==", lambda K, X: 0),
+        ("gpus_product", "dp·tp·pp·cp differs from the GPU count" if explicit_dp
+         else "tp·pp·cp does not divide the GPU count",
+         lambda K, X: X["d"] * X["t"] * X["p"] * X["c"], "==", lambda K, X: K["gpus"]),
+    ]
+    if moe:
+        R.append(("ep_divides_experts", "ep does not divide the experts",
+                  lambda K, X: _mod(K["E"], X["e"]), "==", lambda K, X: 0))
+    else:
+        R.append(("ep_needs_experts", "ep > 1 on a dense model (no experts)",
+                  lambda K, X: X["e"], "==", lambda K, X: 1))
+    R += [
+        ("ep_divides_dp", "ep·etp does not divide dp·tp·cp (the expert-parallel × expert-TP groups tile the "
+         "data-, tensor- and context-parallel ranks)",
+         lambda K, X: _mod(X["d"] * X["t"] * X["c"], X["e"] * X.get("et", X["t"])), "==", lambda K, X: 0),
+        ("micro_batches_whole", "global batch not divisible by dp·micro-batch",
+         lambda K, X: _mod(K["B"], X["d"] * X["b"]), "==", lambda K, X: 0),
+        ("interleave_microbatches", "interleaving needs the micro-batches to be a multiple of pp",
+         lambda K, X: _mod(K["B"] / (X["d"] * X["b"]), X["p"]) * (X["v"] - 1), "==", lambda K, X: 0),
+        ("sp_needs_tp", "sequence parallelism without tensor parallelism",
+         lambda K, X: X["sp"] * (X["t"] == 1), "==", lambda K, X: 0),
+        ("virtual_needs_pp", "virtual stages > 1 without pipeline parallelism",
+         lambda K, X: (X["v"] - 1) * (X["p"] == 1),
+         "==", lambda K, X: 0),
+    ]
+    return R
