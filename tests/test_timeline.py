@@ -1,4 +1,4 @@
-"""The shared event-model engine (dsl/engine/timeline.py): schedules, critical paths, slack,
+"""The shared event-model engine (dsl/engine/timeline/): schedules, critical paths, slack,
 symbolic makespans and memory peaks from holds.  Expected values are worked by hand."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Engine additions made for large pipeline timelines (dsl/engine/timeline.py): the max-plus
+"""Engine additions made for large pipeline timelines (dsl/engine/timeline/): the max-plus
 makespan over Pareto-optimal path forms, its form limit, the topological fast path, the
 pool index and collected pool totals.  Expected values are worked by hand."""
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_full_expr_pareto_with_rational_and_huge_coefficients():
 def _pareto_path(arrays: bool, monkeypatch) -> None:
     """Make the Pareto filter of path forms take its int64 blocks (numpy) or its pairwise
     Python comparison whatever the number of forms (both must keep the same rows)."""
-    import dsl.engine.timeline as T
+    import dsl.engine.timeline.maxplus as T
     monkeypatch.setattr(T, "PARETO_ARRAYS", 0 if arrays else 10 ** 9)
     monkeypatch.setattr(T, "PARETO_IMPORT", 0 if arrays else 10 ** 9)
 
@@ -254,12 +254,12 @@ def test_array_schedule_matches_the_definitions():
 
 def test_expanded_terms_of_durations_with_max_factors_are_sympys():
     """The path forms read a duration's expanded terms; a Max/Min that is a plain factor is
-    expanded once on its own (dsl.engine.timeline._expanded_terms).  Reference: sympy.expand
+    expanded once on its own (dsl.engine.timeline.maxplus._expanded_terms).  Reference: sympy.expand
     of the whole expression — the same terms (structurally) and coefficients, for plain
     factors, nested Max, shared Max, and the cases that must fall back to the whole expansion
     (a Max under a power or a function, two Max whose expansions coincide, a Max whose
     expansion decides it)."""
-    from dsl.engine.timeline import _expanded_terms
+    from dsl.engine.timeline.maxplus import _expanded_terms
     L, m, h, f, e, p, w, q = sp.symbols("L m h f e p w q", real=True)
     gemm = sp.Max((f + 2 * h * (m + 1)) / (e * p), (2 * m + 4 * h) / (w * q))
     gemm2 = sp.Max(m * h * (f + 1) / (e * p), (m + h) * (f + 2) / (w * q))

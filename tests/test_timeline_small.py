@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-import dsl.engine.timeline as T
+import dsl.engine.timeline.structure as T
 from dsl.engine.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parent.parent
