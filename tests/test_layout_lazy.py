@@ -10,6 +10,7 @@ import pytest
 import sympy as sp
 
 from plugins.training import layout_model as lm
+from plugins.hardware import ops as ops_mod
 
 SYM = lm.ops("sympy")
 
@@ -132,26 +133,26 @@ def test_group_bandwidth_piecewise_is_what_sympy_builds(q, form):
     per_host = SYM.max(1, SYM.min(k, q))
     cond = lm._spans(k, per_host)
     a = SYM.min(link, nics * nic / (8 / per_host))
-    got = lm._piecewise(cond, a, link)
+    got = ops_mod._piecewise(cond, a, link)
     want = sp.Piecewise((a, cond), (link, True))
     assert got == want and sp.srepr(got) == sp.srepr(want)
     for x in (k * link, sp.Integer(1), 1, 3, sp.Rational(2, 3), 0.5, sp.Float(2.5)):    # a division by it
-        assert lm._div(x, got) == x / want and sp.srepr(lm._div(x, got)) == sp.srepr(x / want)
-    assert lm._kept_piecewise(cond, a, link) == (form != "multiple")   # q·x: sympy moves q to the right
+        assert ops_mod._div(x, got) == x / want and sp.srepr(ops_mod._div(x, got)) == sp.srepr(x / want)
+    assert ops_mod._kept_piecewise(cond, a, link) == (form != "multiple")   # q·x: sympy moves q to the right
 
 
 def test_piecewise_other_conditions_are_left_to_sympy():
     """Equal branches, a condition sympy decides or rewrites, a decided max: sympy evaluates."""
     x = sp.Symbol("plan.gpus", real=True)
     y = sp.Symbol("y", positive=True)
-    assert not lm._kept_piecewise(sp.StrictGreaterThan(x, 8, evaluate=False), y, y)
-    assert lm._piecewise(sp.StrictGreaterThan(x, 8, evaluate=False), y, y) == y
-    assert not lm._kept_piecewise(sp.StrictGreaterThan(y, 0, evaluate=False), x, y)      # y > 0 is true
-    assert lm._piecewise(sp.StrictGreaterThan(y, 0, evaluate=False), x, y) == x
+    assert not ops_mod._kept_piecewise(sp.StrictGreaterThan(x, 8, evaluate=False), y, y)
+    assert ops_mod._piecewise(sp.StrictGreaterThan(x, 8, evaluate=False), y, y) == y
+    assert not ops_mod._kept_piecewise(sp.StrictGreaterThan(y, 0, evaluate=False), x, y)      # y > 0 is true
+    assert ops_mod._piecewise(sp.StrictGreaterThan(y, 0, evaluate=False), x, y) == x
     r = sp.Max(x, 2, evaluate=False)                                                    # x > max(x, 2): false
-    assert not lm._kept_piecewise(sp.StrictGreaterThan(x, r, evaluate=False), y, 2 * y)
-    assert not lm._kept_piecewise(sp.StrictGreaterThan(x, sp.oo, evaluate=False), y, 2 * y)
-    assert not lm._kept_piecewise(sp.StrictGreaterThan(x, sp.Max(1, sp.Min(x, sp.Float(0.5), evaluate=False),
+    assert not ops_mod._kept_piecewise(sp.StrictGreaterThan(x, r, evaluate=False), y, 2 * y)
+    assert not ops_mod._kept_piecewise(sp.StrictGreaterThan(x, sp.oo, evaluate=False), y, 2 * y)
+    assert not ops_mod._kept_piecewise(sp.StrictGreaterThan(x, sp.Max(1, sp.Min(x, sp.Float(0.5), evaluate=False),
                                                                     evaluate=False), evaluate=False), y, 2 * y)
-    assert lm._kept_piecewise(sp.StrictGreaterThan(x, 1, evaluate=False), y, 2 * y)
-    assert lm._piecewise(sp.StrictGreaterThan(x, 1, evaluate=False), y, 2 * y) == sp.Piecewise((y, x > 1), (2 * y, True))
+    assert ops_mod._kept_piecewise(sp.StrictGreaterThan(x, 1, evaluate=False), y, 2 * y)
+    assert ops_mod._piecewise(sp.StrictGreaterThan(x, 1, evaluate=False), y, 2 * y) == sp.Piecewise((y, x > 1), (2 * y, True))

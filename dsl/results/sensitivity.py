@@ -51,7 +51,7 @@ def nominal_floats(ws) -> dict:
 def active_branch(expr, at: dict):
     """``expr`` with Max/Min/Piecewise replaced by the branch active at ``at`` and
     ceiling/floor by their argument (see the module docstring)."""
-    from dsl.results.solver import active_branch
+    from dsl.results.roots import active_branch
 
     fs = expr.free_symbols       # only the symbols the expression holds: ``at`` covers every input
     e = active_branch(expr, {k: sp.Float(v, 30) for k, v in at.items() if k in fs})
@@ -438,7 +438,7 @@ def break_even(ws, req, nid: str) -> dict:
         whole-number input the value is the nearest whole number on the holding side (``whole``:
         True), or None when that number is outside the input's range or does not hold.
     """
-    from dsl.results.solver import bisect_root, param_domain, in_domain, sign_changes
+    from dsl.results.roots import bisect_root, param_domain, in_domain, sign_changes
 
     x = sp.Symbol(nid, real=True)
     x0 = float(ws.nodes[nid].nominal)       # an input's nominal value (what nominal_floats holds)
