@@ -1,5 +1,7 @@
 """Inference on engines' terms: the serving roofline (`serving`), engine memory (`serving_engine`),
-the decode/prefill step (`serving_step`), the continuous-batching simulation (`serving_sim`),
-request traces (`serving_trace`) and the SLO search over deployments (`serving_search`). Imports
+the decode/prefill step (`serving_step`: the block; `serving_step_core`: the step cost model),
+the continuous-batching simulation (`serving_sim`: `use batching`; `serving_sim_core`: the
+simulator), request traces (`serving_trace`) and the SLO search over deployments
+(`serving_search`: the block; `serving_search_core`: screen, simulation and choice). Imports
 `model`, `hardware` and `training`.
 """

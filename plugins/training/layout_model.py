@@ -229,7 +229,7 @@ EFFICIENCY = ("mfu", "roofline")
 # Not measured on any one device: the catalog's devices carry their own, with their sources.
 # Streaming at 0.9 of nominal HBM bandwidth: FlashMLA's decode kernel reaches "up to 3000 GB/s in
 # memory-bound configuration" on an H800 SXM5 of 3.35 TB/s (deepseek-ai/FlashMLA README); the
-# inference step model (plugins/serving/serving_step.py) reads the same generic values.
+# inference step model (plugins/serving/serving_step_core.py) reads the same generic values.
 GENERIC_DEVICE = {"matmul_efficiency": 0.8, "matmul_half_flops": 1e9, "mem_efficiency": 0.9}
 #: device fields of the roofline curve -> (key of ``K``, unit): what a device declaration may state
 DEVICE_CURVE = {"matmul_efficiency": ("eta_mm", ""), "matmul_half_flops": ("F_half", "FLOP"),

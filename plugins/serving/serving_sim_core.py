@@ -1,0 +1,946 @@
+"""Continuous batching on a request trace: a discrete simulation of an inference engine's
+scheduler, from arrival times and input/output token counts alone.
+
+The scheduler follows vLLM's v1 scheduler (``vllm/v1/core/sched/scheduler.py``; iteration-level
+"continuous" batching, Yu et al., OSDI 2022 "Orca"; paged KV blocks, Kwon et al., SOSP 2023
+"PagedAttention").  Each iteration (one forward pass of the engine):
+
+1. **Running requests first**, in the order they were admitted.  A request has
+   ``num_tokens = P + out`` tokens (prompt and outputs so far) of which ``computed`` have their
+   KV cached; it is scheduled ``min(num_tokens − computed, budget)`` new tokens (1 for a
+   decoding sequence, a chunk of the prompt for a prefill), within the iteration's token budget
+   ``max_num_batched_tokens``.
+2. **KV blocks**: a request holding ``ceil(computed / block_size)`` blocks needs
+   ``ceil((computed + new) / block_size)``; the pool has ``kv_tokens // block_size`` blocks.
+   When the free blocks do not cover a running request, the newest running request (the tail
+   of the running list) is **preempted by recomputation**: it frees all its blocks, its
+   computed tokens drop to 0 and it goes to the front of the waiting queue; this repeats until
+   the request fits or is itself the victim.
+3. **Waiting requests** (FCFS; only in an iteration without preemption) are admitted while the
+   budget lasts, fewer than ``max_num_seqs`` are running and the head's first chunk gets its
+   blocks; the first that does not fit stops admission.  A long prompt is prefilled in chunks
+   over several iterations (chunked prefill); without chunked prefill a prompt that does not fit
+   the remaining budget waits.  A resumed request recomputes its prompt and the outputs it had.
+4. The iteration takes ``step_time(c, prefill_tokens, decode_seqs, context_tokens, o)`` seconds
+   (the engine's step cost: tokens prefilled in the step, sequences decoding one token, the
+   cached tokens those sequences read — decode j of a request reads P + j).  When a request's
+   computed tokens reach ``num_tokens`` at the end of the iteration it emits one output token;
+   the ``G``-th ends the request and frees its blocks.
+
+The clock: each busy period (from an arrival on an idle engine until it is idle again) is
+timed from :func:`clock_origin` of its first arrival, and a request's latencies are taken
+against its own arrival in that frame, so they keep their digits however late the trace runs.
+
+Two implementations of the same rules:
+
+* :func:`simulate_reference` — one Python iteration per engine iteration, one object per
+  request: the readable definition (tests compare against it).
+* :func:`simulate` — event driven.  Decoding sequences are kept implicitly: a global decode
+  counter ``D`` and, per sequence, ``key = computed − D``; the context sum is
+  ``Σkey + n·D``, the blocks a step allocates are the sequences with ``(key + D) % block_size
+  == 0`` (a histogram of ``key % block_size``), finishes a heap of the counter values at which
+  they end.  Between events (an arrival that can be admitted, a prefill chunk, a finish, the
+  step whose allocation would fail) every iteration is a decode of the same n sequences, so a
+  *run* of k iterations is advanced in one numpy step: the k step times are evaluated as one
+  vectorised call (context = Σkey + n·(D + j), j = 0 … k−1), their running sum gives the end
+  of each iteration (the first iteration starting at or after the next arrival ends the run),
+  and the step at which the pool runs out follows from the histogram in closed form (n blocks
+  per ``block_size`` iterations).  When the step cost is affine in the context (checked per n),
+  a run's times are the closed form α + β·(Σkey + n·(D + j)) instead of a call.  The schedule is
+  the reference's, iteration for iteration; the times are summed in the same order, so they
+  are equal to rounding (bitwise with ``affine=False`` and an affine cost).
+
+Several engines behind a round-robin dispatcher: :func:`simulate_replicas` (each simulated
+alone, the results merged).
+
+Metrics (:class:`SimResult`): per request TTFT = t_1 − t_a, TPOT = (t_G − t_1)/(G − 1)
+(G > 1), end-to-end latency t_G − t_a, preemptions; ITL over every output token after the first
+(the step that produced it, or the gap across a preemption); percentiles by nearest rank
+(:func:`plugins.serving.serving_trace.nearest_rank`); output throughput and goodput (requests meeting
+TTFT ≤ x and TPOT ≤ y per second, as vLLM's ``benchmark_serving`` / DistServe define it) over
+the span from the first arrival to the last token; time series of the waiting queue, the
+running batch and the KV blocks in use at each event.
+
+This module is the simulator alone (numbers in, :class:`SimResult` out); the ``use batching``
+block that reads a plan's workload, engine and step cost and runs it is
+:mod:`plugins.serving.serving_sim`.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import weakref
+from array import array
+from collections import deque
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from dsl.plugin import LimitError, current_limits, no_gc
+
+
+class _Numpy:
+    """numpy, imported on first use: a plan that does not simulate a batch does not pay its
+    import (≈0.1 s of a cold `plan eval`)."""
+
+    def __getattr__(self, name):
+        import numpy
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np = _Numpy()
+
+QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(99, 100))
+RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
+MEMO_CAP = 1 << 16         # single-iteration step costs remembered at most (then the memo starts over)
+SHORT_RUN = 64             # runs up to this many iterations: a Python loop (numpy's per-call cost is higher)
+BARE_RUN = 128             # the same without recording (≈70 ns an iteration against numpy's ≈10 µs a run)
+ORIGIN_GRID = 2.0 ** 20    # s (≈12 days): the clock's origin is a whole multiple of it (see clock_origin)
+
+
+def clock_origin(arrival: float) -> float:
+    """The origin the simulators' clock counts from in a busy period that starts at ``arrival``
+    (s): the last whole multiple of :data:`ORIGIN_GRID` at or before it.  A busy period's times
+    are held relative to it, so a double resolves them to about 2^-31 s (ulp of 2^21 s) however
+    late the trace runs — absolute times of 10^14 s would be spaced 1/64 s apart, and a step of a
+    few milliseconds added to one would be lost.  Arrivals before 2^20 s count from 0, exactly as
+    absolute times (every arrival time minus a multiple of 2^20 s at or below it is exact)."""
+    return math.floor(arrival / ORIGIN_GRID) * ORIGIN_GRID if arrival >= ORIGIN_GRID else 0.0
+
+
+class SimError(ValueError):
+    """A workload the engine cannot serve: ``index`` is the request (0-based, input order)."""
+
+    def __init__(self, message: str, index: int | None = None, hint: str = ""):
+        super().__init__(message)
+        self.index, self.hint = index, hint
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The scheduler's limits (vLLM's names): KV pool ``kv_tokens`` in blocks of
+    ``block_size`` tokens, at most ``max_num_seqs`` running requests and
+    ``max_num_batched_tokens`` tokens per iteration."""
+
+    kv_tokens: int
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_chunked_prefill: bool = True
+
+    @property
+    def blocks(self) -> int:
+        return self.kv_tokens // self.block_size
+
+
+def linear_step(c, prefill_tokens, decode_seqs, context_tokens, o=None):
+    """A step cost affine in the work: ``c["overhead"] + c["token"]·(prefill + decodes) +
+    c["context"]·context`` (seconds; numbers or numpy arrays).  The hand-checkable cost of the
+    tests, and the block's cost when the plan gives it."""
+    return c["overhead"] + c["token"] * (prefill_tokens + decode_seqs) + c["context"] * context_tokens
+
+
+# ---------------------------------------------------------------- workloads
+def poisson_arrivals(rate: float, n: int, seed: int = 0) -> np.ndarray:
+    """n arrival times (s) of a Poisson process of ``rate`` requests/s from t = 0 (exponential
+    gaps, numpy ``default_rng(seed)``): the same seed gives the same times."""
+    rng = np.random.default_rng(seed)
+    return np.cumsum(rng.exponential(1.0 / rate, n))
+
+
+def gamma_arrivals(rate: float, n: int, cv: float, seed: int = 0) -> np.ndarray:
+    """n arrival times with Gamma-distributed gaps of mean 1/rate and coefficient of variation
+    ``cv`` (shape 1/cv², scale cv²/rate): cv = 1 is Poisson-like, cv > 1 bursty."""
+    rng = np.random.default_rng(seed)
+    k = 1.0 / (cv * cv)
+    return np.cumsum(rng.gamma(k, 1.0 / (rate * k), n))
+
+
+def sample_lengths(prompt, output, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n (input, output) pairs drawn with replacement from the rows of a trace (the pair of one
+    row stays together)."""
+    rng = np.random.default_rng([seed, 1])
+    i = rng.integers(0, len(prompt), n)
+    return np.asarray(prompt, dtype=np.int64)[i], np.asarray(output, dtype=np.int64)[i]
+
+
+def check_workload(arrival, prompt, output, eng: Engine) -> None:
+    """:raises SimError: for a request the engine can never run (no prompt or output token, or
+    more KV than the whole pool), or limits the scheduler cannot work with."""
+    if eng.block_size < 1 or eng.max_num_seqs < 1 or eng.max_num_batched_tokens < 1:
+        raise SimError("block_size, max_num_seqs and max_num_batched_tokens must be at least 1")
+    if eng.max_num_batched_tokens < eng.max_num_seqs:
+        raise SimError(f"max_num_batched_tokens ({eng.max_num_batched_tokens}) is below max_num_seqs "
+                       f"({eng.max_num_seqs}): an iteration could not decode every running sequence",
+                       hint="vLLM requires max_num_batched_tokens ≥ max_num_seqs")
+    if len(arrival) == 0:
+        raise SimError("the workload has no requests")
+    if eng.blocks == 0:
+        raise SimError(f"the KV pool of {eng.kv_tokens:,} tokens holds no whole block of block_size = "
+                       f"{eng.block_size:,} tokens", None,
+                       f"use a block size that divides the pool many times (vLLM's default is 16 tokens)"
+                       if eng.block_size > eng.kv_tokens else "give the engine more KV memory")
+    P, G = np.asarray(prompt), np.asarray(output)
+    bad = np.flatnonzero((P < 1) | (G < 1))
+    if bad.size:
+        i = int(bad[0])
+        raise SimError(f"request {i + 1} has {int(P[i])} input and {int(G[i])} output tokens; the engine needs "
+                       "at least one of each", i)
+    need = -(-(P + G - 1) // eng.block_size)
+    bad = np.flatnonzero(need > eng.blocks)
+    if bad.size:
+        i = int(bad[0])
+        raise SimError(f"request {i + 1} needs {int(P[i] + G[i] - 1)} tokens of KV cache but the pool holds "
+                       f"{eng.blocks * eng.block_size} ({eng.blocks} blocks of {eng.block_size})", i,
+                       "give the engine more KV memory or drop requests longer than the pool")
+    if not eng.enable_chunked_prefill:
+        bad = np.flatnonzero(P + G - 1 > eng.max_num_batched_tokens)
+        if bad.size:
+            i = int(bad[0])
+            raise SimError(f"request {i + 1} has more tokens ({int(P[i] + G[i] - 1)}) than one iteration may "
+                           f"schedule ({eng.max_num_batched_tokens}) and chunked prefill is off", i,
+                           "enable chunked prefill or raise max_num_batched_tokens")
+
+
+# ---------------------------------------------------------------- results
+def _rank(q, n: int) -> int:
+    q = q if isinstance(q, Fraction) else Fraction(str(q))
+    return max(1, math.ceil(q * n))
+
+
+def nearest_rank_np(values: np.ndarray, q) -> float:
+    """The ⌈q·n⌉-th smallest value (the rule of :func:`plugins.serving.serving_trace.nearest_rank`)."""
+    v = np.sort(np.asarray(values, dtype=float))
+    if v.size == 0:
+        raise ValueError("no observations")
+    return float(v[_rank(q, v.size) - 1])
+
+
+def weighted_nearest_rank(values: np.ndarray, weights: np.ndarray, q) -> float:
+    """Nearest rank over ``values[i]`` repeated ``weights[i]`` times."""
+    o = np.argsort(values, kind="stable")
+    cw = np.cumsum(np.asarray(weights)[o])
+    if cw.size == 0 or cw[-1] == 0:
+        raise ValueError("no observations")
+    r = _rank(q, int(cw[-1]))
+    return float(np.asarray(values)[o][int(np.searchsorted(cw, r, side="left"))])
+
+
+@dataclass
+class SimResult:
+    """Outcome of a simulation (seconds, tokens; requests in input order).
+
+    ``first``/``last``: time of each request's first and last output token, counted from
+    ``origin`` (per request: the clock origin of its busy period, :func:`clock_origin`; None when
+    every origin is 0, the times then absolute) — ``first_at``/``last_at`` are the absolute
+    times; latencies are taken against each request's own arrival in that frame, so they keep
+    their digits when the times are large; ``preemptions``
+    per request; ``itl_values``/``itl_weights``: inter-token latencies, each value standing
+    for ``weight`` tokens; ``series_*``: at each event, the time, the waiting requests, the
+    running requests and the KV blocks in use; ``iterations``: engine iterations simulated;
+    ``events``: the scheduler's events (the length of the series when they are recorded; -1 when
+    not counted)."""
+
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    preemptions: np.ndarray
+    itl_values: np.ndarray
+    itl_weights: np.ndarray
+    series_t: np.ndarray
+    series_waiting: np.ndarray
+    series_running: np.ndarray
+    series_kv: np.ndarray
+    iterations: int
+    blocks: int
+    block_size: int
+    _cache: dict = field(default_factory=dict, repr=False)
+    events: int = -1
+    origin: np.ndarray | None = None
+
+    def _arrived(self) -> np.ndarray:
+        """Arrival times in the frame of ``first``/``last`` (each minus its origin: exact)."""
+        return self.arrival if self.origin is None else self.arrival - self.origin
+
+    @property
+    def first_at(self) -> np.ndarray:
+        return self.first if self.origin is None else self.origin + self.first
+
+    @property
+    def last_at(self) -> np.ndarray:
+        return self.last if self.origin is None else self.origin + self.last
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return self.first - self._arrived()
+
+    @property
+    def e2e(self) -> np.ndarray:
+        return self.last - self._arrived()
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """(t_G − t_1)/(G − 1) of the requests with G > 1."""
+        m = self.output > 1
+        return (self.last[m] - self.first[m]) / (self.output[m] - 1)
+
+    @property
+    def span(self) -> float:
+        """From the first arrival to the last output token."""
+        if self.origin is None:
+            return float(self.last.max() - self.arrival.min())
+        return float(((self.origin - self.arrival.min()) + self.last).max())
+
+    @property
+    def max_queue(self) -> int:
+        return int(self.series_waiting.max()) if self.series_waiting.size else 0
+
+    def quantile(self, metric: str, q) -> float:
+        """Nearest-rank quantile of ``ttft``, ``tpot``, ``e2e`` (per request) or ``itl`` (per token)."""
+        srt = self._cache.get(metric)
+        if srt is None:
+            if metric == "itl":
+                o = np.argsort(self.itl_values, kind="stable")
+                srt = (self.itl_values[o], np.cumsum(self.itl_weights[o]))
+            else:
+                srt = (np.sort(getattr(self, metric)), None)
+            self._cache[metric] = srt
+        vals, cw = srt
+        if vals.size == 0:
+            raise ValueError("no observations")
+        if cw is None:
+            return float(vals[_rank(q, vals.size) - 1])
+        return float(vals[int(np.searchsorted(cw, _rank(q, int(cw[-1])), side="left"))])
+
+    def throughput(self) -> float:
+        """Output tokens per second over :attr:`span` (inf for steps that take no time)."""
+        span = self.span
+        return float(self.output.sum()) / span if span > 0 else math.inf
+
+    def goodput(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> float:
+        """Requests per second over :attr:`span` with TTFT ≤ slo_ttft and TPOT ≤ slo_tpot (a
+        request with one output token has no TPOT and meets that part)."""
+        span = self.span
+        return float(self.meets(slo_ttft, slo_tpot).sum()) / span if span > 0 else math.inf
+
+    def meets(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> np.ndarray:
+        ok = np.ones(len(self.arrival), dtype=bool)
+        if slo_ttft is not None:
+            ok &= self.ttft <= slo_ttft
+        if slo_tpot is not None:
+            tp = np.zeros(len(self.arrival))
+            m = self.output > 1
+            tp[m] = (self.last[m] - self.first[m]) / (self.output[m] - 1)
+            ok &= tp <= slo_tpot
+        return ok
+
+    def summary(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> dict[str, float]:
+        """Every aggregate by name (seconds, tokens/s, requests/s)."""
+        out: dict[str, float] = {}
+        for m in ("ttft", "tpot", "itl", "e2e"):
+            vals = self.itl_values if m == "itl" else getattr(self, m)
+            if vals.size == 0:
+                continue
+            if m == "itl":
+                out["itl_mean"] = float(np.dot(self.itl_values, self.itl_weights) / self.itl_weights.sum())
+            else:
+                out[f"{m}_mean"] = float(vals.mean())
+            for q in QUANTILES:
+                out[f"{m}_p{int(q * 100)}"] = self.quantile(m, q)
+        out["throughput"] = self.throughput()
+        if slo_ttft is not None or slo_tpot is not None:
+            out["goodput"] = self.goodput(slo_ttft, slo_tpot)
+            out["slo_attainment"] = float(self.meets(slo_ttft, slo_tpot).mean())
+        out["preemptions"] = float(self.preemptions.sum())
+        out["max_queue"] = float(self.max_queue)
+        out["max_running"] = float(self.series_running.max())
+        out["peak_kv"] = float(self.series_kv.max()) / self.blocks
+        out["iterations"] = float(self.iterations)
+        out["span"] = self.span
+        return out
+
+
+def _result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, events=-1, origin=None):
+    ser = (np.frombuffer(ser, dtype=float).copy() if isinstance(ser, array)
+           else np.fromiter(ser, dtype=float, count=len(ser))).reshape(-1, 4)
+    first, last = ((np.frombuffer(x, dtype=float).copy() if isinstance(x, array) else np.asarray(x, dtype=float))
+                   for x in (first, last))
+    return SimResult(np.asarray(A, dtype=float), np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64),
+                     first, last, np.asarray(pre, dtype=np.int64),
+                     itl_v, itl_w, ser[:, 0], ser[:, 1].astype(np.int64), ser[:, 2].astype(np.int64),
+                     ser[:, 3].astype(np.int64), iterations, eng.blocks, eng.block_size, events=events,
+                     origin=None if origin is None else np.asarray(origin, dtype=float))
+
+
+def _arrays(arrival, prompt, output):
+    A = np.asarray(arrival, dtype=float)
+    P = np.asarray(prompt, dtype=np.int64)
+    G = np.asarray(output, dtype=np.int64)
+    if not (A.shape == P.shape == G.shape) or A.ndim != 1:
+        raise SimError("arrival, input and output lengths must be three lists of the same length")
+    return A, P, G
+
+
+# ---------------------------------------------------------------- the reference: one loop per iteration
+def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, o=None) -> SimResult:
+    """The scheduler rules of the module docstring, one Python iteration per engine iteration."""
+    A, Pa, Ga = _arrays(arrival, prompt, output)
+    check_workload(A, Pa, Ga, eng)
+    n, bs, B, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
+    extra = _extra_args(step_time)
+    P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
+    order = np.argsort(A, kind="stable").tolist()
+    comp, out, held, pre = [0] * n, [0] * n, [0] * n, [0] * n
+    prefilling = [True] * n
+    first, last = [math.nan] * n, [math.nan] * n
+    free = eng.blocks
+    running: list[int] = []
+    waiting: deque = deque()
+    itl_v, itl_w, ser = [], [], []
+    t, nxt, done, it = 0.0, 0, 0, 0
+    O, org, moved = 0.0, [0.0] * n, False        # the clock counts from O (clock_origin)
+    while done < n:
+        while nxt < n and At[order[nxt]] - O <= t:
+            org[order[nxt]] = O
+            waiting.append(order[nxt])
+            nxt += 1
+        if not running and not waiting:
+            a = At[order[nxt]]
+            if clock_origin(a) != O:
+                O, moved = clock_origin(a), True
+            t = a - O
+            continue
+        ser.extend((O + t, len(waiting), len(running), eng.blocks - free))
+        budget, sched, preempted = B, [], False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            new = min(P[r] + out[r] - comp[r], budget)
+            ok = True
+            while True:
+                need = -(-(comp[r] + new) // bs) - held[r]
+                if need <= free:
+                    free -= need
+                    held[r] += need
+                    break
+                v = running.pop()
+                free += held[v]
+                held[v], comp[v], prefilling[v] = 0, 0, True
+                pre[v] += 1
+                waiting.appendleft(v)
+                preempted = True
+                if v == r:
+                    ok = False
+                    break
+            if not ok:
+                break
+            sched.append((r, new))
+            budget -= new
+            i += 1
+        if not preempted:
+            while waiting and budget > 0 and len(running) < S:
+                r = waiting[0]
+                new = P[r] + out[r]
+                if not eng.enable_chunked_prefill and new > budget:
+                    break
+                new = min(new, budget)
+                need = -(-new // bs)
+                if need > free:
+                    break
+                waiting.popleft()
+                free -= need
+                held[r] = need
+                running.append(r)
+                sched.append((r, new))
+                budget -= new
+        assert sched, "an iteration scheduled nothing"
+        chunks = [(r, new) for r, new in sched if prefilling[r]]
+        pf = sum(new for r, new in chunks)
+        dec = [r for r, _ in sched if not prefilling[r]]
+        nd, ctx = len(dec), sum(comp[r] for r in dec)
+        if extra:
+            ends_pf = sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r])
+            dt = step_time(c, pf, nd, ctx, o, prefill_prefix=sum(comp[r] for r, _ in chunks),
+                           prefill_seqs=ends_pf if ends_pf or nd else None)
+        else:
+            dt = step_time(c, pf, nd, ctx, o)
+        dt = float(dt)
+        t_end = t + dt
+        it += 1
+        if nd:
+            itl_v.append(dt)
+            itl_w.append(nd)
+        for r, new in sched:
+            comp[r] += new
+            if comp[r] == P[r] + out[r]:
+                out[r] += 1
+                if prefilling[r]:
+                    if out[r] == 1:
+                        first[r] = t_end
+                    else:                       # resumed after a preemption
+                        itl_v.append(t_end - last[r])
+                        itl_w.append(1)
+                    prefilling[r] = False
+                last[r] = t_end
+                if out[r] == G[r]:
+                    free += held[r]
+                    held[r] = 0
+                    running.remove(r)
+                    done += 1
+        t = t_end
+    return _result(A, Pa, Ga, first, last, pre, np.asarray(itl_v, dtype=float),
+                   np.asarray(itl_w, dtype=np.int64), ser, it, eng, origin=org if moved else None)
+
+
+# ---------------------------------------------------------------- the fast path: runs of identical decodes
+def _extra_args(step_time) -> bool:
+    """True when the step cost takes the optional ``prefill_prefix`` / ``prefill_seqs``
+    keywords (the cached tokens before a prefill chunk; the prefills that emit logits)."""
+    import inspect
+    try:
+        ps = inspect.signature(step_time).parameters
+    except (TypeError, ValueError):
+        return False
+    return "prefill_prefix" in ps and "prefill_seqs" in ps
+
+
+class Affine:
+    """Per decode batch size n, the decode-only step cost as α + β·context when it is affine
+    in the context: checked at five contexts spanning [0, the whole pool] (a step cost that is
+    a sum of rooflines is affine there: its memory and compute sides both grow linearly with
+    the KV read).  Otherwise None, and runs are evaluated by vectorised calls."""
+
+    def __init__(self, step_time, c, o, top: int):
+        self.f, self.c, self.o, self.top = step_time, c, o, max(int(top), 16)
+        self.memo = affine_memo(step_time, c, o, self.top)
+
+    def __call__(self, n: int):
+        r = self.memo.get(n, False)
+        if r is not False:
+            return r
+        xs = np.array([0, self.top // 7, self.top // 3, (2 * self.top) // 3, self.top], dtype=np.int64)
+        ys = np.broadcast_to(np.asarray(self.f(self.c, 0, n, xs, self.o), dtype=float), xs.shape)
+        a, b = float(ys[0]), float(ys[-1] - ys[0]) / float(xs[-1])
+        pred = a + b * xs
+        ok = bool(np.all(np.abs(pred - ys) <= 1e-11 * np.abs(ys)))
+        r = self.memo[n] = (a, b) if ok else None
+        return r
+
+
+_AFFINE_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+AFFINE_SHARED_CAP = 64     # (constants, ops, pool) memos kept per step cost (then they start over)
+
+
+def affine_memo(step_time, c, o, top: int) -> dict:
+    """The memo of :class:`Affine` (decode batch n → (α, β) or None) shared by every
+    simulation of the same step cost (the function object) at equal constants (by type and
+    exact value), ops and pool size: the check is a pure function of those, and the engines
+    of a round-robin deployment, the evaluations of a solve and a search's candidates of one
+    layout and pool repeat it (≈30 µs per batch size).  A fresh dict when the constants are
+    not hashable or the cost cannot be weakly referenced."""
+    try:
+        ck = None if c is None else tuple(sorted(
+            (k, type(v), v.hex() if isinstance(v, float) else v) for k, v in c.items()))
+        key = (ck, type(o), getattr(o, "max", None), getattr(o, "min", None), getattr(o, "where", None), top)
+        hash(key)
+        per = _AFFINE_SHARED.get(step_time)
+        if per is None:
+            per = _AFFINE_SHARED[step_time] = {}
+    except (TypeError, AttributeError):
+        return {}
+    memo = per.get(key)
+    if memo is None:
+        if len(per) >= AFFINE_SHARED_CAP:
+            per.clear()
+        memo = per[key] = {}
+    return memo
+
+
+def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True,
+             max_events: int | None = None, record: bool = True) -> SimResult:
+    """The same schedule as :func:`simulate_reference`, advancing runs of identical decode
+    iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
+    closed form α + β·context when the step cost is affine in the context (:class:`Affine`;
+    equal to the direct evaluation up to rounding); False calls the step cost on every run.
+    ``o`` is passed to the step cost; an iteration computed alone passes ``o.scalar`` instead
+    when ``o`` has one (``ops("numpy").scalar``: the same max/min/where on Python numbers, at a
+    fraction of numpy's per-call cost), and its cost is remembered by its arguments — unless
+    the step cost has ``for_numbers``: then ``step_time.for_numbers(c)`` is called once and
+    the callable it returns prices each such iteration, ``(prefill_tokens, decode_seqs,
+    context_tokens, prefill_prefix, prefill_seqs)`` (the last two only for a cost that takes
+    them) → seconds, the same value as the step cost's on Python numbers
+    (:class:`plugins.serving.serving_step_core.ScalarStep`: it remembers what does not depend on the context).
+
+    ``record=False`` keeps only what the per-request figures need (first and last token times,
+    preemptions, the iteration count): the inter-token latencies and the event series come back
+    empty (``SimResult.events`` still counts the events) — the same schedule and the same times,
+    for a caller that reads TTFT, TPOT, end-to-end latency and the span only (the SLO search).
+
+    :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
+        iteration computed alone or run of identical decodes; default: the limit in force)."""
+    A, Pa, Ga = _arrays(arrival, prompt, output)
+    check_workload(A, Pa, Ga, eng)
+    # tens of thousands of small tuples (heap entries, events) and no cycle: without the
+    # collector's passes over every live object
+    with no_gc():
+        return _simulate(A, Pa, Ga, eng, step_time, c, o, affine, max_events, record)
+
+
+def _preempt(v, prefilling: bool, t_now: float, D: int, state) -> tuple:
+    """Preempt request v by recomputation (:func:`simulate`'s state): it frees its blocks, its
+    computed tokens drop to 0 and it goes to the front of the waiting queue; a decoder leaves
+    the histogram and the heap (its generation moves on) with its outputs so far.  Returns
+    (blocks freed, the decoder's key or None): the caller updates its counts."""
+    bs, comp, key, hist, gen, out, last, P, pre, waiting = state
+    if prefilling:
+        freed, k = -(-comp[v] // bs), None
+    else:
+        k = key[v]
+        hist[k % bs] -= 1
+        freed = -(-(k + D) // bs)
+        gen[v] += 1
+        out[v] = k + D - P[v] + 1
+        last[v] = t_now              # a decoder emitted at the end of the previous iteration
+    comp[v] = 0
+    pre[v] += 1
+    waiting.appendleft(v)
+    return freed, k
+
+
+def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events: int | None,
+              record: bool = True) -> SimResult:
+    n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
+    chunked = eng.enable_chunked_prefill
+    extra = _extra_args(step_time)
+    lin = Affine(step_time, c, o, NB * bs) if affine else None
+    lin_memo = lin.memo if lin is not None else None
+    so = getattr(o, "scalar", o)        # one iteration at a time: the ops on Python numbers
+    memo: dict = {}                     # step costs of single iterations by their arguments
+    one = getattr(step_time, "for_numbers", None)
+    one = one(c) if one is not None else None
+    P, G = Pa.tolist(), Ga.tolist()
+    order = np.argsort(A, kind="stable")
+    arr = A[order].tolist() + [math.inf]
+    order = order.tolist()
+    comp, out, key, gen, pre = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
+    # C doubles and 64-bit counts, not lists of Python objects: numpy takes them without a pass
+    # over objects scattered through memory (≈0.1 s over a slo-azure search's simulations)
+    first, last = array('d', [math.nan]) * n, array('d', [math.nan]) * n
+    # decoding sequences, implicitly: computed = key + D
+    hist = [0] * bs                     # decoders by key % bs
+    heap: list = []                     # (counter value after its last step, generation, request)
+    n_dec, sum_key, D = 0, 0, 0
+    X = -1                              # the running request still prefilling (always the tail), or -1
+    free = NB
+    running: dict = {}                  # in admission order (a dict: a finish leaves in O(1))
+    waiting: deque = deque()
+    itl_chunks: list = []               # (values array, weight) of vectorised runs
+    itl_v, itl_w, ser = array('d'), array('q'), array('d')
+    t, nxt, done, it = 0.0, 0, 0, 0
+    O, org, moved = 0.0, array('d', [0.0]) * n, False     # the clock counts from O (clock_origin)
+    ar = np.arange(RUN_CAP, dtype=np.int64)
+    push, pop = heapq.heappush, heapq.heappop
+    ser_add, v_add, w_add, w_ext = ser.extend, itl_v.append, itl_w.append, itl_w.extend
+    cap = current_limits().sim_iterations if max_events is None else max_events
+    events = 0
+
+    # (the loop's counters stay plain locals: a nested function changing them would make every
+    # access to them, in every iteration, go through a cell)
+    state = (bs, comp, key, hist, gen, out, last, P, pre, waiting)
+
+    while done < n:
+        while arr[nxt] - O <= t:
+            org[order[nxt]] = O
+            waiting.append(order[nxt])
+            nxt += 1
+        if not running and not waiting:
+            a = arr[nxt]
+            if a >= ORIGIN_GRID and clock_origin(a) != O:
+                O, moved = clock_origin(a), True
+            t = a - O
+            continue
+        if record:
+            ser_add((O + t, len(waiting), len(running), NB - free))
+        events += 1
+        if events > cap:
+            _too_many_events(cap, done, n, sum(pre))
+        nb = hist[(-D) % bs]
+        # ---- a run of identical decode iterations: no prefill, nothing admissible, no preemption
+        if X < 0 and n_dec and nb <= free:
+            if waiting:
+                h = waiting[0]
+                hn = P[h] + out[h]
+                room = B - n_dec
+                blocked = (len(running) >= S or (not chunked and hn > room)
+                           or -(-(hn if hn < room else room) // bs) > free - nb)
+                ta = math.inf
+            else:
+                blocked, ta = True, arr[nxt] - O
+            if blocked:
+                while gen[heap[0][2]] != heap[0][1]:
+                    pop(heap)
+                k = heap[0][0] - D                        # up to the first finish
+                q, rem = divmod(free, n_dec)
+                if q * bs < k:                            # the pool may run out first
+                    acc, j, d0 = 0, 0, -D
+                    while True:
+                        acc += hist[(d0 - j) % bs]
+                        if acc > rem:
+                            break
+                        j += 1
+                    k = min(k, q * bs + j)
+                if k > RUN_CAP:
+                    k = RUN_CAP
+                ab = lin_memo.get(n_dec, False) if lin is not None else None
+                if ab is False:
+                    ab = lin(n_dec)
+                if ab is not None and (k <= SHORT_RUN or not record and (
+                        k <= BARE_RUN or ta - t < BARE_RUN * (ab[0] + ab[1] * (sum_key + n_dec * D)))):
+                    # short run (or, without recording, one that ends within BARE_RUN steps of
+                    # at least α each): a Python loop, closed form
+                    a0 = ab[0] + ab[1] * (sum_key + n_dec * D)
+                    b1 = ab[1] * n_dec
+                    j, tt = 0, t
+                    if not record:                        # the times alone
+                        while j < k and tt < ta:
+                            tt += a0 + b1 * j
+                            j += 1
+                    elif k <= 24:
+                        while j < k and tt < ta:
+                            dt = a0 + b1 * j
+                            tt += dt
+                            v_add(dt)
+                            j += 1
+                        w_ext([n_dec] * j)                # each value's weight: the run's decodes
+                    else:                                 # the vectorised path's values, in its place
+                        dts = []
+                        d_add = dts.append
+                        while j < k and tt < ta:
+                            dt = a0 + b1 * j
+                            tt += dt
+                            d_add(dt)
+                            j += 1
+                        itl_chunks.append((dts, n_dec))
+                    k = j
+                else:
+                    if ab is not None:
+                        dts = (ab[0] + ab[1] * (sum_key + n_dec * D)) + (ab[1] * n_dec) * ar[:k]
+                    else:
+                        dts = np.asarray(step_time(c, 0, n_dec, sum_key + n_dec * (D + ar[:k]), o), dtype=float)
+                        if dts.shape != (k,):
+                            dts = np.broadcast_to(dts, (k,)).copy()
+                    ends = dts.copy()
+                    ends[0] += t
+                    np.cumsum(ends, out=ends)             # t + dt0 + dt1 + …, in iteration order
+                    if ta < math.inf:                     # iterations that start before the next arrival
+                        k = 1 + int(np.searchsorted(ends[:k - 1], ta, side="left"))
+                    if record:
+                        itl_chunks.append((dts[:k], n_dec))
+                    tt = float(ends[k - 1])
+                # blocks allocated: n per bs iterations, and the sequences whose key ≡ −D − j
+                # (mod bs) for the part (j = 0 … part − 1): a window of the histogram ending at −D
+                full, part = divmod(k, bs)
+                used = full * n_dec
+                if part:
+                    hi = (-D) % bs + 1
+                    used += sum(hist[hi - part:hi]) if hi >= part else sum(hist[:hi]) + sum(hist[hi - part:])
+                free -= used
+                D += k
+                it += k
+                t = tt
+                while heap and heap[0][0] <= D:           # finishes at the end of the run
+                    e, g, r = pop(heap)
+                    if g != gen[r]:
+                        continue
+                    kr = key[r]
+                    n_dec -= 1
+                    sum_key -= kr
+                    hist[kr % bs] -= 1
+                    free += -(-(kr + D) // bs)
+                    out[r] = G[r]
+                    last[r] = t
+                    del running[r]
+                    done += 1
+                continue
+        # ---- one iteration, the general rules
+        preempted = False
+        if nb > free:                     # decoders in order; preempt from the tail when the pool runs out
+            i = 0
+            lst = list(running)
+            while i < len(lst):
+                r = lst[i]
+                if r == X:
+                    break
+                if (key[r] + D) % bs == 0:
+                    gone = False
+                    while free < 1:
+                        v = lst.pop()
+                        del running[v]
+                        freed, kv = _preempt(v, v == X, t, D, state)
+                        free += freed
+                        if v == X:
+                            X = -1
+                        else:
+                            n_dec -= 1
+                            sum_key -= kv
+                        preempted = True
+                        if v == r:
+                            gone = True
+                            break
+                    if gone:
+                        break
+                    free -= 1
+                i += 1
+        else:
+            free -= nb
+        budget = B - n_dec
+        sched = []                        # prefill chunks: (request, tokens)
+        prefix = ends_pf = 0              # ends_pf: chunks that complete their prompt (they emit logits)
+        if X >= 0 and budget > 0:
+            new = min(P[X] + out[X] - comp[X], budget)
+            need = -(-(comp[X] + new) // bs) - (-(-comp[X] // bs))
+            if need > free:
+                running.popitem()         # X is the tail: it is its own victim
+                free += _preempt(X, True, t, D, state)[0]
+                X = -1
+                preempted = True
+            else:
+                free -= need
+                sched.append((X, new))
+                budget -= new
+                prefix = comp[X]
+                if comp[X] + new == P[X] + out[X]:
+                    ends_pf += 1
+        if not preempted:
+            while waiting and budget > 0 and len(running) < S:
+                r = waiting[0]
+                new = P[r] + out[r]
+                if not chunked and new > budget:
+                    break
+                if new > budget:
+                    new = budget
+                need = -(-new // bs)
+                if need > free:
+                    break
+                waiting.popleft()
+                free -= need
+                running[r] = None
+                sched.append((r, new))
+                budget -= new
+                if comp[r] + new == P[r] + out[r]:
+                    ends_pf += 1
+        pf = B - n_dec - budget
+        ctx = sum_key + n_dec * D
+        if extra and not ends_pf and not n_dec:
+            ends_pf = None                # no logits at all: leave the cost its default (one head pass)
+        if one is not None:               # the cost's own evaluator for Python numbers
+            dt = float(one(pf, n_dec, ctx, prefix, ends_pf) if extra else one(pf, n_dec, ctx))
+        elif (dt := memo.get(key_ := (pf, n_dec, ctx, prefix, ends_pf) if extra else (pf, n_dec, ctx))) is None:
+            # the step cost is a function of its arguments: iterations repeat
+            if extra:
+                dt = float(step_time(c, pf, n_dec, ctx, so, prefill_prefix=prefix, prefill_seqs=ends_pf))
+            else:
+                dt = float(step_time(c, pf, n_dec, ctx, so))
+            if len(memo) >= MEMO_CAP:
+                memo.clear()
+            memo[key_] = dt
+        t_end = t + dt
+        it += 1
+        if n_dec and record:
+            v_add(dt)
+            w_add(n_dec)
+        D += 1
+        if sched and sched[0][0] == X:
+            X = -1
+        for r, new in sched:
+            comp[r] += new
+            if comp[r] == P[r] + out[r]:
+                out[r] += 1
+                if out[r] == 1:
+                    first[r] = t_end
+                elif record:              # resumed after a preemption: the gap since its last token
+                    v_add(t_end - last[r])
+                    w_add(1)
+                last[r] = t_end
+                if out[r] == G[r]:
+                    free += -(-comp[r] // bs)
+                    del running[r]
+                    done += 1
+                else:                     # a decoder from now on
+                    k = comp[r] - D
+                    key[r] = k
+                    n_dec += 1
+                    sum_key += k
+                    hist[k % bs] += 1
+                    push(heap, (P[r] + G[r] - 1 - k, gen[r], r))
+            else:
+                X = r
+        while heap and heap[0][0] <= D:
+            e, g, r = pop(heap)
+            if g != gen[r]:
+                continue
+            kr = key[r]
+            n_dec -= 1
+            sum_key -= kr
+            hist[kr % bs] -= 1
+            free += -(-(kr + D) // bs)
+            out[r] = G[r]
+            last[r] = t_end
+            del running[r]
+            done += 1
+        t = t_end
+    vals = np.concatenate([np.frombuffer(itl_v, dtype=float)] + [np.asarray(v, dtype=float) for v, _ in itl_chunks])
+    wts = np.concatenate([np.frombuffer(itl_w, dtype=np.int64),
+                          np.repeat(np.array([w for _, w in itl_chunks], dtype=np.int64),
+                                    [len(v) for v, _ in itl_chunks])])
+    return _result(A, Pa, Ga, first, last, pre, vals, wts, ser, it, eng, events, org if moved else None)
+
+
+def _too_many_events(cap: int, done: int, n: int, preemptions: int):
+    raise LimitError("sim_iterations", f"the simulation passed {cap:,} scheduler iterations computed one at a time "
+                     f"({done:,} of {n:,} requests finished, {preemptions:,} preemptions so far)")
+
+
+def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1,
+                      record: bool = True):
+    """``replicas`` independent engines behind a round-robin dispatcher (request i, in arrival
+    order, to engine i mod replicas): each simulated alone, the results merged.  ``record``:
+    as :func:`simulate` (False: no inter-token latencies, no event series)."""
+    if replicas <= 1:
+        return simulate(arrival, prompt, output, eng, step_time, c, o, record=record)
+    A, P, G = _arrays(arrival, prompt, output)
+    order = np.argsort(A, kind="stable")
+    replicas = min(replicas, len(A))     # engines beyond the request count receive nothing
+    parts, left = [], current_limits().sim_iterations       # one budget for all the engines
+    for idx in (order[k::replicas] for k in range(replicas)):
+        if idx.size:
+            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record))
+            left -= parts[-1].events
+    first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
+    origin = np.zeros(len(A)) if any(r.origin is not None for r in parts) else None
+    for k, r in enumerate(parts):
+        idx = order[k::replicas]
+        first[idx], last[idx], pre[idx] = r.first, r.last, r.preemptions
+        if r.origin is not None:
+            origin[idx] = r.origin
+    events = sum(r.events for r in parts)
+    if not record:
+        empty = np.empty(0)
+        return SimResult(A, P, G, first, last, pre, empty, empty.astype(np.int64), empty,
+                         empty.astype(np.int64), empty.astype(np.int64), empty.astype(np.int64),
+                         sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events,
+                         origin=origin)
+    # the deployment's state: each engine's step function at every event of any engine, summed
+    T = np.unique(np.concatenate([r.series_t for r in parts]))
+    tot = np.zeros((3, T.size), dtype=np.int64)
+    for r in parts:
+        i = np.searchsorted(r.series_t, T, side="right") - 1
+        ok = i >= 0
+        for row, col in enumerate((r.series_waiting, r.series_running, r.series_kv)):
+            tot[row, ok] += col[i[ok]]
+    return SimResult(A, P, G, first, last, pre, np.concatenate([r.itl_values for r in parts]),
+                     np.concatenate([r.itl_weights for r in parts]), T, tot[0], tot[1], tot[2],
+                     sum(r.iterations for r in parts), eng.blocks * len(parts), eng.block_size, events=events,
+                     origin=origin)
