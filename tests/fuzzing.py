@@ -54,7 +54,7 @@ _PARSERS: dict = {}   # id(commands) -> (commands, the argparse parser built for
 
 
 def _reused_parser(build):
-    """``dsl.cli._parser`` built once per set of plugin commands and then reused: ``main`` builds
+    """``dsl.cli.arguments.build_parser`` built once per set of plugin commands and then reused: ``main`` builds
     its argparse parser (≈40 sub-commands and options, ≈5 ms) on every call, a quarter of the CPU
     time of a fuzz input, and parsing never changes a parser.  Inputs are what is fuzzed here, not
     the command line (tests/test_cli_consistency.py and the others run ``main`` unchanged)."""
@@ -75,7 +75,7 @@ def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz
     process starved by others on a loaded machine is not a hang), or of wall-clock time
     (``clock="real"``).
     The command line is parsed by a parser built once (:func:`_reused_parser`), for this call only."""
-    import dsl.cli
+    import dsl.cli.arguments
     from dsl.syntax import limits
     from dsl.cli import main
 
@@ -88,8 +88,8 @@ def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz
     def expired(signum, frame):
         raise Hang()
     old = signal.signal(sig, expired)
-    build = dsl.cli._parser
-    dsl.cli._parser = _reused_parser(build)
+    build = dsl.cli.arguments.build_parser     # the one name main reads it by
+    dsl.cli.arguments.build_parser = _reused_parser(build)
     signal.setitimer(timer, seconds)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -102,7 +102,7 @@ def run_one(text: str, argv: list[str], seconds: float = 20.0, name: str = "fuzz
     finally:
         signal.setitimer(timer, 0)
         signal.signal(sig, old)
-        dsl.cli._parser = build
+        dsl.cli.arguments.build_parser = build
         limits.set_limits(None)
     return rc, out.getvalue(), err.getvalue()
 

@@ -199,7 +199,7 @@ def test_the_collector_is_paused_only_for_the_programs_imports():
     (imported objects frozen) once the plugins are loaded, whatever the command; a library
     caller of ``main`` keeps its collector as it was, nothing frozen."""
     import subprocess
-    code = ("import gc, sys, dsl.cli as c\n"
+    code = ("import gc, sys, dsl.cli.program as c\n"
             "c._GC_PAUSED = True; gc.disable()\n"
             "rc = c.main(['plugins'])\n"
             "print(rc, gc.isenabled(), c._GC_PAUSED, gc.get_freeze_count() > 1000, file=sys.stderr)\n"

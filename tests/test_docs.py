@@ -234,7 +234,7 @@ def test_readme_cli_reference_lists_every_option():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = readme.split("## CLI reference", 1)[1].split("\n\n", 2)[1]
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `plan (?:--disable-plugin NAME )?([a-z]+).*$", table, re.M)}
-    parser = cli._parser(cli._plugin_commands(()))
+    parser = cli.build_parser(cli.plugin_commands(()))
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     shared = {"-h", "--help", "--limit", "--allow-outside-root"}
     missing = {}

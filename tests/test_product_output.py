@@ -191,18 +191,18 @@ class _OnRequestTable:
 
 
 def test_table_spec_flags_of_a_third_party_table():
-    from dsl.cli import _render_tables, _tables
+    from dsl.cli import plugin_tables, render_plugin_tables
     from dsl.testing import evaluate_snippet
 
     ev = evaluate_snippet("plan a { }\nplan b { }\n", plugins=[_OnRequestTable()])
-    rep = {p: {"tables": _tables(ev, p)} for p in ("a", "b")}
+    rep = {p: {"tables": plugin_tables(ev, p)} for p in ("a", "b")}
     t = rep["a"]["tables"]
     assert t["zz-on-request"]["shown_by_default"] is False and t["zz-shared"]["per_plan"] is False
     assert t["zz-shared"]["references"] == ["Spec 2021", "Someone 2020, 'A paper'"]
-    text = "\n".join(_render_tables(rep, ["a", "b"], "default"))
+    text = "\n".join(render_plugin_tables(rep, ["a", "b"], "default"))
     assert "On request" not in text and "not shown: table zz-on-request (`--tables all` shows it)" in text
     assert text.count("Shared (all plans)") == 1
-    every = "\n".join(_render_tables(rep, ["a", "b"], "all"))
+    every = "\n".join(render_plugin_tables(rep, ["a", "b"], "all"))
     assert "On request (a)" in every and "On request (b)" in every and "not shown" not in every
 
 

@@ -48,12 +48,13 @@ def test_report_refuses_a_directory_taking_no_files_before_building(tmp_path, mo
     import os
 
     import dsl.cli
+    import dsl.cli.output
 
     def no_load(*a, **k):
         raise AssertionError("the report was built before its output path was checked")
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: True)   # as for root
-    monkeypatch.setattr(dsl.cli, "_load", no_load)
+    monkeypatch.setattr(dsl.cli.output, "load", no_load)   # where `plan report` finds it
     code, _, err = run_main("report", CASE, "-o", "/proc/nope.html")     # in process: the patches apply
     assert code == 2 and "error[output]: cannot write '/proc/nope.html'" in err, err
     assert "the directory '/proc' takes no new files" in err and "Traceback" not in err

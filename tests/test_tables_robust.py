@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
-from dsl.cli import _tables
+from dsl.cli import plugin_tables
 from dsl.plugin import hookimpl
 from dsl.results.evaluation import evaluate_file as Workspace
 from dsl.plugin.manager import get_plugins
@@ -37,7 +37,7 @@ def test_broken_table_is_a_warning(tmp_path, capsys):
     f = tmp_path / "t.plan"
     f.write_text("plan p { }\n")
     ws = Workspace(f, plugins=get_plugins(extra=(PLUGIN,)))
-    out = _tables(ws, "p")
+    out = plugin_tables(ws, "p")
     assert "zz-fine" in out and "zz-broken" not in out
     err = capsys.readouterr().err
     assert "warning[plugin]" in err and "zz-broken" in err and "needs numpy" in err
