@@ -1,0 +1,104 @@
+"""The validation corpus (specs/data/validation/) and its README table.
+
+Pricing all 84 plans takes about 40 s, so the README table is checked against the committed
+``predictions.csv`` (benchmarks/validation_table.py --write writes both), and one row of each
+source is re-priced here to catch a stale ``predictions.csv``; ``validation_table.py --check``
+re-prices every row.
+"""
+from __future__ import annotations
+
+import csv
+import re
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "specs" / "data"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("validation_table", REPO / "benchmarks" / "validation_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+VT = _module()
+ROWS = VT.read_rows()
+CONDITIONS = ("device", "catalog_device", "gpus", "gpus_per_host", "model", "catalog_model", "arch", "precision",
+              "tp", "pp", "cp", "ep", "vp", "dp", "zero", "global_batch", "micro_batch", "seq_len", "framework",
+              "schedule", "recompute", "metric", "measured")
+
+
+def test_corpus_size_and_schema():
+    assert len(ROWS) >= 40
+    assert len({r["id"] for r in ROWS}) == len(ROWS)
+    for r in ROWS:
+        assert r["source_id"] and r["source"], r["id"]
+        for c in CONDITIONS:
+            assert r[c] != "", (r["id"], c)
+        assert r["split"] in ("fit", "test"), r["id"]
+        assert r["arch"] in ("dense", "moe") and r["metric"] in VT.METRICS, r["id"]
+        tp, pp, cp, g = (int(r[k]) for k in ("tp", "pp", "cp", "gpus"))
+        assert int(r["dp"]) * tp * pp * cp == g, r["id"]
+        float(r["measured"])
+        # every assumed column is a column, and an assumption is explained
+        for a in filter(None, r["assumed"].split(";")):
+            assert a in r or a in ("peak_flops", "routing_imbalance", "link", "nic", "prefetch"), (r["id"], a)
+        assert r["assumptions"], r["id"]
+
+
+def test_split_rule():
+    """By source: one split per source, the fit set is Narayanan 2021 only, at most a third of rows."""
+    split = {}
+    for r in ROWS:
+        split.setdefault(r["source_id"], set()).add(r["split"])
+    assert all(len(s) == 1 for s in split.values()), split
+    assert {k for k, s in split.items() if s == {"fit"}} == {"narayanan2021"}
+    assert 3 * sum(r["split"] == "fit" for r in ROWS) <= len(ROWS)
+
+
+def _calibration(name, key):
+    with open(DATA / "calibration" / name, newline="", encoding="utf-8") as f:
+        return {key(d): d for d in csv.DictReader(f)}
+
+
+def test_referenced_rows_agree_with_the_calibration_data():
+    """Rows reused from specs/data/calibration/ carry the same measured value and layout."""
+    nar = _calibration("narayanan2021-table1.csv", lambda d: d["run"])
+    dgx = _calibration("dgxc-benchmarking-llama31-h100.csv", lambda d: (d["model"], d["precision"], d["gpus"]))
+    mbr = _calibration("megatron-bridge-h100.csv", lambda d: (d["release"], d["model"]))
+    n = 0
+    for r in ROWS:
+        if not r["ref"]:
+            continue
+        # "FILE key=value … column", values may hold spaces ("model=Llama 3.1 8b")
+        fields = dict(re.findall(r"(\w+)=(.*?)(?= \w+=| \w+$)", r["ref"]))
+        col = r["ref"].rsplit(" ", 1)[1]
+        if "narayanan" in r["ref"]:
+            d = nar[fields["run"]]
+        elif "dgxc" in r["ref"]:
+            d = dgx[(fields["model"], fields["precision"], fields["gpus"])]
+        else:
+            d = mbr[(fields["release"], fields["model"])]
+        assert float(d[col]) == float(r["measured"]), r["id"]
+        assert int(d.get("gpus")) == int(r["gpus"]), r["id"]
+        assert int(d.get("tp")) == int(r["tp"]) and int(d.get("pp")) == int(r["pp"]), r["id"]
+        n += 1
+    assert n == 10 + 28 + 13
+
+
+def test_readme_table_is_current():
+    preds = VT.read_predictions()
+    assert list(preds) == [r["id"] for r in ROWS], "rerun `python benchmarks/validation_table.py --write`"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert VT.markdown(ROWS, preds) in readme, "rerun `python benchmarks/validation_table.py --write` and commit"
+
+
+@pytest.mark.parametrize("source", sorted({r["source_id"] for r in ROWS}))
+def test_predictions_are_current(source):
+    """One row per source re-priced now equals the committed prediction (catches a stale predictions.csv)."""
+    row = next(r for r in ROWS if r["source_id"] == source)
+    assert VT.predict(row) == VT.read_predictions()[row["id"]]
