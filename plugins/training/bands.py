@@ -1,0 +1,209 @@
+"""Prediction bands: how far measured runs fell from the tool's prediction, on the plan's device
+and regime.
+
+Every plan whose training step is priced by ``use layout`` on the device's curves
+(``efficiency = "roofline"``, the way the validation corpus is priced) gets the band of its device
+and regime — dense or MoE model, 16-bit or FP8 training, one node or several — from
+``bands.csv``, which ``benchmarks/validation_table.py --write`` generates from the corpus in
+``specs/data/validation/`` (its README states the quantiles): the range of measured / predicted
+step time over the corpus's test-set runs of that group.  The plugin defines
+
+* ``step_time_low`` / ``step_time_high`` = step_time × the band's low / high ratio;
+* ``train_time_low`` / ``train_time_high`` likewise (steps × step time);
+* ``finish_time_low`` / ``finish_time_high`` = finish_time + (ratio − 1) × train_time: the
+  training time's band, the other terms (reserved time, checkpoint and failure overhead) held;
+
+and the table "Prediction bands" (text, JSON and reports).  A plan on a device and regime with
+too few validated runs, a step priced at a stated ``mfu``, or a serving plan (the corpus has no
+serving runs) gets a warning instead, with how to calibrate (``use calibrate``).
+
+The regime is read at nominal values (``gpus`` against ``gpus_per_host``); the precision is the
+plan's ``use bands { precision = … }`` (default 16-bit: the training step prices every run at
+the 16-bit matrix rate, so an FP8 run says so here).  The device is matched by its declaration
+name (a device derived with ``extends`` is a device the corpus has not measured).
+"""
+from __future__ import annotations
+
+import csv
+import io
+from functools import lru_cache
+from pathlib import Path
+
+from dsl.plugin import FileRefused, Param, Table, TableSpec, UseSpec, hookimpl, read_text
+
+TIMES = ("step_time", "train_time", "finish_time")
+SERVING_TIMES = ("ttft_floor", "tpot", "ttft_mean", "tpot_mean")
+PRECISIONS = {"bf16": "16-bit", "fp16": "16-bit", "fp8": "FP8"}
+CALIBRATE_HINT = ("calibrate the device on your own measured runs with `use calibrate` "
+                  "(docs/plugins/calibrate.md) and price the plan on the fitted device, or add published runs "
+                  "to specs/data/validation/ and regenerate the bands with "
+                  "`python benchmarks/validation_table.py --write`")
+REFERENCES = ("prediction bands: quantiles of measured / predicted step time over published training runs "
+              "(specs/data/validation/training-runs.csv, test set)",)
+
+SPEC = UseSpec(
+    "bands",
+    "states the regime of a plan's prediction band (the band itself is attached to every training plan)",
+    params=(Param("precision", default='"bf16"', kind="choice", choices=tuple(PRECISIONS),
+                  doc="the number format the run trains its matrix products in: bf16 or fp16 (16-bit runs) or "
+                      "fp8 (runs measured in FP8; the step is still priced at the 16-bit rate)"),),
+    order=90,
+    references=REFERENCES,
+)
+
+
+def bands_path() -> Path:
+    """``bands.csv``: packaged beside this module in a wheel, else the checkout's corpus copy."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "validation_bands.csv"
+    return packaged if packaged.is_file() else here.parents[1] / "specs" / "data" / "validation" / "bands.csv"
+
+
+@lru_cache(maxsize=4)
+def _read(path: str) -> dict:
+    p = Path(path)
+    text = read_text(p, root=p.parent, what="prediction bands", remember=False)
+    out = {}
+    for d in csv.DictReader(io.StringIO(text, newline="")):
+        out[(d["device"], d["arch"], d["precision"], d["nodes"])] = d
+    return out
+
+
+def load_bands() -> dict:
+    """{(device, arch, precision, nodes): row of bands.csv}; empty when the file cannot be read."""
+    try:
+        return _read(str(bands_path()))
+    except FileRefused:
+        return {}
+
+
+def regime_label(key: tuple) -> str:
+    return " · ".join(key[1:])
+
+
+def lookup(device: str, moe: bool, precision: str, gpus: float | None, gpus_per_host: float | None):
+    """(group key, band row or None, count of validated runs in the group)."""
+    nodes = "1 node" if gpus is not None and gpus_per_host is not None and gpus <= gpus_per_host else "multi-node"
+    key = (device, "moe" if moe else "dense", PRECISIONS.get(precision, "16-bit"), nodes)
+    row = load_bands().get(key)
+    if row is None:
+        return key, None, 0
+    return key, (row if row["low"] else None), int(row["runs"])
+
+
+def _mode(ctx) -> str | None:
+    """How the plan's step is priced: "roofline", "mfu", or None (no training step)."""
+    lay = ctx.block("layout")
+    if lay is not None:
+        given = lay.value("efficiency")
+        return given if given is not None else ("mfu" if ctx.stated("mfu") else "roofline")
+    return "mfu" if ctx.provided("step_time") else None
+
+
+def _nominal_param(ctx, name):
+    if not ctx.stated(name):
+        return None
+    v = ctx.nominal(ctx.param(name))
+    return None if v is None else float(v)
+
+
+@hookimpl
+def plan_blocks_register():
+    return [SPEC]
+
+
+@hookimpl
+def plan_quantities_price(ctx):
+    mode = _mode(ctx)
+    if mode is None:
+        serving = [q for q in SERVING_TIMES if ctx.provided(q)]
+        if serving:
+            ctx.warn(f"the serving times of plan '{ctx.name}' ({', '.join(serving)}) carry no prediction band: the "
+                     "validation corpus has no validated serving rows",
+                     "compare them with your own measured serving runs; the corpus (specs/data/validation/) holds "
+                     "training runs only", code="unvalidated")
+        return
+    if mode != "roofline":
+        ctx.warn(f"the step time of plan '{ctx.name}' is priced at its stated mfu and carries no prediction band: "
+                 "the bands validate the pricing on the device's curves (`use layout` with efficiency = "
+                 "\"roofline\")", "price the step with efficiency = \"roofline\" for a validated band, or fit the mfu "
+                 "to your own measured runs with `use calibrate` (docs/plugins/calibrate.md)", code="unvalidated")
+        return
+    if not ctx.stated("device"):
+        return
+    device = ctx.ref("device").name
+    moe = ctx.ref("model").has("experts") if ctx.stated("model") else False
+    b = ctx.block("bands")
+    precision = b.value("precision") if b is not None else "bf16"
+    key, row, runs = lookup(device, moe, precision, _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host"))
+    if row is None:
+        have = (f"only {runs} validated run{'s' if runs != 1 else ''}, too few for a band,"
+                if runs else "no validated runs")
+        where = (f"in the plan's regime ({regime_label(key)})" if any(k[0] == device for k in load_bands())
+                 else "at all")
+        ctx.warn(f"the step time of plan '{ctx.name}' carries no prediction band: the validation corpus has {have} "
+                 f"on device '{device}' {where}", CALIBRATE_HINT, code="unvalidated")
+        return
+    lo, hi = float(row["low"]), float(row["high"])
+    how = ("10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max")
+    src = f"{how} of measured / predicted step time over {runs} validated {device} runs ({regime_label(key)})"
+    step = ctx.q("step_time", "s")
+    for side, r in (("low", lo), ("high", hi)):
+        ctx.define(f"step_time_{side}", step * _ratio(r), "s", f"step time × {r:.4g}: the band's {side} end, {src}",
+                   references=REFERENCES)
+    wl = ctx.ref("workload") if ctx.stated("workload") else None
+    if wl is None or not wl.has("tokens"):
+        return
+    train = ctx.q("train_time", "day")
+    for side, r in (("low", lo), ("high", hi)):
+        ctx.define(f"train_time_{side}", train * _ratio(r), "day",
+                   f"train time × {r:.4g}: the band's {side} end, {src}", references=REFERENCES)
+    fin = ctx.q("finish_time", "day")
+    for side, r in (("low", lo), ("high", hi)):
+        ctx.define(f"finish_time_{side}", fin + train * (_ratio(r) - 1), "day",
+                   f"finish time + ({r:.4g} − 1) × train time: the band's {side} end on the training time, "
+                   f"reserved time and overhead held; {src}", references=REFERENCES)
+
+
+def _ratio(r: float):
+    import sympy as sp
+    return sp.Rational(str(r))
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.0f} %".replace("-", "\u2212")
+
+
+def _table(ev, plan):
+    if not ev.has(f"{plan}.step_time_low"):
+        return None
+    try:
+        device = ev.python_value(f"{plan}.device").name
+        model = ev.python_value(f"{plan}.model").name
+        moe = ev.has(f"{model}.experts")
+        precision = ev.python_value(f"{plan}.bands.precision") if ev.has(f"{plan}.bands.precision") else "bf16"
+        key, row, runs = lookup(device, moe, precision, ev.value(f"{plan}.gpus"), ev.value(f"{plan}.gpus_per_host"))
+    except (AttributeError, KeyError, ValueError):
+        return None
+    if row is None:
+        return None
+    rows = []
+    for q in TIMES:
+        if not ev.has(f"{plan}.{q}_low"):
+            continue
+        unit = ev.nodes[f"{plan}.{q}"].unit
+        v, lo, hi = (ev.value(f"{plan}.{n}", unit) for n in (q, f"{q}_low", f"{q}_high"))
+        rows.append((q, unit, f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}",
+                     f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
+    how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max (fewer than 10 runs)"
+    notes = (f"from {runs} validated {device} runs ({regime_label(key)}): {how} of measured / predicted step "
+             f"time, {float(row['low']):.3g}–{float(row['high']):.3g} (median {float(row['median']):.3g})",
+             "finish time: the training time's band, reserved time and overhead held")
+    return Table(("quantity", "unit", "predicted", "low", "high", "band"), tuple(rows), notes)
+
+
+@hookimpl
+def plan_tables_register():
+    return [TableSpec("bands", "Prediction bands", _table,
+                      "the band of each headline time from validated runs of the plan's device and regime",
+                      references=REFERENCES)]
