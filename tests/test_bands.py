@@ -1,0 +1,135 @@
+"""Prediction bands (plugins/training/bands.py, docs/plugins/bands.md): the band a plan carries is
+the quantile range of measured / predicted step time over the committed corpus rows of its device
+and regime — recomputed here from training-runs.csv and predictions.csv, not from bands.csv or
+the generator — and a plan without validated rows is warned."""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dsl
+from conftest import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+VALIDATION = REPO / "specs" / "data" / "validation"
+
+HEAD = """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload cpt { tokens = 100e9 token; seq_len = 8192 token; global_batch = 128 seq; deadline = 30 day }
+"""
+H100X64 = HEAD + """
+plan h100x64 {
+  model = llama31_70b; workload = cpt; device = h100_sxm
+  gpus = 64; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 8; pp = 4; zero = 1; sequence_parallel = true; recompute = "full"
+               link = nvlink4; nic = ib_ndr_400g }
+}
+plan h100x64_fp8 extends h100x64 { use bands { precision = "fp8" } }
+plan h100x8 extends h100x64 { gpus = 8; use layout { tp = 8; pp = 1; zero = 1 } }
+plan h200x64 extends h100x64 { device = h200 }
+plan b200x64_moe extends h100x64 { device = b200; model = qwen3_30b_a3b; use layout { tp = 4; pp = 1; ep = 8; zero = 1 }
+  use bands { precision = "fp8" } }
+plan mfu40 extends h100x64 { mfu = 40 %; use layout { efficiency = "mfu" } }
+"""
+
+
+def _corpus_ratios(device: str, arch: str, fp8: bool, multi_node: bool) -> list[float]:
+    """Measured / predicted step time of the committed test-set rows of one device and regime,
+    read straight from the CSVs."""
+    with open(VALIDATION / "training-runs.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    with open(VALIDATION / "predictions.csv", newline="", encoding="utf-8") as f:
+        preds = {d["id"]: d["predicted"] for d in csv.DictReader(f)}
+    out = []
+    for r in rows:
+        if (r["split"] != "test" or r["catalog_device"].split(":")[0] != device or r["arch"] != arch
+                or r["precision"].upper().startswith("FP8") != fp8
+                or (int(r["gpus"]) > int(r["gpus_per_host"])) != multi_node or not preds[r["id"]]):
+            continue
+        measured, predicted = float(r["measured"]), float(preds[r["id"]])
+        # a throughput metric is ∝ 1 / step time; GPU-hours per token ∝ step time
+        out.append(measured / predicted if r["metric"] == "gpu_hours_per_1e12_tokens" else predicted / measured)
+    return out
+
+
+@pytest.fixture(scope="module")
+def res():
+    return dsl.load(REPO / "specs" / "cases" / "bands-example.plan", text=H100X64)
+
+
+@pytest.mark.parametrize("plan,fp8,multi,quantiles", [
+    ("h100x64", False, True, "p10-p90"),       # 18 runs
+    ("h100x64_fp8", True, True, "p10-p90"),    # 33 runs
+    ("h100x8", False, False, "min-max"),       # 3 runs on one node
+])
+def test_band_is_the_quantiles_of_the_corpus_rows(res, plan, fp8, multi, quantiles):
+    ratios = _corpus_ratios("h100_sxm", "dense", fp8, multi)
+    assert len(ratios) >= 3
+    if quantiles == "p10-p90":
+        assert len(ratios) >= 10
+        lo, hi = np.percentile(ratios, [10, 90])       # linear interpolation, numpy's default
+    else:
+        assert len(ratios) < 10
+        lo, hi = min(ratios), max(ratios)
+    p = res[plan]
+    step = p.value("step_time", "s")
+    assert p.value("step_time_low", "s") / step == pytest.approx(lo, rel=1e-3)    # bands.csv keeps 4 digits
+    assert p.value("step_time_high", "s") / step == pytest.approx(hi, rel=1e-3)
+    train = p.value("train_time", "day")
+    assert p.value("train_time_low", "day") / train == pytest.approx(lo, rel=1e-3)
+    assert p.value("train_time_high", "day") / train == pytest.approx(hi, rel=1e-3)
+    # finish time: the training time's band added, the other terms held
+    fin = p.value("finish_time", "day")
+    assert p.value("finish_time_high", "day") - fin == pytest.approx(p.value("train_time_high", "day") - train)
+    assert str(len(ratios)) in res.nodes[f"{plan}.step_time_low"].doc
+
+
+def test_unvalidated_plans_are_warned(res):
+    warned = {w.summary.split("'")[1]: w for w in res.warnings if w.code == "unvalidated"}
+    assert set(warned) == {"h200x64", "b200x64_moe", "mfu40"}
+    h200 = warned["h200x64"]
+    assert "no validated runs on device 'h200'" in h200.summary and "dense · 16-bit · multi-node" in h200.summary
+    assert "`use calibrate`" in h200.hint and "docs/plugins/calibrate.md" in h200.hint
+    assert "only 2 validated runs, too few for a band, on device 'b200' in the plan's regime (moe · FP8 · multi-node)" in warned["b200x64_moe"].summary
+    assert "stated mfu" in warned["mfu40"].summary
+    for plan in warned:
+        assert not res.has(f"{plan}.step_time_low")
+
+
+def test_serving_plans_are_warned_that_no_serving_rows_are_validated():
+    r = dsl.load(REPO / "specs" / "cases" / "bands-serving.plan", text=HEAD + """
+plan one_gpu { model = qwen3_8b; device = h100_sxm
+  use serving_step { batch = 32 seq; context = 2048 token; prefill = 2048 token } }
+""")
+    w = [d for d in r.warnings if d.code == "unvalidated"]
+    assert len(w) == 1 and "no validated serving rows" in w[0].summary and "tpot" in w[0].summary
+
+
+def test_json_output_has_the_band_table_and_the_warning(tmp_path):
+    f = tmp_path / "bands.plan"
+    f.write_text(H100X64, encoding="utf-8")
+    code, out, err = run_cli("eval", str(f), "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    t = d["plans"]["h100x64_fp8"]["tables"]["bands"]
+    rows = {r[0]: r for r in t["rows"]}
+    assert set(rows) == {"step_time", "train_time", "finish_time"}
+    assert rows["step_time"][-1] == "−28 % / +55 %"
+    assert "from 33 validated h100_sxm runs (dense · FP8 · multi-node)" in t["notes"][0]
+    assert "bands" not in d["plans"]["h200x64"].get("tables", {})
+    assert any(x["code"] == "unvalidated" and "h200x64" in x["summary"] for x in d["diagnostics"])
+
+
+def test_bands_csv_is_current():
+    """bands.csv is what validation_table.py derives from the committed predictions.csv."""
+    spec = importlib.util.spec_from_file_location("validation_table", REPO / "benchmarks" / "validation_table.py")
+    vt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vt)
+    want = [{k: str(v) for k, v in b.items()} for b in vt.bands(vt.read_rows(), vt.read_predictions())]
+    assert vt.read_bands() == want, "rerun `python benchmarks/validation_table.py --write` and commit"
