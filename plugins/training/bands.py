@@ -14,8 +14,9 @@ step time over the corpus's test-set runs of that group.  The plugin defines
   training time's band, the other terms (reserved time, checkpoint and failure overhead) held;
 
 and the table "Prediction bands" (text, JSON and reports).  A plan on a device and regime with
-too few validated runs, a step priced at a stated ``mfu``, or a serving plan (the corpus has no
-serving runs) gets a warning instead, with how to calibrate (``use calibrate``).
+too few validated runs gets a warning instead, with how to calibrate (``use calibrate``); a
+serving plan's table says that no serving rows are validated (the corpus has none yet).  A step priced at a stated ``mfu`` carries no band and
+no warning: its accuracy is that of the stated mfu, which the corpus does not measure.
 
 The regime is read at nominal values (``gpus`` against ``gpus_per_host``); the precision is the
 plan's ``use bands { precision = … }`` (default 16-bit: the training step prices every run at
@@ -112,23 +113,13 @@ def plan_blocks_register():
     return [SPEC]
 
 
-@hookimpl
+@hookimpl(trylast=True)      # after the other blocks: a plan's own errors come before this warning
 def plan_quantities_price(ctx):
     mode = _mode(ctx)
     if mode is None:
-        serving = [q for q in SERVING_TIMES if ctx.provided(q)]
-        if serving:
-            ctx.warn(f"the serving times of plan '{ctx.name}' ({', '.join(serving)}) carry no prediction band: the "
-                     "validation corpus has no validated serving rows",
-                     "compare them with your own measured serving runs; the corpus (specs/data/validation/) holds "
-                     "training runs only", code="unvalidated")
-        return
+        return          # a serving plan: the `bands` table says that no serving rows are validated
     if mode != "roofline":
-        ctx.warn(f"the step time of plan '{ctx.name}' is priced at its stated mfu and carries no prediction band: "
-                 "the bands validate the pricing on the device's curves (`use layout` with efficiency = "
-                 "\"roofline\")", "price the step with efficiency = \"roofline\" for a validated band, or fit the mfu "
-                 "to your own measured runs with `use calibrate` (docs/plugins/calibrate.md)", code="unvalidated")
-        return
+        return          # priced at the plan's stated mfu: its accuracy is that mfu's, no band and no warning
     if not ctx.stated("device"):
         return
     device = ctx.ref("device").name
@@ -176,7 +167,14 @@ def _pct(x: float) -> str:
 
 def _table(ev, plan):
     if not ev.has(f"{plan}.step_time_low"):
-        return None
+        serving = [q for q in SERVING_TIMES if ev.has(f"{plan}.{q}") and not ev.has(f"{plan}.step_time")]
+        if not serving:
+            return None
+        rows = tuple((q, ev.nodes[f"{plan}.{q}"].unit, f"{ev.value(f'{plan}.{q}'):.4g}", "—", "—", "no band")
+                     for q in serving)
+        return Table(("quantity", "unit", "predicted", "low", "high", "band"), rows,
+                     ("no validated serving rows: the validation corpus (specs/data/validation/) holds training runs "
+                      "only; compare these times with your own measured serving runs",))
     try:
         device = ev.python_value(f"{plan}.device").name
         model = ev.python_value(f"{plan}.model").name
