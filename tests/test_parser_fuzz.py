@@ -135,10 +135,12 @@ STATEMENTS = ["plan p {{ a = {} }}", "plan p {{ a = 1 in [{}, 2] }}", "plan p {{
 
 
 @SETTINGS
-@given(st.sampled_from(STATEMENTS), well_formed, st.integers(1, 4), st.integers(1, 3), st.integers(2, 8))
-def test_text_prescan_never_refuses_what_the_tree_accepts(stmt, expr, depth, items, size):
+@given(st.sampled_from(STATEMENTS), well_formed, st.integers(1, 4), st.integers(1, 3), st.integers(2, 8),
+       st.integers(1, 3))
+def test_text_prescan_never_refuses_what_the_tree_accepts(stmt, expr, depth, items, size, members):
     """The pre-scan (run before Lark builds a tree, so a hostile file is refused at once) counts
-    lower bounds of the tree's depth, list lengths and statement sizes: under tiny limits, any
+    lower bounds of the tree's depth, list lengths, statement sizes and members of a
+    declaration: under tiny limits, any
     text whose parse tree passes the tree check passes the pre-scan too (the one rule of the
     pre-scan alone, brackets nested deeper than the depth limit, is left out)."""
     from dsl.syntax import limits
@@ -153,12 +155,36 @@ def test_text_prescan_never_refuses_what_the_tree_accepts(stmt, expr, depth, ite
         tree = P._parser().parse(text, start="start")
     except Exception:
         assume(False)
-    with limits.override(expr_depth=depth, list_items=items, expr_size=size):
+    with limits.override(expr_depth=depth, list_items=items, expr_size=size, fields=members):
         try:
             P.check_tree_limits(tree, "t.plan")
         except PlanError:
             assume(False)
         P.check_text_limits(text, "t.plan")
+
+
+def _lark_outcome(text: str):
+    from lark.exceptions import UnexpectedInput
+
+    from dsl.syntax import parser as P
+    try:
+        return P._parser().parse(text, start="start")
+    except UnexpectedInput as e:
+        tok = getattr(e, "token", None)
+        return (type(e).__name__, e.line, e.column, None if tok is None else (tok.type, str(tok)),
+                sorted(getattr(e, "expected", None) or getattr(e, "allowed", None) or ()))
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(VOCAB + [";", ";;", "; ;", "\n;", ";\n", '"a;;b"', "#;;\n"]), max_size=40)
+       .map(" ".join))
+def test_repeated_separators_change_neither_the_tree_nor_the_error(text):
+    """Lark is given the text with each ';' that follows another ';' of the same run of
+    separators made a space (a file of a million ';' is one token): the same tree, or the same
+    error at the same place with the same expected tokens."""
+    from dsl.syntax import parser as P
+    text += "\n"
+    assert _lark_outcome(P._quiet_separators(text)) == _lark_outcome(text)
 
 
 def test_template_is_valid():

@@ -270,7 +270,9 @@ def lambdify(symbols, expr, **kw):
     """``sympy.lambdify(symbols, expr, **kw)`` with the symbols first renamed to plain
     identifiers by :func:`rename`.  Node symbols (``gpus48.mfu``) are not identifiers, and
     lambdify's own renaming rebuilds every ``Max``/``Min`` of the expression evaluated, which
-    costs more than the rest of the compilation.  Same function, same floats."""
+    costs more than the rest of the compilation.  With ``cse=True`` the common subexpressions
+    are found by :func:`_cse`, which leaves the ``Max``/``Min`` it rebuilds unevaluated too.
+    Same function, same floats."""
     import sympy as sp
 
     single = isinstance(symbols, sp.Basic)
@@ -281,4 +283,66 @@ def lambdify(symbols, expr, **kw):
         body = type(expr)(rename(e, mapping) for e in expr)
     else:
         body = rename(expr, mapping)
+    if kw.get("cse") is True:
+        kw["cse"] = _cse
     return sp.lambdify(new[0] if single else new, body, **kw)
+
+
+_KEPT: tuple = ()
+
+
+def _kept_classes() -> tuple:
+    """``(KeptMax, KeptMin)``: ``Max``/``Min`` whose constructor does not evaluate unless told
+    to (``evaluate=True``); printed, compared by ``isinstance`` and evaluated as ``Max``/``Min``."""
+    global _KEPT
+    if not _KEPT:
+        import sympy as sp
+
+        class KeptMax(sp.Max):
+            def __new__(cls, *args, evaluate=False, **assumptions):
+                return sp.Max.__new__(cls, *args, evaluate=evaluate, **assumptions)
+
+        class KeptMin(sp.Min):
+            def __new__(cls, *args, evaluate=False, **assumptions):
+                return sp.Min.__new__(cls, *args, evaluate=evaluate, **assumptions)
+        _KEPT = (KeptMax, KeptMin)
+    return _KEPT
+
+
+def _cse(expr):
+    """``sympy.cse(expr, list=False)`` (what lambdify's ``cse=True`` calls) without comparing
+    the arguments of a ``Max``/``Min`` again: sympy's cse rebuilds every expression one of whose
+    arguments became a common-subexpression symbol, and sympy's ``Max`` constructor compares its
+    symbolic arguments pairwise (≈1 s for the 59 windows of a trace, 6917 comparisons).  Each
+    ``Max``/``Min`` is swapped for a subclass whose constructor leaves it unevaluated during the
+    search, and back to an unevaluated ``Max``/``Min`` afterwards (what the printer knows), so
+    the compiled function is the same."""
+    import sympy as sp
+    from sympy.simplify.cse_main import cse
+
+    kmax, kmin = _kept_classes()
+
+    def swap(expr, to_max, to_min):
+        memo: dict = {}
+
+        def sub(e):
+            args = e.args
+            if not args:
+                return e
+            r = memo.get(e)
+            if r is None:
+                new = [sub(a) for a in args]
+                if isinstance(e, sp.Max) and type(e) is not to_max:
+                    r = to_max(*new, evaluate=False)
+                elif isinstance(e, sp.Min) and type(e) is not to_min:
+                    r = to_min(*new, evaluate=False)
+                elif all(x is a for x, a in zip(new, args)):
+                    r = e
+                else:
+                    r = e.func(*new)
+                memo[e] = r
+            return r
+        return sub(expr) if isinstance(expr, sp.Basic) else type(expr)(sub(e) for e in expr)
+
+    subs, reduced = cse(swap(expr, kmax, kmin), list=False)
+    return ([(v, swap(e, sp.Max, sp.Min)) for v, e in subs], swap(reduced, sp.Max, sp.Min))

@@ -81,16 +81,18 @@ def formula(ws, nid: str, plan: str) -> dict:
         # a number computed outside sympy (a simulation's percentile) is exact in base units:
         # 6102198163282847/125000000000000000 reads as its decimal
         e = sp.Float(f"{float(e):.7g}")
+    from dsl.engine.piecewise import rename      # not xreplace: it rebuilds each Max/Min evaluated
+
     syms = sorted(e.free_symbols, key=lambda s: s.name)
     names = {s: _short(s.name, plan) for s in syms}
-    text = sp.sstr(e.xreplace({s: sp.Symbol(names[s]) for s in syms}))
+    text = sp.sstr(rename(e, {s: sp.Symbol(names[s]) for s in syms}))
     for s in syms:
         text = text.replace(s.name, names[s])
     latex = sp.latex(e, symbol_names={s: r"\mathrm{" + names[s].replace("_", r"\_") + "}" for s in syms})
     ph = dict(zip(syms, _alpha_names(len(syms))))
 
     def math(x) -> str:
-        mm = sp.mathml(x.xreplace({s: sp.Symbol(ph[s]) for s in syms}), printer="presentation", mul_symbol="dot")
+        mm = sp.mathml(rename(x, {s: sp.Symbol(ph[s]) for s in syms}), printer="presentation", mul_symbol="dot")
         for s in syms:
             mm = mm.replace(f"<mi>{ph[s]}</mi>", f"<mi>{html.escape(names[s])}</mi>")
         return (f'<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">'
@@ -140,6 +142,18 @@ def _fast_sides(ws, req, inputs: list[str]):
     return [sp.lambdify(syms, full_expression(ws, e), modules="math") for e in (req.lhs, req.rhs)]
 
 
+def requirement_inputs(ws, req) -> list[str]:
+    """Ids of the numeric inputs requirement ``req`` depends on, sorted: the inputs of
+    ``lhs − rhs`` expanded to the declared inputs.  Expanded by :func:`~dsl.engine.piecewise.substitute`
+    (as ``ws.full_expr`` is), which rebuilds a ``Max``/``Min`` of symbolic arguments unevaluated:
+    sympy's constructor would compare its arguments pairwise (≈1 s for the 59 windows of a trace's
+    ``keeps_up``) only to find what the expression already says."""
+    from dsl.engine.piecewise import substitute
+    from dsl.results.sensitivity import inputs_of
+    e = req.lhs - req.rhs
+    return inputs_of(ws, substitute(e, {s: ws.full_expr(s.name) for s in e.free_symbols if s.name in ws.nodes}))
+
+
 def tunable(ws, nid: str) -> bool:
     """Whether input ``nid`` is something a user can change to meet a requirement: not a
     field of a declaration whose kind describes a fixed artefact (``KindSpec.fixed``: a
@@ -153,12 +167,12 @@ def break_even_table(ws, plan: str) -> list[dict]:
     """For every requirement of ``plan`` and every input it depends on that a user can
     change (:func:`tunable`): the value at which it flips (others nominal), or None
     ("never").  Rows: requirement, input, nominal, value, holds (side), display unit."""
-    from dsl.results.sensitivity import full_expression, break_even, inputs_of
+    from dsl.results.sensitivity import break_even
     rows = []
     for r in ws.requirements:
         if r.plan != plan:
             continue
-        deps = [nid for nid in inputs_of(ws, full_expression(ws, r.lhs - r.rhs)) if tunable(ws, nid)]
+        deps = [nid for nid in requirement_inputs(ws, r) if tunable(ws, nid)]
         for nid in deps:
             be = break_even(ws, r, nid)
             rows.append({"requirement": r.name, "input": nid, "nominal": _fmt(ws, nid, be["nominal"]),
@@ -231,7 +245,7 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
 
 
 def _build_plan(ws, p: str, figures: bool) -> dict:
-    from dsl.results.sensitivity import full_expression, elasticities, inputs_of, tornado
+    from dsl.results.sensitivity import elasticities, inputs_of, tornado
     from dsl.present.sources import plan_sources
 
     if True:
@@ -250,7 +264,7 @@ def _build_plan(ws, p: str, figures: bool) -> dict:
             if r.plan != p or r.name not in results:
                 continue
             res = results[r.name]
-            deps.update(inputs_of(ws, full_expression(ws, r.lhs - r.rhs)))
+            deps.update(requirement_inputs(ws, r))
             rep["requirements"].append({"name": r.name, "ok": res["ok"], "text": r.text or r.doc,
                                         "lhs": format_quantity(res["lhs_si"], r.unit),
                                         "rhs": format_quantity(res["rhs_si"], r.unit), "op": r.op,

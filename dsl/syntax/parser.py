@@ -344,50 +344,56 @@ def _syntax_diagnostic(file: str, text: str, err, fragment: str | None = None) -
     return Diagnostic("error", "syntax", summary, Span(file, line, col, line, col + width), hint, related)
 
 
-def _brace_balance(lines: list[str]) -> int:
+_QUOTED_RE = None
+
+
+def _code_only(text: str) -> str:
+    """``text`` with its strings and comments (as the error hints read them) made spaces of the
+    same length: lines and columns stay, and what is left of ``{``/``}`` is code.  A string runs
+    from a ``"`` not preceded by a backslash to the next such ``"`` on the line (or the line's
+    end); a comment from a ``#`` outside strings to the line's end.  One regular-expression
+    pass (a character-by-character loop cost 1.3 s for 1 MB of text after an early error)."""
+    global _QUOTED_RE
+    if _QUOTED_RE is None:
+        import re
+        _QUOTED_RE = re.compile(r'(?<!\\)"[^"\n]*(?:(?<=\\)"[^"\n]*)*"?|#[^\n]*')
+    if '"' not in text and "#" not in text:
+        return text
+    return _QUOTED_RE.sub(lambda m: " " * len(m.group()), text)
+
+
+def _brace_balance(text: str) -> int:
     """Number of '{' minus number of '}' outside strings and comments."""
-    n = 0
-    for src in lines:
-        in_str = False
-        for j, ch in enumerate(src):
-            if ch == '"' and (j == 0 or src[j - 1] != "\\"):
-                in_str = not in_str
-            elif in_str:
-                continue
-            elif ch == "#":
-                break
-            elif ch in "{}":
-                n += 1 if ch == "{" else -1
-    return n
+    code = _code_only(text)
+    return code.count("{") - code.count("}")
 
 
 def _unclosed_brace(text: str, line: int, col: int):
     """(line, column) of a '{' still open before an error that sits on a later line at the
     start of what looks like a new declaration (``NAME NAME``), else None."""
-    stack: list[tuple[int, int]] = []
-    lines = split_lines(text)
-    if _brace_balance(lines) <= 0:
+    import re
+
+    if _brace_balance(text) <= 0:
         return None  # every '{' is closed somewhere: the error is something else
-    for i, src in enumerate(lines[:line], start=1):
-        in_str = False
-        stop = col - 1 if i == line else len(src)
-        for j, ch in enumerate(src[:stop], start=1):
-            if ch == '"' and (j < 2 or src[j - 2] != "\\"):
-                in_str = not in_str
-            elif in_str:
-                continue
-            elif ch == "#":
-                break
-            elif ch == "{":
-                stack.append((i, j))
-            elif ch == "}" and stack:
-                stack.pop()
-    if not stack or stack[-1][0] >= line:
-        return None
+    lines = split_lines(text)
     before = lines[line - 1][: col - 1].split() if line - 1 < len(lines) else []
-    if len(before) == 1 and before[0].isidentifier():
-        return stack[-1]
-    return None
+    if len(before) != 1 or not before[0].isidentifier():
+        return None
+    code = split_lines(_code_only(text))
+    prefix = "\n".join(code[:line - 1] + [code[line - 1][:col - 1]] if line - 1 < len(code) else code)
+    stack: list[int] = []
+    for m in re.finditer(r"[{}]", prefix):
+        if prefix[m.start()] == "{":
+            stack.append(m.start())
+        elif stack:
+            stack.pop()
+    if not stack:
+        return None
+    at = stack[-1]
+    ol = prefix.count("\n", 0, at) + 1
+    if ol >= line:
+        return None
+    return ol, at - (prefix.rfind("\n", 0, at) + 1) + 1
 
 
 def _prev_is_prefixed_number(text: str, line: int, col: int) -> bool:
@@ -443,15 +449,19 @@ def _chain_error(file: str, line: int, col: int, family: str, limit: int) -> Pla
 def check_text_limits(text: str, file: str) -> None:
     """Refuse, before parsing, a text above the size limit, with brackets nested deeper than the
     expression-depth limit, with a list longer than the list limit, with a run of one operator
-    (``1 + 1 + …``, ``1*1*…``, ``- - 1``) longer than the depth limit, or with more operators
-    in one statement than the expression-size limit.
+    (``1 + 1 + …``, ``1*1*…``, ``- - 1``) longer than the depth limit, with more operators
+    in one statement than the expression-size limit, or with more assignments in one
+    declaration (or `use` block) than the fields limit.
 
     One regular-expression pass over the text, with memory bounded by the bracket depth: a
     hostile file is refused in well under a second instead of after Lark has built a tree of
-    millions of nodes (a 900,000-item list took 35 s and 690 MB).  The counts are lower bounds
-    of what :func:`check_tree_limits` measures on the tree (a ``/`` or ``*`` that may be inside
-    a unit such as ``GB/s`` and a ``-`` after ``^`` are not counted), so a text that passes
-    here may still be refused there, never the reverse.
+    millions of nodes (a 900,000-item list took 35 s and 690 MB; a declaration of 100,000 fields
+    on one line followed by a syntax error, 7–10 s).  The counts are lower bounds of what
+    :func:`check_tree_limits` measures on the tree (a ``/`` or ``*`` that may be inside a unit
+    such as ``GB/s`` and a ``-`` after ``^`` are not counted; of a body's members only the
+    assignments, one ``=`` each, are), so a text that passes here may still be refused there,
+    never the reverse.  A run of separators (``;;;``, newlines) is one match, so the scan costs
+    one regular-expression match per bracket, operator or statement.
 
     :raises PlanError: one ``limit`` diagnostic."""
     global _NEST_RE, _ITEMS_RE
@@ -466,8 +476,9 @@ def check_text_limits(text: str, file: str) -> None:
         _ITEMS_RE = re.compile(r'[^\[\]()"#+*/=<>:;{}\\-]*')   # list items without operators or brackets
         _NEST_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*'
                               r'|(?<![A-Za-z0-9_.])(?:[0-9][0-9_]*(?:\.[0-9]*)?|\.[0-9]+)[eE][+-]'   # 1e-5
-                              r'|\\[\t ]*\r?\n|[(\[\])\n,;{}=<>:+*/-]')
+                              r'|\\[\t ]*\r?\n|[\n;][\n;\t \f]*|[(\[\]),{}=<>:+*/-]')
     max_depth, max_items, max_size = lim.expr_depth, lim.list_items, lim.expr_size
+    max_fields = lim.fields
 
     def at(i):                  # (line, column) of position i (counted only when reporting)
         return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
@@ -476,6 +487,8 @@ def check_text_limits(text: str, file: str) -> None:
     # commas, position after the last comma, run of +/-, run of * and /, run of signs,
     # position where the runs started]
     frames = [["", 0, 0, 0, 0, 0, 0, 0, 0]]
+    # one entry per open '{': [its position, assignments ('=' outside brackets) directly inside it]
+    braces: list[list[int]] = []
     size, pos, search, items_run = 0, 0, _NEST_RE.search, _ITEMS_RE.match
     while True:
         m = search(text, pos)
@@ -488,10 +501,13 @@ def check_text_limits(text: str, file: str) -> None:
         if c == "\\":
             continue
         f = frames[-1]
-        if c == "\n":
+        if c == "\n" or c == ";":          # a run of separators (newlines, ';'): one match
             if len(frames) == 1:
                 f[5] = f[6] = f[7] = size = 0
-                f[8] = m.end()
+                f[8] = pos
+            elif text.find(";", i, pos) >= 0:     # ';' inside brackets (a syntax error)
+                f[5] = f[6] = f[7] = 0
+                f[8] = pos
             continue
         if c in "([":
             if len(frames) > max_depth:
@@ -511,7 +527,7 @@ def check_text_limits(text: str, file: str) -> None:
                         raise _limit_error(file, *at(f[1]), f"a list has {items} items, above the limit of "
                                            f"{max_items}", "list_items")
             continue
-        if c in ",=<>:;{}":
+        if c in ",=<>:{}":
             if c == ",":
                 f[3] += 1
                 f[4] = i + 1
@@ -522,6 +538,17 @@ def check_text_limits(text: str, file: str) -> None:
                         f[3] += n
                         f[4] = text.rfind(",", pos, end) + 1
                     pos = end
+            elif c == "=" and len(frames) == 1 and braces and text[i - 1] not in "=<>" \
+                    and text[i + 1:i + 2] != "=":
+                b = braces[-1]        # an assignment (an EQUAL token: not part of ==, <=, >=)
+                b[1] += 1
+                if b[1] > max_fields:
+                    raise _limit_error(file, *at(b[0]), f"a declaration has more than {max_fields} members, "
+                                       f"above the limit of {max_fields} fields", "fields")
+            elif c == "{":
+                braces.append([i, 0])
+            elif c == "}" and braces:
+                braces.pop()
             f[5] = f[6] = f[7] = 0
             f[8] = i + 1
             if len(frames) == 1 and c in ";{}":
@@ -564,6 +591,32 @@ def check_text_limits(text: str, file: str) -> None:
             raise _chain_error(file, *at(k), family, max_depth)
         if size > max_size:
             raise _limit_error(file, *at(i), f"an expression has more than {max_size} terms", "expr_size")
+
+
+_SEP_RUN_RE = None
+
+
+def _quiet_separators(text: str) -> str:
+    """``text`` with every ``;`` of a run of separators but the first replaced by a space (a
+    run: ``;`` and newlines, with blanks between): the text Lark is given.
+
+    The grammar's only use of ``;`` is ``_sep: (_NL | ";")+``, so once the first ``;`` of a run
+    is accepted the rest are too, and the parser's state after the run is the same with or
+    without them; a ``;`` the grammar refuses is the first of its run, and stays.  Lines,
+    columns, the tree and every error are therefore unchanged, but a file of a million ``;``
+    is one token instead of a million (Lark handles each token in Python, ≈5–10 µs: 10 s
+    for 1 MB of ``;``).  Strings and comments are left alone."""
+    global _SEP_RUN_RE
+    if ";" not in text:
+        return text
+    if _SEP_RUN_RE is None:
+        import re
+        _SEP_RUN_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*|;[;\t \f\r\n]*;')
+
+    def quiet(m) -> str:
+        run = m.group()
+        return run if run[0] != ";" else ";" + run[1:].replace(";", " ")
+    return _SEP_RUN_RE.sub(quiet, text)
 
 
 def check_tree_limits(tree, file: str) -> None:
@@ -630,7 +683,7 @@ def parse(text: str, file: str = "<string>") -> A.Module:
         return mod
     from lark.exceptions import LarkError, UnexpectedInput
     try:
-        tree = _parser().parse(text, start="start")
+        tree = _parser().parse(_quiet_separators(text), start="start")
     except UnexpectedInput as e:
         raise PlanError([_syntax_diagnostic(file, text, e)]) from None
     except LarkError as e:  # pragma: no cover - defensive
@@ -769,7 +822,7 @@ def parse_with_comments(text: str, file: str = "<string>") -> tuple[A.Module, li
     lark, sink = _comment_parser()
     sink.clear()
     try:
-        tree = lark.parse(text, start="start")
+        tree = lark.parse(_quiet_separators(text), start="start")
     except UnexpectedInput as e:
         sink.clear()
         raise PlanError([_syntax_diagnostic(file, text, e)]) from None
