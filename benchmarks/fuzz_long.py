@@ -15,7 +15,7 @@ case files once (warm-up, no alarm), then never runs an input itself: each input
 ``fork()`` of it — a fresh copy of a cleanly initialised interpreter, so nothing an input
 does (an import interrupted by the alarm, a cache left half-built) can reach the next one.
 The promise checked is the one of ``tests/test_fuzz.py``: exit code in {0, 1, 2}, no
-"internal error" or traceback in the output, and
+"internal error", "this is a bug in plugin" (a plugin's exception) or traceback in the output, and
 
 * **hang** = the input used more than ``--cpu-seconds`` (default 10) of *CPU time* (user +
   sys of its own process: an ``ITIMER_PROF`` alarm, and ``RLIMIT_CPU`` at twice that + 5 s as
@@ -60,7 +60,7 @@ GIB = 2 ** 30
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-FAILURES = ("internal error", "traceback", "bad exit", "hang", "crash", "over 1 GiB")
+FAILURES = ("internal error", "plugin bug", "traceback", "bad exit", "hang", "crash", "over 1 GiB")
 
 
 def _text(seed: int) -> str:
@@ -115,7 +115,8 @@ def _child(seed: int, level: str, cpu: float, slot: int, wfd: int) -> None:
         first = ""
         if bad is not None:
             lines = (out + "\n" + err).splitlines()
-            key = "internal error" if bad == "internal error" else "Traceback" if bad == "traceback" else None
+            key = {"internal error": "internal error", "traceback": "Traceback",
+                   "plugin bug": "this is a bug in plugin"}.get(bad)
             first = next((x for x in lines if key and key in x), next((x for x in lines if x.strip()), ""))
         msg = {"rc": rc, "bad": bad, "first": first[:300], "tail": (err[-600:] if bad else "")}
     except BaseException as e:          # the harness itself failed: report it, do not hide it
@@ -256,7 +257,8 @@ def summarise(results: list[dict], retried: dict, args, wall: float, command: st
         **{k: kinds.get(k, 0) for k in FAILURES}, "slow under load": kinds.get("slow under load", 0),
         "max_rss_mib": round(top["rss"] / 2 ** 20) if top else 0, "max_rss_seed": top["seed"] if top else None,
         "over_1gib": listed("over 1 GiB"),
-        "internal_errors": listed("internal error"), "tracebacks": listed("traceback"),
+        "internal_errors": listed("internal error"), "plugin_bugs": listed("plugin bug"),
+        "tracebacks": listed("traceback"),
         "bad_exits": listed("bad exit"), "hangs": listed("hang"), "crashes": listed("crash"),
         "slow_under_load": listed("slow under load"), "retried_after_slow": retried,
         "wall_s": round(wall, 1), "cpu_s_inputs": round(children_cpu, 1),
@@ -272,7 +274,8 @@ def report(s: dict) -> str:
     lines = [f"fuzz {s['level']}: {s['inputs']} inputs (seeds {s['seeds'][0]}…{s['seeds'][1]}, commit {s['commit']}, "
              f"{s['jobs']} job(s))",
              f"  ok {s['ok']} (exit 0: {s['exit0']}, located errors: {s['located errors']}, usage: {s['exit2']})",
-             f"  internal errors {s['internal error']}, tracebacks {s['traceback']}, bad exit codes {s['bad exit']}, "
+             f"  internal errors {s['internal error']}, plugin exceptions shown as plugin bugs {s['plugin bug']}, "
+             f"tracebacks {s['traceback']}, bad exit codes {s['bad exit']}, "
              f"crashes {s['crash']}",
              f"  hangs (> {s['cpu_seconds_threshold']:g} s CPU) {s['hang']}, slow under load (> "
              f"{s['wall_seconds_backstop']:g} s wall, below the CPU threshold, after one retry) {s['slow under load']}",
@@ -281,7 +284,7 @@ def report(s: dict) -> str:
              f" s, p99 {s['cpu_s_per_input']['p99']:.2f} s, max {s['cpu_s_per_input']['max']:.2f} s) + "
              f"{s['cpu_s_harness']:.0f} s harness",
              f"  command: {s['command']}"]
-    for key in ("internal_errors", "tracebacks", "bad_exits", "hangs", "crashes", "over_1gib", "slow_under_load"):
+    for key in ("internal_errors", "plugin_bugs", "tracebacks", "bad_exits", "hangs", "crashes", "over_1gib", "slow_under_load"):
         for f in s[key][:50]:
             lines.append(f"  {key[:-1] if key.endswith('s') else key} seed {f['seed']}: cpu {f['cpu_s']} s, wall "
                          f"{f['wall_s']} s, {f['rss_mib']} MiB: {f['first']}")

@@ -116,6 +116,8 @@ def verdict(rc, out: str, err: str) -> str | None:
     for text in (out, err):
         if "internal error" in text:
             return "internal error"
+        if "this is a bug in plugin" in text:      # a plugin's own exception, shown as a plugin bug
+            return "plugin bug"
         if "Traceback (most recent call last)" in text:
             return "traceback"
     return None
