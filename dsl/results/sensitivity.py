@@ -29,8 +29,10 @@ from dsl.engine.piecewise import lambdify
 
 
 def full_expression(ws, expr):
-    """``expr`` (over node symbols) expanded to the declared inputs."""
-    return expr.xreplace({s: ws.full_expr(s.name) for s in expr.free_symbols if s.name in ws.nodes})
+    """``expr`` (over node symbols) expanded to the declared inputs (a ``Max``/``Min`` over
+    symbolic arguments kept unevaluated: :func:`dsl.engine.piecewise.substitute`)."""
+    from dsl.engine.piecewise import substitute
+    return substitute(expr, {s: ws.full_expr(s.name) for s in expr.free_symbols if s.name in ws.nodes})
 
 
 def inputs_of(ws, expr) -> list[str]:

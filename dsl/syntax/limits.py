@@ -25,7 +25,15 @@ class Limits:
 
     #: largest file read (a .plan file, a config.json, a data file), in MiB (parsing runs at
     #: about 100 KB per CPU second for dense formulas and 700 KB for catalog-like text,
-    #: benchmarks/bench_parse.py, so 2 MiB of .plan text is 3–20 s of work)
+    #: benchmarks/bench_parse.py, so 2 MiB of .plan text is 3–20 s of work).  Measured by
+    #: benchmarks/bench_large_inputs.py (2026-12-06, 2 cores at load ≈9): a text refused by a
+    #: limit of the pre-scan, or a file of repeated ';', costs ≤ 0.4 s per MB beyond the ≈0.6 s
+    #: start-up; a well-formed file is parsed and evaluated at its own rate, linear in its size
+    #: — plans of dense formulas (`f7 = 7 s * (1 + 7/3) - 2 s / (7+1)`) 20–25 s and ≈600 MiB
+    #: per MB for `plan check`, so 2 MiB of them is about 45 s and 1.2 GB, well above the
+    #: 1 s/MB a refusal costs.  Kept at 2 MiB: the largest .plan file of the repository is
+    #: 21 KB, the cost per MB is the parser's (Lark, ≈10 µs a token) and no lower limit would
+    #: change it, and the same limit caps data files (the Azure trace is 0.4 MB) read far faster
     file_mb: float = 2
     #: files a plan may import, counting the imports of imports
     imports: int = 1000
