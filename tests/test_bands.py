@@ -94,9 +94,9 @@ def test_unvalidated_plans_are_warned(res):
     warned = {w.summary.split("'")[1]: w for w in res.warnings if w.code == "unvalidated"}
     assert set(warned) == {"h200x64", "b200x64_moe"}     # mfu40: priced at a stated mfu, no band, no warning
     h200 = warned["h200x64"]
-    assert "no validated runs on device 'h200'" in h200.summary and "dense · 16-bit · multi-node" in h200.summary
+    assert "no validated test-set runs on device 'h200'" in h200.summary and "dense · 16-bit · multi-node" in h200.summary
     assert "`use calibrate`" in h200.hint and "docs/plugins/calibrate.md" in h200.hint
-    assert "only 2 validated runs, too few for a band, on device 'b200' in the plan's regime (moe · FP8 · multi-node)" in warned["b200x64_moe"].summary
+    assert "only 2 validated test-set runs, too few for a band, on device 'b200' in the plan's regime (moe · FP8 · multi-node)" in warned["b200x64_moe"].summary
     for plan in list(warned) + ["mfu40"]:
         assert not res.has(f"{plan}.step_time_low")
 

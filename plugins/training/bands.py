@@ -128,10 +128,10 @@ def plan_quantities_price(ctx):
     precision = b.value("precision") if b is not None else "bf16"
     key, row, runs = lookup(device, moe, precision, _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host"))
     if row is None:
-        have = (f"only {runs} validated run{'s' if runs != 1 else ''}, too few for a band,"
-                if runs else "no validated runs")
+        have = (f"only {runs} validated test-set run{'s' if runs != 1 else ''}, too few for a band,"
+                if runs else "no validated test-set runs")
         where = (f"in the plan's regime ({regime_label(key)})" if any(k[0] == device for k in load_bands())
-                 else "at all")
+                 else "in any regime (bands come from the test set; runs kept for fitting defaults give none)")
         ctx.warn(f"the step time of plan '{ctx.name}' carries no prediction band: the validation corpus has {have} "
                  f"on device '{device}' {where}", CALIBRATE_HINT, code="unvalidated")
         return
