@@ -93,7 +93,6 @@ its table, are :mod:`plugins.serving.serving_search`.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 from dsl.plugin import current_limits
@@ -558,10 +557,8 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
     requests of every simulation, summed (:func:`requests_simulated`); the first candidate in
     simulation order that would pass it ends the simulations, deterministically, and
     ``meta["cut"]`` is then ``(candidate, requests it needed)`` (else None).
-    ``meta["requests"]`` holds the requests simulated; ``meta["seconds"]`` the wall time of the
-    screen and of the simulations, ``meta["cpu_seconds"]`` their CPU time (benchmarks)."""
+    ``meta["requests"]`` holds the requests simulated."""
     cap = current_limits().search_requests if max_requests is None else int(max_requests)
-    t0, c0 = time.perf_counter(), time.process_time()
     cols = screen(layouts, cols, w, max_model_len, kv_link, chunked)
     res = SearchResult(layouts, cols)
     valid = cols["valid"]
@@ -573,7 +570,6 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
     stable = valid & np.isfinite(score)
     passing = stable & (score <= margin)
     order = np.lexsort((np.arange(len(obj)), score, obj))          # objective, then score, then index
-    t1, c1 = time.perf_counter(), time.process_time()
     ordered = [int(i) for i in order if passing[i]]
     picked, meets = [], []
     used, cut = [0], []
@@ -634,7 +630,5 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
                 "passing": int(passing.sum()), "simulated": len(picked), "objective": objective,
                 "requests": used[0], "max_requests": cap, "cut": cut[0] if cut else None,
                 "slo_ttft": slo_ttft, "slo_tpot": slo_tpot,
-                "skipped": {r: int((cols["reason"] == r).sum()) for r in sorted(set(cols["reason"]) - {""})},
-                "seconds": {"screen": t1 - t0, "simulate": time.perf_counter() - t1},
-                "cpu_seconds": {"screen": c1 - c0, "simulate": time.process_time() - c1}}
+                "skipped": {r: int((cols["reason"] == r).sum()) for r in sorted(set(cols["reason"]) - {""})}}
     return res
