@@ -11,6 +11,12 @@ uses see the same object and the same number.
 from __future__ import annotations
 
 
+class NotReady(Exception):
+    """Raised by a :class:`DeferredExpr`'s exact evaluator when its value cannot be known yet
+    (a computed quantity asked for before the timelines are scheduled): the value is unknown
+    for now and must not be cached."""
+
+
 class DeferredExpr:
     """A sympy expression built on first use.
 

@@ -176,48 +176,80 @@ class GraphMixin:
                 raise _NoValue()
             return float(v)
 
-        for key in sorted(self.timelines, key=lambda k: (first_pos(self.timelines[k]), k)):
-            tl = self.timelines[key]
-            if tl.graph is None and len(tl.activities) <= MIRROR_LIMIT and tl.activities:
-                continue   # structural error already reported
-            try:
-                tl.schedule = tl.compute(num)
-            except (_NoValue, ValueError, KeyError):
-                tl.schedule = None
-                continue
-            changed = False
-            full_sym = deferred(tl, "makespan_expr") is not None or tl.makespan_expr is not None
-            if not full_sym:
-                tl.makespan_expr = tl.path_expr(tl.schedule)
-                for name, *_ in tl.makespans:
-                    self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
-                changed = True
-            if not full_sym and (tl.times or tl.areas):
-                sc = tl.schedule
-                start_of = (lambda a: tl.chain_expr(sc, a, "start"))
-                finish_of = (lambda a: tl.chain_expr(sc, a, "finish"))
-                for name, act, at, *_ in tl.times:
-                    self.nodes[f"{tl.plan}.{name}"].expr = start_of(act) if at == "start" else finish_of(act)
-                for name, pool, *_ in tl.areas:
-                    self.nodes[f"{tl.plan}.{name}"].expr = tl.area_expr(pool, start_of, finish_of,
-                                                                         tl.makespan_expr)
-                changed = True
-            for name, pool, *_ in tl.peaks:
-                try:
-                    prof = tl.profiles[pool] = tl.profile(pool, num, tl.schedule)
-                except _NoValue:
-                    continue
-                self.nodes[f"{tl.plan}.{name}"].expr = tl.peak_expr(prof)
-                changed = True
-            for pool in tl.pools():
-                if pool not in tl.profiles:
-                    try:
-                        tl.profiles[pool] = tl.profile(pool, num, tl.schedule)
-                    except _NoValue:
-                        pass
-            if changed:
-                self._values.clear()
+        # a timeline whose durations read a computed quantity (a fitted efficiency) that waits for
+        # other timelines is taken again once they are scheduled (its placeholder makespan has
+        # no edges to tell the order beforehand)
+        early = self.computed_early         # a range check read a computed quantity (it waited)
+        todo = sorted(self.timelines, key=lambda k: (first_pos(self.timelines[k]), k))
+        while todo:
+            waiting = []
+            for key in todo:
+                self.computed_early = False
+                if self._schedule_timeline(key, num, _NoValue):
+                    waiting.append(key)
+            if len(waiting) == len(todo):
+                for key in waiting:
+                    self.timelines[key].schedule = None
+                    self.timelines_done.add(key)
+                break
+            todo = waiting
+        if early:                   # the values that read it while it waited: read them again
+            self.computed_early = False
+            self._values.clear()
+            self._full.clear()
+
+    def _schedule_timeline(self, key, num, _NoValue) -> bool:
+        """Schedule one timeline (see :meth:`_schedule_timelines`); True when it must wait for a
+        computed quantity."""
+        tl = self.timelines[key]
+        if tl.graph is None and len(tl.activities) <= MIRROR_LIMIT and tl.activities:
+            self.timelines_done.add(key)
+            return False   # structural error already reported
+        try:
+            tl.schedule = tl.compute(num)
+        except (_NoValue, ValueError, KeyError):
+            if self.computed_early:
+                self._values.clear()     # the values that read the waiting quantity
                 self._full.clear()
+                return True
+            tl.schedule = None
+            self.timelines_done.add(key)
+            return False
+        changed = False
+        full_sym = deferred(tl, "makespan_expr") is not None or tl.makespan_expr is not None
+        if not full_sym:
+            tl.makespan_expr = tl.path_expr(tl.schedule)
+            for name, *_ in tl.makespans:
+                self.nodes[f"{tl.plan}.{name}"].expr = tl.makespan_expr
+            changed = True
+        if not full_sym and (tl.times or tl.areas):
+            sc = tl.schedule
+            start_of = (lambda a: tl.chain_expr(sc, a, "start"))
+            finish_of = (lambda a: tl.chain_expr(sc, a, "finish"))
+            for name, act, at, *_ in tl.times:
+                self.nodes[f"{tl.plan}.{name}"].expr = start_of(act) if at == "start" else finish_of(act)
+            for name, pool, *_ in tl.areas:
+                self.nodes[f"{tl.plan}.{name}"].expr = tl.area_expr(pool, start_of, finish_of,
+                                                                     tl.makespan_expr)
+            changed = True
+        for name, pool, *_ in tl.peaks:
+            try:
+                prof = tl.profiles[pool] = tl.profile(pool, num, tl.schedule)
+            except _NoValue:
+                continue
+            self.nodes[f"{tl.plan}.{name}"].expr = tl.peak_expr(prof)
+            changed = True
+        for pool in tl.pools():
+            if pool not in tl.profiles:
+                try:
+                    tl.profiles[pool] = tl.profile(pool, num, tl.schedule)
+                except _NoValue:
+                    pass
+        self.timelines_done.add(key)
+        if changed:
+            self._values.clear()
+            self._full.clear()
+        return False
 
     # ------------------------------------------------------------ finalize
     @property

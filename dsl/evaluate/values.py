@@ -7,7 +7,7 @@ from pathlib import Path
 
 import sympy as sp
 
-from ..engine.deferred import deferred
+from ..engine.deferred import NotReady, deferred
 from ..engine.nodes import HUGE, Abort, ListVal, Node, Val, symbol
 
 
@@ -77,7 +77,10 @@ class ValuesMixin:
                     return None
                 subs[s] = dv
             if d is not None:
-                v = d.exact(subs)
+                try:
+                    v = d.exact(subs)
+                except NotReady:
+                    return None
         if v is None and not n.input:
             expr = n.expr
             if expr.has(sp.Pow, sp.exp):

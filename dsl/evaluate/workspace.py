@@ -72,6 +72,9 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, ShapesMix
         self.wanted: dict[str, str] = {}
         self.used: set[str] = set()
         self._values: dict[str, Any] = {}
+        self.timelines_done: set = set()            # timelines scheduled (their makespans final)
+        self.computed_early = False                 # a computed quantity was asked for too early
+        self.computed_details: dict[str, Any] = {}   # node id -> what a computed quantity's procedure kept
         self._full: dict[tuple, Any] = {}
         self._stack: list[str] = []
         from ..syntax import limits as L

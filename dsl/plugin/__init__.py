@@ -8,7 +8,7 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
   :class:`QuantitySpec`, :class:`SlotSpec`, :class:`Table`, :class:`TableSpec`,
   :class:`FigureSpec`, :class:`CommandSpec`;
 * the contexts hooks receive: :class:`PlanContext`, :class:`DeclContext`, :class:`BlockView`,
-  :class:`DeclView` (see ``docs/plugins.md`` for every method);
+  :class:`DeclView`, :class:`ComputedView` (see ``docs/plugins.md`` for every method);
 * diagnostics: :class:`Diagnostic`, :class:`PlanError` (raise it from a command);
 * helpers: :func:`symbol` (the sympy symbol of a node id), :class:`Span`, :func:`display_path`,
   :class:`Timeline`, :func:`no_gc`, units :func:`parse_unit`, :func:`convert`,
@@ -38,7 +38,7 @@ from ..syntax.limits import raise_hint as limit_hint
 from ..engine.timeline import Timeline, no_gc
 from ..engine.units import convert, format_number, format_quantity, parse_unit
 from ..syntax.diagnostics import Diagnostic, PlanError, Span, did_you_mean, display_path, install_hint
-from .context import BlockView, DeclContext, DeclView, PlanContext
+from .context import BlockView, ComputedView, DeclContext, DeclView, PlanContext
 from .csvdata import CsvError, cell_span, open_csv
 from .figures import FigureError, gantt, memory_profile
 from .hookspecs import hookimpl, hookspec
@@ -47,7 +47,7 @@ from .records import (CommandSpec, FigureSpec, KindSpec, Param, QuantitySpec, Sl
 
 __all__ = ["BlockView", "CommandSpec", "Diagnostic", "FileRefused", "LimitError", "current_limits", "limit_hint",
            "read_text", "PlanError", "DeclContext", "DeclView", "FigureSpec", "KindSpec", "Param",
-           "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
+           "ComputedView", "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
            "convert", "did_you_mean", "display_path", "format_number", "install_hint", "format_quantity", "hookimpl", "hookspec", "no_gc",
            "parse_unit", "progress", "symbol", "ceiling_of", "hinge", "hinge_sum", "max_of", "shortfall_sum",
            "subs_numbers", "FigureError", "gantt", "memory_profile", "CsvError", "cell_span", "open_csv"]

@@ -200,6 +200,11 @@ class DeclView:
     def has(self, field_name: str) -> bool:
         return f"{self.name}.{field_name}" in self._ctx.ws.nodes
 
+    def uses(self, block: str) -> bool:
+        """True when this declaration (a plan) has ``use BLOCK`` (written or inherited)."""
+        info = self._ctx.ws.decls[self.name]
+        return block in getattr(info, "uses", ())
+
     def q(self, field_name: str, unit: str = "", positive: bool = False, nonnegative: bool = False) -> sp.Symbol:
         """Placeholder for numeric field ``field_name``; its dimension must match ``unit``.
 
@@ -333,6 +338,59 @@ class BlockView:
         return n.assign.value.span if n is not None and n.assign is not None and n.default is None else None
 
 
+class ComputedView:
+    """What :meth:`PlanContext.define_computed`'s procedure reads: values, and quantities as
+    numeric functions of chosen inputs."""
+
+    def __init__(self, ws, span, plugin):
+        self._ws, self._span, self._plugin = ws, span, plugin
+
+    def value(self, sym) -> float | None:
+        """The nominal value of quantity ``sym`` in base units (None when it has none or does
+        not exist)."""
+        if sym.name not in self._ws.nodes:
+            return None
+        v = self._ws.value(sym.name)
+        return None if v is None else float(v)
+
+    def inputs(self, sym) -> frozenset:
+        """The names of the input nodes quantity ``sym`` depends on (``h100_sxm.matmul_efficiency`` …)."""
+        return frozenset(s.name for s in self._ws.full_expr(sym.name).free_symbols)
+
+    def function(self, sym, inputs: list[str]):
+        """Quantity ``sym`` as a function of the named inputs, every other input at its nominal
+        value: ``f(*floats) -> float`` (base units).  The inputs it depends on become structural
+        (a sweep over one re-evaluates the file).  An input it does not depend on is simply
+        ignored by ``f``; :meth:`inputs` tells which.  Raises ``ValueError`` when a value it
+        depends on is unknown."""
+        from ..engine.piecewise import lambdify
+
+        ws = self._ws
+        e = ws.full_expr(sym.name)
+        free = sorted(e.free_symbols, key=lambda s: s.name)
+        wanted = set(inputs)
+        rest, at = [s for s in free if s.name not in wanted], []
+        for s in rest:
+            v = ws.value(s.name)
+            if v is None:
+                raise ValueError(f"'{s.name}' has no value")
+            at.append(float(v))
+        if not ws.sealed:
+            ws.structural.update(s.name for s in free)
+        by = {s.name: s for s in free}
+        args = [by.get(i, sp.Dummy(i)) for i in inputs]
+        g = lambdify(args + rest, e, modules="math", cse=True)    # compiled once, called per step of a fit
+        return lambda *x: float(g(*x, *at))
+
+    def error(self, summary: str, hint: str = "", span: Span | None = None, code: str = "plugin") -> None:
+        """Report an error of the procedure (at ``span``, default the plan's name)."""
+        self._ws.rep.error(code, summary, span or self._span, hint)
+
+    def warn(self, summary: str, hint: str = "", code: str = "suspicious") -> None:
+        """Report a warning about the procedure's result (at the plan's name)."""
+        self._ws.rep.warning(code, summary, self._span, hint)
+
+
 class PlanContext(_ContextBase):
     """Context of ``plan_quantities_price`` / ``plan_activities_schedule`` for one plan."""
 
@@ -406,6 +464,58 @@ class PlanContext(_ContextBase):
         order = (rank if rank is not None else 1000 + (spec.order if spec else 100), len(self.ws.nodes))
         return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order,
                             references)
+
+    def define_computed(self, name: str, reads, compute, unit: str = "", doc: str = "", headline: bool = False,
+                        rank: float | None = None, references: tuple = ()) -> sp.Symbol:
+        """Add quantity ``name`` whose value a numeric procedure of the plugin computes from other
+        quantities (a least-squares fit, a root the procedure finds) — the one kind of quantity
+        that is not a sympy expression of its inputs.
+
+        :param reads: sympy symbols of the quantities ``compute`` reads (this plan's or other
+            plans' — ``symbol("run_a.step_time")``); they are its edges in the dependency graph, so
+            a quantity that reads back this one is a cycle.
+        :param compute: ``compute(view) -> float`` (base units), called at most once, after every
+            quantity in ``reads`` has its value; ``view`` is a :class:`ComputedView`.  It may
+            return ``(value, detail)``: the evaluation keeps ``detail`` (any object) for the
+            plugin's tables (``Evaluation.computed_detail(node_id)``).  It may call
+            ``view.error(…)`` to report a located error; the value is then unknown.
+        :returns: the quantity's symbol.
+
+        The value is a constant of the evaluation: ``solve``, sensitivities and explanations see
+        a number (its derivative with respect to every input is zero); the inputs its reads
+        depend on are marked structural, so a sweep over one of them re-evaluates the file and
+        computes it again.  ``unit``, ``doc``, ``headline``, ``rank`` and ``references`` as in
+        :meth:`define`."""
+        from ..engine.deferred import DeferredExpr, NotReady, defer
+
+        ws, cell = self.ws, {}
+        span = self.info.ast.name_span
+        plugin = self._current_plugin
+
+        nid = f"{self.name}.{name}"
+
+        plans = {as_expr(r).name.split(".", 1)[0] for r in reads}
+
+        def value(_values=None):
+            # the quantities read are final once their plans' timelines are scheduled (before,
+            # a makespan is a placeholder): asked earlier (a range check), the value waits
+            if not ws.sealed and any(k[0] in plans and k not in ws.timelines_done for k in ws.timelines):
+                ws.computed_early = True
+                raise NotReady()
+            if "v" not in cell:
+                v = compute(ComputedView(ws, span, plugin))
+                if isinstance(v, tuple):       # (value, detail): the detail for the plugin's tables
+                    v, ws.computed_details[nid] = v
+                cell["v"] = None if v is None else (sp.Float(float(v), 17) if float(v) != 0 else sp.Integer(0))
+            return cell["v"]
+
+        placeholder = sp.Dummy(name)
+        out = self.define(name, placeholder, unit, doc, headline, rank=rank, references=references)
+        n = ws.nodes.get(f"{self.name}.{name}")
+        if n is not None and n.__dict__.get("expr") is placeholder:
+            defer(n, "expr", DeferredExpr(lambda: value() if value() is not None else sp.nan,
+                                          frozenset(as_expr(r) for r in reads), value))
+        return out
 
     def require(self, name: str, lhs, op: str, rhs, unit: str = "", doc: str = "") -> None:
         """Declare requirement ``lhs op rhs`` (op in ``<=``, ``>=``, ``<``, ``>``, ``==``)."""

@@ -157,6 +157,11 @@ class Evaluation:
         """Path named by string field ``nid``, relative to the file the assignment is in."""
         return self._ws.file_param(nid)
 
+    def computed_detail(self, nid: str):
+        """What the procedure of computed quantity ``nid`` kept for its plugin's tables
+        (:meth:`dsl.plugin.PlanContext.define_computed`), or None."""
+        return self._ws.computed_details.get(nid)
+
     def full_expr(self, nid: str, free: frozenset = frozenset(), keep: frozenset | None = None):
         """Expression of ``nid`` in terms of the declared inputs (see the workspace)."""
         return self._ws.full_expr(nid, free, keep)

@@ -1,5 +1,9 @@
 """Calibration of a device's efficiency parameters from measured training runs.
 
+Runs are either plans of the file (``use calibrate { plans = [...] }``: any model and layout the
+training step prices, each run's own ``step_time`` the prediction; see
+:mod:`plugins.training.calibrate_plans`) or the rows of a CSV of GPT runs, described here.
+
 ``use calibrate { runs = "runs.csv"; fit = ["matmul_efficiency"]; rows = ["1.7B"] }`` on a plan
 with ``device`` (and ``gpus_per_host``) reads a CSV of measured runs — one GPT model, layout and
 measured throughput per row — prices each run with the training step's closed forms
@@ -77,6 +81,7 @@ from dsl.plugin import hookimpl
 from dsl.plugin import Param, Table, TableSpec, UseSpec, current_limits, install_hint, limit_hint
 
 from plugins.training import layout_model as lm
+from plugins.training.fitting import least_squares_bounded
 from dsl.plugin import CsvError, cell_span, open_csv
 
 REFERENCES = (
@@ -355,7 +360,7 @@ def fit(runs: list[Run], hw: dict, names: list[str], selected: list[Run], flop_c
     ``*_flops`` fields fitted on a log scale).  Starts from ``start`` (default: the values in
     ``hw``, else the middle of the bounds).
 
-    One field: :func:`_least_squares_1d` (bounded Gauss–Newton, numpy only), which ends at a
+    One field: :func:`plugins.training.fitting._least_squares_1d` (bounded Gauss–Newton, numpy only), which ends at a
     float whose neighbours have no smaller sum of squares.  Several fields:
     ``scipy.optimize.least_squares`` (trust-region reflective, bounded).
 
@@ -401,94 +406,9 @@ def fit(runs: list[Run], hw: dict, names: list[str], selected: list[Run], flop_c
         raise RunsError(path, run.line, col, f"run '{run.name}' measures a step of {measured[int(bad[0])]:.3g} s, "
                         "which no value of the fitted fields can match (its relative error is not finite)", None,
                         f"check the run's {col} cell (TFLOP/s per GPU, or seconds per iteration)")
-    if len(names) == 1:         # scipy.optimize costs ≈0.5 s to import: a single field does without
-        x, cost, status, nfev = _least_squares_1d(lambda t: residuals(np.array([t])), x0[0], lo[0], hi[0])
-        vals = values([x])
-        return {"values": {n: vals[n] for n in names}, "cost": cost, "status": status, "nfev": nfev}
-    from scipy.optimize import least_squares
-    res = least_squares(residuals, np.array(x0), bounds=(lo, hi), method="trf", x_scale="jac",
-                        xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
-    vals = values(res.x)
-    return {"values": {n: vals[n] for n in names}, "cost": float(res.cost), "status": int(res.status),
-            "nfev": int(res.nfev)}
-
-
-XTOL = 1e-12      # relative step and decrease of S that end the one-field fit (least_squares' xtol, ftol)
-
-
-def _least_squares_1d(residuals, x0: float, lo: float, hi: float, max_nfev: int = 2000):
-    """Minimise S(x) = Σ r_i(x)² over lo ≤ x ≤ hi for one unknown: ``residuals(x)`` → numpy array.
-
-    Gauss–Newton (Nocedal & Wright, "Numerical Optimization", 2nd ed., §10.3) with a forward
-    difference derivative J (step √ε·max(1, |x|), as scipy's '2-point' Jacobian), each step
-    clipped to the bounds and halved until S decreases; stops when the step or the relative
-    decrease of S is below :data:`XTOL` (scipy's xtol/ftol criteria) or no step longer lowers S.
-    Then, at float resolution, it moves to the best of x ± 1…3 ulp while that lowers S, so no
-    float within 3 ulp of the answer has a smaller sum of squares (for one run: its relative
-    error is the closest to 0 among its neighbours).  Against scipy's trust-region reflective
-    method on the same residuals, S is equal for one run and equal to float rounding (≤ 1e-14
-    relative) for several (tests/test_calibration.py).
-
-    :returns: ``(x, cost = S/2, status, nfev)``; status 1 converged, 0 ``max_nfev`` reached.
-    """
-    import numpy as np
-
-    nfev = 0
-
-    def sq(x):
-        nonlocal nfev
-        nfev += 1
-        with np.errstate(all="ignore"):
-            r = np.asarray(residuals(x), dtype=float)
-        s = float(r @ r)
-        return r, (s if np.isfinite(s) else math.inf)
-
-    x = float(x0)
-    r, s = sq(x)
-    status = 0
-    while nfev < max_nfev:
-        h = math.sqrt(np.finfo(float).eps) * max(1.0, abs(x))
-        xh = x + h if x + h <= hi else x - h
-        rh, _ = sq(xh)
-        J = (rh - r) / (xh - x)
-        jj = float(J @ J)
-        if not (jj > 0 and math.isfinite(jj)):
-            status = 1
-            break
-        step = -float(J @ r) / jj
-        xn = x
-        while abs(step) > XTOL * (XTOL + abs(x)):
-            xn = min(max(x + step, lo), hi)
-            if xn == x:
-                break
-            rn, sn = sq(xn)
-            if sn < s:
-                break
-            xn = x
-            step /= 2
-        if xn == x:            # no step longer than xtol lowers S
-            status = 1
-            break
-        moved, s_before = abs(xn - x), s
-        x, r, s = xn, rn, sn
-        if moved <= XTOL * (XTOL + abs(x)) or s_before - s <= XTOL * s_before:
-            status = 1
-            break
-    while nfev < max_nfev:         # polish: the best float within 3 ulp, while it improves
-        best = (s, x, r)
-        for sign in (1.0, -1.0):
-            xn = x
-            for _ in range(3):
-                xn = math.nextafter(xn, sign * math.inf)
-                if not lo <= xn <= hi:
-                    break
-                rn, sn = sq(xn)
-                if sn < best[0]:
-                    best = (sn, xn, rn)
-        if best[1] == x:
-            break
-        s, x, r = best
-    return x, s / 2, status, nfev
+    x, cost, status, nfev = least_squares_bounded(residuals, x0, lo, hi)
+    vals = values(x)
+    return {"values": {n: vals[n] for n in names}, "cost": cost, "status": status, "nfev": nfev}
 
 
 def _clean(x: float) -> float:
@@ -516,16 +436,24 @@ CALIBRATE = UseSpec(
     "fit a device's efficiency fields to measured training runs (CSV) and report the error per run",
     references=REFERENCES,
     params=(
-        Param("runs", kind="file", doc="CSV of measured runs: run, heads, hidden, layers, seq_len, vocab, tp, pp, "
+        Param("plans", kind="list", item="ref", ref_kind="plan", optional=True, min_items=1,
+              doc="the measured runs written as plans (any model and layout `use layout` prices), each stating "
+                  "measured_step_time or measured_throughput; their own step_time is the prediction"),
+        Param("runs", kind="file", optional=True,
+              doc="or a CSV of GPT runs: run, heads, hidden, layers, seq_len, vocab, tp, pp, "
               "gpus, batch, micro_batch [, virtual, recompute, dp_overlap, ffn], achieved_tflops or step_time"),
         Param("fit", kind="list", item="string", min_items=1,
-              doc="the fields fitted: device fields (matmul_efficiency, matmul_half_flops, mem_efficiency) or mfu"),
+              doc="the fields fitted: device fields (matmul_efficiency, matmul_half_flops, mem_efficiency), "
+                  "with `plans` also any positive field as 'DECLARATION.field' (\"ib_ndr_400g.efficiency\"); "
+                  "or mfu (CSV runs)"),
         Param("rows", kind="list", item="string", optional=True, min_items=1,
-              doc="the runs (by their `run` cell) the fit uses; the others are predicted (default: every run)"),
+              doc="the runs (plan names, or the CSV's `run` cells) the fit uses; the others are predicted "
+                  "(default: every run)"),
         Param("flop_count", default='"narayanan2021"', kind="choice", choices=FLOP_COUNTS,
               doc="how achieved_tflops counts FLOPs: narayanan2021 (96·B·s·l·h²·(1 + s/6h + V/16lh) with full "
                   "recomputation) or model (the training step's own count)"),
-        Param("link", kind="ref", ref_kind="link", doc="each GPU's own link inside a host"),
+        Param("link", kind="ref", ref_kind="link", optional=True,
+              doc="CSV runs: each GPU's own link inside a host (plan-written runs name their own)"),
         Param("nic", kind="ref", ref_kind="link", optional=True, doc="the NIC between hosts (default: link)"),
         Param("nics_per_host", "", "gpus_per_host", "NICs per host sharing the host cut", min=1, whole=True),
         Param("latency", "s", "0 s", "per-call latency of one ring step", min=0),
@@ -544,9 +472,15 @@ def plan_blocks_register():
     return [CALIBRATE]
 
 
-def _names(b, ctx):
+def _names(b, ctx, plans: bool = False):
     names = [str(n) for n in b.value("fit")]
     for n in names:
+        if plans and n == "mfu":
+            b.error_at("fit", "runs written as plans are priced by their own step model: fit device or link "
+                       "fields, not mfu", "fit matmul_efficiency (and mem_efficiency, matmul_half_flops), or "
+                       "'LINK.efficiency'", code="unknown-name")
+        if plans:          # any field the device (or a named declaration) states
+            continue
         if n not in FIELDS:
             b.error_at("fit", f"'{n}' is not a field calibration can fit",
                        "fit one or more of: " + ", ".join(FIELDS), code="unknown-name")
@@ -613,6 +547,20 @@ def plan_quantities_price(ctx):
     b = ctx.block("calibrate")
     if b is None:
         return
+    if b.given("plans") == b.given("runs"):
+        b.error_at("plans" if b.given("plans") else "fit",
+                   "`use calibrate` needs exactly one of `plans` (measured runs written as plans) and `runs` "
+                   "(a CSV of GPT runs)", "e.g. plans = [run_a, run_b], each plan stating measured_step_time",
+                   code="missing-parameter")
+    if b.given("plans"):
+        from plugins.training import calibrate_plans
+        names = _names(b, ctx, plans=True)
+        calibrate_plans.price(ctx, b, names, FIELDS, _warn_bound(ctx), FIELD_DOCS,
+                              REFERENCES[:1] + REFERENCES[2:])
+        return
+    if not b.given("link"):
+        b.error_at("runs", "CSV runs need `link` (each GPU's own link inside a host)",
+                   "add e.g. `link = nvlink3`", code="missing-parameter")
     names = _names(b, ctx)
     try:
         runs = read_runs(b.path("runs"))
@@ -661,6 +609,14 @@ def plan_quantities_price(ctx):
                    rank=2)
 
 
+def _warn_bound(ctx):
+    def warn(view, name, v):
+        view.warn(f"the fitted {name} of '{ctx.name}' sits at its bound ({v:.6g}): the model cannot match the "
+                  "selected runs within the allowed range",
+                  "check the runs' layouts and measured values, or fit other fields (see the calibration table)")
+    return warn
+
+
 # ---------------------------------------------------------------- the table
 def _hw_from_ws(ws, plan, names):
     def num(nid):
@@ -684,9 +640,30 @@ def _hw_from_ws(ws, plan, names):
             "values": values}
 
 
+def _plans_table(ws, plan):
+    names = [str(n) for n in ws.python_value(f"{plan}.calibrate.fit")]
+    from plugins.training.calibrate_plans import fitted_name
+    got = ws.computed_detail(f"{plan}.{fitted_name(names[0])}")
+    if got is None:
+        return None
+    rows = tuple((r["run"], f"{r['measured_step']:.4g}", f"{r['predicted_step']:.4g}", f"{r['error']:+.1f}",
+                  "fit" if r["fitted"] else "predicted") for r in got["rows"])
+    fitted = ", ".join(f"{n} = {v:.4g}" for n, v in got["values"].items())
+    return Table(("run", "measured s", "predicted s", "error %", "used"), rows,
+                 (f"fitted: {fitted}",
+                  "predicted step = each run plan's own step_time with the fitted values (every other input as "
+                  "stated); measured step = measured_step_time, or tokens_per_step / measured_throughput",
+                  "error = predicted / measured throughput − 1 (= measured / predicted step − 1)"))
+
+
 def _table(ws, plan):
     if "calibrate" not in ws.decls[plan].uses:
         return None
+    if f"{plan}.calibrate.plans" in ws.nodes:
+        try:
+            return _plans_table(ws, plan)
+        except (KeyError, ValueError, TypeError, AttributeError):
+            return None
     try:
         names = [str(n) for n in ws.python_value(f"{plan}.calibrate.fit")]
         runs = read_runs(ws.file_param(f"{plan}.calibrate.runs"))
