@@ -135,7 +135,9 @@ def test_what_if_charges_the_pipelined_compute_to_the_gpu(whatif):
                                                           "step_time")}
     m = qval(whatif, "on_h100.micro_batches")
     f = ((1 - 2 / (3 * m)) * q["compute_time"] + q["bubble_time"] + q["optimizer_time"]) / q["step_time"]
-    assert 0.7 < f < 0.75                                # (2.382 + 0.477 + 0.0007) s of 3.949 s
+    # most of the step is the GPU's: (3.053 + 0.608 + 0.0007) s of 4.751 s on the catalog H100
+    # (its sustained_efficiency fitted on the validation corpus's fit set)
+    assert 0.75 < f < 0.8
     rows = {(res, r): (share, t2 / T) for res, share, r, T, t2 in amdahl_rows(whatif, "on_h100")}
     assert rows[("gpu", 2)][0] == pytest.approx(f, rel=1e-9)
     assert rows[("gpu", 2)][1] == pytest.approx(1 - f / 2, rel=1e-9)

@@ -86,6 +86,11 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
             val, u = _display(ws, n.id, by_dim.get(n.dim))
             qs[n.name] = {"value": val, "unit": u, "si": float(ws.base_value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
+            from dsl.present.tables import quantity_band
+            band = quantity_band(ws, p, n.name)
+            if band is not None:
+                lo, hi = (convert(band[k], u) for k in ("low_si", "high_si"))
+                qs[n.name]["band"] = dict(band, low=lo, high=hi)
         cp = None
         for slot in ws.plugins.slots.values():     # the critical path behind a slot's quantity
             st = ws.nodes.get(f"{p}.{slot.critical_path_of}") if slot.critical_path_of else None
@@ -291,7 +296,8 @@ def _render_eval(file: str, rep: dict, plans: list[str], units: list[str], table
         cells = [name, unit]
         for p in plans:
             q = rep[p]["quantities"].get(name)
-            cells.append(q["text"] if q and q["unit"] == unit and q["text"] is not None else "—")
+            cells.append((q["text"] + (f" ({q['band']['text']})" if q.get("band") else ""))
+                         if q and q["unit"] == unit and q["text"] is not None else "—")
         table.append(cells)
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = [f"{file}", ""]

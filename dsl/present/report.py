@@ -247,6 +247,7 @@ def build(ws, plans: list[str], figures: bool = True) -> dict:
 def _build_plan(ws, p: str, figures: bool) -> dict:
     from dsl.results.sensitivity import elasticities, inputs_of, tornado
     from dsl.present.sources import plan_sources
+    from dsl.present.tables import quantity_band
 
     if True:
         heads = ws.headline(p)
@@ -256,9 +257,11 @@ def _build_plan(ws, p: str, figures: bool) -> dict:
         deps: set[str] = set()
         for n in heads:
             v = ws.base_value(n.id)
+            band = quantity_band(ws, p, n.name)
             rep["headline"].append({"name": n.name, "id": n.id, "value": None if v is None else
                                     convert(float(v), n.unit), "unit": n.unit, "doc": n.doc,
-                                    "plugin": n.plugin or "", "formula": formula(ws, n.id, p)})
+                                    "plugin": n.plugin or "", "formula": formula(ws, n.id, p),
+                                    "band": None if band is None else band["text"] + " " + band["basis"]})
             deps.update(inputs_of(ws, ws.full_expr(n.id)))
         for r in ws.requirements:
             if r.plan != p or r.name not in results:
@@ -506,6 +509,12 @@ def _verdict_text(data: dict) -> list[str]:
     return lines
 
 
+def _with_band(h: dict) -> str:
+    """A headline value with its prediction band when it has one ("25.54 (−25 % / +36 % from 14
+    validated h100_sxm runs …)")."""
+    return _num(h["value"]) + (f" ({h['band']})" if h.get("band") else "")
+
+
 def render_text(data: dict) -> str:
     """The report for a terminal: formulas as plain text, tables as aligned columns."""
     from dsl.present.tables import render_table
@@ -514,7 +523,7 @@ def render_text(data: dict) -> str:
     for p, rep in data["plans"].items():
         lines += ["", f"== plan {p} =="]
         lines += render_table("headline", ["quantity", "value", "unit", "formula"],
-                               [[h["name"], _num(h["value"]), h["unit"], h["formula"]["text"]]
+                               [[h["name"], _with_band(h), h["unit"], h["formula"]["text"]]
                                 for h in rep["headline"]])
         lines.append("")
         lines += render_table("requirements", ["requirement", "", "lhs", "op", "rhs"],
@@ -607,7 +616,7 @@ def render_markdown(data: dict) -> str:
     for p, rep in data["plans"].items():
         L += ["", f"## plan `{p}`", "", "### Headline values", ""]
         L += _md_table(["quantity", "value", "unit", "meaning"],
-                       [[f"`{h['name']}`", _num(h["value"]), h["unit"], h["doc"]] for h in rep["headline"]])
+                       [[f"`{h['name']}`", _with_band(h), h["unit"], h["doc"]] for h in rep["headline"]])
         L += ["", "### Requirements", ""]
         L += _md_table(["requirement", "", "lhs", "op", "rhs"],
                        [[f"`{r['name']}`", "✅ ok" if r["ok"] else "❌ FAIL", r["lhs"], f"`{r['op']}`", r["rhs"]]
@@ -707,7 +716,7 @@ def render_html(data: dict) -> str:
         B.append(f'<section id="plan-{_h(p)}"><h2>plan <code>{_h(p)}</code></h2>')
         B.append("<h3>Headline values</h3>")
         B.append(_html_table(["quantity", "value", "unit", "meaning", "plugin"],
-                             [[h["name"], _num(h["value"]), h["unit"], h["doc"], h["plugin"]] for h in rep["headline"]],
+                             [[h["name"], _with_band(h), h["unit"], h["doc"], h["plugin"]] for h in rep["headline"]],
                              {1}))
         B.append("<h3>Requirements</h3>")
         B.append(_html_table(["requirement", "", "lhs", "op", "rhs", "meaning"],

@@ -33,3 +33,23 @@ def numlike(c: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def quantity_band(ws, plan: str, name: str) -> dict | None:
+    """The uncertainty band of quantity ``name`` when a plugin defines ``NAME_low`` and
+    ``NAME_high`` beside it (the prediction bands of the validation corpus): ``low_si``/``high_si``
+    in base units, ``text`` the two ends relative to the value ("−8 % / +14 %") and ``basis``
+    (what the band is, from the low end's doc: "from 12 validated h100_sxm runs …")."""
+    lo_id, hi_id, nid = f"{plan}.{name}_low", f"{plan}.{name}_high", f"{plan}.{name}"
+    if not (ws.has(lo_id) and ws.has(hi_id)):
+        return None
+    v, lo, hi = (ws.base_value(x) for x in (nid, lo_id, hi_id))
+    if v is None or lo is None or hi is None or float(v) == 0:
+        return None
+    v, lo, hi = float(v), float(lo), float(hi)
+
+    def pct(x: float) -> str:
+        return f"{100 * (x / v - 1):+.0f} %".replace("-", "\u2212")
+    doc = ws.nodes[lo_id].doc or ""
+    basis = doc[doc.index("from "):] if "from " in doc else doc
+    return {"low_si": lo, "high_si": hi, "text": f"{pct(lo)} / {pct(hi)}", "basis": basis}

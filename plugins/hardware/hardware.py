@@ -13,6 +13,7 @@ device   mem_bw             B/s       peak memory bandwidth
 device   matmul_efficiency            fraction of peak large GEMMs reach (roofline)
 device   matmul_half_flops  FLOP      GEMM size at which η is half of matmul_efficiency
 device   mem_efficiency               fraction of mem_bw streaming kernels reach
+device   sustained_efficiency         fraction of the GEMM curve whole training steps sustain
 link     bandwidth          B/s       per direction
 storage  bandwidth          B/s       sustained write (checkpoint) bandwidth
 ======== ================== ========= ==================================================
@@ -35,6 +36,10 @@ def plan_kinds_register():
             Param("matmul_half_flops", "FLOP", doc="matrix-product size F = 2·M·N·K at which the efficiency is half "
                   "of matmul_efficiency (0: every product at matmul_efficiency)", optional=True, min=0),
             Param("mem_efficiency", "", doc="fraction of mem_bw streaming (memory-bound) kernels reach",
+                  optional=True, min=0, min_open=True, max=1),
+            Param("sustained_efficiency", "", doc="fraction of the matrix-product rate (matmul_efficiency's curve) "
+                  "the device sustains over whole training steps: clock and power limits under long GEMM streams, "
+                  "kernels the step model does not list (training step only; default 100 %)",
                   optional=True, min=0, min_open=True, max=1),
             Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
                   "weights is the bound (serving decode; default: mem_efficiency)",

@@ -137,7 +137,7 @@ def plan_quantities_price(ctx):
         return
     lo, hi = float(row["low"]), float(row["high"])
     how = ("10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max")
-    src = f"{how} of measured / predicted step time over {runs} validated {device} runs ({regime_label(key)})"
+    src = f"{how} of measured / predicted step time, from {runs} validated {device} runs ({regime_label(key)})"
     step = ctx.q("step_time", "s")
     for side, r in (("low", lo), ("high", hi)):
         ctx.define(f"step_time_{side}", step * _ratio(r), "s", f"step time × {r:.4g}: the band's {side} end, {src}",

@@ -331,6 +331,8 @@ def gpt_constants(run: Run, hw: dict, mode: str = "mfu") -> tuple[dict, dict]:
         if v is not None:
             K[key] = v
     K.setdefault("mfu", 1.0)
+    if "eta_mm" in K and hw.get("sustained") is not None:     # as use layout reads the device
+        K["eta_mm"] = K["eta_mm"] * hw["sustained"]
     # the links' collective fields under the step's K keys (K["link_alpha"], K["nic_eff"] …)
     for prefix, fields in hw.get("links", {}).items():
         K[prefix + "_nvls"] = bool(fields.get("nvls", False))
@@ -518,7 +520,8 @@ def _hw_from_ctx(ctx, b, names):
         d = {f: num(ref.q(f, unit)) for f, unit in LINK_FIELDS if ref.has(f)}
         d["nvls"] = bool(ref.value("nvls", False))
         links[prefix] = d
-    return {"peak": num(dev.q("peak_flops", "FLOP/s", positive=True)),
+    return {"sustained": num(dev.q(lm.SUSTAINED_FIELD, "")) if dev.has(lm.SUSTAINED_FIELD) else None,
+            "peak": num(dev.q("peak_flops", "FLOP/s", positive=True)),
             "mem_bw": num(dev.q("mem_bw", "B/s", positive=True)) if dev.has("mem_bw") else math.inf,
             "gph": int(ctx.value("gpus_per_host")), "link": link_bw,
             "nic": num(nic.q("bandwidth", "B/s", positive=True)) if nic is not None else link_bw,
@@ -633,6 +636,7 @@ def _hw_from_ws(ws, plan, names):
         d["nvls"] = bool(ws.python_value(f"{name}.nvls")) if f"{name}.nvls" in ws.nodes else False
         links[prefix] = d
     return {"links": links, "peak": num(f"{dev}.peak_flops"),
+            "sustained": num(f"{dev}.{lm.SUSTAINED_FIELD}") if f"{dev}.{lm.SUSTAINED_FIELD}" in ws.nodes else None,
             "mem_bw": num(f"{dev}.mem_bw") if f"{dev}.mem_bw" in ws.nodes else math.inf,
             "gph": int(num(f"{plan}.gpus_per_host")), "link": link_bw,
             "nic": num(f"{nic_ref.name}.bandwidth") if nic_ref is not None else link_bw,

@@ -300,11 +300,14 @@ DEVICE_CURVE = lm.DEVICE_CURVE
 def device_curve(dev) -> dict:
     """The roofline keys of ``K`` from a device declaration: its `matmul_efficiency`,
     `matmul_half_flops` and `mem_efficiency` when it states them, else the generic defaults
-    of :data:`plugins.training.layout_model.GENERIC_DEVICE`; and its `mem_bw`."""
+    of :data:`plugins.training.layout_model.GENERIC_DEVICE`, η_max times the device's
+    `sustained_efficiency` when it states one; and its `mem_bw`."""
     out = {}
     for field, (key, unit) in DEVICE_CURVE.items():
         out[key] = (dev.q(field, unit, positive=True) if dev.has(field)
                     else sp.Rational(str(lm.GENERIC_DEVICE[field])))
+    if dev.has(lm.SUSTAINED_FIELD):     # what whole training steps sustain of that curve
+        out["eta_mm"] = out["eta_mm"] * dev.q(lm.SUSTAINED_FIELD, "", positive=True)
     out["mem_bw"] = dev.q("mem_bw", "B/s", positive=True)
     return out
 

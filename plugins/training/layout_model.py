@@ -231,6 +231,11 @@ EFFICIENCY = ("mfu", "roofline")
 # memory-bound configuration" on an H800 SXM5 of 3.35 TB/s (deepseek-ai/FlashMLA README); the
 # inference step model (plugins/serving/serving_step_core.py) reads the same generic values.
 GENERIC_DEVICE = {"matmul_efficiency": 0.8, "matmul_half_flops": 1e9, "mem_efficiency": 0.9}
+# device field: the fraction of the matrix-product curve (η_max·F/(F + F_half)) a device sustains
+# over whole training steps — clock and power limits under long GEMM streams, kernels the step does
+# not list — fitted on the validation corpus's fit set (benchmarks/fit_defaults.py); it multiplies
+# K["eta_mm"] of the training step only (the serving step reads the GEMM curve as measured)
+SUSTAINED_FIELD = "sustained_efficiency"
 #: device fields of the roofline curve -> (key of ``K``, unit): what a device declaration may state
 DEVICE_CURVE = {"matmul_efficiency": ("eta_mm", ""), "matmul_half_flops": ("F_half", "FLOP"),
                 "mem_efficiency": ("eta_mem", "")}

@@ -250,7 +250,7 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
     generic defaults) and the matrix shapes — as ``use layout`` reads them."""
     from plugins.model.decoder import attention_params
     from plugins.training.layout_model import DEVICE_CURVE
-    from plugins.training.layout_model import GENERIC_DEVICE, shape_constants
+    from plugins.training.layout_model import GENERIC_DEVICE, SUSTAINED_FIELD, shape_constants
 
     has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     node = f"{plan}.layout.efficiency"
@@ -261,6 +261,8 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
     out = {"mode": mode, "mem_bw": float(ws.base_value(f"{dev}.mem_bw"))}
     for field, (key, _) in DEVICE_CURVE.items():
         out[key] = float(ws.base_value(f"{dev}.{field}")) if has(f"{dev}.{field}") else GENERIC_DEVICE[field]
+    if has(f"{dev}.{SUSTAINED_FIELD}"):
+        out["eta_mm"] *= float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
 
     def opt(name, default=None):
         return float(ws.base_value(f"{model}.{name}")) if has(f"{model}.{name}") else default

@@ -1,0 +1,145 @@
+"""Fit the catalog devices' `sustained_efficiency` on the validation corpus's fit set.
+
+Run:  python benchmarks/fit_defaults.py           # fit and print the fitted values
+      python benchmarks/fit_defaults.py --write   # and write them into specs/catalog/hardware.plan
+                                                  # and specs/data/validation/fitted-defaults.csv
+      python benchmarks/fit_defaults.py --check   # exit 1 when the catalog or the CSV is stale
+
+For every catalog device with 16-bit (BF16/FP16) runs in the fit set of
+specs/data/validation/training-runs.csv (the split and its rules: specs/data/validation/README.md),
+the runs are written as plans exactly as benchmarks/validation_table.py prices them, each stating
+its measured step time (tokens per step / tokens per second, or Narayanan et al.'s FLOPs per
+iteration / (GPUs × TFLOP/s per GPU)), and one `use calibrate { plans = [...]; fit =
+["sustained_efficiency"] }` fits the device's fraction of its GEMM curve that whole training steps
+sustain — least squares on the runs' relative step-time errors, through the same step model
+`plan eval` uses.  Nothing from the test set enters the fit.  FP8 runs are left out: the fitted
+field is the 16-bit matrix rate's.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import validation_table as vt  # noqa: E402
+
+CATALOG = ROOT / "specs" / "catalog" / "hardware.plan"
+FITTED = ROOT / "specs" / "data" / "validation" / "fitted-defaults.csv"
+FIELD = "sustained_efficiency"
+COLUMNS = ["device", "field", "value_percent", "runs", "rms_error_percent", "max_error_percent"]
+
+
+def measured_step(r: dict) -> float:
+    """The row's measured seconds per step from its printed metric."""
+    tokens, g, m = int(r["global_batch"]) * int(r["seq_len"]), int(r["gpus"]), float(r["measured"])
+    metric = r["metric"]
+    if metric == "tokens_per_s":
+        return tokens / m
+    if metric == "tokens_per_s_per_gpu":
+        return tokens / (m * g)
+    if metric == "tflops_per_gpu":
+        return vt._narayanan_flops(r) / (g * m * 1e12)
+    raise ValueError(f"{r['id']}: a {metric} measurement cannot be fitted on")
+
+
+def fit_rows() -> dict:
+    """{catalog device: [rows]} of the fit set's 16-bit runs."""
+    out: dict = {}
+    for r in vt.read_rows():
+        if r["split"] == "fit" and not r["precision"].upper().startswith("FP8"):
+            out.setdefault(r["catalog_device"].split(":")[0], []).append(r)
+    return out
+
+
+def fit_text(device: str, rows: list[dict]) -> str:
+    """One .plan: every row's plan stating its measured step, and the calibrating plan."""
+    # the catalog device with the fitted field stated at 100 % (the start of the fit, whatever the
+    # catalog holds now), under its own name so that every run reads it
+    fitted = f"{device}_fitting"
+    parts = ['import "../catalog/hardware.plan"', f"device {fitted} extends {device} {{ {FIELD} = 100 % }}"]
+    links: set = set()
+    for r in rows:
+        text = vt.plan_text(r).replace('import "../catalog/hardware.plan"\n', "")
+        text = text.replace(f"device = {device}\n", f"device = {fitted}\n").replace(f" extends {device} {{",
+                                                                                   f" extends {fitted} {{")
+        text = text.replace(f"plan {r['id']} {{\n", f"plan {r['id']} {{\n  measured_step_time = {measured_step(r)!r} s\n", 1)
+        keep = []                         # a link the rows declare alike (nvlink3 = 300 GB/s): once
+        for ln in text.split("\n"):
+            if ln.startswith("link ") and ln in links:
+                continue
+            if ln.startswith("link "):
+                links.add(ln)
+            keep.append(ln)
+        parts.append("\n".join(keep))
+    names = ", ".join(r["id"] for r in rows)
+    parts.append(f"plan fit {{\n  device = {fitted}\n  use calibrate {{ plans = [{names}]; fit = [\"{FIELD}\"] }}\n}}\n")
+    return "\n".join(parts)
+
+
+def fit(device: str, rows: list[dict]) -> dict:
+    import dsl
+    res = dsl.load(vt.PLAN_PATH, text=fit_text(device, rows))
+    detail = res.computed_detail(f"fit.{FIELD}")
+    errs = [abs(x["error"]) for x in detail["rows"]]
+    return {"device": device, "field": FIELD, "value_percent": f"{100 * detail['values'][FIELD]:.1f}",
+            "runs": ";".join(r["id"] for r in rows), "rms_error_percent": f"{100 * detail['rms']:.2f}",
+            "max_error_percent": f"{max(errs):.2f}"}
+
+
+def source_text(row: dict) -> str:
+    n = len(row["runs"].split(";"))
+    return (f"fitted by benchmarks/fit_defaults.py on the validation corpus's fit set ({n} 16-bit runs: "
+            f"{row['runs'].replace(';', ', ')}; RMS error {row['rms_error_percent']} %), "
+            "specs/data/validation/fitted-defaults.csv")
+
+
+def catalog_with(rows: list[dict], text: str) -> str:
+    """The catalog text with each fitted device's `sustained_efficiency` line (added or replaced)."""
+    for row in rows:
+        m = re.search(rf"^device {row['device']} \{{\n(.*?)^\}}", text, re.S | re.M)
+        if m is None:
+            raise SystemExit(f"no device {row['device']} in {CATALOG}")
+        body = m.group(1)
+        line = f'  {FIELD} = {row["value_percent"]} % source "{source_text(row)}"\n'
+        new = (re.sub(rf"^  {FIELD} = .*\n", line, body, flags=re.M) if re.search(rf"^  {FIELD} = ", body, re.M)
+               else body + line)
+        text = text[:m.start(1)] + new + text[m.end(1):]
+    return text
+
+
+def read_fitted() -> list[dict]:
+    with open(FITTED, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="write the catalog and fitted-defaults.csv")
+    ap.add_argument("--check", action="store_true", help="exit 1 when the catalog or the CSV is stale")
+    args = ap.parse_args(argv)
+    got = [fit(d, rs) for d, rs in sorted(fit_rows().items())]
+    for g in got:
+        print(f"{g['device']}: {FIELD} = {g['value_percent']} % on {len(g['runs'].split(';'))} runs "
+              f"(RMS error {g['rms_error_percent']} %, largest {g['max_error_percent']} %)")
+    catalog = CATALOG.read_text(encoding="utf-8")
+    if args.check:
+        ok = FITTED.exists() and read_fitted() == got and catalog_with(got, catalog) == catalog
+        print("the catalog and fitted-defaults.csv are current" if ok else "stale: rerun with --write")
+        return 0 if ok else 1
+    if args.write:
+        with open(FITTED, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
+            w.writeheader()
+            w.writerows(got)
+        CATALOG.write_text(catalog_with(got, catalog), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
