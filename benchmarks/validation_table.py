@@ -68,6 +68,24 @@ def _link(spec: str, out: list[str]) -> str:
     return name
 
 
+def fp8_recipe(r: dict) -> str | None:
+    """The FP8 scaling recipe of a row as its source states it (None for a 16-bit row): FP8-CS
+    is current scaling, FP8-MX is MXFP8 (Megatron-Bridge's labels); torchtitan's Float8 linears
+    are tensorwise dynamic scaling, i.e. current scaling; DeepSeek-V3 quantizes 1×128 activation
+    tiles and 128×128 weight blocks (its §3.3), i.e. blockwise; a row whose source prints no recipe
+    (NeMo 24.09, Megatron-Bridge "FP8") is Transformer Engine's default, delayed scaling."""
+    prec = r["precision"].upper()
+    if not prec.startswith("FP8"):
+        return None
+    if prec == "FP8-MX":
+        return "mxfp8"
+    if prec == "FP8-CS" or "float8" in r["framework"].lower():
+        return "current"
+    if r["source_id"] == "deepseek-v3":
+        return "blockwise"
+    return "delayed"
+
+
 def plan_text(r: dict) -> str:
     """The `.plan` of one corpus row: catalog hardware and models, the row's layout, nothing fitted."""
     out = ['import "../catalog/hardware.plan"', ""]
@@ -96,6 +114,9 @@ def plan_text(r: dict) -> str:
     tp, pp, cp, ep, vp = (int(r[k]) for k in ("tp", "pp", "cp", "ep", "vp"))
     sched = f'; schedule = "{r["schedule"]}"' if pp > 1 else ""
     extra = f"\n    {r['layout_extra']}" if r["layout_extra"] else ""
+    recipe = fp8_recipe(r)
+    if recipe is not None:           # the linear layers' products in FP8, with the source's recipe
+        extra = f'\n    matmul_precision = "fp8"; fp8_recipe = "{recipe}"' + extra
     out += ["",
             f"workload w_{name} {{ tokens = 1e12 token; seq_len = {r['seq_len']} token; global_batch = {r['global_batch']} seq }}",
             f"plan {name} {{",
@@ -276,8 +297,9 @@ def markdown(rows: list[dict] | None = None, preds: dict | None = None) -> str:
     lines += ["", "Fit set (held for fitting; nothing is fitted to it here):"] + head
     lines += _summary(fit, preds, lambda r: (r["catalog_device"].split(":")[0],) + regime(r))
     lines += ["", "error = predicted / measured − 1 of the printed metric (for GPU-hours, positive means the tool "
-              "needs more hours); every prediction on the catalog device as it is, FP8 runs priced at the BF16 "
-              "matrix rate.", "", END]
+              "needs more hours); every prediction on the catalog device as it is, FP8 runs priced as FP8 runs "
+              "(the linear layers' products at the device's dense FP8 peak with the source's scaling recipe, "
+              "attention and the LM head in BF16).", "", END]
     return "\n".join(lines)
 
 
