@@ -47,7 +47,7 @@ SPEC = UseSpec(
     "states the regime of a plan's prediction band (the band itself is attached to every training plan)",
     params=(Param("precision", default='"bf16"', kind="choice", choices=tuple(PRECISIONS),
                   doc="the number format the run trains its matrix products in: bf16 or fp16 (16-bit runs) or "
-                      "fp8 (runs measured in FP8; the step is still priced at the 16-bit rate)"),),
+                      "fp8 (runs measured in FP8, priced with `use layout { matmul_precision = \"fp8\" }` as the corpus prices them)"),),
     order=90,
     references=REFERENCES,
 )

@@ -306,6 +306,11 @@ def _states_table(ws, plan):
         whole = _v(ws, f"{plan}.{k}_memory")
         rows.append((k, fmt, round(_conv(whole, "GB"), 2), f"sharded over {d:g}" if k in sharded else "replicated",
                      round(_conv(_v(ws, f"{plan}.{k}_per_gpu"), "GiB"), 2)))
+    copy = _v(ws, f"{plan}.matmul_copy_per_gpu")
+    if copy is not None:         # `use layout { matmul_precision = "fp8" }`: the low-precision weight copy
+        fmt = ws.python_value(f"{plan}.layout.matmul_precision")
+        rows.append((f"{fmt} weight copy", fmt, "", "as weights",
+                     round(_conv(copy + (_v(ws, f"{plan}.scaling_state_per_gpu") or 0), "GiB"), 2)))
     rows.append(("total", "", round(_conv(_v(ws, f"{plan}.state_memory"), "GB"), 2), f"ZeRO-{stage}",
                  round(_conv(_v(ws, f"{plan}.persistent_memory"), "GiB"), 2)))
     note = "per GPU = whole / d for sharded states, whole for replicated ones"
