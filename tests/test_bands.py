@@ -30,11 +30,11 @@ plan h100x64 {
   use layout { tp = 8; pp = 4; zero = 1; sequence_parallel = true; recompute = "full"
                link = nvlink4; nic = ib_ndr_400g }
 }
-plan h100x64_fp8 extends h100x64 { use bands { precision = "fp8" } }
+plan h100x64_fp8 extends h100x64 { use layout { matmul_precision = "fp8" } }
 plan h100x8 extends h100x64 { gpus = 8; use layout { tp = 8; pp = 1; zero = 1 } }
 plan h200x64 extends h100x64 { device = h200 }
-plan b200x64_moe extends h100x64 { device = b200; model = qwen3_30b_a3b; use layout { tp = 4; pp = 1; ep = 8; zero = 1 }
-  use bands { precision = "fp8" } }
+plan b200x64_moe extends h100x64 { device = b200; model = qwen3_30b_a3b
+  use layout { tp = 4; pp = 1; ep = 8; zero = 1; matmul_precision = "fp8" } }
 plan mfu40 extends h100x64 { mfu = 40 %; use layout { efficiency = "mfu" } }
 """
 
@@ -108,15 +108,36 @@ def test_unvalidated_plans_are_warned(res):
         assert not res.has(f"{plan}.step_time_low")
 
 
-def test_serving_plans_say_that_no_serving_rows_are_validated():
-    r = dsl.load(REPO / "specs" / "cases" / "bands-serving.plan", text=HEAD + """
-plan one_gpu { model = qwen3_8b; device = h100_sxm
-  use serving_step { batch = 32 seq; context = 2048 token; prefill = 2048 token } }
-""")
+SERVING = HEAD + """
+model llama2_7b from "hf/Llama-2-7b-hf.json"
+plan on_a100 { model = llama2_7b; device = a100_sxm_80gb; use serving_step { prefill = 2048 token } }
+plan on_h100 extends on_a100 { device = h100_sxm }
+"""
+
+
+def test_serving_ttft_band_is_the_min_max_of_the_corpus_serving_rows(tmp_path):
+    """A100 TTFT: the serving rows of the corpus (TensorRT-LLM's published first-token latencies)
+    give a min–max band of measured / predicted (4 runs); the TPOT and the H100 have none and
+    are warned."""
+    import shutil
+    shutil.copytree(REPO / "specs" / "catalog" / "hf", tmp_path / "hf")
+    (tmp_path / "s.plan").write_text(SERVING, encoding="utf-8")
+    with open(VALIDATION / "serving-runs.csv", newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["metric"] == "ttft_ms" and r["catalog_device"] == "a100_sxm_80gb"]
+    with open(VALIDATION / "serving-predictions.csv", newline="", encoding="utf-8") as f:
+        preds = {d["id"]: float(d["predicted"]) for d in csv.DictReader(f)}
+    ratios = [float(r["measured"]) / preds[r["id"]] for r in rows]
+    assert len(ratios) == 4
+    r = dsl.load(tmp_path / "s.plan")
+    t = r["on_a100"].value("ttft_floor", "ms")
+    assert r["on_a100"].value("ttft_floor_low", "ms") / t == pytest.approx(min(ratios), rel=1e-3)
+    assert r["on_a100"].value("ttft_floor_high", "ms") / t == pytest.approx(max(ratios), rel=1e-3)
+    assert not r.has("on_h100.ttft_floor_low") and not r.has("on_a100.tpot_low")
+    warned = {w.summary.split("'")[1]: w.summary for w in r.warnings if w.code == "unvalidated"}
+    assert "(tpot)" in warned["on_a100"] and "(ttft_floor, tpot)" in warned["on_h100"]
     from plugins.training.bands import _table
-    t = _table(r, "one_gpu")
-    assert [row[0] for row in t.rows] == ["ttft_floor", "tpot"] and all(row[-1] == "no band" for row in t.rows)
-    assert "no validated serving rows" in t.notes[0]
+    tab = _table(r, "on_h100")
+    assert [row[0] for row in tab.rows] == ["ttft_floor", "tpot"] and all(row[-1] == "no band" for row in tab.rows)
 
 
 def test_json_output_has_the_band_table_and_the_warning(tmp_path):
@@ -141,7 +162,9 @@ def test_bands_csv_is_current():
     spec = importlib.util.spec_from_file_location("validation_table", REPO / "benchmarks" / "validation_table.py")
     vt = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(vt)
-    want = [{k: str(v) for k, v in b.items()} for b in vt.bands(vt.read_rows(), vt.read_predictions())]
+    want = [{k: str(v) for k, v in b.items()}
+            for b in vt.bands(vt.read_rows(), vt.read_predictions())
+            + vt.serving_bands(vt.read_serving(), vt.read_serving_predictions())]
     assert vt.read_bands() == want, "rerun `python benchmarks/validation_table.py --write` and commit"
 
 

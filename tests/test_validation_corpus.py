@@ -108,7 +108,29 @@ def test_readme_table_is_current():
     preds = VT.read_predictions()
     assert list(preds) == [r["id"] for r in ROWS], "rerun `python benchmarks/validation_table.py --write`"
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert VT.markdown(ROWS, preds) in readme, "rerun `python benchmarks/validation_table.py --write` and commit"
+    serving = (VT.read_serving(), VT.read_serving_predictions())
+    assert VT.markdown(ROWS, preds, serving) in readme, "rerun `python benchmarks/validation_table.py --write` and commit"
+
+
+SERVING_ROWS = VT.read_serving()
+
+
+def test_serving_rows_cite_their_source_and_equal_the_data_set_they_reference():
+    """Each serving row names its source and the data-set cell its measured value equals (the
+    data sets' README cites the thread or page); all are test rows."""
+    assert len(SERVING_ROWS) >= 9 and len({r["id"] for r in SERVING_ROWS}) == len(SERVING_ROWS)
+    for r in SERVING_ROWS:
+        assert r["source"] and r["split"] == "test" and r["metric"] in VT.SERVING_METRICS, r["id"]
+        path, key, col = r["ref"].split(" ")
+        with open(REPO / path, newline="", encoding="utf-8") as f:
+            d = next(x for x in csv.DictReader(f) if x["row"] == key.split("=", 1)[1])
+        assert float(d[col]) == float(r["measured"]), r["id"]
+        assert (REPO / r["plan_file"]).is_file()
+
+
+def test_serving_predictions_are_current():
+    """Every serving row re-priced now equals the committed prediction."""
+    assert VT.predict_serving(SERVING_ROWS) == VT.read_serving_predictions()
 
 
 @pytest.mark.parametrize("source", sorted({r["source_id"] for r in ROWS}))

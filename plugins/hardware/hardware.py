@@ -4,19 +4,23 @@ This plugin prices nothing; it documents the fields the other plugins (and the c
 that a typo such as ``memroy = 94 GB`` gets an ``unknown-field`` warning with a did-you-mean
 instead of being ignored.
 
-======== ================== ========= ==================================================
-kind     field              unit      meaning
-======== ================== ========= ==================================================
-device   peak_flops         FLOP/s    dense BF16 tensor peak
-device   memory             B         nominal memory capacity
-device   mem_bw             B/s       peak memory bandwidth
-device   matmul_efficiency            fraction of peak large GEMMs reach (roofline)
-device   matmul_half_flops  FLOP      GEMM size at which η is half of matmul_efficiency
-device   mem_efficiency               fraction of mem_bw streaming kernels reach
-device   sustained_efficiency         fraction of the GEMM curve whole training steps sustain
-link     bandwidth          B/s       per direction
-storage  bandwidth          B/s       sustained write (checkpoint) bandwidth
-======== ================== ========= ==================================================
+======== ===================== ========= ========================================================================
+kind     field                 unit      meaning
+======== ===================== ========= ========================================================================
+device   peak_flops            FLOP/s    dense BF16 tensor peak
+device   memory                B         nominal memory capacity
+device   mem_bw                B/s       peak memory bandwidth
+device   matmul_efficiency               fraction of peak large GEMMs reach (roofline)
+device   matmul_half_flops     FLOP      GEMM size at which η is half of matmul_efficiency
+device   mem_efficiency                  fraction of mem_bw streaming kernels reach
+device   sustained_efficiency            fraction of the GEMM curve whole training steps sustain
+device   fp8_flops             FLOP/s    dense FP8 tensor peak (parts with FP8 tensor cores)
+device   fp4_flops             FLOP/s    dense FP4 (NVFP4) tensor peak (parts with FP4)
+device   fp8_matmul_efficiency           fraction of fp8_flops large FP8 GEMMs reach (default: matmul_efficiency)
+device   fp4_matmul_efficiency           fraction of fp4_flops large FP4 GEMMs reach (default: matmul_efficiency)
+link     bandwidth             B/s       per direction
+storage  bandwidth             B/s       sustained write (checkpoint) bandwidth
+======== ===================== ========= ========================================================================
 """
 from __future__ import annotations
 
@@ -41,6 +45,16 @@ def plan_kinds_register():
                   "the device sustains over whole training steps: clock and power limits under long GEMM streams, "
                   "kernels the step model does not list (training step only; default 100 %)",
                   optional=True, min=0, min_open=True, max=1),
+            # low-precision tensor peaks: `use layout { matmul_precision = "fp8" }` runs the linear layers'
+            # matrix products at fp8_flops (an error on a device that states none, such as an A100)
+            Param("fp8_flops", "FLOP/s", doc="dense FP8 tensor peak (no sparsity), read by matmul_precision = "
+                  "\"fp8\"; absent on parts without FP8 tensor cores", optional=True, min=0, min_open=True),
+            Param("fp4_flops", "FLOP/s", doc="dense FP4 (NVFP4) tensor peak (no sparsity), read by matmul_precision = "
+                  "\"fp4\"; absent on parts without FP4 tensor cores", optional=True, min=0, min_open=True),
+            Param("fp8_matmul_efficiency", "", doc="fraction of fp8_flops large FP8 matrix products reach (roofline; "
+                  "default: matmul_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("fp4_matmul_efficiency", "", doc="fraction of fp4_flops large FP4 matrix products reach (roofline; "
+                  "default: matmul_efficiency)", optional=True, min=0, min_open=True, max=1),
             Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
                   "weights is the bound (serving decode; default: mem_efficiency)",
                   optional=True, min=0, min_open=True, max=1),

@@ -19,8 +19,8 @@ serving plan's table says that no serving rows are validated (the corpus has non
 no warning: its accuracy is that of the stated mfu, which the corpus does not measure.
 
 The regime is read at nominal values (``gpus`` against ``gpus_per_host``); the precision is the
-plan's ``use bands { precision = … }`` (default 16-bit: the training step prices every run at
-the 16-bit matrix rate, so an FP8 run says so here).  The device is matched by its declaration
+format ``use layout`` prices the matrix products in (``matmul_precision``), or the plan's
+``use bands { precision = … }`` when given.  The device is matched by its declaration
 name (a device derived with ``extends`` is a device the corpus has not measured).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dsl.plugin import FileRefused, Param, Table, TableSpec, UseSpec, hookimpl, 
 
 TIMES = ("step_time", "train_time", "finish_time")
 SERVING_TIMES = ("ttft_floor", "tpot", "ttft_mean", "tpot_mean")
-PRECISIONS = {"bf16": "16-bit", "fp16": "16-bit", "fp8": "FP8"}
+PRECISIONS = {"bf16": "16-bit", "fp16": "16-bit", "fp8": "FP8", "fp4": "FP4"}
 CALIBRATE_HINT = ("calibrate the device on your own measured runs with `use calibrate` "
                   "(docs/plugins/calibrate.md) and price the plan on the fitted device, or add published runs "
                   "to specs/data/validation/ and regenerate the bands with "
@@ -45,9 +45,9 @@ REFERENCES = ("prediction bands: quantiles of measured / predicted step time ove
 SPEC = UseSpec(
     "bands",
     "states the regime of a plan's prediction band (the band itself is attached to every training plan)",
-    params=(Param("precision", default='"bf16"', kind="choice", choices=tuple(PRECISIONS),
-                  doc="the number format the run trains its matrix products in: bf16 or fp16 (16-bit runs) or "
-                      "fp8 (runs measured in FP8; the step is still priced at the 16-bit rate)"),),
+    params=(Param("precision", kind="choice", choices=tuple(PRECISIONS), optional=True,
+                  doc="the number format whose validated runs give the band: bf16 or fp16 (16-bit runs), fp8 or "
+                      "fp4 (default: the format `use layout` prices the matrix products in, matmul_precision)"),),
     order=90,
     references=REFERENCES,
 )
@@ -117,7 +117,8 @@ def plan_blocks_register():
 def plan_quantities_price(ctx):
     mode = _mode(ctx)
     if mode is None:
-        return          # a serving plan: the `bands` table says that no serving rows are validated
+        _price_serving(ctx)
+        return
     if mode != "roofline":
         return          # priced at the plan's stated mfu: its accuracy is that mfu's, no band and no warning
     if not ctx.stated("device"):
@@ -125,7 +126,9 @@ def plan_quantities_price(ctx):
     device = ctx.ref("device").name
     moe = ctx.ref("model").has("experts") if ctx.stated("model") else False
     b = ctx.block("bands")
-    precision = b.value("precision") if b is not None else "bf16"
+    lay = ctx.block("layout")
+    priced = lay.value("matmul_precision") if lay is not None else "bf16"    # the format the step prices
+    precision = b.value("precision") if b is not None and b.given("precision") else priced
     key, row, runs = lookup(device, moe, precision, _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host"))
     if row is None:
         have = (f"only {runs} validated test-set run{'s' if runs != 1 else ''}, too few for a band,"
@@ -156,6 +159,47 @@ def plan_quantities_price(ctx):
                    f"reserved time and overhead held; {src}", references=REFERENCES)
 
 
+def serving_band(device: str, quantity: str):
+    """``(row, runs)`` of bands.csv for a serving time of ``device`` (arch ``serving``, precision =
+    the quantity), row None when the corpus has too few runs for a band."""
+    row = load_bands().get((device, "serving", quantity, "any"))
+    if row is None:
+        return None, 0
+    return (row if row["low"] else None), int(row["runs"])
+
+
+def _price_serving(ctx):
+    """A serving plan's times (``ttft_floor`` …) get the band of the corpus's serving runs on
+    its device, or a warning that none is validated."""
+    # the times the serving blocks did define (this block runs last: a block stopped by an error
+    # in the plan defined none, and the plan gets that error, not a warning about bands)
+    times = [q for q in SERVING_TIMES if ctx.provided(q) and ctx.defined(q)]
+    if not times or not ctx.stated("device"):
+        return
+    device = ctx.ref("device").name
+    missing = []
+    for q in times:
+        row, runs = serving_band(device, q)
+        if row is None:
+            missing.append(q)
+            continue
+        how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max"
+        src = f"{how} of measured / predicted {q}, from {runs} validated {device} serving runs"
+        t = ctx.q(q, "s")
+        for side in ("low", "high"):
+            r = float(row[side])
+            ctx.define(f"{q}_{side}", t * _ratio(r), "ms", f"{q} × {r:.4g}: the band's {side} end, {src}",
+                       references=REFERENCES)
+    if missing:
+        ctx.warn(f"the serving times of plan '{ctx.name}' ({', '.join(missing)}) carry no prediction band: the "
+                 f"validation corpus has no validated serving runs of them on device '{device}' (its serving time "
+                 "rows: " + (", ".join(sorted({f"{k[2]} on {k[0]}" for k in load_bands() if k[1] == "serving"}))
+                             or "none") + ")",
+                 "compare them with your own measured serving runs, or add published ones to "
+                 "specs/data/validation/serving-runs.csv and regenerate the bands with "
+                 "`python benchmarks/validation_table.py --write`", code="unvalidated")
+
+
 def _ratio(r: float):
     import sympy as sp
     return sp.Rational(str(r))
@@ -165,21 +209,35 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.0f} %".replace("-", "\u2212")
 
 
+def _serving_table(ev, plan, serving):
+    rows, notes = [], []
+    for q in serving:
+        unit = ev.nodes[f"{plan}.{q}"].unit
+        v = ev.value(f"{plan}.{q}", unit)
+        if ev.has(f"{plan}.{q}_low"):
+            lo, hi = (ev.value(f"{plan}.{q}_{side}", unit) for side in ("low", "high"))
+            rows.append((q, unit, f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}", f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
+            doc = ev.nodes[f"{plan}.{q}_low"].doc
+            notes.append(f"{q}: " + doc[doc.index("min") if "min–max" in doc else doc.index("10th"):])
+        else:
+            rows.append((q, unit, f"{v:.4g}", "—", "—", "no band"))
+    if any(r[-1] == "no band" for r in rows):
+        notes.append("no band: the validation corpus (specs/data/validation/serving-runs.csv) has no validated "
+                     "serving runs of that time on this device; compare it with your own measured serving runs")
+    return Table(("quantity", "unit", "predicted", "low", "high", "band"), tuple(rows), tuple(notes))
+
+
 def _table(ev, plan):
     if not ev.has(f"{plan}.step_time_low"):
         serving = [q for q in SERVING_TIMES if ev.has(f"{plan}.{q}") and not ev.has(f"{plan}.step_time")]
-        if not serving:
-            return None
-        rows = tuple((q, ev.nodes[f"{plan}.{q}"].unit, f"{ev.value(f'{plan}.{q}'):.4g}", "—", "—", "no band")
-                     for q in serving)
-        return Table(("quantity", "unit", "predicted", "low", "high", "band"), rows,
-                     ("no validated serving rows: the validation corpus (specs/data/validation/) holds training runs "
-                      "only; compare these times with your own measured serving runs",))
+        return _serving_table(ev, plan, serving) if serving else None
     try:
         device = ev.python_value(f"{plan}.device").name
         model = ev.python_value(f"{plan}.model").name
         moe = ev.has(f"{model}.experts")
-        precision = ev.python_value(f"{plan}.bands.precision") if ev.has(f"{plan}.bands.precision") else "bf16"
+        precision = (ev.python_value(f"{plan}.bands.precision") if ev.has(f"{plan}.bands.precision")
+                     else ev.python_value(f"{plan}.layout.matmul_precision") if ev.has(f"{plan}.layout.matmul_precision")
+                     else "bf16")
         key, row, runs = lookup(device, moe, precision, ev.value(f"{plan}.gpus"), ev.value(f"{plan}.gpus_per_host"))
     except (AttributeError, KeyError, ValueError):
         return None

@@ -95,6 +95,14 @@ KNOB_PARAMS = (
     Param("dropout", default="false", kind="bool", doc="dropout layers keep one-byte masks"),
     Param("activation_precision", default='"bf16"', kind="choice", choices=tuple(lm.PRECISION_BYTES),
           doc="format of the saved activations"),
+    Param("matmul_precision", default='"bf16"', kind="choice", choices=lm.MATMUL_PRECISIONS,
+          doc="format of the linear layers' matrix products (QKV, output projection, MLP, experts; forward, dgrad "
+              "and wgrad): fp8 and fp4 run at the device's fp8_flops / fp4_flops with their casts priced as "
+              "memory traffic and the low-precision weight copy held; attention and the LM head stay bf16"),
+    Param("fp8_recipe", default='"delayed"', kind="choice", choices=lm.FP8_RECIPES,
+          doc="FP8 scaling: delayed (per-tensor, amax history), current (per-tensor, an amax pass before each "
+              "cast), blockwise (1x128 and 128x128 FP32 scales), mxfp8 (one 8-bit scale per 32 elements); "
+              "fp4 runs NVFP4 scaling"),
     Param("lm_head", default="true", kind="bool",
           doc="the last stage keeps the LM-head logits (FP32) for the loss; false for a classifier head"),
     Param("link", kind="ref", ref_kind="link", optional=True, doc="each GPU's own link inside a host"),
@@ -139,8 +147,13 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
 STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
 # achieved utilisation (both modes), and with efficiency = "roofline" the optimizer step on the GPU
 STEP_PROVIDES += ("mfu_achieved", "compute_mfu", "optimizer_time")
+# with matmul_precision = "fp8" or "fp4": the casts and the low-precision weight copy
+STEP_PROVIDES += ("cast_time", "matmul_copy_per_gpu", "scaling_state_per_gpu")
 # the quantities the step defines only under a condition, with the field that enables each
 STEP_PROVIDES_WHEN = (
+    ("cast_time", 'matmul_precision = "fp8" or "fp4" in `use layout` with efficiency = "roofline"'),
+    ("matmul_copy_per_gpu", 'matmul_precision = "fp8" or "fp4" in `use layout`, with `use memory`'),
+    ("scaling_state_per_gpu", 'matmul_precision = "fp8" or "fp4" in `use layout`, with `use memory`'),
     ("steps", "the plan's workload has `tokens`"),
     ("train_time", "the plan's workload has `tokens` (e.g. `tokens = 100e9 token`)"),
     ("finish_time", "the plan's workload has `tokens` (e.g. `tokens = 100e9 token`)"),
@@ -196,7 +209,8 @@ ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nic
               "prefetch": "prefetch"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
-            "attention": "flash", "dropout": False, "activation_precision": "bf16", "lm_head": True, "link": None,
+            "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
+            "fp8_recipe": "delayed", "lm_head": True, "link": None,
             "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False,
             "offload": "none", "host_link": None, "host_bandwidth": None, "efficiency": None}
 
@@ -362,6 +376,8 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
         K["mfu"] = ctx.param("mfu")
     else:
         K.update(device_curve(dev))
+    lowp = lowp_constants(ctx, kn, dev, model, K)
+    if K["mode"] == "roofline" or lowp:
         # no shared experts: a structural zero, so that the layer table has no empty GEMM
         mo_s = dict(mo, ks=sp.Integer(0)) if mo["moe"] and ctx.nominal(mo["ks"]) == 0 else mo
         K.update(lm.shape_constants(a, mo_s, attention_params(a, mo, matrices_only=True)))
@@ -373,6 +389,66 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
         for k in ("bytes_W", "bytes_G", "bytes_M", "bytes_O"):
             K[k] = sp.Integer(0)
     return K, mo["moe"]
+
+
+LOWP_FIELDS = lm.LOWP_FIELDS
+FP8_OPERANDS = lm.FP8_OPERANDS
+
+
+def lowp_constants(ctx, kn: Knobs, dev, model, K) -> bool:
+    """``matmul_precision`` = "fp8" or "fp4": the format's keys into ``K`` — its dense peak
+    (the device's ``fp8_flops`` / ``fp4_flops``, a located error when the device states none),
+    its large-GEMM efficiency (``fp8_matmul_efficiency`` / ``fp4_matmul_efficiency``, default the
+    device's ``matmul_efficiency``), the recipe's cast constants
+    (:func:`plugins.training.layout_model.cast_constants`) and the dense linear parameters whose
+    weights are cast (``N_lin``).  The FP8 copy agrees with ``use memory``: its ``operand``, when
+    it names an FP8 format, sets the copy's bytes; an ``operand`` of another format is refused;
+    stored ``weights`` in FP8 are the copy (no weight cast, no extra copy).  Returns False (and
+    sets nothing) for "bf16"."""
+    fmt = kn.value("matmul_precision")
+    mem = ctx.block("memory")
+    if fmt == "bf16":
+        if kn.given("fp8_recipe"):
+            kn.lay.warn_at("fp8_recipe", "fp8_recipe is not read: the matrix products run in bf16",
+                           'set matmul_precision = "fp8" to price them in FP8, or drop fp8_recipe', code="unused")
+        if mem is not None and mem.value("operand") in FP8_OPERANDS:
+            mem.warn_at("operand", f"`use memory` feeds the matmuls an FP8 operand copy, but `use layout` runs "
+                        "them in bf16: the step prices 16-bit products and holds no FP8 copy",
+                        'add matmul_precision = "fp8" to `use layout` to price them as FP8 products', code="conflict")
+        return False
+    peak_field, eta_field, name = LOWP_FIELDS[fmt]
+    if not dev.has(peak_field):
+        kn.error_at("matmul_precision", f"matmul_precision = \"{fmt}\" needs the {name} peak of device "
+                    f"'{dev.name}', which states no `{peak_field}`",
+                    f"add `{peak_field} = …` (its dense {name} tensor peak, e.g. from the datasheet) to the device, "
+                    "or keep matmul_precision = \"bf16\"", code="missing-parameter")
+    recipe = kn.value("fp8_recipe")
+    if fmt == "fp4" and kn.given("fp8_recipe"):
+        kn.lay.warn_at("fp8_recipe", "fp8_recipe is not read: FP4 products run NVFP4 scaling",
+                       "drop fp8_recipe", code="unused")
+    K.update(lm.cast_constants(fmt, recipe, num=sp.Rational))
+    K["peak_lp"] = dev.q(peak_field, "FLOP/s", positive=True)
+    if K["mode"] == "roofline":
+        # the low-precision curve, sustained over whole steps as the 16-bit one (K["eta_mm"]
+        # already carries the device's sustained_efficiency)
+        K["eta_lp"] = ((dev.q(eta_field, "", positive=True)
+                        * (dev.q(lm.SUSTAINED_FIELD, "", positive=True) if dev.has(lm.SUSTAINED_FIELD) else 1))
+                       if dev.has(eta_field) else K["eta_mm"])
+    K["N_lin"] = (model.q("params", "param") - K["N_exp"] - model.q("embedding_params", "param")
+                  - model.q("lm_head_params", "param"))
+    if mem is not None:
+        op, stored = mem.value("operand"), mem.value("weights")
+        if op not in ("same",) + FP8_OPERANDS and fmt == "fp8":
+            mem.error_at("operand", f"`use memory` feeds the matmuls a {op} weight copy, but `use layout` runs them "
+                         "in FP8 (matmul_precision = \"fp8\")", 'drop operand (the layout holds the FP8 copy), or '
+                         'write operand = "fp8_e4m3"', code="conflict")
+        if fmt == "fp8" and op in FP8_OPERANDS:
+            K["lp_bytes"] = sp.Integer(1)           # the copy as `use memory` states it: 1 + 4/scale_block²
+            K["lp_w_scale"] = ctx.q("operand_bytes_per_param", "B/param") - 1
+        if fmt == "fp8" and stored in FP8_OPERANDS:
+            K["lp_wcast"] = sp.Integer(0)           # the stored weights are the FP8 copy
+    return True
+
 
 
 def _link_constants(link_ref, nic_ref) -> dict:
@@ -588,6 +664,17 @@ def plan_quantities_price(ctx):
                                       "Chowdhery et al. 2022, 'PaLM: Scaling Language Modeling with Pathways', "
                                       "Appendix B",))
     ctx.define("compute_per_microbatch", comp / m, "s", "per-GPU compute time of one micro-batch")
+    if K.get("lp") is not None and roof:
+        recipe = lm.recipe_of(K["lp"], kn.value("fp8_recipe"))
+        ctx.define("cast_time", r["cast"], "s",
+                   f"per-GPU {K['lp'].upper()} casts of one step (in compute_time; recipe {recipe}): the inputs and "
+                   "weights of the linear layers' GEMMs forward, their output gradients backward, each read in 16 bit "
+                   "and written in the low-precision format with its scales, at mem_efficiency·mem_bw",
+                   headline=True, rank=6.1,
+                   references=("Micikevicius et al. 2022, 'FP8 Formats for Deep Learning'",
+                               "NVIDIA Transformer Engine documentation, 'Using FP8 with Transformer Engine' "
+                               "(delayed and current scaling, MXFP8, NVFP4 recipes)",
+                               "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', §3.3 (fine-grained FP8 quantization)"))
     if ctx.block("recompute") is not None:
         rec = ctx.q("recompute_time", "s")
     else:
@@ -691,6 +778,16 @@ def plan_quantities_price(ctx):
                 x = 0 * x          # on the host (ZeRO-Offload)
             tot += ctx.define(f"{k}_per_gpu", x, "GiB", f"{k} state held by one GPU under ZeRO-{z}, "
                               f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp)")
+        if K.get("lp") is not None:
+            lp = K["lp"].upper()
+            tot += ctx.define("matmul_copy_per_gpu", r["lowp_copy"], "GiB",
+                              f"{lp} copy of the linear layers' weights one GPU holds for its {lp} matrix products "
+                              f"({'none: the stored weights are the copy' if K.get('lp_wcast') == 0 else 'scales included'})")
+            tot += ctx.define("scaling_state_per_gpu", r["lowp_scales"], "GiB",
+                              f"{lp} scaling state one GPU keeps: FP32 amax histories of delayed scaling (input, weight "
+                              "and output gradient of each low-precision GEMM); block scales of the weights are in "
+                              "the copy", references=("NVIDIA Transformer Engine, DelayedScaling recipe "
+                                                      "(amax_history_len = 1024 by default)",))
         persistent = ctx.define("persistent_memory", tot, "GiB", "persistent state per GPU under the layout",
                                 headline=True, references=("ZeRO stages, training state per GPU: Rajbhandari et al. "
                                                            "2020, 'ZeRO: Memory Optimizations Toward Training "

@@ -242,17 +242,97 @@ DEVICE_CURVE = {"matmul_efficiency": ("eta_mm", ""), "matmul_half_flops": ("F_ha
 OPT_BYTES = "bytes_G + 2·bytes_M + 2·bytes_O + bytes_W"   # the optimizer step's traffic per parameter
 
 
+# ---------------------------------------------------------------- low-precision matrix products
+#: formats the linear layers' matrix products may run in (``use layout { matmul_precision }``)
+MATMUL_PRECISIONS = ("bf16", "fp8", "fp4")
+#: FP8 scaling recipes (``use layout { fp8_recipe }``); FP4 runs NVFP4's own two-level scaling
+FP8_RECIPES = ("delayed", "current", "blockwise", "mxfp8")
+#: the GEMMs of :func:`layer_ops` that run in the low-precision format: the linear layers (QKV, output
+#: projection, MLP, routed and shared experts).  The attention core (QKᵀ, AV), the MoE router and the
+#: LM head stay 16-bit, as Transformer Engine's ``fp8_autocast`` (``te.Linear`` modules only) and
+#: torchao/torchtitan's Float8 linear conversion (the output projection excluded) do.
+LOWP_GEMMS = frozenset({"qkv", "attention_out", "mlp_up", "mlp_down", "expert_up", "expert_down",
+                        "shared_up", "shared_down"})
+#: scaling recipe -> (bytes per element of the cast copy, passes reading the 16-bit tensor, scale bytes
+#: per activation/gradient element, scale bytes per weight element).  Delayed scaling computes the
+#: amax inside the cast kernel (one read) from the previous steps' history (Micikevicius et al. 2022,
+#: "FP8 Formats for Deep Learning"; Transformer Engine ``DelayedScaling``); current (per-tensor)
+#: scaling reads the tensor once for its amax and once to cast (``Float8CurrentScaling``; torchao's
+#: tensorwise Float8); blockwise: one FP32 scale per 1×128 tile of activations and gradients and
+#: per 128×128 block of weights (DeepSeek-AI 2024, DeepSeek-V3 §3.3); MXFP8: one 8-bit (E8M0) scale
+#: per 32 elements (OCP Microscaling Formats MX v1.0); NVFP4: 4-bit elements, one FP8 (E4M3) scale per
+#: 16 elements and a per-tensor FP32 scale from a first amax pass.
+CAST = {"delayed": (1, 1, 0, 0), "current": (1, 2, 0, 0),
+        "blockwise": (1, 1, (4, 128), (4, 128 * 128)), "mxfp8": (1, 1, (1, 32), (1, 32)),
+        "nvfp4": ((1, 2), 2, (1, 16), (1, 16))}
+#: matmul_precision -> (device field of its dense peak, of its large-GEMM efficiency, the format's name)
+LOWP_FIELDS = {"fp8": ("fp8_flops", "fp8_matmul_efficiency", "FP8"),
+               "fp4": ("fp4_flops", "fp4_matmul_efficiency", "FP4")}
+#: `use memory` weight formats that are an FP8 copy (``operand``) or FP8 stored weights (``weights``)
+FP8_OPERANDS = ("fp8_e4m3", "fp8_e5m2", "fp8")
+#: Transformer Engine ``DelayedScaling``'s default ``amax_history_len``: FP32 amaxes kept per FP8
+#: tensor (input, weight, output gradient of each FP8 GEMM)
+AMAX_HISTORY = 1024
+
+
+def recipe_of(fmt: str, recipe: str) -> str:
+    """The scaling recipe a ``matmul_precision`` runs: the FP8 recipe, NVFP4 for FP4."""
+    return "nvfp4" if fmt == "fp4" else recipe
+
+
+def cast_constants(fmt: str, recipe: str, num=float) -> dict:
+    """The ``K`` keys of a low-precision step (``num`` makes each number: ``float`` for numpy,
+    ``sympy.Rational`` for the plan): ``lp`` (the format, a Python string), ``lp_bytes`` (bytes per
+    element of the cast copy), ``lp_reads`` (passes over the 16-bit tensor), ``lp_act_scale`` /
+    ``lp_w_scale`` (scale bytes per activation / weight element), ``lp_hist`` (FP32 amax history
+    entries per FP8 tensor: delayed scaling only).  ``fmt`` = "bf16": no keys (16-bit products)."""
+    if fmt == "bf16":
+        return {}
+    r = recipe_of(fmt, recipe)
+
+    def n(x):
+        return num(x[0]) / num(x[1]) if isinstance(x, tuple) else num(x)
+    b, reads, act, w = CAST[r]
+    return {"lp": fmt, "lp_bytes": n(b), "lp_reads": n(reads), "lp_act_scale": n(act), "lp_w_scale": n(w),
+            "lp_hist": n(AMAX_HISTORY if r == "delayed" else 0)}
+
+
+def copy_bytes_per_param(K):
+    """Bytes per parameter of the low-precision weight copy: the element and its scales."""
+    return K["lp_bytes"] + K["lp_w_scale"]
+
+
+def cast_bytes(M, N, Kd, n, K):
+    """Bytes the casts of ``n`` low-precision GEMMs [M, Kd]·[Kd, N] move: forward, the input
+    (M·Kd) and the weight (Kd·N; none when the stored weights are the low-precision copy,
+    ``K["lp_wcast"]`` = 0); backward, the output gradient (M·N).  Each cast reads the 16-bit
+    tensor ``lp_reads`` times (``act_bytes`` each) and writes the copy (``lp_bytes``) and its scales.
+
+    :returns: ``(forward, backward)`` bytes."""
+    e = K["act_bytes"]
+    act = K["lp_reads"] * e + K["lp_bytes"] + K["lp_act_scale"]
+    w = (K["lp_reads"] * e + K["lp_bytes"] + K["lp_w_scale"]) * K.get("lp_wcast", 1)
+    return n * (act * M * Kd + w * Kd * N), n * act * M * N
+
+
 def eta_matmul(F, K):
     """Fraction of ``peak`` a GEMM of F = 2·M·N·K FLOPs reaches: η(F) = η_max·F / (F + F_half)
     (``K["eta_mm"]`` = η_max, ``K["F_half"]`` the size at which η is half of η_max)."""
     return K["eta_mm"] * F / (F + K["F_half"])
 
 
-def gemm_time(M, N, Kd, K, o, e=2, nbytes=None):
+def gemm_time(M, N, Kd, K, o, e=2, nbytes=None, lowp=False):
     """Roofline time of one [M, Kd]·[Kd, N] product: max(F / (peak·η(F)), bytes / (mem_bw·η_mem)),
     F = 2·M·N·Kd, bytes = e·(M·Kd + Kd·N + M·N) (inputs read, output written once) unless
-    ``nbytes`` is given (a fused kernel that keeps its intermediate on chip)."""
+    ``nbytes`` is given (a fused kernel that keeps its intermediate on chip).
+
+    ``lowp``: the product runs in the step's low-precision format ``K["lp"]`` — at its peak
+    ``K["peak_lp"]`` and large-GEMM efficiency ``K["eta_lp"]`` (the same F_half), its two inputs
+    read at ``K["lp_bytes"]`` per element, the 16-bit output written at e."""
     F = 2 * M * N * Kd
+    if lowp:
+        b = K["lp_bytes"] * (M * Kd + Kd * N) + e * M * N if nbytes is None else nbytes
+        return o.max((F + K["F_half"]) / (K["peak_lp"] * K["eta_lp"]), b / (K["mem_bw"] * K["eta_mem"]))
     b = e * (M * Kd + Kd * N + M * N) if nbytes is None else nbytes
     # F / (peak·η(F)) written as (F + F_half) / (peak·η_max): the same for F > 0, finite at F = 0
     # (numpy would give 0/0, sympy cancels F — both paths must agree)
@@ -352,16 +432,22 @@ def _is_zero(x):
 
 
 def _price(ops_, K, o, parts=None):
-    """(forward, backward) time of a :func:`layer_ops` table, only ``parts`` when given."""
+    """(forward, backward) time of a :func:`layer_ops` table, only ``parts`` when given.
+
+    With a low-precision step (``K["lp"]``) the linear layers' GEMMs (:data:`LOWP_GEMMS`) run
+    forward, dgrad and wgrad in that format (:func:`gemm_time` with ``lowp``); their casts are
+    priced apart (:func:`_cast_time`)."""
     gemms, streams = ops_
     fwd = bwd = 0
     e = K["act_bytes"]
-    for _, M, N, Kd, n, part, nb in gemms:
+    lp = K.get("lp") is not None
+    for name, M, N, Kd, n, part, nb in gemms:
         if parts is not None and part not in parts:
             continue
-        fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb)
+        low = lp and name in LOWP_GEMMS
+        fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb, low)
         if nb is None:
-            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e) + gemm_time(Kd, N, M, K, o, e))
+            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, None, low) + gemm_time(Kd, N, M, K, o, e, None, low))
         else:          # fused: the backward kernel moves twice the forward's bytes
             bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, 2 * nb) + gemm_time(Kd, N, M, K, o, e, 2 * nb))
     for _, nb, part in streams:
@@ -370,6 +456,34 @@ def _price(ops_, K, o, parts=None):
         fwd = fwd + stream_time(nb, K)
         bwd = bwd + 2 * stream_time(nb, K)
     return fwd, bwd
+
+
+def _cast_time(ops_, K, parts=None):
+    """(forward, backward) time of the casts of a :func:`layer_ops` table's low-precision GEMMs
+    (:func:`cast_bytes`), memory-bound at mem_bw·η_mem; (0, 0) for a 16-bit step."""
+    if K.get("lp") is None:
+        return 0, 0
+    fwd = bwd = 0
+    for name, M, N, Kd, n, part, _ in ops_[0]:
+        if name in LOWP_GEMMS and (parts is None or part in parts):
+            f, b = cast_bytes(M, N, Kd, n, K)
+            fwd, bwd = fwd + f, bwd + b
+    return stream_time(fwd, K), stream_time(bwd, K)
+
+
+def lowp_modules(K, X, o, moe=False):
+    """Low-precision GEMM modules (each with its input, weight and output-gradient scales) one
+    GPU runs per step: the count of :data:`LOWP_GEMMS` over its L/p layers."""
+    L_moe = K.get("L_moe", 0) if moe else 0
+    tables = [(K["L"] - L_moe, layer_ops(K, X, o))]
+    if moe:
+        tables.append((L_moe, layer_ops(K, X, o, moe_layer=True)))
+    n = 0
+    for mult, (gemms, _) in tables:
+        for name, _, _, _, cnt, _, _ in gemms:
+            if name in LOWP_GEMMS:
+                n = n + mult * cnt
+    return n / X["p"]
 
 
 def roofline(K, X, o, m, P_opt, moe=False):
@@ -392,25 +506,30 @@ def roofline(K, X, o, m, P_opt, moe=False):
     L_d = L - L_moe
     dense = layer_ops(K, X, o, moe_layer=False)
     fd, bd = _price(dense, K, o)
+    cf, cb = _cast_time(dense, K)
     ad, _ = _price(dense, K, o, parts=("attention",))
     hf, hb = _price(layer_ops(K, X, o, head=True), K, o)
-    fwd = L_d * fd + hf
-    bwd = L_d * bd + hb
+    fwd = L_d * (fd + cf) + hf
+    bwd = L_d * (bd + cb) + hb
+    cast = L_d * (cf + cb)
     attn_fwd = L_d * ad
     expert = 0 * fd
     if moe:
         mo = layer_ops(K, X, o, moe_layer=True)
         fm, bm = _price(mo, K, o)
+        cfm, cbm = _cast_time(mo, K)
         am, _ = _price(mo, K, o, parts=("attention",))
         fe_, be_ = _price(mo, K, o, parts=("expert",))
-        fwd, bwd, attn_fwd = fwd + L_moe * fm, bwd + L_moe * bm, attn_fwd + L_moe * am
-        expert = L_moe * (fe_ + be_)
+        cfe, cbe = _cast_time(mo, K, parts=("expert",))
+        fwd, bwd, attn_fwd = fwd + L_moe * (fm + cfm), bwd + L_moe * (bm + cbm), attn_fwd + L_moe * am
+        cast = cast + L_moe * (cfm + cbm)
+        expert = L_moe * (fe_ + be_ + cfe + cbe)
     layers_fwd = fwd - hf
     rec = o.where(r == 2, layers_fwd, o.where(r == 1, attn_fwd, 0 * fwd))
     opt = stream_time((K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * P_opt, K)
     opt = opt * (1 - X.get("off", 0))
     return {"compute": m * (fwd + bwd) / p, "forward": m * fwd / p, "recompute": m * rec / p,
-            "expert": m * expert / p, "optimizer": opt}
+            "expert": m * expert / p, "optimizer": opt, "cast": m * cast / p}
 
 
 def op_flops(K, X, o, moe=False):
@@ -521,9 +640,16 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         P_opt = P_d * o.where(zsh, 1 / d, 1) + P_e * o.where(zsh, 1 / (d * t * c / (e * X.get("et", t))), 1)
         rf = roofline(K, X, o, m, P_opt, moe)
         ideal, recompute, optimizer = rf["compute"], rf["recompute"], rf["optimizer"]
-        forward = rf["forward"]
+        forward, cast = rf["forward"], rf["cast"]
     else:
-        ideal = 3 * fwd_tok * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
+        if K.get("lp") is not None:
+            # the linear layers' matrix FLOPs (all but the LM head) at the stated MFU of the
+            # low-precision peak, attention and the LM head at the MFU of the 16-bit peak
+            lin = K["fwd_tok"] - K["head_tok"]
+            ideal = 3 * s * K["B"] * ((fwd_tok - lin) / K["peak"] + lin / K["peak_lp"]) / (K["gpus"] * K["mfu"])
+        else:
+            ideal = 3 * fwd_tok * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
+        cast = 0 * ideal
         # full recomputation repeats the layers' forward (not the LM head): ≈ 8ND instead of 6ND;
         # selective recomputes the attention core (QKᵀ, softmax, AV) — the work a fused
         # FlashAttention backward redoes as well
@@ -649,6 +775,8 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     sharded = {"W": z >= 3, "G": z >= 2, "M": z >= 1, "O": z >= 1}
     persistent = sum((P_dense * o.where(sharded[k], 1 / d, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
                      * states[k] for k in states) - off["host_bytes"]
+    lp_copy, lp_scales = lowp_memory(K, X, o, moe, P_exp, d, d_exp)
+    persistent = persistent + lp_copy + lp_scales
     per_layer = activation_per_layer(K, X, o)
     logits = logits_bytes(K, X)
     if activations == "transient":
@@ -669,8 +797,30 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
                dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
                activation_per_layer=per_layer, logits=logits, pp_message=pp_msg,
-               pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"])
+               pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"],
+               cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales)
     return out
+
+
+def lowp_memory(K, X, o, moe, P_exp, d, d_exp):
+    """Memory of a low-precision step per GPU (bytes): ``(copy, scaling state)``.
+
+    The copy: the low-precision weights of the linear layers this GPU holds —
+    :func:`copy_bytes_per_param` × (dense linear parameters ``K["N_lin"]`` / (tp·pp) + routed
+    experts ``P_exp``), sharded over dp like the weights under ZeRO-3 (FSDP gathers the copy);
+    none when the stored weights are the copy (``K["lp_wcast"]`` = 0).  The scaling state:
+    delayed scaling keeps an FP32 amax history of ``K["lp_hist"]`` entries for each of the
+    three tensors (input, weight, output gradient) of every low-precision GEMM module
+    (:func:`lowp_modules`); block scales of the weights are in the copy's bytes, those of
+    activations are transient.  (0, 0) for a 16-bit step."""
+    if K.get("lp") is None:
+        return 0 * P_exp, 0 * P_exp
+    z3 = X["z"] >= 3
+    P_lin = K["N_lin"] / (X["t"] * X["p"])
+    held = P_lin * o.where(z3, 1 / d, 1) + P_exp * o.where(z3, 1 / d_exp, 1)
+    copy = copy_bytes_per_param(K) * held * K.get("lp_wcast", 1)
+    scales = 3 * 4 * K["lp_hist"] * lowp_modules(K, X, o, moe)
+    return copy, scales
 
 
 def offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o):

@@ -256,13 +256,25 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
     node = f"{plan}.layout.efficiency"
     given = ws.python_value(node) if node in ws.nodes else None
     mode = given if given is not None else ("mfu" if has(f"{plan}.mfu") else "roofline")
+    lowp = _lowp_constants(ws, plan, model, dev, K)
     if mode == "mfu":
-        return {"mode": mode, "mfu": float(ws.base_value(f"{plan}.mfu"))}
-    out = {"mode": mode, "mem_bw": float(ws.base_value(f"{dev}.mem_bw"))}
-    for field, (key, _) in DEVICE_CURVE.items():
-        out[key] = float(ws.base_value(f"{dev}.{field}")) if has(f"{dev}.{field}") else GENERIC_DEVICE[field]
-    if has(f"{dev}.{SUSTAINED_FIELD}"):
-        out["eta_mm"] *= float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
+        out = {"mode": mode, "mfu": float(ws.base_value(f"{plan}.mfu"))}
+        if not lowp:
+            return out
+        out.update(lowp)
+    else:
+        out = {"mode": mode, "mem_bw": float(ws.base_value(f"{dev}.mem_bw"))}
+        for field, (key, _) in DEVICE_CURVE.items():
+            out[key] = float(ws.base_value(f"{dev}.{field}")) if has(f"{dev}.{field}") else GENERIC_DEVICE[field]
+        if lowp:
+            out.update(lowp)
+            if "eta_lp" not in out:
+                out["eta_lp"] = out["eta_mm"]
+        if has(f"{dev}.{SUSTAINED_FIELD}"):     # what whole training steps sustain of both curves
+            s = float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
+            out["eta_mm"] *= s
+            if "eta_lp" in out:
+                out["eta_lp"] *= s
 
     def opt(name, default=None):
         return float(ws.base_value(f"{model}.{name}")) if has(f"{model}.{name}") else default
@@ -271,6 +283,34 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
           "rq": opt("q_lora_rank"), "dr": opt("qk_rope_dim", 0.0), "dv": opt("v_head_dim"),
           "fe": opt("expert_ffn"), "ks": opt("shared_experts", 0.0)}
     out.update(shape_constants(arch, mo, attention_params(arch, mo, matrices_only=True)))
+    return out
+
+
+def _lowp_constants(ws, plan, model, dev, K) -> dict:
+    """``use layout { matmul_precision }`` as the plan reads it
+    (:func:`plugins.training.layout.lowp_constants`): the format's peak, efficiency, cast
+    constants and the dense linear parameters, as floats; {} for bf16."""
+    from plugins.training.layout_model import FP8_OPERANDS, LOWP_FIELDS, cast_constants
+
+    pre = f"{plan}.layout."
+    fmt = ws.python_value(pre + "matmul_precision") if pre + "matmul_precision" in ws.nodes else "bf16"
+    if fmt == "bf16":
+        return {}
+    has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
+    peak_field, eta_field, _ = LOWP_FIELDS[fmt]
+    out = cast_constants(fmt, ws.python_value(pre + "fp8_recipe"))
+    out["peak_lp"] = float(ws.base_value(f"{dev}.{peak_field}"))
+    if has(f"{dev}.{eta_field}"):
+        out["eta_lp"] = float(ws.base_value(f"{dev}.{eta_field}"))
+    out["N_lin"] = (K["N"] - K["N_exp"] - float(ws.base_value(f"{model}.embedding_params"))
+                    - float(ws.base_value(f"{model}.lm_head_params")))
+    mem = f"{plan}.memory."
+    if fmt == "fp8" and mem + "operand" in ws.nodes:
+        if ws.python_value(mem + "operand") in FP8_OPERANDS:
+            out["lp_bytes"] = 1.0
+            out["lp_w_scale"] = float(ws.base_value(f"{plan}.operand_bytes_per_param")) - 1.0
+        if ws.python_value(mem + "weights") in FP8_OPERANDS:
+            out["lp_wcast"] = 0.0
     return out
 
 

@@ -15,6 +15,14 @@ An FP8 operand copy halves the weights the matmuls read (Qwen3-8B 16.4 → ≈8.
 ``matmul_weights_memory``) while the persistent state (``bytes_per_param``) keeps its
 16 B/param; writing ``weights = "fp8_e4m3"`` instead stores the weights themselves in FP8.
 
+The format the matrix products *run* in is ``use layout { matmul_precision }``: with "fp8" (or
+"fp4") the layout prices the linear layers' products at the device's FP8 (FP4) peak and holds
+the low-precision copy of their weights per GPU (``matmul_copy_per_gpu``).  The two agree: an
+FP8 ``operand`` here sets that copy's bytes (1 + 4/scale_block²); ``operand = "same"`` with an
+FP8 layout reads the layout's copy (the recipe's bytes and scales) as
+``operand_bytes_per_param``; FP8 stored ``weights`` are the copy (nothing extra); an FP8
+``operand`` under a BF16 layout is warned of, a 16/32-bit ``operand`` under an FP8 layout refused.
+
 Per-state quantities ``weights_memory``, ``grads_memory``, ``master_memory``,
 ``optimizer_memory`` (whole model, bytes) feed ``persistent_memory`` — unsharded here
 (a fallback), divided by the ``zero`` block when one is used; ``X_per_gpu`` are the per-GPU
@@ -39,6 +47,8 @@ import sympy as sp
 
 from dsl.plugin import hookimpl
 from dsl.plugin import Param, Table, TableSpec, UseSpec
+
+from plugins.training import layout_model as lm
 
 # Bytes per element of each format; block-scaled formats add one FP32 scale per block.
 FORMAT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8": 1, "none": 0}
@@ -172,6 +182,11 @@ def plan_quantities_price(ctx):
     ctx.define("bytes_per_param", sum(bpp.values()), "B/param", "persistent training state per parameter")
     op = b.value("operand")
     op_bytes = bpp["weights"] if op == "same" else format_bytes(op, int(b.value("scale_block")))
+    lay = ctx.block("layout")
+    lowp = lay.value("matmul_precision") if lay is not None else "bf16"
+    if op == "same" and lowp != "bf16" and b.value("weights") not in lm.FP8_OPERANDS:
+        # the layout runs the linear layers' products in FP8/FP4: they read its low-precision copy
+        op_bytes = lm.copy_bytes_per_param(lm.cast_constants(lowp, lay.value("fp8_recipe"), num=sp.Rational))
     ctx.define("operand_bytes_per_param", op_bytes, "B/param",
                "bytes per parameter of the weight copy the matmuls read, scales included",
                references=("bytes per parameter by format: Micikevicius et al. 2018, 'Mixed Precision Training'; 16 "
@@ -291,6 +306,11 @@ def _states_table(ws, plan):
         whole = _v(ws, f"{plan}.{k}_memory")
         rows.append((k, fmt, round(_conv(whole, "GB"), 2), f"sharded over {d:g}" if k in sharded else "replicated",
                      round(_conv(_v(ws, f"{plan}.{k}_per_gpu"), "GiB"), 2)))
+    copy = _v(ws, f"{plan}.matmul_copy_per_gpu")
+    if copy is not None:         # `use layout { matmul_precision = "fp8" }`: the low-precision weight copy
+        fmt = ws.python_value(f"{plan}.layout.matmul_precision")
+        rows.append((f"{fmt} weight copy", fmt, "", "as weights",
+                     round(_conv(copy + (_v(ws, f"{plan}.scaling_state_per_gpu") or 0), "GiB"), 2)))
     rows.append(("total", "", round(_conv(_v(ws, f"{plan}.state_memory"), "GB"), 2), f"ZeRO-{stage}",
                  round(_conv(_v(ws, f"{plan}.persistent_memory"), "GiB"), 2)))
     note = "per GPU = whole / d for sharded states, whole for replicated ones"
