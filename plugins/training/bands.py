@@ -171,9 +171,13 @@ def serving_band(device: str, quantity: str):
 def _price_serving(ctx):
     """A serving plan's times (``ttft_floor`` …) get the band of the corpus's serving runs on
     its device, or a warning that none is validated."""
-    # the times the serving blocks did define (this block runs last: a block stopped by an error
-    # in the plan defined none, and the plan gets that error, not a warning about bands)
-    times = [q for q in SERVING_TIMES if ctx.provided(q) and ctx.defined(q)]
+    # the serving step's times (ttft_floor, tpot) are priced before this block, which runs last:
+    # one missing means its block was stopped by an error the plan gets instead of this warning.
+    # A simulation's times (ttft_mean …) come later: their table rows say "no band", unwarned.
+    step = [q for q in ("ttft_floor", "tpot") if ctx.provided(q)]
+    if any(not ctx.defined(q) for q in step):
+        return
+    times = step + [q for q in SERVING_TIMES if q not in step and ctx.provided(q) and ctx.defined(q)]
     if not times or not ctx.stated("device"):
         return
     device = ctx.ref("device").name
