@@ -157,3 +157,56 @@ def test_json_has_the_capacity_table():
     code, out, _ = run_cli("eval", CASE, "--format", "json", "--plan", "qwen235")
     assert code == 0
     assert "capacity-factor" in out and "12.5 %" in out
+
+
+# ---------------------------------------------------------------- the capacity reaches the step
+STEP = """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e11 token; seq_len = 4096 token; global_batch = 64 seq }
+plan q { model = qwen3_30b_a3b; workload = w; device = h100_sxm
+  gpus = 8; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 1; pp = 1; ep = 8; zero = 1; link = nvlink4 }
+  use moe_routing { tokens = 8192 token; devices = 8; routing = "hot_cold" }
+}
+plan q_c3 extends q { use moe_routing { capacity_factor = 3 } }
+plan padded extends q { use moe_routing { dispatch = "padded" } }
+plan padded_c3 extends q { use moe_routing { dispatch = "padded"; capacity_factor = 3 } }
+plan dropping extends q { use moe_routing { dispatch = "dropping" } }
+"""
+
+
+@pytest.fixture(scope="module")
+def step(tmp_path_factory):
+    p = tmp_path_factory.mktemp("moe_step") / "step.plan"
+    p.write_text(STEP, encoding="utf-8")
+    return dsl.load(p)
+
+
+def test_padded_dispatch_executes_the_capacity(step):
+    # Qwen3-30B-A3B: E = 128, k = 8 (its config); 8,192 tokens -> 65,536 dispatches, mean 512 per
+    # expert; capacity ⌊c · 8192 · 8 / 128⌋ = 512·c; 8 devices of 16 experts: padded, every device
+    # executes 16 × 512·c rows = 8,192·c (c = 1: 8,192; c = 3: 24,576)
+    assert qval(step, "padded.max_device_rows") == 8192
+    assert qval(step, "padded_c3.max_device_rows") == 24576
+    # dropless: the hot half of the experts (1.5 × 512 = 768 rows) on the first four devices:
+    # 16 × 768 = 12,288 rows, whatever the capacity factor
+    assert qval(step, "q.max_device_rows") == qval(step, "q_c3.max_device_rows") == 12288
+    # dropping: each hot expert capped at 512, the cold at their 256: the busiest device 16 × 512
+    assert qval(step, "dropping.max_device_rows") == 8192
+
+
+def test_the_capacity_factor_reaches_the_step_time(step):
+    # padded at c = 1: every device runs the mean (8,192 = 65,536 / 8): no imbalance term; at c = 3
+    # three times the mean: the step pays the padded rows (imbalance = (3 − 1) × the expert phase)
+    assert qval(step, "padded.imbalance_time", "s") == pytest.approx(0, abs=1e-12)
+    assert qval(step, "padded_c3.step_time", "s") > qval(step, "padded.step_time", "s")
+    assert qval(step, "padded_c3.imbalance_time", "s") == pytest.approx(
+        2 * qval(step, "q.imbalance_time", "s") / 0.5, rel=1e-9)      # dropless: (12,288/8,192 − 1) = 0.5 × the phase
+    assert qval(step, "q_c3.step_time", "s") == qval(step, "q.step_time", "s")
+
+
+def test_a_capacity_factor_under_dropless_dispatch_is_flagged(step):
+    unused = [w for w in step.warnings if w.code == "unused" and "dropless" in w.summary]
+    assert {w.span.line for w in unused} == {10}          # q_c3 states one; q takes the default
+    assert 'dispatch = "padded"' in unused[0].hint

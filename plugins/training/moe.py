@@ -47,6 +47,7 @@ from dsl.plugin import FigureSpec, Param, TableSpec, Table, UseSpec, hinge_sum, 
 from plugins.model.decoder import architecture, moe_architecture, top_k_problem
 
 ROUTINGS = ("uniform", "hot_cold", "histogram")
+DISPATCHES = ("dropless", "padded", "dropping")
 
 ROUTING = UseSpec(
     "moe_routing",
@@ -63,6 +64,10 @@ ROUTING = UseSpec(
               min=0, min_open=True),
         Param("routing", default='"uniform"', kind="choice", choices=ROUTINGS,
               doc="distribution of dispatches over experts"),
+        Param("dispatch", default='"dropless"', kind="choice", choices=DISPATCHES,
+              doc="what each expert executes: dropless (every dispatched row, no capacity: Megatron-Core's and "
+                  "MegaBlocks' default), padded (exactly its capacity: rows beyond it dropped, the rest zero-padded, "
+                  "as GShard and Switch), or dropping (its rows up to the capacity, no padding)"),
         Param("hot_fraction", "", "0.5", "hot_cold: fraction of the experts that are hot", min=0, min_open=True,
               max=1),
         Param("hot_load", "", "1.5", "hot_cold: load of a hot expert as a multiple of the mean", min=1),
@@ -233,7 +238,8 @@ def _max(xs):
 def plan_activities_schedule(ctx):
     b = ctx.block("moe_routing")
     if b is not None and b.value("row_time") is not None:
-        _schedule_experts(ctx, b, _routing(ctx, b)[5])
+        E, n_E, k, _D, loads, per_dev = _routing(ctx, b)
+        _schedule_experts(ctx, b, _device_rows(b, loads, per_dev, n_E, _capacity(b, E, k))[0])
 
 
 @hookimpl
@@ -275,7 +281,7 @@ def _price_routing(ctx, b):
     D = ctx.define("dispatches", D, "token", "token dispatches: tokens × k", headline=True)
     ctx.define("mean_expert_load", D / E, "token", "mean dispatches per expert: tokens·k/E")
     ctx.define("max_expert_load", _max(loads), "token", "dispatches of the most loaded expert")
-    cap = ctx.define("expert_capacity", sp.floor(c * T * k / E), "token",
+    cap = ctx.define("expert_capacity", _capacity(b, E, k), "token",
                      "rows per expert: ⌊c·tokens·k/E⌋", headline=True,
                      references=("Fedus et al. 2021, 'Switch Transformers', eq. 3 (expert capacity)",
                                  "expert capacity and device imbalance: dispatches beyond ⌊c·tokens·k/E⌋ dropped, "
@@ -295,9 +301,14 @@ def _price_routing(ctx, b):
                      "zero rows filling unused capacity (still computed and sent)", headline=True)
     ctx.define("padding_fraction", pad / rows, "%", "zero-padded share of the executed rows", headline=True)
 
-    worst = ctx.define("max_device_rows", _max(per_dev), "token",
-                       "dispatched rows of the most loaded expert-parallel device (no capacity limit)",
-                       headline=True)
+    mode = b.value("dispatch")
+    executed, what = _device_rows(b, loads, per_dev, n_E, cap)
+    if mode == "dropless" and b.given("capacity_factor") and ctx.provided("step_time"):
+        b.warn_at("capacity_factor", "with dispatch = \"dropless\" the capacity factor does not reach the "
+                  "training step: every dispatched row runs (the capacity columns say what a capacity would drop "
+                  "and pad)", 'set dispatch = "padded" (GShard, Switch) or "dropping" to price a capacity',
+                  code="unused")
+    worst = ctx.define("max_device_rows", _max(executed), "token", what, headline=True)
     even = ctx.define("mean_device_rows", D / n_dev, "token", "dispatched rows per device when balanced")
     ctx.define("imbalance_saving", 1 - even / worst, "%",
                "share of the expert phase a balanced routing saves: 1 − mean/max", headline=True,
@@ -306,6 +317,28 @@ def _price_routing(ctx, b):
     if b.value("row_time") is not None:
         ctx.define("balanced_expert_time", even * b.q("row_time"), "ms",
                    "expert phase with every device at the mean")
+
+
+def _device_rows(b, loads, per_dev, n_E, cap):
+    """The rows each expert-parallel device executes, and what they are: the step's expert phase
+    and its all-to-all follow the busiest device (max_device_rows / mean_device_rows is the
+    imbalance `use layout` reads).  dropless: every dispatched row; padded: each expert exactly
+    its capacity (GShard, Switch: rows beyond it dropped, the rest zero rows, computed and sent);
+    dropping: each expert's rows up to its capacity."""
+    n_dev = len(per_dev)
+    g = n_E // n_dev
+    mode = b.value("dispatch")
+    if mode == "padded":
+        return [g * cap] * n_dev, "rows of every expert-parallel device: its experts' capacity (padded)"
+    if mode == "dropping":
+        return ([sum(sp.Min(ld, cap) for ld in loads[i * g:(i + 1) * g]) for i in range(n_dev)],
+                "rows of the most loaded expert-parallel device, each expert's capped at its capacity")
+    return per_dev, "dispatched rows of the most loaded expert-parallel device (no capacity limit)"
+
+
+def _capacity(b, E, k):
+    """⌊c·tokens·k/E⌋ rows per expert (Fedus et al. 2021, eq. 3)."""
+    return sp.floor(b.q("capacity_factor") * b.q("tokens") * k / E)
 
 
 def _schedule_experts(ctx, b, per_dev):
