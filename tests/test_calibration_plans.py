@@ -148,3 +148,16 @@ def test_bad_calibration_is_a_located_error(write_plan, body, code, what):
     d = [x for x in e.value.diagnostics if x.severity == "error"]
     assert d and d[0].code == code and what in d[0].summary, [str(x) for x in d]
     assert d[0].span is not None and d[0].span.line >= 1
+
+
+def test_one_plan_of_the_file_evaluates_alone(case):
+    """`--plan` keeps what the plan reads — the calibrated device's fit and its runs — and drops a
+    declaration that reads a plan it skips (the calibrated device, for a run plan alone)."""
+    from conftest import run_cli
+    code, out, err = run_cli("eval", str(CASE), "--plan", "dgxc_8b_bf16_8")
+    assert code == 0 and "error" not in err, err
+    code, out, err = run_cli("get", str(CASE), "llama70b_64_calibrated.step_time")
+    assert code == 0, err
+    r = dsl.load(str(CASE), plans=["llama70b_64_calibrated"])
+    assert r.get("llama70b_64_calibrated.step_time", "s") == pytest.approx(
+        case.get("llama70b_64_calibrated.step_time", "s"), rel=1e-12)

@@ -123,19 +123,33 @@ class Workspace(LoaderMixin, DeclarationsMixin, NamesMixin, ExprMixin, ShapesMix
         plans = {n for n, d in self.decls.items() if d.kind == "plan"}
         if not only <= plans:
             return
+
+        def refs_of(name):
+            d = self.decls[name].ast
+            refs = set(A.ref_heads(d))
+            if d.extends:
+                refs.add(d.extends)
+            return {r for r in refs if r in self.decls}
+
+        # through every declaration a kept plan reads (a device whose field reads a calibrating
+        # plan keeps that plan)
         keep, todo = set(), list(only)
         while todo:
             p = todo.pop()
             if p in keep:
                 continue
             keep.add(p)
-            d = self.decls[p].ast
-            refs = set(A.ref_heads(d))
-            if d.extends:
-                refs.add(d.extends)
-            todo.extend(r for r in refs if r in plans and r not in keep)
+            todo.extend(r for r in refs_of(p) if r not in keep)
         self.skipped_plans = frozenset(plans - keep)
-        for p in self.skipped_plans:
+        # a declaration no kept plan reads that reads a skipped plan goes too (it cannot be built)
+        dropped, changed = set(self.skipped_plans), True
+        while changed:
+            changed = False
+            for n in list(self.decls):
+                if n not in keep and n not in dropped and refs_of(n) & dropped:
+                    dropped.add(n)
+                    changed = True
+        for p in dropped:
             del self.decls[p]
 
     def seal(self) -> None:
