@@ -174,6 +174,17 @@ def test_derived_plan_fields_are_shown_and_not_unused(tmp_path):
     assert "'gap'" not in err and "'ratio'" not in err and "'y'" not in err
 
 
+def test_an_unused_block_parameter_names_the_blocks_that_read_it(tmp_path):
+    """A plan field that is a block's plan-level parameter but read by none of the plan's blocks
+    is flagged with the blocks that would read it — never with itself as the "did you mean"."""
+    f = tmp_path / "u.plan"
+    f.write_text('import "@catalog/hardware.plan"\nplan a { device = h100_sxm }\n', encoding="utf-8")
+    rc, out, err = run_main("eval", f)
+    assert rc == 0
+    assert "field 'device' of plan 'a' is not used by any block" in err
+    assert "did you mean 'device'" not in err and "'device' is read by `use " in err
+
+
 def test_report_units_never_say_per_one():
     rc, out, _ = run_main("report", CASE, "--plan", "gpus48", "--format", "text")
     assert rc == 0 and "/1 " not in out and "day/1" not in out and "()" not in out

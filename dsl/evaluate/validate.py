@@ -274,9 +274,13 @@ class ValidateMixin:
                 continue
             if nid in referenced or (not n.input and n.state == 2 and n.numeric):
                 continue   # read by something, or a derived field (a result: `plan eval` shows it)
-            guess = did_you_mean(n.name, known)
+            guess = did_you_mean(n.name, [k for k in known if k != n.name])
+            blocks = sorted(s.name for s in self.plugins.blocks.values() if n.name in {p.name for p in s.plan_params})
+            hint = (f"did you mean '{guess}'?" if guess else
+                    f"'{n.name}' is read by `use {'`, `use '.join(blocks[:4])}`{', …' if len(blocks) > 4 else ''}; "
+                    "add the block that needs it, or drop the field" if blocks else "")
             self.rep.warning("unused", f"field '{n.name}' of plan '{n.owner}' is not used by any block",
-                             n.assign.name_span, f"did you mean '{guess}'?" if guess else "")
+                             n.assign.name_span, hint)
 
 
 def _fraction_hint(doc: str, x: float, written) -> str:
