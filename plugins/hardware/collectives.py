@@ -197,11 +197,15 @@ def hierarchical_time(op: str, k_intra, k_inter, size, intra: dict, inter: dict,
     return spanning_time(op, k_intra, k_inter, size, intra, inter, o)
 
 
-def spanning_candidates(op: str, k_intra, k_inter, size, intra: dict, inter: dict, o) -> dict:
+def spanning_candidates(op: str, k_intra, k_inter, size, intra: dict, inter: dict, o, remote_size=None) -> dict:
     """{algorithm: time (s)} of ``op`` over ``k_intra`` ranks on each of ``k_inter`` hosts
     (module docstring): the flat ring across hosts, NCCL's tree (all-reduce), the
     hierarchical form; all-to-all runs every pair at once (intra-host pairs on the link,
-    the others on the GPU's NIC share; the slower side sets the time); a send crosses one NIC."""
+    the others on the GPU's NIC share; the slower side sets the time); a send crosses one NIC.
+
+    ``remote_size`` (all-to-all only): the bytes a rank sends across hosts when that is not the
+    pairwise share (k − k_intra)/k · size — a dispatch that sends one copy per destination host
+    and forwards it inside the host (DeepEP's node-limited dispatch: IB to the host, NVLink on)."""
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r} (one of {', '.join(OPS)})")
     k = k_intra * k_inter
@@ -224,18 +228,19 @@ def spanning_candidates(op: str, k_intra, k_inter, size, intra: dict, inter: dic
         out["hierarchical"] = hierarchical_time(op, k_intra, k_inter, S, intra, inter, o)
     if op == "all_to_all":
         local = (k_intra - 1) * ai + (k_intra - 1) / k * S / Bi
-        remote = (k_inter - 1) * an + (k - k_intra) / k * S / Bn
+        remote = (k_inter - 1) * an + ((k - k_intra) / k * S if remote_size is None else remote_size) / Bn
         out["direct"] = lam + o.max(local, remote)
     if op == "send":
         out["direct"] = collective_time("send", 2, S, inter, o)
     return {name: o.where(k > 1, t, 0 * t) for name, t in out.items()}
 
 
-def spanning_time(op: str, k_intra, k_inter, size, intra: dict, inter: dict, o, algorithm: str = "auto"):
+def spanning_time(op: str, k_intra, k_inter, size, intra: dict, inter: dict, o, algorithm: str = "auto",
+                  remote_size=None):
     """Time (s) of ``op`` for a group of ``k_intra`` ranks on each of ``k_inter`` hosts
-    (``algorithm``: "auto" = the fastest of :func:`spanning_candidates`)."""
+    (``algorithm``: "auto" = the fastest of :func:`spanning_candidates`; ``remote_size`` as there)."""
     _check(op, algorithm, available_spanning(op, intra, inter))
-    c = spanning_candidates(op, k_intra, k_inter, size, intra, inter, o)
+    c = spanning_candidates(op, k_intra, k_inter, size, intra, inter, o, remote_size)
     if algorithm == "auto":
         return _min_all(list(c.values()), o)
     return c[algorithm]

@@ -74,6 +74,9 @@ KNOB_PARAMS = (
           kind="int", min=1, optional=True),
     Param("routing_imbalance", "", "1", "dispatches of the most loaded expert-parallel rank over the mean (default: "
           "from `use moe_routing` when the plan has it, else balanced)", min=1),
+    Param("ep_nodes_per_token", "", None, "node-limited routing: a token's experts lie on at most this many hosts "
+          "and the dispatch sends one copy per host, forwarded inside it (DeepSeek-V3: 4 with DeepEP; default: "
+          "unlimited, the pairwise all-to-all)", kind="int", min=1, optional=True),
     Param("virtual", "", "1", "interleaved virtual stages per pipeline rank", kind="int", min=1),
     Param("schedule", default='"1f1b"', kind="choice", choices=SCHEDULES,
           doc="pipeline schedule when pp > 1 (interleaved needs virtual ≥ 2)"),
@@ -207,7 +210,8 @@ SEARCH = UseSpec(
 # `use zero` parameter -> layout knob (the alias)
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
               "prefetch": "prefetch"}
-DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
+DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
+            "ep_nodes_per_token": None, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
@@ -371,6 +375,11 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
                  if mo["moe"] and ctx.provided("max_device_rows") and not kn.given("routing_imbalance")
                  else kn.q("routing_imbalance")),
          "transient": ctx.q("transient_memory", "B") if mem is not None else sp.Integer(0)}
+    if kn.value("ep_nodes_per_token") is not None:      # node-limited routing (the dispatch's NIC bytes)
+        if not mo["moe"]:
+            kn.lay.warn_at("ep_nodes_per_token", f"model '{model.name}' has no experts: ep_nodes_per_token is "
+                           "not read", "drop it", code="unused")
+        K["ep_nodes"] = kn.q("ep_nodes_per_token")
     K["mode"] = efficiency_mode(ctx, kn)
     if K["mode"] == "mfu":
         K["mfu"] = ctx.param("mfu")

@@ -195,6 +195,28 @@ def link_dicts(K: dict):
     return one("link", K["link"]), one("nic", K["nics"] * K["nic"] / K["gph"])
 
 
+def dispatch_time(e, stride, size, K, o):
+    """Roofline mode: the MoE dispatch (or combine) all-to-all of ``size`` bytes a rank sends to
+    its experts in an expert-parallel group of ``e`` GPUs ``stride`` ranks apart.  Without
+    node-limited routing it is the pairwise all-to-all (:func:`comm_time`).  With
+    ``K["ep_nodes"]`` = M (DeepSeek-V3's node-limited routing: a token's experts lie on at most M
+    hosts; DeepEP sends one copy per destination host over the NIC and forwards it to the
+    experts inside the host over NVLink) a token crosses the NICs min(M, hosts) · (hosts − 1)/hosts
+    times on average instead of top-k · (e − e_host)/e times: the remote bytes are
+    size / top-k · min(M, hosts) · (hosts − 1) / hosts (DeepSeek-V3 Technical Report §3.2.2;
+    deepseek-ai/DeepEP README)."""
+    M = K.get("ep_nodes")
+    if M is None:
+        return comm_time("all_to_all", e, stride, size, K, o)
+    intra, inter = link_dicts(K)
+    per_host = o.max(1, o.min(e, K["gph"] / stride))
+    hosts = e / per_host
+    remote = size / K["topk"] * o.min(M, hosts) * (hosts - 1) / hosts
+    local = coll.collective_time("all_to_all", e, size, intra, o)
+    across = coll.spanning_time("all_to_all", per_host, hosts, size, intra, inter, o, remote_size=remote)
+    return o.where(e > per_host, across, local)
+
+
 def comm_time(op, k, stride, size, K, o):
     """Roofline mode: time (s) of one ``op`` (:data:`plugins.hardware.collectives.OPS`) of ``size``
     bytes (nccl-tests convention) in a group of k GPUs ``stride`` ranks apart, placed as
@@ -689,7 +711,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         ep_bw, _ = group_bandwidth(e, t * c, K, o)
         # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks
         if roof:   # the most loaded rank sends imb × the mean all-to-all buffer
-            a2a = comm_time("all_to_all", e, t * c, imb * act * K["topk"], K, o)
+            a2a = dispatch_time(e, t * c, imb * act * K["topk"], K, o)
         else:
             a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
         ep = 4 * (K["L_moe"] / p) * m * o.where(e > 1, a2a, 0 * act)
