@@ -77,8 +77,12 @@ KNOB_PARAMS = (
     Param("virtual", "", "1", "interleaved virtual stages per pipeline rank", kind="int", min=1),
     Param("schedule", default='"1f1b"', kind="choice", choices=SCHEDULES,
           doc="pipeline schedule when pp > 1 (interleaved needs virtual ≥ 2)"),
-    Param("stage_layers", "", None, "layers of each of the pp·virtual pipeline chunks in order (default: an "
-          "even split)", kind="list", optional=True, min_items=1),
+    Param("stage_layers", "", None, "layers of each of the pp·virtual pipeline chunks in order (default: the "
+          "split `balance` chooses)", kind="list", optional=True, min_items=1),
+    Param("balance", default='"layers"', kind="choice", choices=lm.BALANCE,
+          doc="how the layers are split over the pp·virtual chunks when stage_layers is not given: layers (as "
+              "even as possible, the lighter chunks at the ends) or compute (the busiest chunk's layers plus the "
+              "embedding on the first and the LM head and loss on the last as small as possible)"),
     Param("zero", "", "0", "ZeRO stage of the data-parallel group (0 plain DP … 3 weights sharded)",
           kind="int", min=0, max=3),
     Param("prefetch", default="true", kind="bool",
@@ -207,7 +211,7 @@ SEARCH = UseSpec(
 # `use zero` parameter -> layout knob (the alias)
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
               "prefetch": "prefetch"}
-DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
+DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1, "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
@@ -535,7 +539,7 @@ def _memory_total(ctx, persistent, activation, how):
 def _trivial(name, X, explicit_dp):
     t, p, c, e, v, spn = X["t"], X["p"], X["c"], X["e"], X["v"], X["sp"]
     return {"tp_divides_heads": t == 1, "tp_divides_kv_heads": t == 1, "tp_within_host": t == 1,
-            "pp_divides_layers": p * v == 1, "cp_divides_sequence": c == 1,
+            "layers_fill_chunks": p * v == 1, "cp_divides_sequence": c == 1,
             "gpus_product": not explicit_dp and t * p * c == 1, "ep_divides_experts": e == 1,
             "ep_needs_experts": e == 1, "ep_divides_dp": e == 1, "interleave_microbatches": v == 1,
             "sp_needs_tp": not spn, "virtual_needs_pp": v == 1}.get(name, False)
@@ -842,37 +846,54 @@ def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
                     "set schedule = \"interleaved\"")
     if m != int(m) or m < 1:
         return None           # the micro_batches_whole requirement reports it
+    ends = lm.pipeline_ends(r, p)
     if stage_layers is not None:
+        if kn.given("balance"):
+            kn.lay.warn_at("balance", "balance is not read: stage_layers gives the split",
+                           "drop balance, or drop stage_layers to let balance split the layers", code="unused")
         if len(stage_layers) != p * v or any(x != int(x) or x < 1 for x in stage_layers):
             kn.error_at("stage_layers", f"stage_layers must list {p * v} whole layer counts ≥ 1 (pp·virtual chunks)",
-                        f"e.g. {[L // (p * v)] * (p * v)}")
+                        f"e.g. {lm.split_layers(L, p * v) if L >= p * v else [1] * (p * v)}")
         if sum(stage_layers) != L:
             kn.error_at("stage_layers", f"stage_layers sum to {int(sum(stage_layers))} but the model has {L} layers",
                         "give the layers of every chunk so that they add up to the model's layers")
         chunks = [int(x) for x in stage_layers]
-    elif L % (p * v):
-        return None           # the pp_divides_layers requirement reports it
+    elif L < p * v:
+        return None           # the layers_fill_chunks requirement reports it
     else:
         chunks = None
-    per_stage = sp.Rational(L, p)             # layers of an average stage: the work of `forward`/`backward`
-    if K["mode"] == "roofline":               # the roofline's own forward/backward split
-        fwd_mb = r["forward"] / r["m"]
-        bwd = (comp - r["forward"]) / r["m"] + rec / r["m"]
-    else:
-        fwd_mb = comp / (3 * r["m"])          # one micro-batch's forward on an average stage
-        bwd = 2 * fwd_mb + rec / r["m"]       # backward (+ recomputed forward)
-    f = fwd_mb
-    layers_int = int(per_stage) if per_stage == int(per_stage) else 1
-    if layers_int != per_stage:               # uneven: durations per layer, stage = 1 layer unit
-        f, bwd = f / per_stage, bwd / per_stage
+    # one micro-batch through one layer (the step's compute less the LM head and the embedding,
+    # which run on the last and the first stage), and the ends' own work
+    f, bwd = lm.layer_times(K, r, comp, rec, L, p)
+    if chunks is None:
+        chunks = split_for(L, p * v, kn.value("balance"), ends, ctx, (f, bwd))
     _, peak, _ = pipe.schedule_step(
-        ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=layers_int,
+        ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=1,
         chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
         activation=r["activation_per_layer"], head_activation=r["logits"],
         error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
             {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
-            summary, hint, code))
+            summary, hint, code),
+        extras=ends)
     return peak
+
+
+def split_for(L, n, balance, ends, ctx, layer):
+    """:func:`plugins.training.layout_model.split_layers` at the plan's nominal values (the
+    split is structure: the ends' work in layers' time is read as numbers)."""
+    if balance != "compute":
+        return lm.split_layers(L, n)
+    return lm.split_layers(L, n, "compute", *ends_in_layers(ends, ctx, layer))
+
+
+def ends_in_layers(ends, ctx, layer=None):
+    """The embedding's and the head's forward + backward in layers' time, at nominal values."""
+    (f0, b0), (fn, bn) = ends
+    lf, lb = layer
+    one = float(ctx.nominal(lf + lb))
+    return float(ctx.nominal(f0 + b0)) / one, float(ctx.nominal(fn + bn)) / one
+
+
 
 
 # kind of each term's activity on the `step` timeline (Gantt colours)
