@@ -59,7 +59,7 @@ from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec, ceiling_of
 from plugins.model import flops
 from plugins.reliability.finish import require_time_to_train
 from plugins.training import layout_model as lm
-from plugins.training import layout_reports
+from plugins.training import layout_pipeline, layout_reports
 from plugins.training.layout_reports import stage_params  # noqa: F401 (callers import it from here)
 
 SCHEDULES = ("1f1b", "interleaved", "fill_drain", "zb_h1", "zb_h2", "dualpipe")
@@ -79,7 +79,7 @@ KNOB_PARAMS = (
           doc="pipeline schedule when pp > 1 (interleaved needs virtual ≥ 2)"),
     Param("stage_layers", "", None, "layers of each of the pp·virtual pipeline chunks in order (default: the "
           "split `balance` chooses)", kind="list", optional=True, min_items=1),
-    Param("balance", default='"layers"', kind="choice", choices=lm.BALANCE,
+    Param("balance", default='"layers"', kind="choice", choices=layout_pipeline.BALANCE,
           doc="how the layers are split over the pp·virtual chunks when stage_layers is not given: layers (as "
               "even as possible, the lighter chunks at the ends) or compute (the busiest chunk's layers plus the "
               "embedding on the first and the LM head and loss on the last as small as possible)"),
@@ -695,7 +695,7 @@ def plan_quantities_price(ctx):
                     "`stage_layers` in `use layout`, or price the schedule alone with `use pipeline` in another plan",
                     code="conflict")
     if p > 1:
-        pipe_peak = _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers)
+        pipe_peak = layout_pipeline.schedule(ctx, kn, K, X, r, comp, rec, stage_layers)
         if pipe_peak is not None:
             bubble = ctx.define("bubble_time", ctx.q("pipeline_time", "s") - comp - rec, "s",
                                 "pipeline idle, stage imbalance and boundary sends on the critical path "
@@ -824,76 +824,6 @@ def plan_quantities_price(ctx):
                 require_time_to_train(ctx, wl)
                 ctx.require("meets_deadline", fin, "<=", wl.q("deadline", "s"), "day",
                             "the job finishes by the deadline")
-
-
-def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
-    """Schedule the step's pipeline with the event engine; return the largest stage peak (B)."""
-    from plugins.training import pipeline as pipe
-
-    p, v = X["p"], X["v"]
-    # the schedule's shape (micro-batches, layers per stage) is built from these numbers: a sweep
-    # or solve over what they depend on (gpus, global batch, micro-batch) rebuilds the plan
-    L = int(ctx.nominal(K["L"], structural=True))
-    m = ctx.nominal(r["m"], structural=True)
-    sched = kn.value("schedule")
-    if v > 1 and not kn.given("schedule"):
-        sched = "interleaved"          # virtual stages mean Megatron's interleaved 1F1B
-    if sched == "interleaved" and v < 2:
-        kn.error_at("schedule", "the interleaved schedule needs virtual ≥ 2 chunks per stage",
-                    "set virtual = 2 (Megatron-LM's virtual pipeline)")
-    if sched != "interleaved" and v > 1:
-        kn.error_at("virtual", f"virtual = {v} chunks per stage need schedule = \"interleaved\"",
-                    "set schedule = \"interleaved\"")
-    if m != int(m) or m < 1:
-        return None           # the micro_batches_whole requirement reports it
-    ends = lm.pipeline_ends(r, p)
-    if stage_layers is not None:
-        if kn.given("balance"):
-            kn.lay.warn_at("balance", "balance is not read: stage_layers gives the split",
-                           "drop balance, or drop stage_layers to let balance split the layers", code="unused")
-        if len(stage_layers) != p * v or any(x != int(x) or x < 1 for x in stage_layers):
-            kn.error_at("stage_layers", f"stage_layers must list {p * v} whole layer counts ≥ 1 (pp·virtual chunks)",
-                        f"e.g. {lm.split_layers(L, p * v) if L >= p * v else [1] * (p * v)}")
-        if sum(stage_layers) != L:
-            kn.error_at("stage_layers", f"stage_layers sum to {int(sum(stage_layers))} but the model has {L} layers",
-                        "give the layers of every chunk so that they add up to the model's layers")
-        chunks = [int(x) for x in stage_layers]
-    elif L < p * v:
-        return None           # the layers_fill_chunks requirement reports it
-    else:
-        chunks = None
-    # one micro-batch through one layer (the step's compute less the LM head and the embedding,
-    # which run on the last and the first stage), and the ends' own work
-    f, bwd = lm.layer_times(K, r, comp, rec, L, p)
-    if chunks is None:
-        chunks = split_for(L, p * v, kn.value("balance"), ends, ctx, (f, bwd))
-    _, peak, _ = pipe.schedule_step(
-        ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=1,
-        chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
-        activation=r["activation_per_layer"], head_activation=r["logits"],
-        error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
-            {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
-            summary, hint, code),
-        extras=ends)
-    return peak
-
-
-def split_for(L, n, balance, ends, ctx, layer):
-    """:func:`plugins.training.layout_model.split_layers` at the plan's nominal values (the
-    split is structure: the ends' work in layers' time is read as numbers)."""
-    if balance != "compute":
-        return lm.split_layers(L, n)
-    return lm.split_layers(L, n, "compute", *ends_in_layers(ends, ctx, layer))
-
-
-def ends_in_layers(ends, ctx, layer=None):
-    """The embedding's and the head's forward + backward in layers' time, at nominal values."""
-    (f0, b0), (fn, bn) = ends
-    lf, lb = layer
-    one = float(ctx.nominal(lf + lb))
-    return float(ctx.nominal(f0 + b0)) / one, float(ctx.nominal(fn + bn)) / one
-
-
 
 
 # kind of each term's activity on the `step` timeline (Gantt colours)

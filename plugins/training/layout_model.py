@@ -14,7 +14,6 @@ Recomputation in Large Transformer Models" (activation bytes, §4); Narayanan et
 """
 from __future__ import annotations
 
-import math
 import sys
 
 from plugins.hardware import collectives as coll
@@ -962,82 +961,3 @@ def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False, stage_layer
          "==", lambda K, X: 0),
     ]
     return R
-
-
-BALANCE = ("layers", "compute")
-
-
-def split_layers(L: int, n: int, balance: str = "layers", first: float = 0.0, last: float = 0.0) -> list:
-    """Layers of each of the ``n`` = pp·virtual pipeline chunks (in pipeline order) for a model
-    of ``L`` layers, each chunk one layer at least (``n`` ≤ ``L``).
-
-    * ``"layers"``: as even as possible — ⌊L/n⌋ or ⌈L/n⌉ layers each; the lighter chunks go to
-      the ends first (the first chunk, the last, the second, the second to last …), where the
-      embedding and the LM head sit.
-    * ``"compute"``: the largest chunk's work — its layers plus ``first`` (the embedding, in
-      layers' time) on the first chunk and ``last`` (the LM head and loss) on the last — as
-      small as possible; a surplus layer leaves the busiest chunk, the earliest of equals (the
-      first stage holds the most micro-batches in flight).  Llama 3 405B on 16 stages: the head
-      is about half a layer, so 126 layers split [7, 8 × 14, 7].
-    """
-    L, n = int(L), int(n)
-    q, r = divmod(L, n)
-    if balance == "layers" or (first <= 0 and last <= 0):
-        ends = [k // 2 if k % 2 == 0 else n - 1 - k // 2 for k in range(n)]     # 0, n−1, 1, n−2 …
-        out = [q + 1] * n
-        for k in ends[:n - r]:
-            out[k] = q
-        return out
-    e = [0.0] * n
-    e[0] += float(first)
-    e[-1] += float(last)
-    eps = 1e-9
-
-    def caps(T):
-        return [math.floor(T - x + eps) for x in e]
-    # the smallest bottleneck T (of the form k + e_i) whose capacities, one layer at least each, hold L
-    cands = sorted({k + x for x in set(e) for k in range(1, L + 1)})
-    lo, hi = 0, len(cands) - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        c = caps(cands[mid])
-        if min(c) >= 1 and sum(c) >= L:
-            hi = mid
-        else:
-            lo = mid + 1
-    out = caps(cands[lo])
-    for _ in range(sum(out) - L):       # the surplus leaves the busiest chunk, the earliest of equals
-        i = max(range(n), key=lambda k: (out[k] + e[k] if out[k] > 1 else -math.inf, -k))
-        out[i] -= 1
-    return out
-
-
-def chunk_memory(chunks, p: int, v: int) -> tuple:
-    """(layers × micro-batches in flight at the fullest stage, layers of the last stage) of a
-    split: under 1F1B stage i holds p − i micro-batches of its l_i layers; interleaved, the
-    fullest rank's layers × p·(1 + (p−1)/(p·v)) (Korthikanti et al. 2022 §4.2.3)."""
-    if v == 1:
-        return max((p - i) * x for i, x in enumerate(chunks)), chunks[-1]
-    per_rank = [sum(chunks[r::p]) for r in range(p)]
-    return max(per_rank) * p * (1 + (p - 1) / (p * v)), per_rank[-1]
-
-
-def pipeline_ends(r, p):
-    """Forward and backward time of one micro-batch of the embedding (first pipeline position)
-    and of the LM head and loss (last): ``((f0, b0), (fN, bN))``.  ``r`` holds them per GPU
-    and step averaged over the p stages (as ``compute``); one stage runs p times that."""
-    return ((r["embedding_forward"] * p / r["m"], r["embedding_backward"] * p / r["m"]),
-            (r["head_forward"] * p / r["m"], r["head_backward"] * p / r["m"]))
-
-
-def layer_times(K, r, comp, rec, L, p):
-    """(forward, backward) of one micro-batch through one transformer layer: the compute less
-    the head and the embedding, over the L layers; backward with the recomputed forward."""
-    ends = (r["head_forward"] + r["head_backward"] + r["embedding_forward"] + r["embedding_backward"])
-    if K["mode"] == "roofline":               # the roofline's own forward/backward split
-        fwd = (r["forward"] - r["head_forward"] - r["embedding_forward"]) * p / (r["m"] * L)
-        bwd = (comp - r["forward"] - r["head_backward"] - r["embedding_backward"] + rec) * p / (r["m"] * L)
-    else:
-        fwd = (comp - ends) * p / (3 * r["m"] * L)
-        bwd = 2 * fwd + rec * p / (r["m"] * L)
-    return fwd, bwd

@@ -37,6 +37,11 @@ GRID_ORDER = ("t", "p", "c", "e", "v", "b", "z", "r", "sp", "off")
 MEMORY_REASON = "memory per GPU exceeds the usable memory"   # usable: capped at the device memory
 
 
+def _chunks_of(*a):
+    from plugins.training.layout_pipeline import chunks_of
+    return chunks_of(*a)
+
+
 class SearchError(Exception):
     """The search cannot run (numpy or dask missing, no cluster)."""
 
@@ -109,7 +114,7 @@ class SearchResult:
         r["stage_layers"] = self.stage_layers(i)
         return r
 
-    def stage_layers(self, i: int):
+    def stage_layers(self, i: int):  # noqa: D401
         """Layers of each pipeline chunk of candidate ``i`` (the split its pricing used), or None
         without a pipeline."""
         c = self.columns
@@ -120,7 +125,7 @@ class SearchResult:
         if "L" not in K or p * v > K["L"]:
             return None
         return list(c["chunks"][i]) if "chunks" in c and c["chunks"][i] is not None else \
-            list(chunks_of(K, p, v, "layers"))
+            list(_chunks_of(K, p, v, "layers"))
 
     def to_json(self) -> dict:
         valid = [int(i) for i in self.columns["valid"].nonzero()[0]]
@@ -431,6 +436,7 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
             rv = np.broadcast_to(np.asarray(rhs(K, Xf), dtype=float), fail.shape)
             ok = {"==": np.abs(lv - rv) <= 1e-9 * np.maximum(1, np.abs(rv)), "<=": lv <= rv}[op]
             fail = np.where((fail < 0) & ~ok, i, fail)
+        from plugins.training.layout_pipeline import pipeline_inputs
         piped = pipeline_inputs(K, Xf, out, fail < 0, meta)
         chunks = piped.pop("chunks", None)
         if piped:                      # the pipelines' own makespans and chunk memory: price again
@@ -446,70 +452,6 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
     cols["fail"] = fail
     cols["chunks"] = chunks if chunks is not None else np.full(len(fail), None, dtype=object)
     return cols
-
-
-def chunks_of(K: dict, p: int, v: int, balance: str, ends=None, layer=None) -> tuple:
-    """The layers of each of the p·v chunks of a candidate: the split ``use layout`` makes
-    (:func:`plugins.training.layout_model.split_layers`; with ``balance = "compute"`` the
-    embedding's and the head's work ``ends`` in units of one layer's ``layer`` time)."""
-    from plugins.training import layout_model as lm
-    L = int(K["L"])
-    if balance != "compute":
-        return tuple(lm.split_layers(L, p * v))
-    (f0, b0), (fn, bn) = ends
-    one = layer[0] + layer[1]
-    return tuple(lm.split_layers(L, p * v, "compute", (f0 + b0) / one, (fn + bn) / one))
-
-
-def pipeline_inputs(K: dict, X: dict, out: dict, ok, meta: dict) -> dict:
-    """For the candidates with a pipeline (pp > 1) that the rules admit: the makespan of their
-    schedule (1F1B, interleaved with virtual > 1) on the chunks ``use layout`` would split the
-    layers into, the head on the last stage and the embedding on the first, priced by
-    :func:`plugins.training.pipeline.makespans` on the DAG the plan's timeline schedules — so a
-    candidate's step time is the one ``plan eval`` of its layout reports; and the chunks'
-    activation memory (:func:`plugins.training.layout_model.chunk_memory`).  ``X["pipe"]`` is NaN
-    for the others (the closed form prices them).  Returns {} when no candidate has a pipeline."""
-    np = _np()
-    from plugins.training import layout_model as lm
-    from plugins.training.pipeline import makespans
-
-    n = len(X["t"])
-    p_, v_ = X["p"].astype(np.int64), X["v"].astype(np.int64)
-    m_ = np.broadcast_to(np.asarray(out["m"], dtype=float), (n,))
-    whole = (np.abs(m_ - np.round(m_)) <= 1e-9 * np.maximum(1, m_)) & (m_ >= 1 - 1e-9)
-    mi = np.where(whole, np.round(m_), 0).astype(np.int64)
-    use = ok & (p_ > 1) & whole & ((v_ == 1) | (mi % np.maximum(p_, 1) == 0)) & (p_ * v_ <= K["L"])
-    if not use.any():
-        return {"chunks": None}
-    col = {k: np.broadcast_to(np.asarray(out[k], dtype=float), (n,))
-           for k in ("compute", "recompute", "forward", "m", "pp_message", "head_forward", "head_backward",
-                     "embedding_forward", "embedding_backward")}
-    L = float(K["L"])
-    f, b = lm.layer_times(K, col, col["compute"], col["recompute"], L, p_.astype(float))
-    (f0, b0), (fn, bn) = lm.pipeline_ends(col, p_.astype(float))
-    balance = meta.get("balance", "layers")
-    pipe = np.full(n, np.nan)
-    split = np.full(n, None, dtype=object)
-    stage_in = np.full(n, np.nan)
-    stage_last = np.full(n, np.nan)
-    groups: dict = {}
-    for i in np.flatnonzero(use).tolist():
-        p, v = int(p_[i]), int(v_[i])
-        ch = chunks_of(K, p, v, balance, ((f0[i], b0[i]), (fn[i], bn[i])), (f[i], b[i]))
-        groups.setdefault((p, v, int(mi[i]), ch), []).append(i)
-    for (p, v, m, ch), idx in groups.items():
-        idx = np.asarray(idx)
-        pipe[idx] = makespans("interleaved" if v > 1 else "1f1b", p, m, v, ch, f[idx], b[idx],
-                              col["pp_message"][idx], (f0[idx], b0[idx]), (fn[idx], bn[idx]))
-        stage_in[idx], stage_last[idx] = lm.chunk_memory(list(ch), p, v)
-        for i in idx.tolist():
-            split[i] = ch
-    # memory of the candidates left to the closed form: the even formulas
-    even = ~use
-    stage_in = np.where(even, X["p"] * (K["L"] / X["p"]) * np.where(X["v"] > 1, 1 + (X["p"] - 1) / (X["p"] * X["v"]),
-                                                                      1), stage_in)
-    stage_last = np.where(even, K["L"] / X["p"], stage_last)
-    return {"pipe": pipe, "stage_in": stage_in, "stage_last": stage_last, "chunks": split}
 
 
 def _engine_local(K, X, meta, chunks, progress):
