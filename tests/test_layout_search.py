@@ -45,7 +45,10 @@ def test_zero3_tp1_pp1_is_best_and_feasible(res48):
 
 
 def test_why_tp2_loses_on_pcie(res48):
-    e = next(x for x in res48.explanations if x["label"] == "best with tp = 2")
+    # the best tp = 2 layout is the runner-up since the pipeline carries the LM head on its last
+    # stage (pp = 2 loses more than tp = 2 on Qwen3's 151,936-token vocabulary)
+    e = next(x for x in res48.explanations if x["label"] in ("best with tp = 2", "runner-up")
+             and x["layout"]["tp"] == 2)
     assert e["loses_on"] == "tp"
     # 4 all-reduces per layer and micro-batch, 36 layers, m = 384/(24·2) = 8; each a ring of 2
     # over PCIe: 2·(1/2)·(b·s·h·2 B)/32 GB/s + 2 × 10 µs latency

@@ -59,7 +59,7 @@ from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec, ceiling_of
 from plugins.model import flops
 from plugins.reliability.finish import require_time_to_train
 from plugins.training import layout_model as lm
-from plugins.training import layout_reports
+from plugins.training import layout_pipeline, layout_reports
 from plugins.training.layout_reports import stage_params  # noqa: F401 (callers import it from here)
 
 SCHEDULES = ("1f1b", "interleaved", "fill_drain", "zb_h1", "zb_h2", "dualpipe")
@@ -80,8 +80,12 @@ KNOB_PARAMS = (
     Param("virtual", "", "1", "interleaved virtual stages per pipeline rank", kind="int", min=1),
     Param("schedule", default='"1f1b"', kind="choice", choices=SCHEDULES,
           doc="pipeline schedule when pp > 1 (interleaved needs virtual ≥ 2)"),
-    Param("stage_layers", "", None, "layers of each of the pp·virtual pipeline chunks in order (default: an "
-          "even split)", kind="list", optional=True, min_items=1),
+    Param("stage_layers", "", None, "layers of each of the pp·virtual pipeline chunks in order (default: the "
+          "split `balance` chooses)", kind="list", optional=True, min_items=1),
+    Param("balance", default='"layers"', kind="choice", choices=layout_pipeline.BALANCE,
+          doc="how the layers are split over the pp·virtual chunks when stage_layers is not given: layers (as "
+              "even as possible, the lighter chunks at the ends) or compute (the busiest chunk's layers plus the "
+              "embedding on the first and the LM head and loss on the last as small as possible)"),
     Param("zero", "", "0", "ZeRO stage of the data-parallel group (0 plain DP … 3 weights sharded)",
           kind="int", min=0, max=3),
     Param("prefetch", default="true", kind="bool",
@@ -211,7 +215,7 @@ SEARCH = UseSpec(
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
               "prefetch": "prefetch"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
-            "ep_nodes_per_token": None, "virtual": 1, "schedule": "1f1b", "stage_layers": None,
+            "ep_nodes_per_token": None, "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
@@ -544,7 +548,7 @@ def _memory_total(ctx, persistent, activation, how):
 def _trivial(name, X, explicit_dp):
     t, p, c, e, v, spn = X["t"], X["p"], X["c"], X["e"], X["v"], X["sp"]
     return {"tp_divides_heads": t == 1, "tp_divides_kv_heads": t == 1, "tp_within_host": t == 1,
-            "pp_divides_layers": p * v == 1, "cp_divides_sequence": c == 1,
+            "layers_fill_chunks": p * v == 1, "cp_divides_sequence": c == 1,
             "gpus_product": not explicit_dp and t * p * c == 1, "ep_divides_experts": e == 1,
             "ep_needs_experts": e == 1, "ep_divides_dp": e == 1, "interleave_microbatches": v == 1,
             "sp_needs_tp": not spn, "virtual_needs_pp": v == 1}.get(name, False)
@@ -700,7 +704,7 @@ def plan_quantities_price(ctx):
                     "`stage_layers` in `use layout`, or price the schedule alone with `use pipeline` in another plan",
                     code="conflict")
     if p > 1:
-        pipe_peak = _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers)
+        pipe_peak = layout_pipeline.schedule(ctx, kn, K, X, r, comp, rec, stage_layers)
         if pipe_peak is not None:
             bubble = ctx.define("bubble_time", ctx.q("pipeline_time", "s") - comp - rec, "s",
                                 "pipeline idle, stage imbalance and boundary sends on the critical path "
@@ -829,59 +833,6 @@ def plan_quantities_price(ctx):
                 require_time_to_train(ctx, wl)
                 ctx.require("meets_deadline", fin, "<=", wl.q("deadline", "s"), "day",
                             "the job finishes by the deadline")
-
-
-def _pipeline(ctx, kn, K, X, r, comp, rec, stage_layers):
-    """Schedule the step's pipeline with the event engine; return the largest stage peak (B)."""
-    from plugins.training import pipeline as pipe
-
-    p, v = X["p"], X["v"]
-    # the schedule's shape (micro-batches, layers per stage) is built from these numbers: a sweep
-    # or solve over what they depend on (gpus, global batch, micro-batch) rebuilds the plan
-    L = int(ctx.nominal(K["L"], structural=True))
-    m = ctx.nominal(r["m"], structural=True)
-    sched = kn.value("schedule")
-    if v > 1 and not kn.given("schedule"):
-        sched = "interleaved"          # virtual stages mean Megatron's interleaved 1F1B
-    if sched == "interleaved" and v < 2:
-        kn.error_at("schedule", "the interleaved schedule needs virtual ≥ 2 chunks per stage",
-                    "set virtual = 2 (Megatron-LM's virtual pipeline)")
-    if sched != "interleaved" and v > 1:
-        kn.error_at("virtual", f"virtual = {v} chunks per stage need schedule = \"interleaved\"",
-                    "set schedule = \"interleaved\"")
-    if m != int(m) or m < 1:
-        return None           # the micro_batches_whole requirement reports it
-    if stage_layers is not None:
-        if len(stage_layers) != p * v or any(x != int(x) or x < 1 for x in stage_layers):
-            kn.error_at("stage_layers", f"stage_layers must list {p * v} whole layer counts ≥ 1 (pp·virtual chunks)",
-                        f"e.g. {[L // (p * v)] * (p * v)}")
-        if sum(stage_layers) != L:
-            kn.error_at("stage_layers", f"stage_layers sum to {int(sum(stage_layers))} but the model has {L} layers",
-                        "give the layers of every chunk so that they add up to the model's layers")
-        chunks = [int(x) for x in stage_layers]
-    elif L % (p * v):
-        return None           # the pp_divides_layers requirement reports it
-    else:
-        chunks = None
-    per_stage = sp.Rational(L, p)             # layers of an average stage: the work of `forward`/`backward`
-    if K["mode"] == "roofline":               # the roofline's own forward/backward split
-        fwd_mb = r["forward"] / r["m"]
-        bwd = (comp - r["forward"]) / r["m"] + rec / r["m"]
-    else:
-        fwd_mb = comp / (3 * r["m"])          # one micro-batch's forward on an average stage
-        bwd = 2 * fwd_mb + rec / r["m"]       # backward (+ recomputed forward)
-    f = fwd_mb
-    layers_int = int(per_stage) if per_stage == int(per_stage) else 1
-    if layers_int != per_stage:               # uneven: durations per layer, stage = 1 layer unit
-        f, bwd = f / per_stage, bwd / per_stage
-    _, peak, _ = pipe.schedule_step(
-        ctx, "pipeline", schedule=sched, stages=p, microbatches=int(m), virtual=v, layers=layers_int,
-        chunk_layers=chunks, forward=f, backward=bwd, weight_grad=bwd / 2, transfer=r["pp_message"],
-        activation=r["activation_per_layer"], head_activation=r["logits"],
-        error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
-            {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
-            summary, hint, code))
-    return peak
 
 
 # kind of each term's activity on the `step` timeline (Gantt colours)

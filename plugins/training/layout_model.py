@@ -377,7 +377,7 @@ def layer_ops(K, X, o, moe_layer=False, head=False):
     row-parallel ones (attention output, MLP down).
 
     :returns: ``(gemms, streams)``.  ``gemms``: tuples ``(name, M, N, K, count, part,
-        nbytes)`` — ``part`` ∈ {"layer", "attention", "expert", "head"} (the attention core
+        nbytes)`` — ``part`` ∈ {"layer", "attention", "expert", "head", "embedding"} (the attention core
         is what selective recomputation repeats; routed experts carry the routing
         imbalance), ``nbytes`` None for a plain GEMM, else the fused kernel's traffic.
         ``streams``: tuples ``(name, bytes, part)`` of memory-bound work.  Backward of every
@@ -398,7 +398,7 @@ def layer_ops(K, X, o, moe_layer=False, head=False):
         g = [("lm_head", T, K["V"] / t, h, 1, "head", None)]
         # logits cast to FP32 and the cross-entropy's softmax over them (vocabulary-parallel)
         st = [("loss (fp32 cast, softmax, cross-entropy)", T * K["V"] / t * (e + 4 + 4) * K["logits"], "head"),
-              ("embedding lookup", 2 * e * Tn * h, "head")]
+              ("embedding lookup", 2 * e * Tn * h, "embedding")]
         return g, st
     a, dh, dv = K["a"], K["dh"], K.get("dv")
     dv = dh if dv is None else dv
@@ -530,7 +530,9 @@ def roofline(K, X, o, m, P_opt, moe=False):
     fd, bd = _price(dense, K, o)
     cf, cb = _cast_time(dense, K)
     ad, _ = _price(dense, K, o, parts=("attention",))
-    hf, hb = _price(layer_ops(K, X, o, head=True), K, o)
+    head_ops = layer_ops(K, X, o, head=True)
+    hf, hb = _price(head_ops, K, o)
+    ef, eb = _price(head_ops, K, o, parts=("embedding",))     # the lookup runs on the first stage
     fwd = L_d * (fd + cf) + hf
     bwd = L_d * (bd + cb) + hb
     cast = L_d * (cf + cb)
@@ -551,7 +553,9 @@ def roofline(K, X, o, m, P_opt, moe=False):
     opt = stream_time((K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * P_opt, K)
     opt = opt * (1 - X.get("off", 0))
     return {"compute": m * (fwd + bwd) / p, "forward": m * fwd / p, "recompute": m * rec / p,
-            "expert": m * expert / p, "optimizer": opt, "cast": m * cast / p}
+            "expert": m * expert / p, "optimizer": opt, "cast": m * cast / p,
+            "head_forward": m * (hf - ef) / p, "head_backward": m * (hb - eb) / p,
+            "embedding_forward": m * ef / p, "embedding_backward": m * eb / p}
 
 
 def op_flops(K, X, o, moe=False):
@@ -663,6 +667,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         rf = roofline(K, X, o, m, P_opt, moe)
         ideal, recompute, optimizer = rf["compute"], rf["recompute"], rf["optimizer"]
         forward, cast = rf["forward"], rf["cast"]
+        ends = {k: rf[k] for k in ("head_forward", "head_backward", "embedding_forward", "embedding_backward")}
     else:
         if K.get("lp") is not None:
             # the linear layers' matrix FLOPs (all but the LM head) at the stated MFU of the
@@ -679,7 +684,18 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         extra = o.where(r == 2, layers_fwd / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal))
         recompute = ideal * extra
         optimizer, forward = 0 * ideal, ideal / 3
+        # the LM head's share (16-bit in every format); the embedding lookup has no matrix FLOPs
+        head_f = s * K["B"] * K["head_tok"] / (K["gpus"] * K["peak"] * K["mfu"])
+        ends = {"head_forward": head_f, "head_backward": 2 * head_f, "embedding_forward": 0 * ideal,
+                "embedding_backward": 0 * ideal}
     bubble = (ideal + recompute) * (p - 1) / (v * m)       # (p−1)/(v·m) of the ideal time
+    pipe = X.get("pipe")
+    if pipe is not None:
+        # the schedule's makespan on the layout's chunks (the layout search: :func:`pipeline_inputs`
+        # and plugins.training.pipeline.makespans) where known: it holds the bubble, the stage
+        # imbalance and the boundary sends; the closed form elsewhere
+        known = pipe == pipe                                 # not NaN
+        bubble = o.where(known, pipe - ideal - recompute, bubble)
     # ---- TP: 2 all-reduces forward, 2 backward per layer and micro-batch (+2 with full
     # recomputation); reduce-scatter + all-gather with SP move the same bytes
     tp_bw, tp_spans = group_bandwidth(t, 1, K, o)
@@ -745,6 +761,8 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     else:
         pp_msg = pp_bytes / pp_bw + K["latency"]
     pp = o.where(p > 1, pp_crossings(p, v, m, o) * pp_msg, 0 * act)
+    if pipe is not None:
+        pp = o.where(known, 0 * act, pp)
     # ---- DP / ZeRO over d (book §10.3.3, plugins/training/zero.py); model-parallel shard first
     # dense parameters are split by tp·pp and data-parallel over d; routed experts by
     # ep·etp·pp and data-parallel over the expert-data-parallel group d·tp·cp/(ep·etp)
@@ -807,7 +825,10 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         stage = per_layer * L / p
         # one stage (p = 1): one micro-batch in flight plus the logits; else the larger of the
         # first stage's in-flight micro-batches and the last stage's one plus the logits
-        activation = o.where(p == 1, stage + logits, o.max(stage * inflight(p, v, o), stage + logits))
+        peak_in, last = stage * inflight(p, v, o), stage
+        if X.get("stage_in") is not None:      # uneven chunks: layers × micro-batches in flight
+            peak_in, last = per_layer * X["stage_in"], per_layer * X["stage_last"]
+        activation = o.where(p == 1, stage + logits, o.max(peak_in, last + logits))
     out = dict(terms)
     # achieved model FLOP utilisation: the model's FLOPs (exact count, no recomputation) over
     # the step time at the peak of every GPU; and the compute's own (the MFU the roofline implies)
@@ -820,7 +841,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
                activation_per_layer=per_layer, logits=logits, pp_message=pp_msg,
                pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"],
-               cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales)
+               cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, **ends)
     return out
 
 
@@ -929,9 +950,11 @@ def rules(moe: bool, cross_host_tp: bool, explicit_dp: bool = False, stage_layer
     if not cross_host_tp:
         R.append(("tp_within_host", "tp exceeds the GPUs of one host",
                   lambda K, X: X["t"], "<=", lambda K, X: K["gph"]))
+    # pp·virtual need not divide the layers: the layers are split as evenly as the balance asks
+    # (:func:`split_layers`) and the pipeline is priced chunk by chunk; each chunk holds one at least
     R += [] if stage_layers else [
-        ("pp_divides_layers", "pp·virtual does not divide the layers (or give stage_layers)",
-         lambda K, X: _mod(K["L"], X["p"] * X["v"]), "==", lambda K, X: 0)]
+        ("layers_fill_chunks", "fewer layers than pp·virtual pipeline chunks (each chunk holds one at least)",
+         lambda K, X: X["p"] * X["v"], "<=", lambda K, X: K["L"])]
     R += [
         ("cp_divides_sequence", "cp does not divide the sequence length",
          lambda K, X: _mod(K["s"], X["c"]), "==", lambda K, X: 0),

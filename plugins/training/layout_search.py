@@ -37,6 +37,11 @@ GRID_ORDER = ("t", "p", "c", "e", "v", "b", "z", "r", "sp", "off")
 MEMORY_REASON = "memory per GPU exceeds the usable memory"   # usable: capped at the device memory
 
 
+def _chunks_of(*a):
+    from plugins.training.layout_pipeline import chunks_of
+    return chunks_of(*a)
+
+
 class SearchError(Exception):
     """The search cannot run (numpy or dask missing, no cluster)."""
 
@@ -106,7 +111,21 @@ class SearchResult:
                  finish_day=float(c["finish"][i]) / 86400 if self.meta.get("deadline") else None,
                  meets_deadline=bool(c["meets_deadline"][i]), binding=str(c["binding"][i]))
         r["terms_s"] = {k: float(c[k][i]) for k in TERMS}
+        r["stage_layers"] = self.stage_layers(i)
         return r
+
+    def stage_layers(self, i: int):  # noqa: D401
+        """Layers of each pipeline chunk of candidate ``i`` (the split its pricing used), or None
+        without a pipeline."""
+        c = self.columns
+        p, v = int(c["p"][i]), int(c["v"][i])
+        if p * v == 1:
+            return None
+        K = self.meta.get("constants", {})
+        if "L" not in K or p * v > K["L"]:
+            return None
+        return list(c["chunks"][i]) if "chunks" in c and c["chunks"][i] is not None else \
+            list(_chunks_of(K, p, v, "layers"))
 
     def to_json(self) -> dict:
         valid = [int(i) for i in self.columns["valid"].nonzero()[0]]
@@ -226,6 +245,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     meta = {"activations": mode, "moe": moe, "efficiency": K["mode"],
             "stage_layers": pre + "stage_layers" in ws.nodes and ws.python_value(pre + "stage_layers") is not None,
             "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
+            "balance": ws.python_value(pre + "balance") if pre + "balance" in ws.nodes else "layers",
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
             # what a GPU can hold: the usable memory, never more than the device has (its nominal
@@ -416,6 +436,12 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
             rv = np.broadcast_to(np.asarray(rhs(K, Xf), dtype=float), fail.shape)
             ok = {"==": np.abs(lv - rv) <= 1e-9 * np.maximum(1, np.abs(rv)), "<=": lv <= rv}[op]
             fail = np.where((fail < 0) & ~ok, i, fail)
+        from plugins.training.layout_pipeline import pipeline_inputs
+        piped = pipeline_inputs(K, Xf, out, fail < 0, meta)
+        chunks = piped.pop("chunks", None)
+        if piped:                      # the pipelines' own makespans and chunk memory: price again
+            Xf.update(piped)
+            out = lm.evaluate(K, Xf, o, meta["activations"], meta["moe"])
         # a layout fits only when its memory is a number no larger than the usable memory and the
         # device's capacity (a NaN or a usable budget stated above the device never passes)
         limit = meta.get("capacity", meta["usable"])
@@ -424,6 +450,7 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
     cols = {k: np.broadcast_to(np.asarray(v, dtype=float), fail.shape).copy()
             for k, v in out.items() if k in lm.TERMS or k in ("step", "memory", "persistent", "activation", "m")}
     cols["fail"] = fail
+    cols["chunks"] = chunks if chunks is not None else np.full(len(fail), None, dtype=object)
     return cols
 
 
@@ -701,9 +728,10 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
              f"activations: {act}",
              *([f"compute: efficiency = roofline (matrix products on {m['device']}'s efficiency curve, "
                 "memory-bound work at its bandwidth)"] if m.get("efficiency") == "roofline" else []),
-             *([f"pipelines: priced by the 1F1B closed form (interleaved when virtual > 1), not the plan's "
-                f"{'uneven stage_layers' if m.get('stage_layers') else m['schedule'] + ' schedule'}; --emit writes "
-                "the schedule priced"] if m.get("stage_layers") or m.get("schedule") not in ("1f1b", "interleaved")
+             *([f"pipelines: priced as 1F1B (interleaved when virtual > 1) on the layers split by balance = "
+                f"\"{m.get('balance', 'layers')}\", not the plan's "
+                f"{'own stage_layers' if m.get('stage_layers') else m['schedule'] + ' schedule'}; --emit writes "
+                "the schedule and split priced"] if m.get("stage_layers") or m.get("schedule") not in ("1f1b", "interleaved")
                else []),
              f"candidates {len(res)}, valid {n_valid}, rejected {len(res) - n_valid}"]
     for k, n in m["rejections"].items():
@@ -716,6 +744,8 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
     lines.append("")
     fin = f", finish {b['finish_day']:.4g} day" if b["finish_day"] is not None else ""
     lines.append(f"best: {_short(b)}")
+    if b["stage_layers"] is not None and len(set(b["stage_layers"])) > 1:
+        lines.append(f"  uneven stage_layers = {list(b['stage_layers'])} (balance = \"{m.get('balance', 'layers')}\")")
     lines.append(f"  step {b['step_s']:.4g} s, memory {b['memory_gib']:.4g} GiB{fin}, "
                  f"{'meets' if b['meets_deadline'] else 'MISSES'} the deadline, binding: {b['binding']}")
     for k in TERMS:
@@ -817,9 +847,13 @@ def emit_plan(results: list, source, target) -> str:
                f"virtual = {r['virtual']}; schedule = \"{'interleaved' if r['virtual'] > 1 else '1f1b'}\"",
                f"zero = {r['zero']}; recompute = \"{r['recompute']}\"; "
                f"sequence_parallel = {'true' if r['sequence_parallel'] else 'false'}; offload = \"{r['offload']}\""]
-        if res.meta.get("stage_layers"):      # the base splits its layers by hand: write the even split
-            L, n = int(res.meta["constants"]["L"]), r["pp"] * r["virtual"]
-            lay.append("stage_layers = [" + ", ".join([str(L // n)] * n) + "]")
+        split = r["stage_layers"]
+        if split is not None and (res.meta.get("stage_layers")
+                                  or (len(set(split)) > 1 and res.meta.get("balance") != "compute")):
+            # the split priced (the base's own stage_layers would not fit another pp)
+            lay.append("stage_layers = [" + ", ".join(str(x) for x in split) + "]")
+        elif split is not None and len(set(split)) > 1:
+            lay.append(f"# balance = \"compute\" splits the layers {split}")
         out.append(f"plan {res.plan}_best extends {res.plan} {{")
         if wl:
             out.append(f"  workload = {wl}")

@@ -169,44 +169,15 @@ def _slot_arrays(orders):
     return K, MB, C, R
 
 
-def _build(ctx, st: _Setup, schedule: str, tl, orders):
-    """Activities and holds of one schedule on timeline ``tl``, added as columns (one block of
-    activities, one of holds).  Returns per-rank busy sums."""
+def _dag(orders, p: int, m: int, npos: int, dual: bool, multi: bool) -> dict:
+    """The dependency structure of a schedule's slots (the one text behind the ``pipeline``
+    timeline and :func:`makespans`): per slot (rank-major, in each rank's order) its kind
+    ``K``, micro-batch ``MB``, chunk ``C``, rank ``R`` and pipeline position ``POS``; the data
+    edges in CSR form (``ptr``, ``src``, ``lag``: 0 the forward message, 1 the backward one);
+    ``look`` (kind, micro-batch, position) → slot and ``bk`` the backward kind of each
+    (micro-batch, position).  Raises :class:`_Deadlock` when a slot waits on one never scheduled."""
     import numpy as np
     from dsl.plugin import Timeline
-
-    b = st.b
-    p, m = st.p, st.m
-    tl.title = schedule           # figures and tables name the schedule from the timeline itself
-    dual = schedule == "dualpipe"
-    v = 2 if dual else st.v
-    npos = p if dual else p * v                  # pipeline positions a micro-batch visits
-    if st.chunk_layers is not None:
-        lay = st.chunk_layers
-    else:
-        lay = [sp.Rational(st.layers, v if not dual else 1)] * npos
-    t_f, t_b, t_w = b.q("forward"), b.q("backward"), b.q("weight_grad")
-    c_f, c_b, upd = b.q("transfer"), b.q("transfer_back"), b.q("update")
-    act, head, buf = b.q("activation"), b.q("head_activation"), b.q("buffer")
-    with_buf = (b.value("buffer") or 0) > 0
-    L = st.layers
-    multi = v > 1 and not dual
-
-    # distinct durations: (kind, layers of the position) -> code
-    durs: list = []
-    dpos: dict = {}
-    dtab = np.empty((4, npos), dtype=np.int64)
-    for kc, kind in enumerate(_KCH):
-        base = {"F": t_f, "B": t_b, "X": t_b - t_w, "W": t_w}[kind]
-        for k in range(npos):
-            key = (kind, lay[k])
-            c = dpos.get(key)
-            if c is None:
-                c = dpos[key] = len(durs)
-                durs.append(base if lay[k] == L else base * sp.Rational(lay[k]) / L)
-            dtab[kc, k] = c
-    upd_code = len(durs)
-    durs.append(upd)
 
     K, MB, C, R = orders if isinstance(orders, tuple) else _slot_arrays(orders)
     i32 = np.int32
@@ -265,7 +236,116 @@ def _build(ctx, st: _Setup, schedule: str, tl, orders):
                                 [sink]])
         raise _Deadlock(_stuck(Timeline._generations(ns + 1, e_dst, e_src, partial=True), ns, p, K, MB, C, R,
                                multi))
-    del d1, l1, d2, nb, kk, has1, has2, first, second, isBX, f_dep, missing
+    return {"K": K, "MB": MB, "C": C, "R": R, "POS": POS, "look": look, "bk": bk, "ptr": ptr, "src": src,
+            "lag": lag, "isF": isF}
+
+
+def makespans(schedule: str, p: int, m: int, v: int, chunk_layers, forward, backward, transfer,
+              first=(0.0, 0.0), last=(0.0, 0.0)):
+    """Makespans of one schedule's step for many sets of durations at once (numpy): the
+    longest path of the DAG :func:`_dag` builds — the one the ``pipeline`` timeline schedules —
+    evaluated generation by generation over arrays of candidates (the layout search).
+
+    :param chunk_layers: layers of each of the p·v positions (ints).
+    :param forward, backward: arrays (n,) — time of one micro-batch through one layer.
+    :param transfer: array (n,) — one boundary message, each way.
+    :param first, last: pairs of arrays (n,) — forward and backward time added at the first
+        position (embedding) and at the last (LM head and loss).
+    :returns: array (n,) of makespans (s); the update is 0.
+    """
+    import numpy as np
+    from dsl.plugin import Timeline
+
+    if schedule not in ("fill_drain", "1f1b", "interleaved"):
+        raise ValueError(f"makespans prices fill_drain, 1f1b and interleaved, not {schedule}")
+    npos = p * v
+    orders = S.interleaved_arrays(p, m, v) if schedule == "interleaved" else S.orders_for(schedule, p, m, v)
+    g = _dag(orders, p, m, npos, False, v > 1)
+    K, R, POS, ptr, src, lag = g["K"], g["R"], g["POS"], g["ptr"], g["src"], g["lag"]
+    ns = len(K)
+    f, b, c = (np.atleast_1d(np.asarray(x, dtype=float)) for x in (forward, backward, transfer))
+    n = max(len(f), len(b), len(c))
+    f, b, c = (np.broadcast_to(x, (n,)) for x in (f, b, c))
+    lay = np.asarray(chunk_layers, dtype=float)[:, None]
+    # durations (kind F/B, position, candidate): the position's layers, plus the ends' extras
+    dur = np.stack([lay * f[None, :], lay * b[None, :]]).copy()
+    for pos, (ef, eb) in ((0, first), (npos - 1, last)):
+        dur[0, pos] += np.broadcast_to(np.asarray(ef, dtype=float), (n,))
+        dur[1, pos] += np.broadcast_to(np.asarray(eb, dtype=float), (n,))
+    cnt = np.diff(ptr[:ns + 1])
+    prev = np.r_[False, R[1:] == R[:-1]]          # a slot waits for the previous one on its rank
+    chain = np.flatnonzero(prev)
+    e_dst = np.concatenate([np.repeat(np.arange(ns), cnt), chain])
+    e_src = np.concatenate([src.astype(np.int64), chain - 1])
+    gens = Timeline._generations(ns, e_dst, e_src)
+    kind = np.minimum(K, 1).astype(np.int64)     # F → 0; B → 1
+    out = np.empty(n)
+    step = max(1, 4_000_000 // max(ns, 1))        # candidates per pass: ns × step floats
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        cc = c[lo:hi]
+        fin = np.zeros((ns, hi - lo))
+        for G in gens:
+            st = np.where(prev[G][:, None], fin[np.maximum(G - 1, 0)], 0.0)
+            for j in (0, 1):
+                has = cnt[G] > j
+                if has.any():
+                    Gi = G[has]
+                    e = ptr[Gi] + j
+                    st[has] = np.maximum(st[has], fin[src[e]] + np.where((lag[e] >= 0)[:, None], cc[None, :], 0.0))
+            fin[G] = st + dur[kind[G], POS[G], lo:hi]
+        out[lo:hi] = fin.max(axis=0)
+    return out
+
+
+def _build(ctx, st: _Setup, schedule: str, tl, orders, extras=None):
+    """Activities and holds of one schedule on timeline ``tl``, added as columns (one block of
+    activities, one of holds).  Returns per-rank busy sums."""
+    import numpy as np
+    from dsl.plugin import Timeline
+
+    b = st.b
+    p, m = st.p, st.m
+    tl.title = schedule           # figures and tables name the schedule from the timeline itself
+    dual = schedule == "dualpipe"
+    v = 2 if dual else st.v
+    npos = p if dual else p * v                  # pipeline positions a micro-batch visits
+    if st.chunk_layers is not None:
+        lay = st.chunk_layers
+    else:
+        lay = [sp.Rational(st.layers, v if not dual else 1)] * npos
+    t_f, t_b, t_w = b.q("forward"), b.q("backward"), b.q("weight_grad")
+    c_f, c_b, upd = b.q("transfer"), b.q("transfer_back"), b.q("update")
+    act, head, buf = b.q("activation"), b.q("head_activation"), b.q("buffer")
+    with_buf = (b.value("buffer") or 0) > 0
+    L = st.layers
+    multi = v > 1 and not dual
+
+    # distinct durations: (kind, layers of the position) -> code
+    durs: list = []
+    dpos: dict = {}
+    dtab = np.empty((4, npos), dtype=np.int64)
+    for kc, kind in enumerate(_KCH):
+        base = {"F": t_f, "B": t_b, "X": t_b - t_w, "W": t_w}[kind]
+        for k in range(npos):
+            ends = (k == 0, k == npos - 1) if extras is not None else (False, False)
+            key = (kind, lay[k], ends)
+            c = dpos.get(key)
+            if c is None:
+                c = dpos[key] = len(durs)
+                d = base if lay[k] == L else base * sp.Rational(lay[k]) / L
+                for at, (ef, eb) in zip(ends, extras or ()):
+                    if at:        # the embedding (first position) or the LM head and loss (last)
+                        d = d + {"F": ef, "B": eb, "X": eb / 2, "W": eb / 2}[kind]
+                durs.append(d)
+            dtab[kc, k] = c
+    upd_code = len(durs)
+    durs.append(upd)
+
+    g = _dag(orders, p, m, npos, dual, multi)
+    K, MB, C, R, POS, look, bk, ptr, src, lag = (g[k] for k in ("K", "MB", "C", "R", "POS", "look", "bk", "ptr",
+                                                               "src", "lag"))
+    ns, half, isF = len(K), m // 2, K == 0
     dcode = np.concatenate([dtab[K, POS], np.full(p, upd_code)])
     hatched = np.concatenate([(MB >= half) if dual else (C > 0), np.zeros(p, dtype=bool)])
     kcode = np.concatenate([K.astype(np.int64), np.full(p, 4)])
@@ -543,7 +623,7 @@ class _Given:
 
 def schedule_step(ctx, timeline: str, *, schedule: str, stages: int, microbatches: int, virtual: int,
                   layers: int, chunk_layers, forward, backward, weight_grad, transfer, activation,
-                  head_activation, error_at) -> tuple[str, object, list]:
+                  head_activation, error_at, extras=None) -> tuple[str, object, list]:
     """Schedule one training step's pipeline on timeline ``timeline`` with the event engine
     of `use pipeline` (any schedule of :data:`plugins.training.pipeline_schedules.SCHEDULES` except
     custom), and define its makespan and per-stage activation peaks.
@@ -555,6 +635,10 @@ def schedule_step(ctx, timeline: str, *, schedule: str, stages: int, microbatche
         stage of ``layers`` layers (a chunk scales them by its share); ``transfer`` one
         boundary message (s) each way; ``activation`` bytes saved per layer and micro-batch,
         ``head_activation`` the extra bytes at the last position (logits).
+    :param extras: None, or ``((f0, b0), (fN, bN))``: forward and backward time of one
+        micro-batch added at the first pipeline position (the embedding) and at the last (the LM
+        head and loss), beyond the position's layers (split schedules give half of the
+        backward to dW).
     :param error_at: ``error_at(param, summary, hint, code)`` reporting at the caller's block.
     :returns: (name of the makespan quantity, the largest stage peak expression (B), the
         per-stage busy time expressions).
@@ -570,7 +654,7 @@ def schedule_step(ctx, timeline: str, *, schedule: str, stages: int, microbatche
     tl = ctx.timeline(timeline)
     try:
         with no_gc():
-            busy, _ = _build(ctx, st, schedule, tl, _orders(st, schedule, g))
+            busy, _ = _build(ctx, st, schedule, tl, _orders(st, schedule, g), extras)
     except _Deadlock as e:   # pragma: no cover - the built-in schedules always run
         error_at("schedule", str(e), "", "bad-order")
     name = "pipeline_time"
