@@ -687,7 +687,7 @@ def plan_quantities_price(ctx):
                    references=("Micikevicius et al. 2022, 'FP8 Formats for Deep Learning'",
                                "NVIDIA Transformer Engine documentation, 'Using FP8 with Transformer Engine' "
                                "(delayed and current scaling, MXFP8, NVFP4 recipes)",
-                               "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', §3.3 (fine-grained FP8 quantization)"))
+                               "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', 'Fine-Grained Quantization' (1x128 activation tiles, 128x128 weight blocks)"))
     if ctx.block("recompute") is not None:
         rec = ctx.q("recompute_time", "s")
     else:
