@@ -150,7 +150,8 @@ def predict(r: dict) -> dict:
     try:
         p = dsl.load(PLAN_PATH, text=plan_text(r))[r["id"]]
         step = float(p.value("step_time", "s"))
-        mem = float(p.value("memory_per_gpu", "GiB"))
+        # the measured peak is what the runtime reserves (torch.cuda.max_memory_reserved)
+        mem = float(p.value("runtime_memory", "GiB"))
     except Exception as e:                      # the tool cannot price this row: say why
         msg = " ".join(str(e).split())
         msg = msg.split(": ", 1)[1] if msg.startswith(str(PLAN_PATH)) else msg   # no machine paths

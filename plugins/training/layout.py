@@ -90,6 +90,11 @@ KNOB_PARAMS = (
           kind="int", min=0, max=3),
     Param("prefetch", default="true", kind="bool",
           doc="DP/ZeRO collectives overlap compute (parameters prefetched, gradients reduced in backward)"),
+    Param("reshard_after_forward", default="true", kind="bool",
+          doc="ZeRO-3/FSDP frees each layer's gathered parameters after its forward and gathers them again "
+              "for its backward (FSDP2's default); false keeps them gathered from forward to backward: one "
+              "all-gather fewer per micro-batch, the stage's unsharded parameters held.  With pp > 1 a stage's "
+              "parameters are gathered once per step either way"),
     Param("recompute", default='"none"', kind="choice", choices=lm.RECOMPUTE,
           doc="activation recomputation: none, selective (attention core) or full (extra forward)"),
     Param("sequence_parallel", default="false", kind="bool",
@@ -112,6 +117,15 @@ KNOB_PARAMS = (
               "fp4 runs NVFP4 scaling"),
     Param("lm_head", default="true", kind="bool",
           doc="the last stage keeps the LM-head logits (FP32) for the loss; false for a classifier head"),
+    Param("loss", default='"fp32"', kind="choice", choices=lm.LOSSES,
+          doc="how the runtime computes the cross-entropy: fp32 (the logits cast to FP32 and an unfused "
+              "log-softmax: 14 bytes per logit live at its backward, in runtime_memory) or fused (a fused or "
+              "chunked loss that never materialises the whole vocabulary)"),
+    Param("cublas_workspace", "B", "32 MiB", "cuBLAS workspace the runtime allocates through its caching "
+          "allocator (cuBLAS's recommended size on Hopper and later; 4 MiB before)", min=0),
+    Param("allocator_reserve", "", "0 %", "what the caching allocator reserves beyond the bytes allocated at the "
+          "peak (fragmentation), as a share of them: no default is claimed; read it from a measured run as "
+          "max_memory_reserved / max_memory_allocated − 1", min=0),
     Param("link", kind="ref", ref_kind="link", optional=True, doc="each GPU's own link inside a host"),
     Param("nic", kind="ref", ref_kind="link", optional=True, doc="the NIC between hosts"),
     Param("nics_per_host", "", "gpus_per_host", "NICs per host sharing the host cut", min=1, whole=True),
@@ -151,6 +165,8 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
                  "optimizer_per_gpu", "activation_per_layer", "activation_memory", "memory_per_gpu",
                  "memory_margin", "steps", "train_time", "finish_time")
 # with `offload = "optimizer"` (ZeRO-Offload)
+STEP_PROVIDES += ("loss_memory", "gathered_memory", "workspace_memory", "allocator_memory", "runtime_memory",
+                  "runtime_margin")
 STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
 # achieved utilisation (both modes), and with efficiency = "roofline" the optimizer step on the GPU
 STEP_PROVIDES += ("mfu_achieved", "compute_mfu", "optimizer_time")
@@ -165,6 +181,9 @@ STEP_PROVIDES_WHEN = (
     ("train_time", "the plan's workload has `tokens` (e.g. `tokens = 100e9 token`)"),
     ("finish_time", "the plan's workload has `tokens` (e.g. `tokens = 100e9 token`)"),
     ("tp_comm", "tp > 1"), ("cp_comm", "cp > 1"), ("ep_comm", "ep > 1"),
+    ("loss_memory", "`use memory`, lm_head = true and activations from the formulas (not a declared transient)"),
+    ("gathered_memory", "`use memory` and activations from the formulas (a declared transient holds it)"),
+    ("workspace_memory", "`use memory` and activations from the formulas (a declared transient holds it)"),
 )
 
 LAYOUT = UseSpec(
@@ -213,14 +232,16 @@ SEARCH = UseSpec(
 
 # `use zero` parameter -> layout knob (the alias)
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
-              "prefetch": "prefetch"}
+              "prefetch": "prefetch", "reshard_after_forward": "reshard_after_forward"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
             "ep_nodes_per_token": None, "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
             "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False,
-            "offload": "none", "host_link": None, "host_bandwidth": None, "efficiency": None}
+            "offload": "none", "host_link": None, "host_bandwidth": None, "efficiency": None,
+            "reshard_after_forward": True, "loss": "fp32", "cublas_workspace": lm.CUBLAS_WORKSPACE,
+            "allocator_reserve": 0}
 
 
 @hookimpl
@@ -371,7 +392,9 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "input": ctx.param("input_wait"), "prefetch": int(bool(kn.value("prefetch"))),
          "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
          "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),
-         "logits": int(bool(kn.value("lm_head"))),
+         "logits": int(bool(kn.value("lm_head"))), "loss": int(kn.value("loss") == "fp32"),
+         "cublas_ws": kn.q("cublas_workspace"), "reserve": kn.q("allocator_reserve"),
+         "raf": int(bool(kn.value("reshard_after_forward"))),
          # routed experts' training FLOPs per token (the shared experts run on every rank)
          "exp_tok": (model.q("expert_flops_per_token", "FLOP/token") * mo["k"] / (mo["k"] + mo["ks"])
                      if mo["moe"] else sp.Integer(0)),
@@ -526,7 +549,59 @@ def _memory_only(ctx):
     _memory_total(ctx, persistent, ctx.q("transient_memory", "B"), "declared transient budget")
 
 
-def _memory_total(ctx, persistent, activation, how):
+RUNTIME_REFS = (
+    "PyTorch documentation, 'CUDA semantics: memory management' (the caching allocator; "
+    "torch.cuda.max_memory_reserved counts what it reserves, the CUDA context lies outside it)",
+    "cuBLAS documentation, cublasSetWorkspace() (recommended workspace 32 MiB on Hopper, 4 MiB before)",
+    "Dao 2023, 'FlashAttention-2' (backward: FP32 dQ accumulator, scores recomputed, none stored)",
+    "Zhao et al. 2023, 'PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel' (unsharded "
+    "parameters of the unit computed and the one prefetched; reshard after forward)")
+
+
+def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
+    """The runtime's terms beside the model's states (quantities), and their sum: what the
+    caching allocator reserves at the step's peak (``runtime_memory``)."""
+    if mode == "transient":
+        act_rt, loss = act, sp.Integer(0)
+    elif pipe_peak is not None:
+        # the larger of the event engine's stage peak and the last stage's one micro-batch with the
+        # loss's buffers (the closed form's runtime activations)
+        loss = r["loss_runtime"]
+        act_rt = sp.Max(act, r["activation_runtime"])
+    else:
+        loss, act_rt = r["loss_runtime"], r["activation_runtime"]
+    if K["logits"] and mode != "transient":
+        ctx.define("loss_memory", loss, "GiB",
+                   "the LM head's logits as the loss holds them at its backward (loss = \"fp32\": 16-bit logits "
+                   "cached, FP32 log-softmax output, its gradient and the input gradient, 14 B per logit; "
+                   "fused: none), in place of the one FP32 copy activation_memory counts",
+                   references=("PyTorch, torch.nn.functional.cross_entropy (log_softmax + nll_loss; the "
+                               "log-softmax output is saved for backward)",
+                               "Wijmans et al. 2024, 'Cut Your Losses in Large-Vocabulary Language Models' "
+                               "(the logits' memory and a loss that never materialises them)"))
+    if mode == "transient":
+        # a declared transient budget already holds the gathered parameters and the workspace
+        gathered = ws = sp.Integer(0)
+    else:
+        gathered = ctx.define("gathered_memory", r["gathered"], "GiB",
+                              "unsharded parameters and gradients ZeRO-3/FSDP holds beside the shards (the "
+                              "unit computed and the one prefetched; all of them without reshard_after_forward; "
+                              "a pipeline stage's for the whole step)", references=RUNTIME_REFS[3:])
+        ws = ctx.define("workspace_memory", r["workspace"], "GiB",
+                        "cuBLAS workspace and fused attention's backward FP32 dQ accumulator of one layer",
+                        references=RUNTIME_REFS[1:3])
+    allocated = ctx.q("persistent_memory", "B") + act_rt + gathered + ws
+    reserve = ctx.define("allocator_memory", allocated * K["reserve"], "GiB",
+                         "what the caching allocator reserves beyond the allocated peak (allocator_reserve × "
+                         "allocated; fragmentation)", references=RUNTIME_REFS[:1])
+    return ctx.define("runtime_memory", allocated + reserve, "GiB",
+                      "what the runtime reserves per GPU at the peak (torch.cuda.max_memory_reserved): persistent "
+                      "state + activations with the loss's logits as the framework holds them + gathered "
+                      "parameters + workspaces + allocator reserve; fits_memory compares it with usable_memory",
+                      headline=mode != "transient", rank=3.1, references=RUNTIME_REFS)
+
+
+def _memory_total(ctx, persistent, activation, how, runtime=None):
     act = ctx.define("activation_memory", activation, "GiB", f"activation memory per GPU ({how})", headline=True,
                      rank=4.5, references=("activation memory per layer: Korthikanti et al. 2022, 'Reducing "
                                            "Activation Recomputation in Large Transformer Models'",))
@@ -542,7 +617,13 @@ def _memory_total(ctx, persistent, activation, how):
                                                             "transient memory: activations, gathered parameters and "
                                                             "workspace live together on top of the persistent state"))
     ctx.define("memory_margin", usable - per_gpu, "GiB", "usable − peak per GPU", headline=True, rank=5)
-    ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
+    if runtime is None:
+        ctx.require("fits_memory", per_gpu, "<=", usable, "GiB", "the peak fits in usable memory")
+        return
+    ctx.define("runtime_margin", usable - runtime, "GiB", "usable − what the runtime reserves per GPU",
+               headline=how != "the declared transient budget", rank=5.1)
+    ctx.require("fits_memory", runtime, "<=", usable, "GiB",
+                "what the runtime reserves at the peak fits in usable memory")
 
 
 def _trivial(name, X, explicit_dp):
@@ -611,7 +692,7 @@ def plan_quantities_price(ctx):
     et = int(kn.value("etp")) if kn.value("etp") is not None else t
     X = {"t": t, "p": p, "d": d, "c": c, "e": e, "et": et, "v": v, "b": ctx.param("micro_batch"),
          "z": int(kn.value("zero")), "r": lm.RECOMPUTE.index(kn.value("recompute")),
-         "sp": int(bool(kn.value("sequence_parallel")))}
+         "sp": int(bool(kn.value("sequence_parallel"))), "raf": int(bool(kn.value("reshard_after_forward")))}
     stage_layers = kn.value("stage_layers")
     _offload_knobs(ctx, kn, K, X, link)
     nominal_d = ctx.nominal(d)
@@ -786,11 +867,13 @@ def plan_quantities_price(ctx):
         tot = 0
         for k, kb in states.items():
             # dense shard over dp, routed experts' shard over the expert-data-parallel group
-            x = K[kb] * (r["P_dense"] * (1 / d if sharded[k] else 1) + r["P_exp"] * (1 / r["d_exp"] if sharded[k] else 1))
+            x = K[kb] * (r["P_dense"] * (1 / r["dz"] if sharded[k] else 1)
+                         + r["P_exp"] * (1 / r["d_exp"] if sharded[k] else 1))
             if X["off"] and k in ("master", "optimizer"):
                 x = 0 * x          # on the host (ZeRO-Offload)
             tot += ctx.define(f"{k}_per_gpu", x, "GiB", f"{k} state held by one GPU under ZeRO-{z}, "
-                              f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp)")
+                              f"tp·pp = {t * p} ({'sharded' if sharded[k] else 'replicated'} over dp"
+                              f"{'·cp' if c > 1 else ''})")
         if K.get("lp") is not None:
             lp = K["lp"].upper()
             tot += ctx.define("matmul_copy_per_gpu", r["lowp_copy"], "GiB",
@@ -812,7 +895,7 @@ def plan_quantities_price(ctx):
         else:
             act, how = r["activation"], ("one micro-batch in flight"
                                          + (", plus the LM-head logits" if K["logits"] else ""))
-        _memory_total(ctx, persistent, act, how)
+        _memory_total(ctx, persistent, act, how, runtime=_runtime_memory(ctx, K, r, act, pipe_peak, mode))
     # ---- steps and finish time (fallbacks `use finish` refines): a finish time needs tokens to
     # train on, not a deadline; the deadline adds the requirement (and makes the finish time a
     # headline, the answer the plan asks for)

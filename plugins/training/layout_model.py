@@ -44,7 +44,11 @@ ROOFLINE_COMPUTE = "compute (forward + backward, roofline)"
 def term_name(k: str, mode: str = "mfu") -> str:
     """The explanation's name of step-time term ``k`` under efficiency ``mode``."""
     return ROOFLINE_COMPUTE if k == "compute" and mode == "roofline" else TERM_NAMES[k]
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "op")
+LOSSES = ("fp32", "fused")
+#: cuBLAS's recommended workspace on Hopper and later (4 MiB before): cuBLAS documentation,
+#: cublasSetWorkspace(); PyTorch allocates it through its caching allocator (ATen CublasHandlePool)
+CUBLAS_WORKSPACE = 32 * 2**20
 ACT_BYTES = 2            # 16-bit boundary messages and TP/CP collectives (Korthikanti et al. 2022)
 PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ATTENTION = ("flash", "eager")
@@ -92,13 +96,46 @@ def activation_per_layer(K, X, o):
     none = rep_t + (split + scores) / t
     sel = rep_t + (split + o.where(K["flash"] == 1, T * a * 4, 0 * T)) / t
     full = o.where(sp_on == 1, T * h * e / t, T * h * e)
-    return o.where(r == 2, full, o.where(r == 1, sel, none))
+    # op-level selective checkpointing (torchtitan): the layer input, the outputs of every other
+    # matmul in forward order (QKV as three: q and v; a 3-matrix MLP: gate and down, a 2-matrix
+    # one: up) and the fused attention's output and log-sum-exp; the rest is recomputed
+    mm_saved = (a + kv) * dh * e / t + K["f"] * e / t + (K["mats"] - 2) * h * e
+    op = o.where(sp_on == 1, T * h * e / t, T * h * e) + T * (mm_saved + a * dh * e / t) \
+        + o.where(K["flash"] == 1, T * a * 4 / t, 0 * T)
+    return o.where(r == 3, op, o.where(r == 2, full, o.where(r == 1, sel, none)))
 
 
 def logits_bytes(K, X):
     """LM-head logits kept for the cross-entropy backward on the last stage: T·V FP32
     (4 bytes) split over TP (vocabulary-parallel), 0 for a classifier head."""
     return 4 * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
+
+
+def loss_bytes(K, X):
+    """The LM head's logits as an unfused FP32 cross-entropy holds them at its backward, per GPU
+    (vocabulary-parallel over TP): the 16-bit logits' block (2 B, freed after the FP32 cast but
+    kept cached by the allocator, too small for the FP32 tensors that follow), the saved
+    log-softmax output, its incoming gradient and the input gradient (3 × 4 B) — 14 bytes per
+    logit, T·V/t logits; 0 with a fused or chunked loss (``K["loss"]`` = 0) or without an LM head."""
+    return (2 + 3 * 4) * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"] * K.get("loss", 1)
+
+
+def gathered_bytes(K, X, o, P_mp, dz):
+    """Unsharded parameters and gradients ZeRO-3/FSDP holds beside the shards, per GPU (bytes).
+
+    One unit is a layer's share of the stage's parameters, ``P_unit`` = P_mp·p/L.  Without a
+    pipeline (p = 1) and ``reshard_after_forward`` (FSDP2's default) the unit computed and the one
+    prefetched are gathered (W each) and one unit's gradients wait for their reduce-scatter (G);
+    with ``reshard_after_forward`` = false every unit stays gathered from its forward to its
+    backward: P_mp·W + P_unit·G.  With a pipeline (p > 1) the stage's parameters are gathered once
+    per step and kept across its micro-batches, and its gradients accumulated unsharded until the
+    last micro-batch's reduce-scatter: P_mp·(W + G).  0 below ZeRO-3 or with one rank."""
+    W, G = K["bytes_W"], K["bytes_G"]
+    P_unit = P_mp * X["p"] / K["L"]
+    raf = X.get("raf", K.get("raf", 1))
+    one = o.where(raf == 1, P_unit * (2 * W + G), P_mp * W + P_unit * G)
+    held = o.where(X["p"] > 1, P_mp * (W + G), one)
+    return o.where((X["z"] >= 3) & (dz > 1), held, 0 * P_mp)
 
 
 def inflight(p, v, o):
@@ -549,13 +586,35 @@ def roofline(K, X, o, m, P_opt, moe=False):
         cast = cast + L_moe * (cfm + cbm)
         expert = L_moe * (fe_ + be_ + cfe + cbe)
     layers_fwd = fwd - hf
-    rec = o.where(r == 2, layers_fwd, o.where(r == 1, attn_fwd, 0 * fwd))
+    op_fwd = L_d * _op_recompute(dense, K, o)
+    if moe:
+        op_fwd = op_fwd + L_moe * _op_recompute(mo, K, o)
+    rec = o.where(r == 3, op_fwd, o.where(r == 2, layers_fwd, o.where(r == 1, attn_fwd, 0 * fwd)))
     opt = stream_time((K["bytes_G"] + 2 * K["bytes_M"] + 2 * K["bytes_O"] + K["bytes_W"]) * P_opt, K)
     opt = opt * (1 - X.get("off", 0))
     return {"compute": m * (fwd + bwd) / p, "forward": m * fwd / p, "recompute": m * rec / p,
             "expert": m * expert / p, "optimizer": opt, "cast": m * cast / p,
             "head_forward": m * (hf - ef) / p, "head_backward": m * (hb - eb) / p,
             "embedding_forward": m * ef / p, "embedding_backward": m * eb / p}
+
+
+#: GEMMs op-level checkpointing recomputes whole: every other matmul after the saved q ·
+#: (k) · v: the attention output projection and one h×f matrix of the MLP
+OP_RECOMPUTED = ("attention_out", "mlp_down", "expert_down", "shared_down")
+
+
+def _op_recompute(ops_, K, o):
+    """Forward time op-level selective checkpointing repeats on one layer: the key projection
+    (kv/(a + 2kv) of the QKV GEMM), the attention output projection, one h×f matrix of the MLP
+    (:data:`OP_RECOMPUTED`), and the layer's memory-bound work (norms, activation function,
+    residual adds), which it never saves."""
+    gemms, streams = ops_
+    share = K["kv"] / (K["a"] + 2 * K["kv"])
+    sel = [g for g in gemms if g[0] in OP_RECOMPUTED]
+    sel += [(n, M, N, Kd, cnt * share, part, nb) for n, M, N, Kd, cnt, part, nb in gemms if n == "qkv"]
+    st = [x for x in streams if x[2] != "attention"]
+    f, _ = _price((sel, st), K, o)
+    return f
 
 
 def op_flops(K, X, o, moe=False):
@@ -663,7 +722,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         zsh = z >= 1
         P_d = (K["N"] - K["N_exp"]) / (t * p)
         P_e = K["N_exp"] / (e * X.get("et", t) * p)
-        P_opt = P_d * o.where(zsh, 1 / d, 1) + P_e * o.where(zsh, 1 / (d * t * c / (e * X.get("et", t))), 1)
+        P_opt = P_d * o.where(zsh, 1 / (d * c), 1) + P_e * o.where(zsh, 1 / (d * t * c / (e * X.get("et", t))), 1)
         rf = roofline(K, X, o, m, P_opt, moe)
         ideal, recompute, optimizer = rf["compute"], rf["recompute"], rf["optimizer"]
         forward, cast = rf["forward"], rf["cast"]
@@ -681,7 +740,10 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         # selective recomputes the attention core (QKᵀ, softmax, AV) — the work a fused
         # FlashAttention backward redoes as well
         layers_fwd = fwd_tok - K["head_tok"]
-        extra = o.where(r == 2, layers_fwd / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal))
+        # op-level checkpointing recomputes the key and output projections and one h×f MLP matrix
+        op_tok = 2 * L * h * (kv * dh + K["a"] * dh + K["f"])
+        extra = o.where(r == 3, op_tok / (3 * fwd_tok),
+                        o.where(r == 2, layers_fwd / (3 * fwd_tok), o.where(r == 1, attn_tok / (3 * fwd_tok), 0 * ideal)))
         recompute = ideal * extra
         optimizer, forward = 0 * ideal, ideal / 3
         # the LM head's share (16-bit in every format); the embedding lookup has no matrix FLOPs
@@ -770,26 +832,35 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     P_exp = K["N_exp"] / (e * et * p)
     P_mp = P_dense + P_exp
     d_exp = d * t * c / (e * et)
+    # the ZeRO/DP group of the dense parameters: the data-parallel ranks and the context-parallel
+    # ranks, which hold the same parameters and reduce their gradients together (Megatron's
+    # distributed optimizer shards over dp·cp; torchtitan's FSDP mesh is dp_shard·cp)
+    dz = d * c
     W, G = K["bytes_W"] * P_mp, K["bytes_G"] * P_mp
-    frac = (d - 1) / d
+    frac = (dz - 1) / dz
+    raf = X.get("raf", K.get("raf", 1))
 
     def _vol(Wx, Gx, fr):
-        return o.where(z == 3, m * fr * (2 * Wx + Gx),
+        # ZeRO-3: a pipeline stage gathers its parameters once per step and reduce-scatters its
+        # accumulated gradients once; without a pipeline each micro-batch gathers them for its
+        # forward and again for its backward (once with reshard_after_forward = false)
+        z3 = o.where(p > 1, fr * (Wx + Gx), m * fr * ((1 + raf) * Wx + Gx))
+        return o.where(z == 3, z3,
                        o.where(z == 2, m * fr * Gx + fr * Wx,
                                o.where(z == 1, fr * (Gx + Wx), 2 * fr * Gx)))
     vol = _vol(K["bytes_W"] * P_dense, K["bytes_G"] * P_dense, frac)
     if moe:
         vol = vol + _vol(K["bytes_W"] * P_exp, K["bytes_G"] * P_exp, (d_exp - 1) / d_exp)
-    dp_bw, dp_spans = group_bandwidth(d, t * c, K, o)
+    dp_bw, dp_spans = group_bandwidth(dz, t, K, o)
     if roof:
         # the bus bandwidth the DP collectives reach (vol counts bus bytes, so vol / busbw is
         # their time): one call per layer of the stage (FSDP units; DDP / Megatron buckets),
         # an all-reduce of the gradient shard under ZeRO-0, a reduce-scatter otherwise
         g_call = K["bytes_G"] * P_mp / (L / p)
         dp_ops = ("all_reduce", "reduce_scatter")
-        dp_t = [o.where(d > 1, comm_time(op, d, t * c, g_call, K, o), 1 + 0 * g_call) for op in dp_ops]
-        bus = [coll.bus_bandwidth(op, d, g_call, x) for op, x in zip(dp_ops, dp_t)]
-        dp_bw = o.where((d > 1) & (g_call > 0), o.where(z == 0, bus[0], bus[1]), dp_bw)
+        dp_t = [o.where(dz > 1, comm_time(op, dz, t, g_call, K, o), 1 + 0 * g_call) for op in dp_ops]
+        bus = [coll.bus_bandwidth(op, dz, g_call, x) for op, x in zip(dp_ops, dp_t)]
+        dp_bw = o.where((dz > 1) & (g_call > 0), o.where(z == 0, bus[0], bus[1]), dp_bw)
     dp_time = vol / dp_bw
     emb = K["N_emb"] / t / P_mp                             # embedding share of the shard
     head = o.where(z >= 1, frac * W * emb / dp_bw, 0 * W)   # first AllGather (embedding)
@@ -805,7 +876,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     exposed_3 = head + tail + o.max(0, dp_time - head - tail - chain)
     exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
     dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
-    off = offload_terms(K, X, P_dense, P_exp, d, d_exp, window, o)
+    off = offload_terms(K, X, P_dense, P_exp, dz, d_exp, window, o)
     terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
              "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "optimizer": optimizer, "offload": off["time"],
              "input": K["input"] + 0 * ideal}
@@ -813,9 +884,9 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     # ---- memory per GPU
     states = {"W": K["bytes_W"], "G": K["bytes_G"], "M": K["bytes_M"], "O": K["bytes_O"]}
     sharded = {"W": z >= 3, "G": z >= 2, "M": z >= 1, "O": z >= 1}
-    persistent = sum((P_dense * o.where(sharded[k], 1 / d, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
+    persistent = sum((P_dense * o.where(sharded[k], 1 / dz, 1) + P_exp * o.where(sharded[k], 1 / d_exp, 1))
                      * states[k] for k in states) - off["host_bytes"]
-    lp_copy, lp_scales = lowp_memory(K, X, o, moe, P_exp, d, d_exp)
+    lp_copy, lp_scales = lowp_memory(K, X, o, moe, P_exp, dz, d_exp)
     persistent = persistent + lp_copy + lp_scales
     per_layer = activation_per_layer(K, X, o)
     logits = logits_bytes(K, X)
@@ -829,6 +900,17 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         if X.get("stage_in") is not None:      # uneven chunks: layers × micro-batches in flight
             peak_in, last = per_layer * X["stage_in"], per_layer * X["stage_last"]
         activation = o.where(p == 1, stage + logits, o.max(peak_in, last + logits))
+    # ---- runtime memory: what the caching allocator reserves (torch.cuda.max_memory_reserved)
+    if activations == "transient":
+        loss_rt, act_rt = 0 * persistent, activation
+    else:
+        loss_rt = loss_bytes(K, X)
+        act_rt = o.where(p == 1, stage + loss_rt, o.max(peak_in, last + loss_rt))
+    gathered = gathered_bytes(K, X, o, P_mp, dz)
+    # cuBLAS workspace, and fused attention's backward FP32 dQ accumulator of one layer
+    workspace = K.get("cublas_ws", 0) + o.where(K["flash"] == 1, 4 * b * s_loc * K["a"] * dh / t, 0 * s_loc)
+    allocated = persistent + act_rt + gathered + workspace
+    runtime = allocated * (1 + K.get("reserve", 0))
     out = dict(terms)
     # achieved model FLOP utilisation: the model's FLOPs (exact count, no recomputation) over
     # the step time at the peak of every GPU; and the compute's own (the MFU the roofline implies)
@@ -841,7 +923,9 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
                activation_per_layer=per_layer, logits=logits, pp_message=pp_msg,
                pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"],
-               cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, **ends)
+               cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, dz=dz, loss_runtime=loss_rt,
+               activation_runtime=act_rt, gathered=gathered, workspace=workspace, allocated=allocated,
+               runtime=runtime, **ends)
     return out
 
 

@@ -226,6 +226,14 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
              act_bytes=float(PRECISION_BYTES[ws.python_value(pre + "activation_precision")]),
              flash=float(ws.python_value(pre + "attention") == "flash"),
              dropout=float(bool(ws.python_value(pre + "dropout"))), logits=float(bool(ws.python_value(pre + "lm_head"))))
+    # the runtime's memory terms (runtime_memory): the layout's loss, workspace, allocator reserve, resharding
+    from plugins.training.layout_model import CUBLAS_WORKSPACE
+
+    def knob(name, default):
+        return ws.python_value(pre + name) if pre + name in ws.nodes else default
+    K.update(loss=float(knob("loss", "fp32") == "fp32"), raf=float(bool(knob("reshard_after_forward", True))),
+             cublas_ws=val(pre + "cublas_workspace") if pre + "cublas_workspace" in ws.nodes else CUBLAS_WORKSPACE,
+             reserve=val(pre + "allocator_reserve") if pre + "allocator_reserve" in ws.nodes else 0.0)
     host_ref = ws.python_value(pre + "host_link") if pre + "host_link" in ws.nodes else None
     K["host_link"] = val(f"{host_ref.name}.bandwidth") if host_ref is not None else K["link"]
     if pre + "host_bandwidth" in ws.nodes and ws.base_value(pre + "host_bandwidth") is not None:
@@ -445,7 +453,8 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
         # a layout fits only when its memory is a number no larger than the usable memory and the
         # device's capacity (a NaN or a usable budget stated above the device never passes)
         limit = meta.get("capacity", meta["usable"])
-        fits = np.asarray(out["memory"], dtype=float) <= limit
+        # (what the runtime reserves, runtime_memory, as the plan's fits_memory compares)
+        fits = np.asarray(out["runtime"], dtype=float) <= limit
         fail = np.where((fail < 0) & ~fits, len(R), fail)
     cols = {k: np.broadcast_to(np.asarray(v, dtype=float), fail.shape).copy()
             for k, v in out.items() if k in lm.TERMS or k in ("step", "memory", "persistent", "activation", "m")}

@@ -299,6 +299,8 @@ def _states_table(ws, plan):
         stage = 0
     sharded = {0: (), 1: ("master", "optimizer"), 2: ("grads", "master", "optimizer"), 3: STATES}[stage]
     d = _v(ws, f"{plan}.dp") or (_v(ws, f"{plan}.zero.group") if _uses(ws, plan, "zero") else 1.0)
+    cp = int(ws.python_value(f"{plan}.layout.cp")) if _uses(ws, plan, "layout") else 1
+    d = d * cp               # the context-parallel ranks share the ZeRO group (dp·cp)
     rows = []
     for k in STATES:
         fmt = (ws.python_value(f"{plan}.memory.optimizer") + " × " + ws.python_value(f"{plan}.memory.moments")
@@ -313,7 +315,8 @@ def _states_table(ws, plan):
                      round(_conv(copy + (_v(ws, f"{plan}.scaling_state_per_gpu") or 0), "GiB"), 2)))
     rows.append(("total", "", round(_conv(_v(ws, f"{plan}.state_memory"), "GB"), 2), f"ZeRO-{stage}",
                  round(_conv(_v(ws, f"{plan}.persistent_memory"), "GiB"), 2)))
-    note = "per GPU = whole / d for sharded states, whole for replicated ones"
+    note = ("per GPU = whole / d for sharded states, whole for replicated ones"
+            + (f" (d = dp·cp = {d:g})" if cp > 1 else ""))
     if _uses(ws, plan, "layout"):
         tp, pp, ep = (int(ws.python_value(f"{plan}.layout.{k}")) for k in ("tp", "pp", "ep"))
         if tp * pp > 1 or ep > 1:

@@ -44,6 +44,9 @@ SPEC = UseSpec(
         Param("nics_per_host", "", "gpus_per_host", "NICs per host that share the ring's host cut", min=1, whole=True),
         Param("prefetch", default="true", kind="bool",
               doc="parameters are prefetched and gradients reduced while compute runs"),
+        Param("reshard_after_forward", default="true", kind="bool",
+              doc="stage 3: free each layer's gathered parameters after its forward and gather them again for its "
+                  "backward (FSDP2's default); false keeps them gathered from forward to backward"),
     ),
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model trained"),
@@ -54,7 +57,8 @@ SPEC = UseSpec(
     provides=("persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu", "optimizer_per_gpu",
               "activation_memory", "memory_per_gpu", "memory_margin",
               "transfer_volume", "link_bandwidth", "transfer_time", "transfer_per_microbatch",
-              "comm_head", "comm_tail", "gather_time"),
+              "comm_head", "comm_tail", "gather_time", "gathered_memory", "workspace_memory", "allocator_memory",
+              "runtime_memory", "runtime_margin", "loss_memory"),
 )
 
 
