@@ -59,6 +59,7 @@ from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec, ceiling_of
 from plugins.model import flops
 from plugins.reliability.finish import require_time_to_train
 from plugins.training import layout_model as lm
+from plugins.training.layout_formats import lowp_constants
 from plugins.training import layout_pipeline, layout_reports
 from plugins.training.layout_reports import stage_params  # noqa: F401 (callers import it from here)
 
@@ -425,66 +426,6 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
         for k in ("bytes_W", "bytes_G", "bytes_M", "bytes_O"):
             K[k] = sp.Integer(0)
     return K, mo["moe"]
-
-
-LOWP_FIELDS = lm.LOWP_FIELDS
-FP8_OPERANDS = lm.FP8_OPERANDS
-
-
-def lowp_constants(ctx, kn: Knobs, dev, model, K) -> bool:
-    """``matmul_precision`` = "fp8" or "fp4": the format's keys into ``K`` — its dense peak
-    (the device's ``fp8_flops`` / ``fp4_flops``, a located error when the device states none),
-    its large-GEMM efficiency (``fp8_matmul_efficiency`` / ``fp4_matmul_efficiency``, default the
-    device's ``matmul_efficiency``), the recipe's cast constants
-    (:func:`plugins.training.layout_model.cast_constants`) and the dense linear parameters whose
-    weights are cast (``N_lin``).  The FP8 copy agrees with ``use memory``: its ``operand``, when
-    it names an FP8 format, sets the copy's bytes; an ``operand`` of another format is refused;
-    stored ``weights`` in FP8 are the copy (no weight cast, no extra copy).  Returns False (and
-    sets nothing) for "bf16"."""
-    fmt = kn.value("matmul_precision")
-    mem = ctx.block("memory")
-    if fmt == "bf16":
-        if kn.given("fp8_recipe"):
-            kn.lay.warn_at("fp8_recipe", "fp8_recipe is not read: the matrix products run in bf16",
-                           'set matmul_precision = "fp8" to price them in FP8, or drop fp8_recipe', code="unused")
-        if mem is not None and mem.value("operand") in FP8_OPERANDS:
-            mem.warn_at("operand", f"`use memory` feeds the matmuls an FP8 operand copy, but `use layout` runs "
-                        "them in bf16: the step prices 16-bit products and holds no FP8 copy",
-                        'add matmul_precision = "fp8" to `use layout` to price them as FP8 products', code="conflict")
-        return False
-    peak_field, eta_field, name = LOWP_FIELDS[fmt]
-    if not dev.has(peak_field):
-        kn.error_at("matmul_precision", f"matmul_precision = \"{fmt}\" needs the {name} peak of device "
-                    f"'{dev.name}', which states no `{peak_field}`",
-                    f"add `{peak_field} = …` (its dense {name} tensor peak, e.g. from the datasheet) to the device, "
-                    "or keep matmul_precision = \"bf16\"", code="missing-parameter")
-    recipe = kn.value("fp8_recipe")
-    if fmt == "fp4" and kn.given("fp8_recipe"):
-        kn.lay.warn_at("fp8_recipe", "fp8_recipe is not read: FP4 products run NVFP4 scaling",
-                       "drop fp8_recipe", code="unused")
-    K.update(lm.cast_constants(fmt, recipe, num=sp.Rational))
-    K["peak_lp"] = dev.q(peak_field, "FLOP/s", positive=True)
-    if K["mode"] == "roofline":
-        # the low-precision curve, sustained over whole steps as the 16-bit one (K["eta_mm"]
-        # already carries the device's sustained_efficiency)
-        K["eta_lp"] = ((dev.q(eta_field, "", positive=True)
-                        * (dev.q(lm.SUSTAINED_FIELD, "", positive=True) if dev.has(lm.SUSTAINED_FIELD) else 1))
-                       if dev.has(eta_field) else K["eta_mm"])
-    K["N_lin"] = (model.q("params", "param") - K["N_exp"] - model.q("embedding_params", "param")
-                  - model.q("lm_head_params", "param"))
-    if mem is not None:
-        op, stored = mem.value("operand"), mem.value("weights")
-        if op not in ("same",) + FP8_OPERANDS and fmt == "fp8":
-            mem.error_at("operand", f"`use memory` feeds the matmuls a {op} weight copy, but `use layout` runs them "
-                         "in FP8 (matmul_precision = \"fp8\")", 'drop operand (the layout holds the FP8 copy), or '
-                         'write operand = "fp8_e4m3"', code="conflict")
-        if fmt == "fp8" and op in FP8_OPERANDS:
-            K["lp_bytes"] = sp.Integer(1)           # the copy as `use memory` states it: 1 + 4/scale_block²
-            K["lp_w_scale"] = ctx.q("operand_bytes_per_param", "B/param") - 1
-        if fmt == "fp8" and stored in FP8_OPERANDS:
-            K["lp_wcast"] = sp.Integer(0)           # the stored weights are the FP8 copy
-    return True
-
 
 
 def _link_constants(link_ref, nic_ref) -> dict:

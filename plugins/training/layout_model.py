@@ -55,87 +55,8 @@ ATTENTION = ("flash", "eager")
 
 
 
-def activation_per_layer(K, X, o):
-    """Activation bytes one transformer layer keeps from forward to backward for one
-    micro-batch on one GPU.
-
-    Korthikanti et al. 2022 §4.1 count, for a GPT layer at 16-bit with dropout and eager
-    attention, 34·s·b·h + 5·a·s²·b bytes: attention 11sbh + 5as²b (QKV input 2, Q and K 4,
-    V 2, scores/softmax/dropout 5as²b, o-projection input 2, dropout mask 1), MLP 19sbh
-    (input 2, GeLU input 8, GeLU output 8, dropout mask 1; f = 4h), two layer-norm inputs
-    4sbh.  The same terms, kept per tensor, for any decoder (T = s·b tokens, e bytes per
-    element of ``activation_precision``, one byte per dropout-mask element):
-
-    * replicated across TP ranks (÷ t only with sequence parallelism): two norm inputs,
-      QKV-projection input and MLP input, 4·T·h·e, and the two dropout masks 2·T·h (dropout);
-    * split by TP: Q, K, V T·(n_q + 2·n_kv)·d_h·e, o-projection input T·n_q·d_h·e, the MLP's
-      intermediate tensors (gate, up and their product for a 3-matrix SwiGLU/GeGLU MLP,
-      input and output of the activation for a 2-matrix GeLU MLP) mats·T·f·e, and — eager
-      attention only — the scores and softmax output 2·n_q·s·T·e plus the dropout mask
-      n_q·s·T (with dropout) — s keys per query, min(s, w) on a sliding-window layer (``K["score_keys"]``,
-      averaged over the layers: :func:`plugins.model.decoder.score_keys`); FlashAttention-style fused attention keeps none of the s×s
-      tensors, only the per-head log-sum-exp T·n_q·4 bytes.
-
-    For GPT-3 (n_q·d_h = h, n_kv = n_q, f = 4h, 2 matrices, e = 2, dropout, eager) this is
-    exactly 34·s·b·h + 5·a·s²·b.  Selective recomputation drops the s×s tensors; full
-    recomputation keeps only the layer input T·h·e (÷ t with SP).  CP splits the tokens.
-
-    ``K`` constants: h a (heads) kv dh f (MLP width per token: the dense FFN, or the active
-    experts' width for MoE layers) mats act_bytes flash dropout s; ``X`` knobs: b t c sp r.
-    Works on numbers, sympy expressions or numpy arrays (``o`` = :func:`ops`).
-    """
-    h, a, kv, dh, e = K["h"], K["a"], K["kv"], K["dh"], K["act_bytes"]
-    t, sp_on, r = X["t"], X["sp"], X["r"]
-    s_loc = K["s"] / X["c"]
-    T = s_loc * X["b"]
-    drop = K["dropout"]
-    rep = T * (4 * h * e + 2 * h * drop)
-    split = T * ((a + 2 * kv) * dh * e + a * dh * e + K["mats"] * K["f"] * e)
-    scores = o.where(K["flash"] == 1, T * a * 4, T * a * K.get("score_keys", K["s"]) * (2 * e + drop))
-    rep_t = o.where(sp_on == 1, rep / t, rep)
-    none = rep_t + (split + scores) / t
-    sel = rep_t + (split + o.where(K["flash"] == 1, T * a * 4, 0 * T)) / t
-    full = o.where(sp_on == 1, T * h * e / t, T * h * e)
-    # op-level selective checkpointing (torchtitan): the layer input, the outputs of every other
-    # matmul in forward order (QKV as three: q and v; a 3-matrix MLP: gate and down, a 2-matrix
-    # one: up) and the fused attention's output and log-sum-exp; the rest is recomputed
-    mm_saved = (a + kv) * dh * e / t + K["f"] * e / t + (K["mats"] - 2) * h * e
-    op = o.where(sp_on == 1, T * h * e / t, T * h * e) + T * (mm_saved + a * dh * e / t) \
-        + o.where(K["flash"] == 1, T * a * 4 / t, 0 * T)
-    return o.where(r == 3, op, o.where(r == 2, full, o.where(r == 1, sel, none)))
-
-
-def logits_bytes(K, X):
-    """LM-head logits kept for the cross-entropy backward on the last stage: T·V FP32
-    (4 bytes) split over TP (vocabulary-parallel), 0 for a classifier head."""
-    return 4 * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
-
-
-def loss_bytes(K, X):
-    """The LM head's logits as an unfused FP32 cross-entropy holds them at its backward, per GPU
-    (vocabulary-parallel over TP): the 16-bit logits' block (2 B, freed after the FP32 cast but
-    kept cached by the allocator, too small for the FP32 tensors that follow), the saved
-    log-softmax output, its incoming gradient and the input gradient (3 × 4 B) — 14 bytes per
-    logit, T·V/t logits; 0 with a fused or chunked loss (``K["loss"]`` = 0) or without an LM head."""
-    return (2 + 3 * 4) * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"] * K.get("loss", 1)
-
-
-def gathered_bytes(K, X, o, P_mp, dz):
-    """Unsharded parameters and gradients ZeRO-3/FSDP holds beside the shards, per GPU (bytes).
-
-    One unit is a layer's share of the stage's parameters, ``P_unit`` = P_mp·p/L.  Without a
-    pipeline (p = 1) and ``reshard_after_forward`` (FSDP2's default) the unit computed and the one
-    prefetched are gathered (W each) and one unit's gradients wait for their reduce-scatter (G);
-    with ``reshard_after_forward`` = false every unit stays gathered from its forward to its
-    backward: P_mp·W + P_unit·G.  With a pipeline (p > 1) the stage's parameters are gathered once
-    per step and kept across its micro-batches, and its gradients accumulated unsharded until the
-    last micro-batch's reduce-scatter: P_mp·(W + G).  0 below ZeRO-3 or with one rank."""
-    W, G = K["bytes_W"], K["bytes_G"]
-    P_unit = P_mp * X["p"] / K["L"]
-    raf = X.get("raf", K.get("raf", 1))
-    one = o.where(raf == 1, P_unit * (2 * W + G), P_mp * W + P_unit * G)
-    held = o.where(X["p"] > 1, P_mp * (W + G), one)
-    return o.where((X["z"] >= 3) & (dz > 1), held, 0 * P_mp)
+from plugins.training.layout_memory import (activation_per_layer, gathered_bytes, logits_bytes,  # noqa: E402,F401
+                                              loss_bytes)
 
 
 def inflight(p, v, o):
