@@ -152,8 +152,9 @@ def predict(r: dict) -> dict:
         step = float(p.value("step_time", "s"))
         # the measured peak is what the runtime reserves (torch.cuda.max_memory_reserved)
         mem = float(p.value("runtime_memory", "GiB"))
-    except Exception as e:                      # the tool cannot price this row: say why
-        msg = " ".join(str(e).split())
+    except Exception as e:                      # the tool cannot price this row: say why (its first error)
+        errors = [d for d in getattr(e, "diagnostics", ()) if d.severity == "error"]
+        msg = " ".join((f"error[{errors[0].code}]: {errors[0].summary}" if errors else str(e)).split())
         msg = msg.split(": ", 1)[1] if msg.startswith(str(PLAN_PATH)) else msg   # no machine paths
         return {"value": None, "memory_gib": None, "reason": (msg[:117] + "…") if len(msg) > 118 else msg}
     g, tokens = int(r["gpus"]), int(r["global_batch"]) * int(r["seq_len"])

@@ -131,7 +131,15 @@ KNOB_PARAMS = (
     Param("nic", kind="ref", ref_kind="link", optional=True, doc="the NIC between hosts"),
     Param("nics_per_host", "", "gpus_per_host", "NICs per host sharing the host cut", min=1, whole=True),
     Param("latency", "s", "0 s", "per-call latency of one ring step", min=0),
-    Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute", min=0, max=1),
+    Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute (the default of the three "
+          "below)", min=0, max=1),
+    Param("tp_overlap", "", None, "share of the TP collectives hidden behind the GEMMs they feed (Megatron/TE "
+          "userbuffers, torchtitan's async TP; default: overlap)", min=0, max=1, optional=True),
+    Param("cp_overlap", "", None, "share of the CP ring's K/V exchange hidden behind the attention of the block in "
+          "hand (ring attention; default: overlap)", min=0, max=1, optional=True),
+    Param("ep_overlap", "", None, "share of the EP dispatch/combine all-to-all hidden behind another micro-batch's "
+          "compute (DualPipe; default: 100 % with schedule = \"dualpipe\", else overlap)", min=0, max=1,
+          optional=True),
     Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
     Param("efficiency", kind="choice", choices=lm.EFFICIENCY, optional=True,
           doc="how compute is priced: mfu (every FLOP at the plan's `mfu`) or roofline (each matrix product on "
@@ -235,7 +243,7 @@ SEARCH = UseSpec(
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
               "prefetch": "prefetch", "reshard_after_forward": "reshard_after_forward"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
-            "ep_nodes_per_token": None, "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
+            "ep_nodes_per_token": None, "tp_overlap": None, "cp_overlap": None, "ep_overlap": None, "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
@@ -390,6 +398,9 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "link": link if link is not None else sp.oo, "nic": nic if nic is not None else (link if link is not None
                                                                                           else sp.oo),
          "nics": kn.q("nics_per_host"), "latency": kn.q("latency"), "overlap": kn.q("overlap"),
+         **{f"ov_{c}": (kn.q(f"{c}_overlap") if kn.value(f"{c}_overlap") is not None
+                        else sp.Integer(1) if c == "ep" and kn.value("schedule") == "dualpipe"
+                        else kn.q("overlap")) for c in ("tp", "cp", "ep")},
          "input": ctx.param("input_wait"), "prefetch": int(bool(kn.value("prefetch"))),
          "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
          "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),
@@ -737,7 +748,6 @@ def plan_quantities_price(ctx):
                                 rank=6.5)
     else:
         bubble = sp.Integer(0)
-    exposed = 1 - K["overlap"]
     for k, qn, deg in (("tp", "tp_comm", max(t, et if moe else 1)), ("cp", "cp_comm", c), ("ep", "ep_comm", e)):
         if deg > 1:
             ctx.define(qn, r[k], "s", f"exposed step-time term: {lm.TERM_NAMES[k]}", headline=True, rank=7)
@@ -750,7 +760,8 @@ def plan_quantities_price(ctx):
         imb_t = None
     if t > 1:
         ctx.define("tp_bandwidth", r["tp_bw"], "GB/s", "bandwidth of the link the TP ring crosses")
-    chain = comp + (imb_t if imb_t is not None else 0) + rec + bubble + exposed * sum(
+    # r["tp"], r["cp"], r["ep"] are the exposed parts already (each collective's overlap taken off)
+    chain = comp + (imb_t if imb_t is not None else 0) + rec + bubble + sum(
         r[k] for k, deg in (("tp", max(t, et if moe else 1)), ("cp", c), ("ep", e)) if deg > 1)
     # ---- DP / ZeRO collectives (priced when a link is named)
     if link is not None:
@@ -894,10 +905,9 @@ def plan_activities_schedule(ctx):
         extra.append(("recompute", ctx.q("recompute_time"), "forward values rebuilt during backward"))
     if p > 1:
         extra.append(("bubble", ctx.q("bubble_time"), "pipeline idle and boundary sends (event model)"))
-    exposed = 1 - kn.q("overlap")
     for k, qn in (("tp", "tp_comm"), ("cp", "cp_comm"), ("ep", "ep_comm")):
-        if ctx.defined(qn):
-            extra.append((k, exposed * ctx.q(qn), lm.TERM_NAMES[k]))
+        if ctx.defined(qn):                 # already the exposed part (its overlap taken off)
+            extra.append((k, ctx.q(qn), lm.TERM_NAMES[k]))
     for k, dur, doc in extra:
         # the GPU waits for exposed collectives: the interconnect's speed sets their time
         tl.add(k, dur, "gpu", after=[prev], doc=doc, kind=TERM_KIND[k], label=k,

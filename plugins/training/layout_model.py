@@ -730,7 +730,6 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         ep = 0 * act
         etp_extra = 0 * act
     tp = tp + etp_extra
-    exposed = 1 - K["overlap"]
     # ---- PP: boundary sends (point-to-point) on the critical path of the schedule
     pp_bw, _ = group_bandwidth(p, t * c * d, K, o)
     pp_bytes = act / o.where(sp_on == 1, t, 1)
@@ -789,7 +788,8 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     # exposure (MegaScale; the `step` timeline of plugins/training/layout.py schedules exactly this):
     # the GPU runs the chain C of compute, recomputation, bubble and exposed TP/CP/EP/PP;
     # the link carries the DP/ZeRO collectives beside it
-    chain = ideal + imbalance + recompute + bubble + (tp + cp + ep) * exposed + pp
+    chain = ideal + imbalance + recompute + bubble + tp * (1 - K.get("ov_tp", K["overlap"])) \
+        + cp * (1 - K.get("ov_cp", K["overlap"])) + ep * (1 - K.get("ov_ep", K["overlap"])) + pp
     gather = o.where((z == 1) | (z == 2), frac * W / dp_bw, 0 * W)   # AllGather of updated weights
     # gradients appear only while the backward passes that produce them run: the last
     # micro-batch's (stages 0-1, 2/3 of its compute) or every micro-batch's (stage 2)
@@ -798,8 +798,10 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
     dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
     off = offload_terms(K, X, P_dense, P_exp, dz, d_exp, window, o)
-    terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * exposed,
-             "cp": cp * exposed, "ep": ep * exposed, "pp": pp, "dp": dp, "optimizer": optimizer, "offload": off["time"],
+    # each collective's own overlap (K["ov_tp"] …, default the plan's one `overlap`)
+    x_tp, x_cp, x_ep = (1 - K.get(f"ov_{c}", K["overlap"]) for c in ("tp", "cp", "ep"))
+    terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * x_tp,
+             "cp": cp * x_cp, "ep": ep * x_ep, "pp": pp, "dp": dp, "optimizer": optimizer, "offload": off["time"],
              "input": K["input"] + 0 * ideal}
     step = sum(terms.values())
     # ---- memory per GPU

@@ -1,0 +1,65 @@
+"""Overlap per collective in the training step (``use layout { overlap; tp_overlap; cp_overlap;
+ep_overlap }``): each collective's exposed part is (1 − its overlap) × its time, charged once —
+the step's timeline and its closed form agree — and DualPipe hides the EP all-to-all by default
+(DeepSeek-V3 Technical Report, "DualPipe": the forward and backward chunks' all-to-all overlapped
+with the other chunk's computation)."""
+from __future__ import annotations
+
+import pytest
+
+import dsl
+from conftest import qval
+
+PLAN = """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e11 token; seq_len = 8192 token; global_batch = 64 seq }
+plan a { model = llama31_70b; workload = w; device = h100_sxm
+  gpus = 16; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 8; pp = 1; zero = 1; recompute = "full"; sequence_parallel = true
+               link = nvlink4; nic = ib_ndr_400g }
+}
+plan half extends a { use layout { overlap = 50 % } }
+plan tp_only extends a { use layout { tp_overlap = 80 % } }
+"""
+
+
+@pytest.fixture(scope="module")
+def ev(tmp_path_factory):
+    p = tmp_path_factory.mktemp("ov") / "ov.plan"
+    p.write_text(PLAN, encoding="utf-8")
+    return dsl.load(p)
+
+
+def test_the_overlap_is_taken_off_once(ev):
+    # the TP all-reduces' time is the same in the three plans; what the step charges is
+    # (1 − overlap) × it: 50 % -> half, tp_overlap 80 % -> a fifth
+    raw = qval(ev, "a.tp_comm", "s")
+    assert qval(ev, "half.tp_comm", "s") == pytest.approx(raw / 2, rel=1e-12)
+    assert qval(ev, "tp_only.tp_comm", "s") == pytest.approx(raw / 5, rel=1e-12)
+    for plan in ("a", "half", "tp_only"):
+        # the step timeline charges exactly the exposed part: the waits are the exposed TP plus
+        # the exposed DP collectives (no pipeline, CP or EP here)
+        assert qval(ev, f"{plan}.comm_wait", "s") == pytest.approx(
+            qval(ev, f"{plan}.tp_comm", "s") + qval(ev, f"{plan}.dp_comm", "s"), rel=1e-9)
+    # the step is the same chain with the TP term halved
+    assert qval(ev, "a.step_time", "s") - qval(ev, "half.step_time", "s") == pytest.approx(raw / 2, rel=1e-9)
+
+
+def test_dualpipe_hides_the_expert_all_to_all_by_default(tmp_path):
+    text = """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e11 token; seq_len = 4096 token; global_batch = 256 seq }
+plan d { model = qwen3_30b_a3b; workload = w; device = h100_sxm
+  gpus = 32; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 1; pp = 2; ep = 16; zero = 1; schedule = "dualpipe"; link = nvlink4; nic = ib_ndr_400g }
+}
+plan shown extends d { use layout { ep_overlap = 0 % } }
+"""
+    p = tmp_path / "d.plan"
+    p.write_text(text, encoding="utf-8")
+    r = dsl.load(p)
+    assert qval(r, "shown.ep_comm", "s") > 0
+    assert not r.has("d.ep_comm") or qval(r, "d.ep_comm", "s") == 0
+    assert qval(r, "d.step_time", "s") < qval(r, "shown.step_time", "s")
