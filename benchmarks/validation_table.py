@@ -224,17 +224,7 @@ def serving_bands(rows: list[dict], preds: dict) -> list[dict]:
         quantity = SERVING_METRICS[r["metric"]][2]
         if r["split"] == "test" and quantity is not None:
             groups.setdefault((r["catalog_device"], "serving", quantity, "any"), []).append(r)
-    out = []
-    for k in sorted(groups):
-        rs = groups[k]
-        ratios = [float(r["measured"]) / preds[r["id"]]["value"] for r in rs if preds[r["id"]]["value"]]
-        b = band_of(ratios)
-        row = dict(zip(BAND_COLUMNS[:4], k), runs=len(ratios), not_priced=len(rs) - len(ratios),
-                   quantiles="", low="", median="", high="")
-        if b is not None:
-            row.update(quantiles=b[0], low=f"{b[1]:.4g}", median=f"{statistics.median(ratios):.4g}", high=f"{b[2]:.4g}")
-        out.append(row)
-    return out
+    return _band_rows(groups, preds, lambda r, v: float(r["measured"]) / v)
 
 
 def serving_markdown(rows: list[dict], preds: dict) -> list[str]:
@@ -319,10 +309,16 @@ def bands(rows: list[dict], preds: dict) -> list[dict]:
     for r in rows:
         if r["split"] == "test":
             groups.setdefault((r["catalog_device"].split(":")[0],) + regime(r), []).append(r)
+    return _band_rows(groups, preds, time_ratio)
+
+
+def _band_rows(groups: dict, preds: dict, ratio) -> list[dict]:
+    """One bands.csv row per group key (device, arch, precision, nodes): the priced runs' count
+    and the band of ``ratio(row, predicted)`` (measured / predicted time) over them."""
     out = []
     for k in sorted(groups):
         rs = groups[k]
-        ratios = [time_ratio(r, preds[r["id"]]["value"]) for r in rs if preds[r["id"]]["value"] is not None]
+        ratios = [ratio(r, preds[r["id"]]["value"]) for r in rs if preds[r["id"]]["value"] is not None]
         b = band_of(ratios)
         row = dict(zip(BAND_COLUMNS[:4], k), runs=len(ratios), not_priced=len(rs) - len(ratios),
                    quantiles="", low="", median="", high="")
