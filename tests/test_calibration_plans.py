@@ -178,3 +178,21 @@ def test_one_plan_of_the_file_evaluates_alone(case):
     r = dsl.load(str(CASE), plans=["llama70b_64_calibrated"])
     assert r.get("llama70b_64_calibrated.step_time", "s") == pytest.approx(
         case.get("llama70b_64_calibrated.step_time", "s"), rel=1e-12)
+
+
+def test_a_mixture_of_experts_run_calibrates_like_a_dense_one(write_plan):
+    """An MoE run (Qwen3-30B-A3B, EP 8) written as a plan: the fit to its twin's own step time on
+    the catalog H100 gives back the catalog's matmul_efficiency, 81.2 % (an identity)."""
+    text = '''import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e11 token; seq_len = 4096 token; global_batch = 64 seq }
+plan twin { model = qwen3_30b_a3b; workload = w; device = h100_sxm
+  gpus = 8; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 1; pp = 1; ep = 8; zero = 1; efficiency = "roofline"; link = nvlink4 }
+}
+plan r extends twin { measured_step_time = twin.step_time }
+plan fit { device = h100_sxm; use calibrate { plans = [r]; fit = ["matmul_efficiency"] } }
+'''
+    res = dsl.load(str(write_plan(text)))
+    assert res.get("fit.matmul_efficiency", "%") == pytest.approx(81.2, rel=1e-6)
