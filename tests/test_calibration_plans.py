@@ -196,3 +196,24 @@ plan fit { device = h100_sxm; use calibrate { plans = [r]; fit = ["matmul_effici
 '''
     res = dsl.load(str(write_plan(text)))
     assert res.get("fit.matmul_efficiency", "%") == pytest.approx(81.2, rel=1e-6)
+
+
+def test_a_field_with_a_unit_is_fitted_in_its_unit(write_plan):
+    """A link's bandwidth (Gbit/s, not a plain number) can be fitted: measured as the step of a
+    twin whose NIC runs at 200 Gbit/s, the fit of the catalog's 400 Gbit/s NIC returns 200 Gbit/s
+    (an identity), shown in the field's own unit."""
+    text = '''import "@catalog/hardware.plan"
+model llama8b from "@catalog/hf/Llama-3.1-8B.json"
+workload w { tokens = 1e12 token; seq_len = 8192 token; global_batch = 128 seq }
+link slow_ib extends ib_ndr_400g { bandwidth = 200 Gbit/s }
+plan twin { model = llama8b; workload = w; device = h100_sxm
+  gpus = 16; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 1; pp = 1; zero = 3; prefetch = false; efficiency = "roofline"
+               link = nvlink4; nic = slow_ib; nics_per_host = 1 } }
+plan r extends twin { measured_step_time = twin.step_time; use layout { nic = ib_ndr_400g } }
+plan fit { device = h100_sxm; use calibrate { plans = [r]; fit = ["ib_ndr_400g.bandwidth"] } }
+'''
+    res = dsl.load(str(write_plan(text)))
+    assert res.nodes["fit.ib_ndr_400g_bandwidth"].unit == "Gbit/s"
+    assert res.get("fit.ib_ndr_400g_bandwidth", "Gbit/s") == pytest.approx(200, rel=1e-6)

@@ -205,8 +205,10 @@ class DeclView:
         info = self._ctx.ws.decls[self.name]
         return block in getattr(info, "uses", ())
 
-    def q(self, field_name: str, unit: str = "", positive: bool = False, nonnegative: bool = False) -> sp.Symbol:
-        """Placeholder for numeric field ``field_name``; its dimension must match ``unit``.
+    def q(self, field_name: str, unit: str | None = "", positive: bool = False, nonnegative: bool = False) -> sp.Symbol:
+        """Placeholder for numeric field ``field_name``; its dimension must match ``unit``
+        (``None``: any dimension — for a plugin that reads the field in whatever unit it has,
+        as a fit varying it on a ratio scale does).
 
         ``positive``/``nonnegative`` add a sign check of the field's nominal value, reported
         at the field (``out-of-range``) when violated.
@@ -221,14 +223,20 @@ class DeclView:
                             (f"did you mean '{guess}'? " if guess else "") +
                             f"add `{field_name} = …` to {self.kind} {self.name}",
                             self._span or ws.decls[self.name].ast.name_span, code="missing-field")
-        ws.expect(nid, parse_unit(unit).dim if unit else DIMENSIONLESS,
-                  f"plugin '{self._ctx._current_plugin}'", self._span)
+        if unit is not None:
+            ws.expect(nid, parse_unit(unit).dim if unit else DIMENSIONLESS,
+                      f"plugin '{self._ctx._current_plugin}'", self._span)
         if positive or nonnegative:
             prev = ws.bounds.get(nid)
             if prev is None or (positive and prev[0] != "positive"):
                 ws.bounds[nid] = ("positive" if positive else "nonnegative", f"plugin '{self._ctx._current_plugin}'")
         ws.used.add(nid)
         return symbol(nid)
+
+    def unit(self, field_name: str) -> str:
+        """The unit field ``field_name`` is shown in (``"GB/s"``; ``""`` for a plain number)."""
+        n = self._ctx.ws.nodes.get(f"{self.name}.{field_name}")
+        return "" if n is None else (n.unit or "")
 
     def value_span(self, field_name: str) -> Span | None:
         """Where field ``field_name``'s value is written (its whole field when it came from a

@@ -42,7 +42,7 @@ def fitted_name(name: str) -> str:
 
 
 def _targets(ctx, b, names, fields):
-    """``[(name, input node id, nominal, lo, hi, log)]`` for the fitted names."""
+    """``[(name, input node id, nominal, lo, hi, log, display unit)]`` for the fitted names."""
     dev = ctx.ref("device")
     out = []
     for n in names:
@@ -56,22 +56,22 @@ def _targets(ctx, b, names, fields):
                        f"fit a field {view.name} states (a device field such as matmul_efficiency, or "
                        "'LINK.efficiency'), or add it to the declaration", code="unknown-name")
         spec = fields.get(field)
-        unit = spec[1] if spec is not None else ""
-        sym = view.q(field, unit) if spec is not None else view.q(field)
+        sym = view.q(field, spec[1] if spec is not None else None)   # any other field in its own unit
         nominal = ctx.nominal(sym)
         if nominal is None:
             b.error_at("fit", f"'{n}' has no value to start the fit from", "give the field a value")
         nominal = float(nominal)
         if spec is not None:
             (lo, hi), log = spec[2], spec[3] == "log"
-        elif ctx.nominal(sym) is not None and 0 < nominal <= 1 and field.endswith("efficiency"):
+        elif 0 < nominal <= 1 and field.endswith("efficiency"):
             (lo, hi), log = EFFICIENCY_BOUNDS, False
         elif nominal > 0:
             lo, hi, log = nominal / 1000, nominal * 1000, True
         else:
             b.error_at("fit", f"'{n}' = {nominal:g} cannot be fitted (a fitted field must be positive)",
                        "fit an efficiency, a bandwidth, a latency or another positive field")
-        out.append((n, sym.name, nominal, lo, hi, log))
+        shown = (spec[1] if spec is not None else view.unit(field)) or ("%" if hi <= 1 else "")
+        out.append((n, sym.name, nominal, lo, hi, log, "GFLOP" if shown == "FLOP" else shown))
     return out
 
 
@@ -152,10 +152,8 @@ def price(ctx, b, names, fields, warn_bound, docs, references):
     for t in targets:
         fname = fitted_name(t[0])
         field = t[0].split(".")[-1]
-        unit = fields[field][1] if field in fields else ""
-        show = "%" if unit == "" and t[4] <= 1 else ("GFLOP" if unit == "FLOP" else unit)
         ctx.define_computed(fname, reads, (lambda view, k=t[0]: _pick(solve(view), "values", k)),
-                            show, docs.get(field, f"{t[0]} fitted to the measured runs"), headline=True, rank=1,
+                            t[6], docs.get(field, f"{t[0]} fitted to the measured runs"), headline=True, rank=1,
                             references=references)
     ctx.define_computed("fit_rms_error", reads, lambda view: _pick(solve(view), "rms", None), "%",
                         "RMS error of the predicted throughput on the fitted runs", headline=True, rank=2)
