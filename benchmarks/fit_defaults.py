@@ -44,7 +44,7 @@ def measured_step(r: dict) -> float:
     if metric == "tokens_per_s_per_gpu":
         return tokens / (m * g)
     if metric == "tflops_per_gpu":
-        return vt._narayanan_flops(r) / (g * m * 1e12)
+        return vt.narayanan_flops(r) / (g * m * 1e12)
     raise ValueError(f"{r['id']}: a {metric} measurement cannot be fitted on")
 
 

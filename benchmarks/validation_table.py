@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 CORPUS = ROOT / "specs" / "data" / "validation" / "training-runs.csv"
 # this script's output per row (written by --write): the README table is rendered from it, so a
@@ -136,7 +137,7 @@ def plan_text(r: dict) -> str:
     return "\n".join(out)
 
 
-def _narayanan_flops(r: dict) -> float:
+def narayanan_flops(r: dict) -> float:
     """Narayanan et al. 2021 §5.1's FLOPs of one iteration (the count behind their TFLOP/s)."""
     _, f = _kv(r["catalog_model"])
     B, s, l, h, V = int(r["global_batch"]), int(r["seq_len"]), int(f["layers"]), int(f["hidden"]), int(f["vocab"])
@@ -164,7 +165,7 @@ def predict(r: dict) -> dict:
     elif metric == "tokens_per_s_per_gpu":
         v = tokens / step / g
     elif metric == "tflops_per_gpu":
-        v = _narayanan_flops(r) / (g * step) / 1e12
+        v = narayanan_flops(r) / (g * step) / 1e12
     elif metric == "mfu":
         v = 100 * float(p.value("mfu_achieved", ""))
     elif metric == "gpu_hours_per_1e12_tokens":
@@ -428,11 +429,8 @@ def main(argv=None) -> int:
         write_predictions(preds)
         write_serving_predictions(spreds)
         write_bands(rows, preds, serving=(srows, spreds))
-        i, j = text.find(BEGIN), text.find(END)
-        if i < 0 or j < 0:
-            print("README.md has no validation-table markers", file=sys.stderr)
-            return 1
-        path.write_text(text[:i] + md + text[j + len(END):], encoding="utf-8")
+        from readme_tables import replace_section
+        return replace_section(path, BEGIN, END, md, "validation-table")
     return 0
 
 

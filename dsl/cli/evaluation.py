@@ -75,6 +75,7 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
     plugin tables and, with ``sources``, the references behind the quantities, the blocks
     and the tables shown under ``--tables tables``."""
     from dsl.engine.units import convert, format_number, parse_unit
+    from dsl.present.tables import quantity_band
 
     by_dim = {}
     for u in units:
@@ -86,7 +87,6 @@ def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, 
             val, u = _display(ws, n.id, by_dim.get(n.dim))
             qs[n.name] = {"value": val, "unit": u, "si": float(ws.base_value(n.id)), "doc": n.doc,
                           "plugin": n.plugin, "text": format_number(val) if val is not None else None}
-            from dsl.present.tables import quantity_band
             band = quantity_band(ws, p, n.name)
             if band is not None:
                 lo, hi = (convert(band[k], u) for k in ("low_si", "high_si"))

@@ -233,26 +233,36 @@ def substitute(expr, mapping: dict):
     import sympy as sp
 
     MaxMin = (sp.Max, sp.Min)
+
+    def node(e, new, same):
+        if same:
+            return e
+        if isinstance(e, MaxMin) and not all(x.is_number for x in new):
+            new = list(dict.fromkeys(new))
+            return new[0] if len(new) == 1 else e.func(*new, evaluate=False)
+        return e.func(*new)
+
+    return _rebuild(expr, node, mapping)
+
+
+def _rebuild(expr, node, mapping: dict | None = None):
+    """``expr`` rebuilt bottom up, each distinct sub-expression once: a leaf or an expression in
+    ``mapping`` is replaced by its mapping (itself when absent); any other ``e`` by
+    ``node(e, new_args, same)``, ``same`` when no argument changed."""
     memo: dict = {}
 
     def sub(e):
-        v = mapping.get(e)
-        if v is not None:
-            return v
+        if mapping is not None:
+            v = mapping.get(e)
+            if v is not None:
+                return v
         args = e.args
         if not args:
             return e
         r = memo.get(e)
         if r is None:
             new = [sub(a) for a in args]
-            if all(x is a for x, a in zip(new, args)):
-                r = e
-            elif isinstance(e, MaxMin) and not all(x.is_number for x in new):
-                new = list(dict.fromkeys(new))
-                r = new[0] if len(new) == 1 else e.func(*new, evaluate=False)
-            else:
-                r = e.func(*new)
-            memo[e] = r
+            r = memo[e] = node(e, new, all(x is a for x, a in zip(new, args)))
         return r
 
     return sub(expr)
@@ -323,26 +333,14 @@ def _cse(expr):
     kmax, kmin = _kept_classes()
 
     def swap(expr, to_max, to_min):
-        memo: dict = {}
-
-        def sub(e):
-            args = e.args
-            if not args:
-                return e
-            r = memo.get(e)
-            if r is None:
-                new = [sub(a) for a in args]
-                if isinstance(e, sp.Max) and type(e) is not to_max:
-                    r = to_max(*new, evaluate=False)
-                elif isinstance(e, sp.Min) and type(e) is not to_min:
-                    r = to_min(*new, evaluate=False)
-                elif all(x is a for x, a in zip(new, args)):
-                    r = e
-                else:
-                    r = e.func(*new)
-                memo[e] = r
-            return r
-        return sub(expr) if isinstance(expr, sp.Basic) else type(expr)(sub(e) for e in expr)
+        def node(e, new, same):
+            if isinstance(e, sp.Max) and type(e) is not to_max:
+                return to_max(*new, evaluate=False)
+            if isinstance(e, sp.Min) and type(e) is not to_min:
+                return to_min(*new, evaluate=False)
+            return e if same else e.func(*new)
+        return (_rebuild(expr, node) if isinstance(expr, sp.Basic)
+                else type(expr)(_rebuild(e, node) for e in expr))
 
     subs, reduced = cse(swap(expr, kmax, kmin), list=False)
     return ([(v, swap(e, sp.Max, sp.Min)) for v, e in subs], swap(reduced, sp.Max, sp.Min))

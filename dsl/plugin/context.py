@@ -521,7 +521,7 @@ class PlanContext(_ContextBase):
         out = self.define(name, placeholder, unit, doc, headline, rank=rank, references=references)
         n = ws.nodes.get(f"{self.name}.{name}")
         if n is not None and n.__dict__.get("expr") is placeholder:
-            defer(n, "expr", DeferredExpr(lambda: value() if value() is not None else sp.nan,
+            defer(n, "expr", DeferredExpr(lambda: sp.nan if (v := value()) is None else v,
                                           frozenset(as_expr(r) for r in reads), value))
         return out
 
