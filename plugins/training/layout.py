@@ -398,9 +398,8 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "link": link if link is not None else sp.oo, "nic": nic if nic is not None else (link if link is not None
                                                                                           else sp.oo),
          "nics": kn.q("nics_per_host"), "latency": kn.q("latency"), "overlap": kn.q("overlap"),
-         **{f"ov_{c}": (kn.q(f"{c}_overlap") if kn.value(f"{c}_overlap") is not None
-                        else sp.Integer(1) if c == "ep" and kn.value("schedule") == "dualpipe"
-                        else kn.q("overlap")) for c in ("tp", "cp", "ep")},
+         **lm.collective_overlaps({c: kn.q(f"{c}_overlap") if kn.value(f"{c}_overlap") is not None else None
+                                  for c in ("tp", "cp", "ep")}, kn.q("overlap"), kn.value("schedule")),
          "input": ctx.param("input_wait"), "prefetch": int(bool(kn.value("prefetch"))),
          "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
          "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),

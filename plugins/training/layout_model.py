@@ -153,6 +153,14 @@ def link_dicts(K: dict):
     return one("link", K["link"]), one("nic", K["nics"] * K["nic"] / K["gph"])
 
 
+def collective_overlaps(stated: dict, overlap, schedule: str) -> dict:
+    """``K["ov_tp"|"ov_cp"|"ov_ep"]``: each collective's hidden share — ``stated[c]``, else 100 % for
+    EP under DualPipe (DeepSeek-V3 Technical Report: the all-to-all overlapped with the other
+    chunk's computation), else the plan's ``overlap``."""
+    return {f"ov_{c}": stated[c] if stated.get(c) is not None else 1 if c == "ep" and schedule == "dualpipe"
+            else overlap for c in ("tp", "cp", "ep")}
+
+
 def dispatch_time(e, stride, size, K, o):
     """Roofline mode: the MoE dispatch (or combine) all-to-all of ``size`` bytes a rank sends to
     its experts in an expert-parallel group of ``e`` GPUs ``stride`` ranks apart.  Without

@@ -185,11 +185,11 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "nics": val(pre + "nics_per_host"), "latency": val(pre + "latency"), "overlap": val(pre + "overlap"),
          "input": val(f"{plan}.input_wait"),
          "transient": val(f"{plan}.transient_memory") if has(f"{plan}.transient_memory") else 0.0}
-    # each collective's overlap as `use layout` reads it (DualPipe hides the EP all-to-all)
-    dualpipe = pre + "schedule" in ws.nodes and ws.python_value(pre + "schedule") == "dualpipe"
-    for c in ("tp", "cp", "ep"):
-        K[f"ov_{c}"] = (val(pre + f"{c}_overlap") if has(pre + f"{c}_overlap")
-                        else 1.0 if c == "ep" and dualpipe else K["overlap"])
+    # each collective's overlap as `use layout` reads it
+    from plugins.training.layout_model import collective_overlaps
+    K.update(collective_overlaps({c: val(pre + f"{c}_overlap") if has(pre + f"{c}_overlap") else None
+                                  for c in ("tp", "cp", "ep")}, K["overlap"],
+                                 ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b"))
     K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
     # collective fields of the link and the NIC (roofline mode, plugins.hardware.collectives)
     from plugins.training.layout_model import LINK_KEYS
