@@ -1,4 +1,4 @@
-"""Fit the catalog devices' `sustained_efficiency` on the validation corpus's fit set.
+"""Fit the catalog devices' `sustained_efficiency` (and, per format, `fp8_sustained_efficiency`) on the validation corpus's fit set.
 
 Run:  python benchmarks/fit_defaults.py           # fit and print the fitted values
       python benchmarks/fit_defaults.py --write   # and write them into specs/catalog/hardware.plan
@@ -12,8 +12,9 @@ its measured step time (tokens per step / tokens per second, or Narayanan et al.
 iteration / (GPUs × TFLOP/s per GPU)), and one `use calibrate { plans = [...]; fit =
 ["sustained_efficiency"] }` fits the device's fraction of its GEMM curve that whole training steps
 sustain — least squares on the runs' relative step-time errors, through the same step model
-`plan eval` uses.  Nothing from the test set enters the fit.  FP8 runs are left out: the fitted
-field is the 16-bit matrix rate's.
+`plan eval` uses.  Then, for every device with FP8 runs in the fit set, the same fit of
+`fp8_sustained_efficiency` (the share of the FP8 GEMM curve those steps sustain) on them, with the
+16-bit share just fitted.  Nothing from the test set enters the fit.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import validation_table as vt  # noqa: E402
 CATALOG = ROOT / "specs" / "catalog" / "hardware.plan"
 FITTED = ROOT / "specs" / "data" / "validation" / "fitted-defaults.csv"
 FIELD = "sustained_efficiency"
+FP8_FIELD = "fp8_sustained_efficiency"
 COLUMNS = ["device", "field", "value_percent", "runs", "rms_error_percent", "max_error_percent"]
 
 
@@ -48,21 +50,23 @@ def measured_step(r: dict) -> float:
     raise ValueError(f"{r['id']}: a {metric} measurement cannot be fitted on")
 
 
-def fit_rows() -> dict:
-    """{catalog device: [rows]} of the fit set's 16-bit runs."""
+def fit_rows(fp8: bool = False) -> dict:
+    """{catalog device: [rows]} of the fit set's 16-bit runs (``fp8``: its FP8 runs)."""
     out: dict = {}
     for r in vt.read_rows():
-        if r["split"] == "fit" and not r["precision"].upper().startswith("FP8"):
+        if r["split"] == "fit" and r["precision"].upper().startswith("FP8") == fp8:
             out.setdefault(r["catalog_device"].split(":")[0], []).append(r)
     return out
 
 
-def fit_text(device: str, rows: list[dict]) -> str:
-    """One .plan: every row's plan stating its measured step, and the calibrating plan."""
+def fit_text(device: str, rows: list[dict], field: str = FIELD, fixed: dict | None = None) -> str:
+    """One .plan: every row's plan stating its measured step, and the calibrating plan fitting
+    ``field`` with the device fields ``fixed`` ({field: percent}) stated as given."""
     # the catalog device with the fitted field stated at 100 % (the start of the fit, whatever the
     # catalog holds now), under its own name so that every run reads it
     fitted = f"{device}_fitting"
-    parts = ['import "../catalog/hardware.plan"', f"device {fitted} extends {device} {{ {FIELD} = 100 % }}"]
+    stated = "; ".join([f"{k} = {v} %" for k, v in (fixed or {}).items()] + [f"{field} = 100 %"])
+    parts = ['import "../catalog/hardware.plan"', f"device {fitted} extends {device} {{ {stated} }}"]
     links: set = set()
     for r in rows:
         text = vt.plan_text(r).replace('import "../catalog/hardware.plan"\n', "")
@@ -78,36 +82,38 @@ def fit_text(device: str, rows: list[dict]) -> str:
             keep.append(ln)
         parts.append("\n".join(keep))
     names = ", ".join(r["id"] for r in rows)
-    parts.append(f"plan fit {{\n  device = {fitted}\n  use calibrate {{ plans = [{names}]; fit = [\"{FIELD}\"] }}\n}}\n")
+    parts.append(f"plan fit {{\n  device = {fitted}\n  use calibrate {{ plans = [{names}]; fit = [\"{field}\"] }}\n}}\n")
     return "\n".join(parts)
 
 
-def fit(device: str, rows: list[dict]) -> dict:
+def fit(device: str, rows: list[dict], field: str = FIELD, fixed: dict | None = None) -> dict:
     import dsl
-    res = dsl.load(vt.PLAN_PATH, text=fit_text(device, rows))
-    detail = res.computed_detail(f"fit.{FIELD}")
+    res = dsl.load(vt.PLAN_PATH, text=fit_text(device, rows, field, fixed))
+    detail = res.computed_detail(f"fit.{field}")
     errs = [abs(x["error"]) for x in detail["rows"]]
-    return {"device": device, "field": FIELD, "value_percent": f"{100 * detail['values'][FIELD]:.1f}",
+    return {"device": device, "field": field, "value_percent": f"{100 * detail['values'][field]:.1f}",
             "runs": ";".join(r["id"] for r in rows), "rms_error_percent": f"{100 * detail['rms']:.2f}",
             "max_error_percent": f"{max(errs):.2f}"}
 
 
 def source_text(row: dict) -> str:
     n = len(row["runs"].split(";"))
-    return (f"fitted by benchmarks/fit_defaults.py on the validation corpus's fit set ({n} 16-bit runs: "
+    what = "FP8" if row["field"] == FP8_FIELD else "16-bit"
+    return (f"fitted by benchmarks/fit_defaults.py on the validation corpus's fit set ({n} {what} runs: "
             f"{row['runs'].replace(';', ', ')}; RMS error {row['rms_error_percent']} %), "
             "specs/data/validation/fitted-defaults.csv")
 
 
 def catalog_with(rows: list[dict], text: str) -> str:
-    """The catalog text with each fitted device's `sustained_efficiency` line (added or replaced)."""
+    """The catalog text with each fitted device field's line (added or replaced)."""
     for row in rows:
         m = re.search(rf"^device {row['device']} \{{\n(.*?)^\}}", text, re.S | re.M)
         if m is None:
             raise SystemExit(f"no device {row['device']} in {CATALOG}")
         body = m.group(1)
-        line = f'  {FIELD} = {row["value_percent"]} % source "{source_text(row)}"\n'
-        new = (re.sub(rf"^  {FIELD} = .*\n", line, body, flags=re.M) if re.search(rf"^  {FIELD} = ", body, re.M)
+        field = row["field"]
+        line = f'  {field} = {row["value_percent"]} % source "{source_text(row)}"\n'
+        new = (re.sub(rf"^  {field} = .*\n", line, body, flags=re.M) if re.search(rf"^  {field} = ", body, re.M)
                else body + line)
         text = text[:m.start(1)] + new + text[m.end(1):]
     return text
@@ -124,8 +130,11 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when the catalog or the CSV is stale")
     args = ap.parse_args(argv)
     got = [fit(d, rs) for d, rs in sorted(fit_rows().items())]
+    sixteen = {g["device"]: g["value_percent"] for g in got}
+    got += [fit(d, rs, FP8_FIELD, {FIELD: sixteen[d]} if d in sixteen else None)
+            for d, rs in sorted(fit_rows(fp8=True).items())]
     for g in got:
-        print(f"{g['device']}: {FIELD} = {g['value_percent']} % on {len(g['runs'].split(';'))} runs "
+        print(f"{g['device']}: {g['field']} = {g['value_percent']} % on {len(g['runs'].split(';'))} runs "
               f"(RMS error {g['rms_error_percent']} %, largest {g['max_error_percent']} %)")
     catalog = CATALOG.read_text(encoding="utf-8")
     if args.check:

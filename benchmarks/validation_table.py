@@ -93,6 +93,16 @@ def fp8_recipe(r: dict) -> str | None:
     return "delayed"
 
 
+#: the `framework` column's first word -> `use layout { framework }`; a framework not listed here
+#: (Meta's internal stack, HAI-LLM) is priced at the plan's `overlap`
+FRAMEWORKS = {"NeMo": "nemo", "Megatron-Bridge": "nemo", "Megatron-LM": "megatron", "torchtitan": "torchtitan"}
+
+
+def framework_of(r: dict) -> str | None:
+    """The `use layout { framework }` of a corpus row, from the framework it names."""
+    return FRAMEWORKS.get(r["framework"].split(" ")[0].rstrip(","))
+
+
 def plan_text(r: dict) -> str:
     """The `.plan` of one corpus row: catalog hardware and models, the row's layout, nothing fitted."""
     out = ['import "../catalog/hardware.plan"', ""]
@@ -121,6 +131,9 @@ def plan_text(r: dict) -> str:
     tp, pp, cp, ep, vp = (int(r[k]) for k in ("tp", "pp", "cp", "ep", "vp"))
     sched = f'; schedule = "{r["schedule"]}"' if pp > 1 else ""
     extra = f"\n    {r['layout_extra']}" if r["layout_extra"] else ""
+    fw = framework_of(r)
+    if fw is not None:               # the framework's own collective overlap (use layout { framework })
+        extra = f'; framework = "{fw}"' + extra
     recipe = fp8_recipe(r)
     if recipe is not None:           # the linear layers' products in FP8, with the source's recipe
         extra = f'\n    matmul_precision = "fp8"; fp8_recipe = "{recipe}"' + extra

@@ -63,3 +63,66 @@ plan shown extends d { use layout { ep_overlap = 0 % } }
     assert qval(r, "shown.ep_comm", "s") > 0
     assert not r.has("d.ep_comm") or qval(r, "d.ep_comm", "s") == 0
     assert qval(r, "d.step_time", "s") < qval(r, "shown.step_time", "s")
+
+
+FRAMEWORKS = """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e11 token; seq_len = 8192 token; global_batch = 64 seq }
+plan none { model = llama31_70b; workload = w; device = h100_sxm
+  gpus = 32; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 8; pp = 1; cp = 2; zero = 1; recompute = "full"; sequence_parallel = true
+               link = nvlink4; nic = ib_ndr_400g; overlap = 50 % }
+}
+plan nemo extends none { use layout { framework = "nemo" } }
+plan megatron extends none { use layout { framework = "megatron" } }
+plan titan extends none { use layout { framework = "torchtitan" } }
+plan stated extends none { use layout { framework = "nemo"; tp_overlap = 25 % } }
+"""
+
+
+@pytest.fixture(scope="module")
+def fw(tmp_path_factory):
+    p = tmp_path_factory.mktemp("fw") / "fw.plan"
+    p.write_text(FRAMEWORKS, encoding="utf-8")
+    return dsl.load(p)
+
+
+def test_framework_defaults_per_collective(fw):
+    # "none": both collectives at the plan's overlap, 50 % hidden; the raw times are twice that
+    tp_raw, cp_raw = 2 * qval(fw, "none.tp_comm", "s"), 2 * qval(fw, "none.cp_comm", "s")
+    # NeMo: the TP and CP rings decomposed, all but one of each ring's steps hidden: 1/tp = 1/8 of
+    # the TP time and 1/cp = 1/2 of the CP time exposed
+    assert qval(fw, "nemo.tp_comm", "s") == pytest.approx(tp_raw / 8, rel=1e-12)
+    assert qval(fw, "nemo.cp_comm", "s") == pytest.approx(cp_raw / 2, rel=1e-12)
+    # Megatron-LM's defaults: TP at the plan's overlap (no --tp-comm-overlap), CP the P2P ring
+    assert qval(fw, "megatron.tp_comm", "s") == pytest.approx(tp_raw / 2, rel=1e-12)
+    assert qval(fw, "megatron.cp_comm", "s") == pytest.approx(cp_raw / 2, rel=1e-12)
+    # torchtitan's defaults: async TP off, all-gather CP rotation: both wholly exposed whatever
+    # the plan's overlap says
+    assert qval(fw, "titan.tp_comm", "s") == pytest.approx(tp_raw, rel=1e-12)
+    assert qval(fw, "titan.cp_comm", "s") == pytest.approx(cp_raw, rel=1e-12)
+    # a stated per-collective share wins over the framework's default
+    assert qval(fw, "stated.tp_comm", "s") == pytest.approx(0.75 * tp_raw, rel=1e-12)
+    assert qval(fw, "stated.cp_comm", "s") == pytest.approx(cp_raw / 2, rel=1e-12)
+    # the step is the one chain: hiding more TP time shortens it by exactly that time
+    assert (qval(fw, "titan.step_time", "s") - qval(fw, "nemo.step_time", "s")
+            == pytest.approx(tp_raw * 7 / 8 + cp_raw / 2, rel=1e-9))
+
+
+def test_search_reads_the_framework_as_eval_does(fw):
+    # plan search prices the plan's own layout with the same exposed shares (plugins.training.layout_overlap)
+    from plugins.training import layout_overlap as lo
+    K = {"overlap": 0.5, **lo.collective_overlaps({"tp": None, "cp": None, "ep": None}, 0.5, "1f1b", "nemo")}
+    assert lo.exposed_shares(K, {"t": 8, "c": 2, "e": 1}) == (1 / 8, 1 / 2, 0.5)
+    K = {"overlap": 0.5, **lo.collective_overlaps({"tp": 0.25, "cp": None, "ep": None}, 0.5, "dualpipe", "torchtitan")}
+    assert lo.exposed_shares(K, {"t": 8, "c": 2, "e": 4}) == (0.75, 1, 0)
+
+
+def test_an_unknown_framework_is_a_located_error(tmp_path):
+    from dsl.syntax.diagnostics import PlanError
+    p = tmp_path / "bad.plan"
+    p.write_text(FRAMEWORKS.replace('framework = "nemo" }', 'framework = "nemoo" }', 1), encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        dsl.load(p)
+    assert "nemoo" in str(e.value) and "bad.plan:" in str(e.value)

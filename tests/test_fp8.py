@@ -176,3 +176,23 @@ def test_dgx_cloud_70b_fp8_over_bf16_moves_toward_the_measured_ratio():
     predicted = vt.predict(fp8)["value"] / vt.predict(bf16)["value"]
     assert predicted > 1.15
     assert abs(predicted - measured) < abs(1 - measured)
+
+
+def test_the_fp8_curve_has_its_own_sustained_share(tmp_path):
+    # `fp8_sustained_efficiency` scales the FP8 curve only: a BF16 step is the same on a device
+    # that halves it, an FP8 step is slower there; and stating it equal to the 16-bit share is the
+    # same as the 16-bit share alone (its default)
+    devs = ('device half extends h100_sxm { fp8_sustained_efficiency = 34.55 % }\n'
+            'device same extends h100_sxm { sustained_efficiency = 60 %; fp8_sustained_efficiency = 60 % }\n'
+            'device lower extends h100_sxm { sustained_efficiency = 60 %; fp8_sustained_efficiency = 30 % }\n')
+    text = TINY.replace('import "@catalog/hardware.plan"\n', 'import "@catalog/hardware.plan"\n' + devs)
+
+    def step(device, layout):
+        f = tmp_path / f"{device}{len(layout)}.plan"
+        f.write_text(text.replace("DEVICE", device).replace("LAYOUT", layout))
+        return float(dsl.load(f)["p"].value("compute_time", "s"))
+    fp8 = '; matmul_precision = "fp8"'
+    assert step("half", "") == step("h100_sxm", "")
+    assert step("half", fp8) > step("h100_sxm", fp8)
+    assert step("lower", "") == step("same", "")
+    assert step("lower", fp8) > step("same", fp8)

@@ -18,6 +18,8 @@ device   fp8_flops             FLOP/s    dense FP8 tensor peak (parts with FP8 t
 device   fp4_flops             FLOP/s    dense FP4 (NVFP4) tensor peak (parts with FP4)
 device   fp8_matmul_efficiency           fraction of fp8_flops large FP8 GEMMs reach (default: matmul_efficiency)
 device   fp4_matmul_efficiency           fraction of fp4_flops large FP4 GEMMs reach (default: matmul_efficiency)
+device   fp8_sustained_efficiency        sustained_efficiency of the FP8 curve (default: sustained_efficiency)
+device   fp4_sustained_efficiency        sustained_efficiency of the FP4 curve (default: sustained_efficiency)
 link     bandwidth             B/s       per direction
 storage  bandwidth             B/s       sustained write (checkpoint) bandwidth
 ======== ===================== ========= ========================================================================
@@ -55,6 +57,12 @@ def plan_kinds_register():
                   "default: matmul_efficiency)", optional=True, min=0, min_open=True, max=1),
             Param("fp4_matmul_efficiency", "", doc="fraction of fp4_flops large FP4 matrix products reach (roofline; "
                   "default: matmul_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("fp8_sustained_efficiency", "", doc="fraction of the FP8 GEMM curve the device sustains over whole "
+                  "training steps whose linear layers run in FP8 (training step only; default: "
+                  "sustained_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("fp4_sustained_efficiency", "", doc="fraction of the FP4 GEMM curve the device sustains over whole "
+                  "training steps whose linear layers run in FP4 (training step only; default: "
+                  "sustained_efficiency)", optional=True, min=0, min_open=True, max=1),
             Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
                   "weights is the bound (serving decode; default: mem_efficiency)",
                   optional=True, min=0, min_open=True, max=1),

@@ -134,12 +134,16 @@ KNOB_PARAMS = (
     Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute (the default of the three "
           "below)", min=0, max=1),
     Param("tp_overlap", "", None, "share of the TP collectives hidden behind the GEMMs they feed (Megatron/TE "
-          "userbuffers, torchtitan's async TP; default: overlap)", min=0, max=1, optional=True),
+          "userbuffers, torchtitan's async TP; default: the framework's, else overlap)", min=0, max=1, optional=True),
     Param("cp_overlap", "", None, "share of the CP ring's K/V exchange hidden behind the attention of the block in "
-          "hand (ring attention; default: overlap)", min=0, max=1, optional=True),
+          "hand (ring attention; default: the framework's, else overlap)", min=0, max=1, optional=True),
     Param("ep_overlap", "", None, "share of the EP dispatch/combine all-to-all hidden behind another micro-batch's "
           "compute (DualPipe; default: 100 % with schedule = \"dualpipe\", else overlap)", min=0, max=1,
           optional=True),
+    Param("framework", default='"none"', kind="choice", choices=lm.FRAMEWORKS,
+          doc="the training framework whose collective overlap the defaults follow: \"nemo\" (TP and CP rings "
+              "overlapped), \"megatron\" (CP ring), \"torchtitan\" and \"deepspeed\" (TP and CP exposed); "
+              "\"none\": every collective at `overlap`"),
     Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
     Param("efficiency", kind="choice", choices=lm.EFFICIENCY, optional=True,
           doc="how compute is priced: mfu (every FLOP at the plan's `mfu`) or roofline (each matrix product on "
@@ -243,7 +247,7 @@ SEARCH = UseSpec(
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
               "prefetch": "prefetch", "reshard_after_forward": "reshard_after_forward"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
-            "ep_nodes_per_token": None, "tp_overlap": None, "cp_overlap": None, "ep_overlap": None, "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
+            "ep_nodes_per_token": None, "tp_overlap": None, "cp_overlap": None, "ep_overlap": None, "framework": "none", "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
@@ -399,7 +403,8 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
                                                                                           else sp.oo),
          "nics": kn.q("nics_per_host"), "latency": kn.q("latency"), "overlap": kn.q("overlap"),
          **lm.collective_overlaps({c: kn.q(f"{c}_overlap") if kn.value(f"{c}_overlap") is not None else None
-                                  for c in ("tp", "cp", "ep")}, kn.q("overlap"), kn.value("schedule")),
+                                  for c in ("tp", "cp", "ep")}, kn.q("overlap"), kn.value("schedule"),
+                                 kn.value("framework")),
          "input": ctx.param("input_wait"), "prefetch": int(bool(kn.value("prefetch"))),
          "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
          "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),

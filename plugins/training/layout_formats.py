@@ -45,11 +45,13 @@ def lowp_constants(ctx, kn, dev, model, K) -> bool:
     K.update(lm.cast_constants(fmt, recipe, num=sp.Rational))
     K["peak_lp"] = dev.q(peak_field, "FLOP/s", positive=True)
     if K["mode"] == "roofline":
-        # the low-precision curve, sustained over whole steps as the 16-bit one (K["eta_mm"]
-        # already carries the device's sustained_efficiency)
-        K["eta_lp"] = ((dev.q(eta_field, "", positive=True)
-                        * (dev.q(lm.SUSTAINED_FIELD, "", positive=True) if dev.has(lm.SUSTAINED_FIELD) else 1))
-                       if dev.has(eta_field) else K["eta_mm"])
+        # the low-precision curve, sustained over whole steps at the format's own sustained share
+        # (default the 16-bit one, which K["eta_mm"] already carries)
+        own = lm.LOWP_SUSTAINED[fmt]
+        sus = next((dev.q(f, "", positive=True) for f in (own, lm.SUSTAINED_FIELD) if dev.has(f)), 1)
+        base = next((dev.q(f, "", positive=True) for f in (eta_field, "matmul_efficiency") if dev.has(f)),
+                    sp.Rational(str(lm.GENERIC_DEVICE["matmul_efficiency"])))
+        K["eta_lp"] = base * sus
     K["N_lin"] = (model.q("params", "param") - K["N_exp"] - model.q("embedding_params", "param")
                   - model.q("lm_head_params", "param"))
     if mem is not None:

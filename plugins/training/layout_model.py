@@ -55,6 +55,8 @@ ATTENTION = ("flash", "eager")
 
 
 
+from plugins.training.layout_overlap import (FRAMEWORKS, collective_overlaps,  # noqa: E402,F401
+                                             exposed_shares)
 from plugins.training.layout_memory import (activation_per_layer, gathered_bytes, logits_bytes,  # noqa: E402,F401
                                               loss_bytes)
 
@@ -153,14 +155,6 @@ def link_dicts(K: dict):
     return one("link", K["link"]), one("nic", K["nics"] * K["nic"] / K["gph"])
 
 
-def collective_overlaps(stated: dict, overlap, schedule: str) -> dict:
-    """``K["ov_tp"|"ov_cp"|"ov_ep"]``: each collective's hidden share — ``stated[c]``, else 100 % for
-    EP under DualPipe (DeepSeek-V3 Technical Report: the all-to-all overlapped with the other
-    chunk's computation), else the plan's ``overlap``."""
-    return {f"ov_{c}": stated[c] if stated.get(c) is not None else 1 if c == "ep" and schedule == "dualpipe"
-            else overlap for c in ("tp", "cp", "ep")}
-
-
 def dispatch_time(e, stride, size, K, o):
     """Roofline mode: the MoE dispatch (or combine) all-to-all of ``size`` bytes a rank sends to
     its experts in an expert-parallel group of ``e`` GPUs ``stride`` ranks apart.  Without
@@ -256,6 +250,9 @@ CAST = {"delayed": (1, 1, 0, 0), "current": (1, 2, 0, 0),
 #: matmul_precision -> (device field of its dense peak, of its large-GEMM efficiency, the format's name)
 LOWP_FIELDS = {"fp8": ("fp8_flops", "fp8_matmul_efficiency", "FP8"),
                "fp4": ("fp4_flops", "fp4_matmul_efficiency", "FP4")}
+#: matmul_precision -> the device field of the share of its curve whole training steps sustain
+#: (default: the 16-bit ``sustained_efficiency``), fitted per format on the fit set's runs in it
+LOWP_SUSTAINED = {"fp8": "fp8_sustained_efficiency", "fp4": "fp4_sustained_efficiency"}
 #: `use memory` weight formats that are an FP8 copy (``operand``) or FP8 stored weights (``weights``)
 FP8_OPERANDS = ("fp8_e4m3", "fp8_e5m2", "fp8")
 #: Transformer Engine ``DelayedScaling``'s default ``amax_history_len``: FP32 amaxes kept per FP8
@@ -796,8 +793,9 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     # exposure (MegaScale; the `step` timeline of plugins/training/layout.py schedules exactly this):
     # the GPU runs the chain C of compute, recomputation, bubble and exposed TP/CP/EP/PP;
     # the link carries the DP/ZeRO collectives beside it
-    chain = ideal + imbalance + recompute + bubble + tp * (1 - K.get("ov_tp", K["overlap"])) \
-        + cp * (1 - K.get("ov_cp", K["overlap"])) + ep * (1 - K.get("ov_ep", K["overlap"])) + pp
+    # each collective's exposed share (its own overlap, the framework's ring, or the plan's `overlap`)
+    x_tp, x_cp, x_ep = exposed_shares(K, X)
+    chain = ideal + imbalance + recompute + bubble + tp * x_tp + cp * x_cp + ep * x_ep + pp
     gather = o.where((z == 1) | (z == 2), frac * W / dp_bw, 0 * W)   # AllGather of updated weights
     # gradients appear only while the backward passes that produce them run: the last
     # micro-batch's (stages 0-1, 2/3 of its compute) or every micro-batch's (stage 2)
@@ -806,8 +804,6 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     exposed_012 = head + tail + o.max(0, o.max(chain - window, gather - head) + dp_time - gather - tail - chain)
     dp = o.where(K["prefetch"] == 0, dp_time, o.where(z == 3, exposed_3, exposed_012))
     off = offload_terms(K, X, P_dense, P_exp, dz, d_exp, window, o)
-    # each collective's own overlap (K["ov_tp"] …, default the plan's one `overlap`)
-    x_tp, x_cp, x_ep = (1 - K.get(f"ov_{c}", K["overlap"]) for c in ("tp", "cp", "ep"))
     terms = {"compute": ideal, "imbalance": imbalance, "recompute": recompute, "bubble": bubble, "tp": tp * x_tp,
              "cp": cp * x_cp, "ep": ep * x_ep, "pp": pp, "dp": dp, "optimizer": optimizer, "offload": off["time"],
              "input": K["input"] + 0 * ideal}

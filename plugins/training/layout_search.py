@@ -189,7 +189,8 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     from plugins.training.layout_model import collective_overlaps
     K.update(collective_overlaps({c: val(pre + f"{c}_overlap") if has(pre + f"{c}_overlap") else None
                                   for c in ("tp", "cp", "ep")}, K["overlap"],
-                                 ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b"))
+                                 ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
+                                 ws.python_value(pre + "framework") if pre + "framework" in ws.nodes else "none"))
     K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
     # collective fields of the link and the NIC (roofline mode, plugins.hardware.collectives)
     from plugins.training.layout_model import LINK_KEYS
@@ -283,7 +284,7 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
     generic defaults) and the matrix shapes — as ``use layout`` reads them."""
     from plugins.model.decoder import attention_params
     from plugins.training.layout_model import DEVICE_CURVE
-    from plugins.training.layout_model import GENERIC_DEVICE, SUSTAINED_FIELD, shape_constants
+    from plugins.training.layout_model import GENERIC_DEVICE, LOWP_SUSTAINED, SUSTAINED_FIELD, shape_constants
 
     has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     node = f"{plan}.layout.efficiency"
@@ -301,13 +302,15 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
             out[key] = float(ws.base_value(f"{dev}.{field}")) if has(f"{dev}.{field}") else GENERIC_DEVICE[field]
         if lowp:
             out.update(lowp)
-            if "eta_lp" not in out:
+            if "eta_lp" not in out:            # the 16-bit curve's, before either sustained share
                 out["eta_lp"] = out["eta_mm"]
-        if has(f"{dev}.{SUSTAINED_FIELD}"):     # what whole training steps sustain of both curves
-            s = float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
-            out["eta_mm"] *= s
-            if "eta_lp" in out:
-                out["eta_lp"] *= s
+        if has(f"{dev}.{SUSTAINED_FIELD}"):     # what whole training steps sustain of the 16-bit curve
+            out["eta_mm"] *= float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
+        if lowp:                                # and of the format's own (default: the 16-bit share)
+            fmt = ws.python_value(f"{plan}.layout.matmul_precision")
+            own = next((f for f in (LOWP_SUSTAINED[fmt], SUSTAINED_FIELD) if has(f"{dev}.{f}")), None)
+            if own is not None:
+                out["eta_lp"] *= float(ws.base_value(f"{dev}.{own}"))
 
     def opt(name, default=None):
         return float(ws.base_value(f"{model}.{name}")) if has(f"{model}.{name}") else default
