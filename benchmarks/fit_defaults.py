@@ -34,6 +34,12 @@ CATALOG = ROOT / "specs" / "catalog" / "hardware.plan"
 FITTED = ROOT / "specs" / "data" / "validation" / "fitted-defaults.csv"
 FIELD = "sustained_efficiency"
 FP8_FIELD = "fp8_sustained_efficiency"
+#: catalog devices built on the same compute die as a fitted device: they take its fitted shares
+#: (what whole steps sustain of the device's own GEMM curve: the kernels the step does not list are
+#: the same).  H200 SXM and H800 SXM: the GH100 of the H100 SXM with the same dense BF16/FP8 peaks
+#: (NVIDIA H200 datasheet; the H800 differs only in interconnect), carrying its GEMM curve; the
+#: 500 W H100 (h100_500w) carries its own curve, measured at that power limit
+SAME_COMPUTE = {"h100_sxm": ("h200", "h800", "h100_500w")}
 COLUMNS = ["device", "field", "value_percent", "runs", "rms_error_percent", "max_error_percent"]
 
 
@@ -105,18 +111,27 @@ def source_text(row: dict) -> str:
 
 
 def catalog_with(rows: list[dict], text: str) -> str:
-    """The catalog text with each fitted device field's line (added or replaced)."""
+    """The catalog text with each fitted device field's line (added or replaced), and the same
+    value in each device of :data:`SAME_COMPUTE` of it."""
     for row in rows:
-        m = re.search(rf"^device {row['device']} \{{\n(.*?)^\}}", text, re.S | re.M)
-        if m is None:
-            raise SystemExit(f"no device {row['device']} in {CATALOG}")
-        body = m.group(1)
-        field = row["field"]
-        line = f'  {field} = {row["value_percent"]} % source "{source_text(row)}"\n'
-        new = (re.sub(rf"^  {field} = .*\n", line, body, flags=re.M) if re.search(rf"^  {field} = ", body, re.M)
-               else body + line)
-        text = text[:m.start(1)] + new + text[m.end(1):]
+        for device in (row["device"],) + SAME_COMPUTE.get(row["device"], ()):
+            src = source_text(row) if device == row["device"] else (
+                f"the {row['device']} fit ({source_text(row)}): the same compute die; not measured on this "
+                "device")
+            text = _with_line(text, device, row["field"], row["value_percent"], src)
     return text
+
+
+def _with_line(text: str, device: str, field: str, value: str, src: str) -> str:
+    """The catalog text with ``device``'s ``field`` line set to ``value`` % (added or replaced)."""
+    m = re.search(rf"^device {device} \{{\n(.*?)^\}}", text, re.S | re.M)
+    if m is None:
+        raise SystemExit(f"no device {device} in {CATALOG}")
+    body = m.group(1)
+    line = f'  {field} = {value} % source "{src}"\n'
+    new = (re.sub(rf"^  {field} = .*\n", line, body, flags=re.M) if re.search(rf"^  {field} = ", body, re.M)
+           else body + line)
+    return text[:m.start(1)] + new + text[m.end(1):]
 
 
 def read_fitted() -> list[dict]:

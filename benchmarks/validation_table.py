@@ -98,6 +98,13 @@ def fp8_recipe(r: dict) -> str | None:
 FRAMEWORKS = {"NeMo": "nemo", "Megatron-Bridge": "nemo", "Megatron-LM": "megatron", "torchtitan": "torchtitan"}
 
 
+#: `use layout { framework }` -> the gradient format its mixed precision keeps when it is not the
+#: compute format: torchtitan's FSDP2 reduces (and keeps the sharded gradients of its FP32 sharded
+#: parameters) in FP32 (`--training.mixed_precision_reduce`, default and only choice "float32":
+#: torchtitan torchtitan/config_manager.py @ 9dec370ad26b5f8e9a7333a0e36165018262644b)
+GRADS = {"torchtitan": "fp32"}
+
+
 def framework_of(r: dict) -> str | None:
     """The `use layout { framework }` of a corpus row, from the framework it names."""
     return FRAMEWORKS.get(r["framework"].split(" ")[0].rstrip(","))
@@ -142,7 +149,7 @@ def plan_text(r: dict) -> str:
             f"plan {name} {{",
             f"  model = m_{name}; workload = w_{name}; device = {dev}",
             f"  gpus = {r['gpus']}; gpus_per_host = {r['gpus_per_host']}; micro_batch = {r['micro_batch']} seq",
-            f'  use memory {{ weights = "{fmt}"; grads = "{fmt}"; master = "fp32"; optimizer = "adam" }}',
+            f'  use memory {{ weights = "{fmt}"; grads = "{GRADS.get(fw, fmt)}"; master = "fp32"; optimizer = "adam" }}',
             f"  use layout {{ tp = {tp}; pp = {pp}; cp = {cp}; ep = {ep}; virtual = {vp}{sched}; zero = {r['zero']}",
             f"    sequence_parallel = {'true' if tp > 1 else 'false'}; recompute = \"{r['recompute']}\"; efficiency = \"roofline\"",
             f"    link = {link}; nic = {nic}; nics_per_host = {r['nics_per_host']}{extra} }}",
