@@ -93,11 +93,14 @@ def lookup(device: str, moe: bool, precision: str, gpus: float | None, gpus_per_
 
 
 def _mode(ctx) -> str | None:
-    """How the plan's step is priced: "roofline", "mfu", or None (no training step)."""
+    """How the plan's step is priced: "roofline", "mfu", "stated", or None (no training step);
+    the rule of :func:`plugins.training.layout.efficiency_mode`."""
+    from plugins.training.layout_stated import RATES
     lay = ctx.block("layout")
     if lay is not None:
         given = lay.value("efficiency")
-        return given if given is not None else ("mfu" if ctx.stated("mfu") else "roofline")
+        stated = any(lay.value(k) is not None for k in RATES)
+        return given if given is not None else ("stated" if stated else "mfu" if ctx.stated("mfu") else "roofline")
     return "mfu" if ctx.provided("step_time") else None
 
 
@@ -120,7 +123,7 @@ def plan_quantities_price(ctx):
         _price_serving(ctx)
         return
     if mode != "roofline":
-        return          # priced at the plan's stated mfu: its accuracy is that mfu's, no band and no warning
+        return          # priced at the plan's stated mfu or throughput: its accuracy is that figure's, no band
     if not ctx.stated("device"):
         return
     device = ctx.ref("device").name

@@ -59,8 +59,8 @@ from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec, ceiling_of
 from plugins.model import flops
 from plugins.reliability.finish import require_time_to_train
 from plugins.training import layout_model as lm
-from plugins.training.layout_formats import lowp_constants
-from plugins.training import layout_pipeline, layout_reports
+from plugins.training.layout_formats import device_curve, lowp_constants
+from plugins.training import layout_pipeline, layout_stated, layout_reports
 from plugins.training.layout_reports import stage_params  # noqa: F401 (callers import it from here)
 
 SCHEDULES = ("1f1b", "interleaved", "fill_drain", "zb_h1", "zb_h2", "dualpipe")
@@ -146,9 +146,19 @@ KNOB_PARAMS = (
               "\"none\": every collective at `overlap`"),
     Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
     Param("efficiency", kind="choice", choices=lm.EFFICIENCY, optional=True,
-          doc="how compute is priced: mfu (every FLOP at the plan's `mfu`) or roofline (each matrix product on "
-              "the device's efficiency curve, memory-bound work at its bandwidth); default mfu when the plan "
-              "states `mfu`, else roofline"),
+          doc="how compute is priced: mfu (every FLOP at the plan's `mfu`), roofline (each matrix product on "
+              "the device's efficiency curve, memory-bound work at its bandwidth) or stated (the whole step from "
+              "a stated throughput); default stated when the plan states one, mfu when it states `mfu`, else "
+              "roofline"),
+    Param("stated_tokens_per_s", "token/s", None, "a measured end-to-end throughput of all GPUs: the step is "
+          "tokens per step / it, nothing of the layout added (efficiency = \"stated\")", min=0, min_open=True,
+          optional=True),
+    Param("stated_tflops", "TFLOP/s", None, "a measured end-to-end throughput per GPU, its FLOPs counted as "
+          "stated_flops says: the step is FLOPs per step / (gpus · it) "
+          "(efficiency = \"stated\")", min=0, min_open=True, optional=True),
+    Param("stated_flops", default='"exact"', kind="choice", choices=flops.CONVENTIONS,
+          doc="how the source of stated_tflops counts FLOPs (\"hardware\": recomputation included, as Narayanan "
+              "et al. 2021; \"megatron\": Megatron-LM/NeMo's logged TFLOP/s/GPU)"),
     Param("offload", default='"none"', kind="choice", choices=("none", "optimizer"),
           doc="optimizer: ZeRO-Offload keeps master weights and optimizer states in host memory and runs the "
               "optimizer step on the CPU"),
@@ -247,7 +257,8 @@ SEARCH = UseSpec(
 ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nics_per_host": "nics_per_host",
               "prefetch": "prefetch", "reshard_after_forward": "reshard_after_forward"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
-            "ep_nodes_per_token": None, "tp_overlap": None, "cp_overlap": None, "ep_overlap": None, "framework": "none", "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
+            "ep_nodes_per_token": None, "tp_overlap": None, "cp_overlap": None, "ep_overlap": None, "framework": "none",
+            "stated_tokens_per_s": None, "stated_tflops": None, "stated_flops": "exact", "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
@@ -335,7 +346,8 @@ def efficiency_mode(ctx, kn: Knobs) -> str:
     states `mfu` and "roofline" when it does not."""
     given = kn.value("efficiency")
     stated = ctx.stated("mfu")
-    mode = given if given is not None else ("mfu" if stated else "roofline")
+    mode = given if given is not None else ("stated" if layout_stated.given(kn) else "mfu" if stated else "roofline")
+    layout_stated.check(ctx, kn, mode)
     if mode == "mfu" and not stated:
         kn.error_at("efficiency", f"efficiency = \"mfu\" prices compute at the plan's `mfu`, which plan "
                     f"'{ctx.name}' does not state", "add `mfu = 40 %` to the plan, or set efficiency = \"roofline\"",
@@ -347,25 +359,6 @@ def efficiency_mode(ctx, kn: Knobs) -> str:
                  "`use recompute`, still do), or set efficiency = \"mfu\" to price the step at it",
                  code="unused")
     return mode
-
-
-# device field -> (key of K, unit)
-DEVICE_CURVE = lm.DEVICE_CURVE
-
-
-def device_curve(dev) -> dict:
-    """The roofline keys of ``K`` from a device declaration: its `matmul_efficiency`,
-    `matmul_half_flops` and `mem_efficiency` when it states them, else the generic defaults
-    of :data:`plugins.training.layout_model.GENERIC_DEVICE`, η_max times the device's
-    `sustained_efficiency` when it states one; and its `mem_bw`."""
-    out = {}
-    for field, (key, unit) in DEVICE_CURVE.items():
-        out[key] = (dev.q(field, unit, positive=True) if dev.has(field)
-                    else sp.Rational(str(lm.GENERIC_DEVICE[field])))
-    if dev.has(lm.SUSTAINED_FIELD):     # what whole training steps sustain of that curve
-        out["eta_mm"] = out["eta_mm"] * dev.q(lm.SUSTAINED_FIELD, "", positive=True)
-    out["mem_bw"] = dev.q("mem_bw", "B/s", positive=True)
-    return out
 
 
 def symbolic_constants(ctx, kn: Knobs, link, nic):
@@ -426,6 +419,8 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
     K["mode"] = efficiency_mode(ctx, kn)
     if K["mode"] == "mfu":
         K["mfu"] = ctx.param("mfu")
+    elif K["mode"] == "stated":
+        K["mfu"] = sp.Integer(1)        # not read: the stated step replaces the compute (layout_stated)
     else:
         K.update(device_curve(dev))
     lowp = lowp_constants(ctx, kn, dev, model, K)
@@ -666,6 +661,9 @@ def plan_quantities_price(ctx):
             continue
         ctx.require(name, lhs(K, X), op, rhs(K, X), "", f"rejected when: {reason}")
     r = lm.evaluate(K, X, o, mode, moe)
+    if K["mode"] == "stated":
+        exact = 3 * (K["fwd_tok"] + lm.attention_per_token(K)) * K["s"] * K["B"]
+        r = layout_stated.apply(r, layout_stated.step_time(ctx, kn, K, K["s"] * K["B"], exact))
     m = r["m"]
     ctx.require("micro_batches_at_least_one", m, ">=", 1, "", "every GPU gets at least one micro-batch per step")
     if link is None and kn.zero is not None:
@@ -707,6 +705,12 @@ def plan_quantities_price(ctx):
                                       "NVIDIA, 'Matrix Multiplication Background User's Guide' (GEMM efficiency by size)",
                                       "Isaev et al. 2023, 'Calculon' (per-layer matrix and vector work on efficiency "
                                       "curves)"))
+    elif K["mode"] == "stated":
+        comp = ctx.define("compute_time", r["compute"], "s", "the whole step at the stated throughput (bubbles, "
+                          "communication and waits inside it)", headline=True, rank=6,
+                          references=("a measured end-to-end training throughput (e.g. Narayanan et al. 2021, "
+                                      "'Efficient Large-Scale Language Model Training on GPU Clusters Using "
+                                      "Megatron-LM', Table 1: achieved teraFLOP/s per GPU)",))
     else:
         comp = ctx.define("compute_time", r["compute"], "s",
                           "per-GPU compute of one step at the stated MFU: F_step / (p·P·η)", headline=True, rank=6,
@@ -741,7 +745,9 @@ def plan_quantities_price(ctx):
                     "`stage_layers` in `use layout`, or price the schedule alone with `use pipeline` in another plan",
                     code="conflict")
     if p > 1:
-        pipe_peak = layout_pipeline.schedule(ctx, kn, K, X, r, comp, rec, stage_layers)
+        # a stated step holds its pipeline's time already: the closed form's terms, 0
+        pipe_peak = layout_pipeline.schedule(ctx, kn, K, X, r, comp, rec, stage_layers) \
+            if K["mode"] != "stated" else None
         if pipe_peak is not None:
             bubble = ctx.define("bubble_time", ctx.q("pipeline_time", "s") - comp - rec, "s",
                                 "pipeline idle, stage imbalance and boundary sends on the critical path "
@@ -762,7 +768,7 @@ def plan_quantities_price(ctx):
                                                  "⌊c·tokens·k/E⌋ dropped, the busiest device sets the pace"))
     else:
         imb_t = None
-    if t > 1:
+    if t > 1 and link is not None:          # no link named: the TP ring is not priced
         ctx.define("tp_bandwidth", r["tp_bw"], "GB/s", "bandwidth of the link the TP ring crosses")
     # r["tp"], r["cp"], r["ep"] are the exposed parts already (each collective's overlap taken off)
     chain = comp + (imb_t if imb_t is not None else 0) + rec + bubble + sum(
@@ -810,7 +816,7 @@ def plan_quantities_price(ctx):
     step_flops_exact = 3 * (K["fwd_tok"] + attn_tok) * K["s"] * K["B"]
     ctx.define("mfu_achieved", step_flops_exact / (ctx.q("step_time", "s") * gpus * K["peak"]), "%",
                f"model FLOP utilisation of the step (efficiency = {K['mode']}): training FLOPs, exact count, over "
-               "step time × gpus × peak", headline=roof, rank=9.5,
+               "step time × gpus × peak", headline=roof or K["mode"] == "stated", rank=9.5,
                references=("Chowdhery et al. 2022, 'PaLM', appendix B (model FLOPs utilization)",))
     ctx.define("compute_mfu", step_flops_exact / (comp * gpus * K["peak"]), "%",
                "utilisation of the compute alone (no bubble, communication or waits)"
@@ -894,7 +900,8 @@ def plan_activities_schedule(ctx):
     tl = ctx.timeline("step")
     tl.add("input_wait", ctx.param("input_wait"), "input", doc="waiting for the next batch", kind="wait")
     z, prefetch = int(kn.value("zero")), bool(kn.value("prefetch"))
-    priced = kn.ref("link") is not None
+    # a stated throughput holds the DP/ZeRO collectives already: none on the link beside it
+    priced = kn.ref("link") is not None and not layout_stated.given(kn)
     if priced and z > 0:
         tl.add("allgather_first", ctx.q("comm_head"), "link", after=["input_wait"], before=["compute"],
                doc="first AllGather (word embedding), nothing to hide it behind", kind="comm")

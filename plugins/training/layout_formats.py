@@ -1,5 +1,6 @@
-"""The number formats of a training step's matrix products (``use layout { matmul_precision }``):
-the FP8/FP4 keys of the step's constants ``K`` read from the device, the recipe and ``use memory``.
+"""The device's curves and number formats of a training step's matrix products: the roofline keys
+of the step's constants ``K`` (:func:`device_curve`) and, under ``use layout { matmul_precision }``,
+the FP8/FP4 keys read from the device, the recipe and ``use memory`` (:func:`lowp_constants`).
 Split from :mod:`plugins.training.layout` (the block) so each stays readable."""
 from __future__ import annotations
 
@@ -66,3 +67,18 @@ def lowp_constants(ctx, kn, dev, model, K) -> bool:
         if fmt == "fp8" and stored in FP8_OPERANDS:
             K["lp_wcast"] = sp.Integer(0)           # the stored weights are the FP8 copy
     return True
+
+
+def device_curve(dev) -> dict:
+    """The roofline keys of ``K`` from a device declaration: its `matmul_efficiency`,
+    `matmul_half_flops` and `mem_efficiency` when it states them, else the generic defaults
+    of :data:`plugins.training.layout_model.GENERIC_DEVICE`, η_max times the device's
+    `sustained_efficiency` when it states one; and its `mem_bw`."""
+    out = {}
+    for field, (key, unit) in lm.DEVICE_CURVE.items():
+        out[key] = (dev.q(field, unit, positive=True) if dev.has(field)
+                    else sp.Rational(str(lm.GENERIC_DEVICE[field])))
+    if dev.has(lm.SUSTAINED_FIELD):     # what whole training steps sustain of that curve
+        out["eta_mm"] = out["eta_mm"] * dev.q(lm.SUSTAINED_FIELD, "", positive=True)
+    out["mem_bw"] = dev.q("mem_bw", "B/s", positive=True)
+    return out

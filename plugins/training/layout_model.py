@@ -205,7 +205,7 @@ def attention_per_token(K: dict):
 
 
 # ---------------------------------------------------------------- roofline step model
-EFFICIENCY = ("mfu", "roofline")
+EFFICIENCY = ("mfu", "roofline", "stated")   # "stated": plugins/training/layout_stated.py
 # Generic device curves for a device that states none (a recent datacenter GPU under cuBLAS):
 # large GEMMs at 80 % of peak, half of that at 1 GFLOP, streaming kernels at 90 % of mem_bw.
 # Not measured on any one device: the catalog's devices carry their own, with their sources.

@@ -244,6 +244,15 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     K["host_link"] = val(f"{host_ref.name}.bandwidth") if host_ref is not None else K["link"]
     if pre + "host_bandwidth" in ws.nodes and ws.base_value(pre + "host_bandwidth") is not None:
         K["host_bw"] = val(pre + "host_bandwidth")
+    stated = [k for k in ("stated_tokens_per_s", "stated_tflops")
+              if pre + k in ws.nodes and ws.base_value(pre + k) is not None]
+    if stated or (pre + "efficiency" in ws.nodes and ws.python_value(pre + "efficiency") == "stated"):
+        what = ", ".join(stated) or 'efficiency = "stated"'
+        raise PlanError([Diagnostic("error", "search", f"plan '{plan}' states its throughput "
+                                    f"({what}): a measured rate belongs "
+                                    "to the one layout it was measured on, and the search compares layouts", None,
+                                    "search a plan that prices its step from the device (efficiency = \"roofline\" "
+                                    "or `mfu`), then state the measured rate on the layout it picks")])
     if K["link"] is None:
         raise PlanError([Diagnostic("error", "search", f"plan '{plan}' names no link in `use layout`", None,
                                     "add `link = …` (the GPU's own link inside a host) to `use layout`")])
