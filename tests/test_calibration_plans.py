@@ -65,21 +65,22 @@ def test_dgx_cloud_bf16_llama_runs_calibrate_within_10_percent(case):
     assert 0.001 < eta < 1          # an interior optimum, not the bound the GPT-only calibration hit
 
 
-def test_dgx_cloud_fp8_llama_runs_calibrate_within_14_percent(case):
-    """The same runs in FP8, fitted on the FP8 curve's efficiency (three runs): one field cannot
-    follow the measured FP8 speedup, which grows with the model (1.33x for 70B on 64 GPUs, 1.53x
-    for 405B on 576: the corpus's measurements), so 8B and 70B are predicted fast and 405B slow;
-    every run lies within 14 %, and the fit's optimum is inside its bounds."""
+def test_dgx_cloud_fp8_llama_runs_calibrate_within_10_percent(case):
+    """The same runs in FP8, fitted on the share of the FP8 curve whole steps sustain (three
+    runs): one field cannot follow the measured FP8 speedup, which grows with the model (1.33x
+    for 70B on 64 GPUs, 1.53x for 405B on 576: the corpus's measurements), so 70B is predicted
+    fast; every run lies within the same 10 % as the BF16 runs, and the fit's optimum is inside
+    its bounds."""
     rows = {r["id"]: r for r in _corpus().values()
             if r["source_id"].startswith("dgxc-benchmarking") and r["precision"] != "BF16"}
-    detail = case.computed_detail("dgxc_fit_fp8.fp8_matmul_efficiency")
+    detail = case.computed_detail("dgxc_fit_fp8.fp8_sustained_efficiency")
     got = {r["run"]: r for r in detail["rows"]}
     assert set(got) == set(rows) and len(rows) == 14
     for rid, r in rows.items():
         measured = int(r["global_batch"]) * int(r["seq_len"]) / float(r["measured"])
         assert got[rid]["measured_step"] == pytest.approx(measured, rel=1e-12)
-        assert abs(got[rid]["predicted_step"] / measured - 1) < 0.14, rid
-    assert 0.001 < detail["values"]["fp8_matmul_efficiency"] < 1
+        assert abs(got[rid]["predicted_step"] / measured - 1) < 0.10, rid
+    assert 0.001 < detail["values"]["fp8_sustained_efficiency"] < 1
 
 
 def test_the_fitted_device_carries_into_another_plan(case):
