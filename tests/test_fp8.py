@@ -196,3 +196,28 @@ def test_the_fp8_curve_has_its_own_sustained_share(tmp_path):
     assert step("half", fp8) > step("h100_sxm", fp8)
     assert step("lower", "") == step("same", "")
     assert step("lower", fp8) > step("same", fp8)
+
+
+def test_fused_attention_runs_at_its_kernels_efficiency():
+    # the fused QKᵀ/AV of a long sequence are compute-bound: at the kernel's efficiency η_attn in
+    # place of the GEMM curve's η_max their time is (F + F_half)/(peak·η_attn), i.e. scaled by
+    # η_max/η_attn exactly (H100: FlashAttention-2 causal 335 of 989.4 TFLOP/s, 33.9 %, against the
+    # GEMM curve's 81.2 %); the linear layers are untouched
+    slow = dict(H100, eta_attn=0.339)
+    assert _gemm_times(slow, ("attention",)) == pytest.approx(_gemm_times(H100, ("attention",)) * 0.812 / 0.339,
+                                                              rel=1e-12)
+    assert _gemm_times(slow, ("layer",)) == _gemm_times(H100, ("layer",))
+
+
+def test_the_framework_picks_the_attention_kernel(tmp_path):
+    # torchtitan's SDPA runs FlashAttention-2 (33.9 % on the H100), NeMo's Transformer Engine cuDNN
+    # (54.5 %), "none" the GEMM curve (81.2 %): the attention is slowest under torchtitan; a stated
+    # kernel wins over the framework's
+    def step(layout):
+        f = tmp_path / f"k{abs(hash(layout))}.plan"
+        f.write_text(TINY.replace("DEVICE", "h100_sxm").replace("LAYOUT", layout))
+        return float(dsl.load(f)["p"].value("compute_time", "s"))
+    none, nemo, titan = (step(f'; framework = "{fw}"') for fw in ("none", "nemo", "torchtitan"))
+    assert none < nemo < titan
+    assert step('; framework = "torchtitan"; attention_kernel = "gemm"') == none
+    assert step('; attention_kernel = "flash2"') == titan

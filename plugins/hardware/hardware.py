@@ -19,6 +19,9 @@ device   fp4_flops             FLOP/s    dense FP4 (NVFP4) tensor peak (parts wi
 device   fp8_matmul_efficiency           fraction of fp8_flops large FP8 GEMMs reach (default: matmul_efficiency)
 device   fp4_matmul_efficiency           fraction of fp4_flops large FP4 GEMMs reach (default: matmul_efficiency)
 device   fp8_sustained_efficiency        sustained_efficiency of the FP8 curve (default: sustained_efficiency)
+device   flash2_attention_efficiency     fraction of peak_flops FlashAttention-2's causal kernel reaches (training)
+device   flash3_attention_efficiency     fraction of peak_flops FlashAttention-3's causal kernel reaches (training)
+device   cudnn_attention_efficiency      fraction of peak_flops cuDNN's fused causal attention reaches (training)
 device   fp4_sustained_efficiency        sustained_efficiency of the FP4 curve (default: sustained_efficiency)
 link     bandwidth             B/s       per direction
 storage  bandwidth             B/s       sustained write (checkpoint) bandwidth
@@ -63,6 +66,10 @@ def plan_kinds_register():
             Param("fp4_sustained_efficiency", "", doc="fraction of the FP4 GEMM curve the device sustains over whole "
                   "training steps whose linear layers run in FP4 (training step only; default: "
                   "sustained_efficiency)", optional=True, min=0, min_open=True, max=1),
+            *(Param(f"{k}_attention_efficiency", "", doc=f"fraction of peak_flops {name}'s fused causal attention "
+                    "reaches on long sequences, forward and backward (training step, roofline; default: the "
+                    "GEMM curve)", optional=True, min=0, min_open=True, max=1)
+              for k, name in (("flash2", "FlashAttention-2"), ("flash3", "FlashAttention-3"), ("cudnn", "cuDNN"))),
             Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
                   "weights is the bound (serving decode; default: mem_efficiency)",
                   optional=True, min=0, min_open=True, max=1),

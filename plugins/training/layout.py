@@ -59,7 +59,7 @@ from dsl.plugin import CommandSpec, Param, TableSpec, UseSpec, ceiling_of
 from plugins.model import flops
 from plugins.reliability.finish import require_time_to_train
 from plugins.training import layout_model as lm
-from plugins.training.layout_formats import device_curve, lowp_constants
+from plugins.training.layout_formats import attention_constants, device_curve, lowp_constants
 from plugins.training import layout_pipeline, layout_stated, layout_reports
 from plugins.training.layout_reports import stage_params  # noqa: F401 (callers import it from here)
 
@@ -105,6 +105,9 @@ KNOB_PARAMS = (
               "formulas), formula, or transient"),
     Param("attention", default='"flash"', kind="choice", choices=lm.ATTENTION,
           doc="flash: fused attention keeps no s×s scores (modern stacks); eager: scores and softmax kept"),
+    Param("attention_kernel", default='"auto"', kind="choice", choices=tuple(lm.ATTENTION_KERNELS),
+          doc="the fused attention kernel and so the device efficiency it runs at: flash2, flash3, cudnn "
+              "(the device's <kernel>_attention_efficiency), gemm (the GEMM curve); auto: the framework's"),
     Param("dropout", default="false", kind="bool", doc="dropout layers keep one-byte masks"),
     Param("activation_precision", default='"bf16"', kind="choice", choices=tuple(lm.PRECISION_BYTES),
           doc="format of the saved activations"),
@@ -258,7 +261,7 @@ ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nic
               "prefetch": "prefetch", "reshard_after_forward": "reshard_after_forward"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
             "ep_nodes_per_token": None, "tp_overlap": None, "cp_overlap": None, "ep_overlap": None, "framework": "none",
-            "stated_tokens_per_s": None, "stated_tflops": None, "stated_flops": "exact", "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
+            "stated_tokens_per_s": None, "stated_tflops": None, "stated_flops": "exact", "attention_kernel": "auto", "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
             "fp8_recipe": "delayed", "lm_head": True, "link": None,
@@ -423,6 +426,7 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
         K["mfu"] = sp.Integer(1)        # not read: the stated step replaces the compute (layout_stated)
     else:
         K.update(device_curve(dev))
+        K.update(attention_constants(dev, lm.attention_field(kn.value("attention_kernel"), kn.value("framework"))))
     lowp = lowp_constants(ctx, kn, dev, model, K)
     if K["mode"] == "roofline" or lowp:
         # no shared experts: a structural zero, so that the layer table has no empty GEMM

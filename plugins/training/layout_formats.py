@@ -82,3 +82,15 @@ def device_curve(dev) -> dict:
         out["eta_mm"] = out["eta_mm"] * dev.q(lm.SUSTAINED_FIELD, "", positive=True)
     out["mem_bw"] = dev.q("mem_bw", "B/s", positive=True)
     return out
+
+
+def attention_constants(dev, field: str | None) -> dict:
+    """``K["eta_attn"]``: the fused attention kernel's efficiency — the device's ``field`` (e.g.
+    ``cudnn_attention_efficiency``) times its ``sustained_efficiency`` as the GEMM curve is —
+    or {} (the GEMM curve) when ``field`` is None or the device states no such field."""
+    if field is None or not dev.has(field):
+        return {}
+    eta = dev.q(field, "", positive=True)
+    if dev.has(lm.SUSTAINED_FIELD):
+        eta = eta * dev.q(lm.SUSTAINED_FIELD, "", positive=True)
+    return {"eta_attn": eta}

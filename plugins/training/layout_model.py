@@ -55,8 +55,8 @@ ATTENTION = ("flash", "eager")
 
 
 
-from plugins.training.layout_overlap import (FRAMEWORKS, collective_overlaps,  # noqa: E402,F401
-                                             exposed_shares)
+from plugins.training.layout_overlap import (ATTENTION_KERNELS, FRAMEWORKS, attention_field,  # noqa: E402,F401
+                                             collective_overlaps, exposed_shares)
 from plugins.training.layout_memory import (activation_per_layer, gathered_bytes, logits_bytes,  # noqa: E402,F401
                                               loss_bytes)
 
@@ -426,15 +426,19 @@ def _price(ops_, K, o, parts=None):
     fwd = bwd = 0
     e = K["act_bytes"]
     lp = K.get("lp") is not None
+    # the fused attention kernel at its own measured efficiency (K["eta_attn"]) where known
+    Ka = K if K.get("eta_attn") is None else dict(K, eta_mm=K["eta_attn"])
     for name, M, N, Kd, n, part, nb in gemms:
         if parts is not None and part not in parts:
             continue
         low = lp and name in LOWP_GEMMS
-        fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb, low)
         if nb is None:
+            fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb, low)
             bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, None, low) + gemm_time(Kd, N, M, K, o, e, None, low))
         else:          # fused: the backward kernel moves twice the forward's bytes
-            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, 2 * nb) + gemm_time(Kd, N, M, K, o, e, 2 * nb))
+            Kf = Ka if part == "attention" else K
+            fwd = fwd + n * gemm_time(M, N, Kd, Kf, o, e, nb, low)
+            bwd = bwd + n * (gemm_time(M, Kd, N, Kf, o, e, 2 * nb) + gemm_time(Kd, N, M, Kf, o, e, 2 * nb))
     for _, nb, part in streams:
         if parts is not None and part not in parts:
             continue

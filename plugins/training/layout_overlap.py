@@ -1,6 +1,7 @@
-"""How much of each collective of the training step the runtime hides behind compute: the
-per-collective overlap shares of ``use layout`` (``tp_overlap``, ``cp_overlap``, ``ep_overlap``,
-``overlap``) and the defaults of the framework a plan names (``framework``), read alike by
+"""What the framework a plan names (``use layout { framework }``) does by default, and how much of
+each collective of the training step the runtime hides behind compute: the per-collective overlap
+shares of ``use layout`` (``tp_overlap``, ``cp_overlap``, ``ep_overlap``, ``overlap``), the
+framework's defaults for them and its fused attention kernel (:data:`FRAMEWORK_ATTENTION`), read alike by
 ``use layout`` (plugins/training/layout.py) and ``plan search`` (plugins/training/layout_search.py)
 through :func:`collective_overlaps`, and applied per layout by :func:`exposed_shares`."""
 from __future__ import annotations
@@ -24,6 +25,22 @@ from __future__ import annotations
 FRAMEWORK_OVERLAPS = {"none": {}, "megatron": {"cp": "ring"}, "nemo": {"tp": "ring", "cp": "ring"},
                       "torchtitan": {"tp": 0, "cp": 0}, "deepspeed": {"tp": 0, "cp": 0}}
 FRAMEWORKS = tuple(FRAMEWORK_OVERLAPS)
+#: the fused attention kernel each framework runs by default (``use layout { attention_kernel =
+#: "auto" }``): NeMo, Megatron-Bridge and Megatron-LM through Transformer Engine's fused attention
+#: (cuDNN's flash attention on Hopper); torchtitan and DeepSpeed through PyTorch's
+#: ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2 (PyTorch 2.2 release
+#: notes); "none": the device's GEMM curve, as any matrix product
+FRAMEWORK_ATTENTION = {"none": "gemm", "megatron": "cudnn", "nemo": "cudnn", "torchtitan": "flash2",
+                       "deepspeed": "flash2"}
+#: ``attention_kernel`` choices -> the device field of that kernel's efficiency ("gemm": none)
+ATTENTION_KERNELS = {"auto": None, "gemm": None, "flash2": "flash2_attention_efficiency",
+                     "flash3": "flash3_attention_efficiency", "cudnn": "cudnn_attention_efficiency"}
+
+
+def attention_field(kernel: str, framework: str) -> str | None:
+    """The device field whose efficiency the fused attention runs at, or None (the GEMM curve):
+    the stated ``attention_kernel``, or with "auto" the framework's (:data:`FRAMEWORK_ATTENTION`)."""
+    return ATTENTION_KERNELS[FRAMEWORK_ATTENTION[framework] if kernel == "auto" else kernel]
 
 
 def collective_overlaps(stated: dict, overlap, schedule: str, framework: str = "none") -> dict:

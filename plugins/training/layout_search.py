@@ -293,7 +293,7 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
     generic defaults) and the matrix shapes — as ``use layout`` reads them."""
     from plugins.model.decoder import attention_params
     from plugins.training.layout_model import DEVICE_CURVE
-    from plugins.training.layout_model import GENERIC_DEVICE, LOWP_SUSTAINED, SUSTAINED_FIELD, shape_constants
+    from plugins.training.layout_model import GENERIC_DEVICE, LOWP_SUSTAINED, SUSTAINED_FIELD, attention_field, shape_constants
 
     has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     node = f"{plan}.layout.efficiency"
@@ -313,8 +313,18 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
             out.update(lowp)
             if "eta_lp" not in out:            # the 16-bit curve's, before either sustained share
                 out["eta_lp"] = out["eta_mm"]
+        # the fused attention kernel's own efficiency (use layout { attention_kernel; framework })
+        pre = f"{plan}.layout."
+        afield = attention_field(ws.python_value(pre + "attention_kernel") if pre + "attention_kernel" in ws.nodes
+                                 else "auto", ws.python_value(pre + "framework") if pre + "framework" in ws.nodes
+                                 else "none")
+        if afield is not None and has(f"{dev}.{afield}"):
+            out["eta_attn"] = float(ws.base_value(f"{dev}.{afield}"))
         if has(f"{dev}.{SUSTAINED_FIELD}"):     # what whole training steps sustain of the 16-bit curve
-            out["eta_mm"] *= float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
+            s = float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
+            out["eta_mm"] *= s
+            if "eta_attn" in out:
+                out["eta_attn"] *= s
         if lowp:                                # and of the format's own (default: the 16-bit share)
             fmt = ws.python_value(f"{plan}.layout.matmul_precision")
             own = next((f for f in (LOWP_SUSTAINED[fmt], SUSTAINED_FIELD) if has(f"{dev}.{f}")), None)
