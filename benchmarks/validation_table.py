@@ -149,7 +149,8 @@ def plan_text(r: dict) -> str:
             f"plan {name} {{",
             f"  model = m_{name}; workload = w_{name}; device = {dev}",
             f"  gpus = {r['gpus']}; gpus_per_host = {r['gpus_per_host']}; micro_batch = {r['micro_batch']} seq",
-            f'  use memory {{ weights = "{fmt}"; grads = "{GRADS.get(fw, fmt)}"; master = "fp32"; optimizer = "adam" }}',
+            f'  use memory {{ weights = "{fmt}"; grads = "{GRADS.get(fw, fmt)}"; master = "fp32"; optimizer = "adam"'
+            + (f'; {r["memory_extra"]}' if r["memory_extra"] else "") + " }",
             f"  use layout {{ tp = {tp}; pp = {pp}; cp = {cp}; ep = {ep}; virtual = {vp}{sched}; zero = {r['zero']}",
             f"    sequence_parallel = {'true' if tp > 1 else 'false'}; recompute = \"{r['recompute']}\"; efficiency = \"roofline\"",
             f"    link = {link}; nic = {nic}; nics_per_host = {r['nics_per_host']}{extra} }}",
@@ -173,11 +174,14 @@ def predict(r: dict) -> dict:
         step = float(p.value("step_time", "s"))
         # the measured peak is what the runtime reserves (torch.cuda.max_memory_reserved)
         mem = float(p.value("runtime_memory", "GiB"))
+        # every corpus run ran: the plan must not declare it out of memory
+        fits = mem <= float(p.value("usable_memory", "GiB"))
     except Exception as e:                      # the tool cannot price this row: say why (its first error)
         errors = [d for d in getattr(e, "diagnostics", ()) if d.severity == "error"]
         msg = " ".join((f"error[{errors[0].code}]: {errors[0].summary}" if errors else str(e)).split())
         msg = msg.split(": ", 1)[1] if msg.startswith(str(PLAN_PATH)) else msg   # no machine paths
-        return {"value": None, "memory_gib": None, "reason": (msg[:117] + "…") if len(msg) > 118 else msg}
+        return {"value": None, "memory_gib": None, "fits": None,
+                "reason": (msg[:117] + "…") if len(msg) > 118 else msg}
     g, tokens = int(r["gpus"]), int(r["global_batch"]) * int(r["seq_len"])
     metric = r["metric"]
     if metric == "tokens_per_s":
@@ -193,7 +197,7 @@ def predict(r: dict) -> dict:
     else:
         raise ValueError(f"unknown metric {metric!r}")
     # rounded to 6 significant digits: the committed predictions.csv is stable across platforms
-    return {"value": float(f"{v:.6g}"), "memory_gib": float(f"{mem:.6g}"), "reason": ""}
+    return {"value": float(f"{v:.6g}"), "memory_gib": float(f"{mem:.6g}"), "fits": fits, "reason": ""}
 
 
 def read_serving(path: Path = SERVING) -> list[dict]:
@@ -277,10 +281,11 @@ def predict_all(rows: list[dict]) -> dict:
 def write_predictions(preds: dict, path: Path = PREDICTIONS) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(["id", "predicted", "predicted_memory_gib", "not_priced_reason"])
+        w.writerow(["id", "predicted", "predicted_memory_gib", "fits_memory", "not_priced_reason"])
         for k, p in preds.items():
             w.writerow([k, "" if p["value"] is None else repr(p["value"]),
-                        "" if p["value"] is None else repr(p["memory_gib"]), p["reason"]])
+                        "" if p["value"] is None else repr(p["memory_gib"]),
+                        "" if p["fits"] is None else ("yes" if p["fits"] else "no"), p["reason"]])
 
 
 def read_predictions(path: Path = PREDICTIONS) -> dict:
@@ -290,6 +295,7 @@ def read_predictions(path: Path = PREDICTIONS) -> dict:
             priced = d["predicted"] != ""
             out[d["id"]] = {"value": float(d["predicted"]) if priced else None,
                             "memory_gib": float(d["predicted_memory_gib"]) if priced else None,
+                            "fits": (d["fits_memory"] == "yes") if priced else None,
                             "reason": d["not_priced_reason"]}
     return out
 

@@ -112,6 +112,15 @@ def test_readme_table_is_current():
     assert VT.markdown(ROWS, preds, serving) in readme, "rerun `python benchmarks/validation_table.py --write` and commit"
 
 
+def test_a_run_that_ran_is_never_declared_out_of_memory():
+    """Every corpus run ran on its GPUs: priced as a plan, its runtime memory (what the caching
+    allocator reserves) must fit the device's usable memory."""
+    preds = VT.read_predictions()
+    priced = {k: p for k, p in preds.items() if p["value"] is not None}
+    assert len(priced) >= 80
+    assert [k for k, p in priced.items() if not p["fits"]] == []
+
+
 SERVING_ROWS = VT.read_serving()
 
 
