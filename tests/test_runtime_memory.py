@@ -53,6 +53,8 @@ def tt8():
                                             recompute = "op"; reshard_after_forward = false } }
         plan fused extends op { use layout { zero = 3; efficiency = "roofline"; link = nvlink4; nic = roce_400g
                                              recompute = "op"; loss = "fused" } }
+        plan compiled extends op { use layout { zero = 3; efficiency = "roofline"; link = nvlink4; nic = roce_400g
+                                                recompute = "op"; loss = "compiled" } }
     """)
     return evaluate_snippet(text)
 
@@ -69,6 +71,16 @@ def test_fused_loss_drops_the_logits(tt8):
     d = qval(tt8, "op.runtime_memory") - qval(tt8, "fused.runtime_memory")
     assert d == pytest.approx(29_418_848_256, rel=1e-12)
     assert qval(tt8, "op.memory_per_gpu") == pytest.approx(qval(tt8, "fused.memory_per_gpu"), rel=1e-12)
+
+
+def test_compiled_loss_keeps_the_16_bit_logits_and_their_gradient(tt8):
+    # torch.compile fuses the FP32 cast and the log-softmax: the backward holds the 16-bit logits
+    # and writes their 16-bit gradient, 2 + 2 B × 2 × 8192 × 128,256 = 8,405,385,216 B (7.83 GiB);
+    # the rest of the step's memory is the fp32 loss's
+    assert qval(tt8, "compiled.loss_memory") == pytest.approx(4 * 2 * 8192 * 128_256, rel=1e-12)
+    assert 4 * 2 * 8192 * 128_256 == 8_405_385_216
+    d = qval(tt8, "op.runtime_memory") - qval(tt8, "compiled.runtime_memory")
+    assert d == pytest.approx(10 * 2 * 8192 * 128_256, rel=1e-12)
 
 
 def test_op_level_checkpointing_bytes_per_layer(tt8):

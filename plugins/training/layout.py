@@ -123,7 +123,8 @@ KNOB_PARAMS = (
           doc="the last stage keeps the LM-head logits (FP32) for the loss; false for a classifier head"),
     Param("loss", default='"fp32"', kind="choice", choices=lm.LOSSES,
           doc="how the runtime computes the cross-entropy: fp32 (the logits cast to FP32 and an unfused "
-              "log-softmax: 14 bytes per logit live at its backward, in runtime_memory) or fused (a fused or "
+              "log-softmax: 14 bytes per logit live at its backward, in runtime_memory), compiled (the same under "
+              "torch.compile: the 16-bit logits and their gradient, 4 bytes per logit) or fused (a fused or "
               "chunked loss that never materialises the whole vocabulary)"),
     Param("cublas_workspace", "B", "32 MiB", "cuBLAS workspace the runtime allocates through its caching "
           "allocator (cuBLAS's recommended size on Hopper and later; 4 MiB before)", min=0),
@@ -404,7 +405,7 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "input": ctx.param("input_wait"), "prefetch": int(bool(kn.value("prefetch"))),
          "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
          "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),
-         "logits": int(bool(kn.value("lm_head"))), "loss": int(kn.value("loss") == "fp32"),
+         "logits": int(bool(kn.value("lm_head"))), "loss": sp.Integer(lm.LOSS_BYTES[kn.value("loss")]),
          "cublas_ws": kn.q("cublas_workspace"), "reserve": kn.q("allocator_reserve"),
          "raf": int(bool(kn.value("reshard_after_forward"))),
          # routed experts' training FLOPs per token (the shared experts run on every rank)

@@ -60,13 +60,27 @@ def logits_bytes(K, X):
     return 4 * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
 
 
+#: ``use layout { loss }`` -> bytes per logit the cross-entropy holds at its backward (see :func:`loss_bytes`)
+LOSS_BYTES = {"fp32": 2 + 3 * 4, "fused": 0, "compiled": 2 + 2}
+LOSSES = tuple(LOSS_BYTES)
+
+
 def loss_bytes(K, X):
-    """The LM head's logits as an unfused FP32 cross-entropy holds them at its backward, per GPU
-    (vocabulary-parallel over TP): the 16-bit logits' block (2 B, freed after the FP32 cast but
-    kept cached by the allocator, too small for the FP32 tensors that follow), the saved
-    log-softmax output, its incoming gradient and the input gradient (3 × 4 B) — 14 bytes per
-    logit, T·V/t logits; 0 with a fused or chunked loss (``K["loss"]`` = 0) or without an LM head."""
-    return (2 + 3 * 4) * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"] * K.get("loss", 1)
+    """The LM head's logits as the cross-entropy holds them at its backward, per GPU
+    (vocabulary-parallel over TP), ``K["loss"]`` bytes per logit (:data:`LOSS_BYTES`), T·V/t logits:
+
+    * ``fp32`` (an unfused FP32 cross-entropy, ``cross_entropy(logits.float(), labels)`` in eager
+      PyTorch): the 16-bit logits' block (2 B, freed after the FP32 cast but kept cached by the
+      allocator, too small for the FP32 tensors that follow), the saved log-softmax output, its
+      incoming gradient and the input gradient (3 × 4 B) — 14 B;
+    * ``compiled`` (the same loss under ``torch.compile``, as torchtitan compiles it with
+      ``training.compile``: torchtitan components/loss.py @ e7c0cae): the cast and log-softmax fuse
+      into one kernel and the backward keeps only the 16-bit logits (with one log-sum-exp per row)
+      and writes their 16-bit gradient — 2 + 2 B;
+    * ``fused`` (a fused or chunked loss that never materialises the whole vocabulary): 0.
+
+    0 without an LM head."""
+    return K.get("loss", LOSS_BYTES["fp32"]) * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
 
 
 def gathered_bytes(K, X, o, P_mp, dz):

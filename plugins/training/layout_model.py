@@ -45,7 +45,6 @@ def term_name(k: str, mode: str = "mfu") -> str:
     """The explanation's name of step-time term ``k`` under efficiency ``mode``."""
     return ROOFLINE_COMPUTE if k == "compute" and mode == "roofline" else TERM_NAMES[k]
 RECOMPUTE = ("none", "selective", "full", "op")
-LOSSES = ("fp32", "fused")
 #: cuBLAS's recommended workspace on Hopper and later (4 MiB before): cuBLAS documentation,
 #: cublasSetWorkspace(); PyTorch allocates it through its caching allocator (ATen CublasHandlePool)
 CUBLAS_WORKSPACE = 32 * 2**20
@@ -57,8 +56,8 @@ ATTENTION = ("flash", "eager")
 
 from plugins.training.layout_overlap import (ATTENTION_KERNELS, FRAMEWORKS, attention_field,  # noqa: E402,F401
                                              collective_overlaps, exposed_shares)
-from plugins.training.layout_memory import (activation_per_layer, gathered_bytes, logits_bytes,  # noqa: E402,F401
-                                              loss_bytes)
+from plugins.training.layout_memory import (LOSS_BYTES, LOSSES, activation_per_layer,  # noqa: E402,F401
+                                              gathered_bytes, logits_bytes, loss_bytes)
 
 
 def inflight(p, v, o):

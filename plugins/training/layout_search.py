@@ -233,11 +233,11 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
              flash=float(ws.python_value(pre + "attention") == "flash"),
              dropout=float(bool(ws.python_value(pre + "dropout"))), logits=float(bool(ws.python_value(pre + "lm_head"))))
     # the runtime's memory terms (runtime_memory): the layout's loss, workspace, allocator reserve, resharding
-    from plugins.training.layout_model import CUBLAS_WORKSPACE
+    from plugins.training.layout_model import CUBLAS_WORKSPACE, LOSS_BYTES
 
     def knob(name, default):
         return ws.python_value(pre + name) if pre + name in ws.nodes else default
-    K.update(loss=float(knob("loss", "fp32") == "fp32"), raf=float(bool(knob("reshard_after_forward", True))),
+    K.update(loss=float(LOSS_BYTES[knob("loss", "fp32")]), raf=float(bool(knob("reshard_after_forward", True))),
              cublas_ws=val(pre + "cublas_workspace") if pre + "cublas_workspace" in ws.nodes else CUBLAS_WORKSPACE,
              reserve=val(pre + "allocator_reserve") if pre + "allocator_reserve" in ws.nodes else 0.0)
     host_ref = ws.python_value(pre + "host_link") if pre + "host_link" in ws.nodes else None
