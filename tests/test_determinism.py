@@ -49,6 +49,8 @@ RUNS_FILES = [
     ["search", "layout-qwen3-8b-4090.plan", "--top", "5", "--format", "json"],
     ["init", "--model", "qwen3_8b", "--device", "h100_sxm", "--gpus", "16", "-o", "{out}/start.plan"],
     ["eval", "serving-engine-qwen3-8b.plan"], ["eval", "serving-engine-qwen3-8b.plan", "--format", "json"],
+    ["launch", "serving-engine-qwen3-8b.plan", "--plan", "h100_2x", "--engine", "vllm"],
+    ["launch", "serving-engine-qwen3-8b.plan", "--plan", "h100_sglang", "--engine", "sglang", "--format", "json"],
 ]
 
 SCRIPT = """

@@ -110,8 +110,8 @@ SERVING_SEARCH = UseSpec(
     plan_params=(Param("model", kind="ref", ref_kind="model", doc="the model served"), GPUS_PER_HOST),
     order=72,
     provides=("search_gpus", "search_cost", "search_ttft_p95", "search_tpot_p95", "search_throughput",
-              "search_tp", "search_pp", "search_replicas", "search_max_num_seqs",
-              "search_max_num_batched_tokens",
+              "search_tp", "search_pp", "search_replicas", "search_prefill_replicas", "search_decode_replicas",
+              "search_max_num_seqs", "search_max_num_batched_tokens",
               "search_candidates", "search_valid", "search_simulated", "search_rejected_requests"),
 )
 
@@ -383,6 +383,11 @@ def plan_activities_schedule(ctx):
     define("search_pp", r["pp"], "", "pipeline-parallel degree of the chosen configuration", headline=False)
     define("search_replicas", r["replicas"] if not r["disaggregated"] else
            r["prefill_replicas"] + r["decode_replicas"], "", "engines of the chosen configuration", headline=False)
+    if r["disaggregated"]:
+        define("search_prefill_replicas", r["prefill_replicas"], "", "prefill engines of the chosen (disaggregated) "
+               "configuration", headline=False)
+        define("search_decode_replicas", r["decode_replicas"], "", "decode engines of the chosen (disaggregated) "
+               "configuration", headline=False)
     define("search_max_num_seqs", r["max_num_seqs"], "seq", "max_num_seqs of the chosen configuration",
            headline=False)
     define("search_max_num_batched_tokens", r["max_num_batched_tokens"], "token", "max_num_batched_tokens of the chosen configuration",
