@@ -428,3 +428,27 @@ def test_eval_and_search_agree_on_fitting_memory(tmp_path, usable):
     valid = bool(search.run(ws, "p").columns["valid"][0])
     assert valid == ws.requirement("p", "fits_memory")["ok"] == (usable != "74 GiB")
     assert any("more than the device has" in d.summary for d in ws.diagnostics) == (usable == "81 GiB")
+
+
+FRAMEWORK = """
+import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e9 token; seq_len = 8192 token; global_batch = 64 seq }
+plan p {
+  model = llama31_70b; workload = w; device = h100_sxm; gpus = 64; gpus_per_host = 8
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 4; pp = 2; cp = 2; zero = 1; sequence_parallel = true; link = nvlink4; nic = ib_ndr_400g
+               efficiency = "roofline"; %s }
+}
+"""
+
+
+@pytest.mark.parametrize("knobs", ['framework = "nemo"', 'framework = "torchtitan"; matmul_precision = "fp8"',
+                                   'framework = "megatron"; attention_kernel = "flash3"; tp_overlap = 30 %'])
+def test_framework_defaults_search_to_their_plan_value(write_plan, knobs):
+    """The framework's overlaps and attention kernel, and the FP8 curve's own sustained share,
+    read alike by the plan and the search."""
+    ws = dsl.load(write_plan(FRAMEWORK % knobs))
+    res = search.run(ws, "p")
+    assert res.columns["step"][0] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
+    assert res.columns["memory"][0] == pytest.approx(qval(ws, "p.memory_per_gpu", "B"), rel=1e-9)
