@@ -796,8 +796,8 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     # exposure (MegaScale; the `step` timeline of plugins/training/layout.py schedules exactly this):
     # the GPU runs the chain C of compute, recomputation, bubble and exposed TP/CP/EP/PP;
     # the link carries the DP/ZeRO collectives beside it
-    # each collective's exposed share (its own overlap, the framework's ring, or the plan's `overlap`)
-    x_tp, x_cp, x_ep = exposed_shares(K, X)
+    # each collective's exposed share (its own overlap, the framework's ring or `overlap`; hidden ≤ compute)
+    x_tp, x_cp, x_ep = exposed_shares(K, X, (tp, cp, ep), ideal + recompute, o)
     chain = ideal + imbalance + recompute + bubble + tp * x_tp + cp * x_cp + ep * x_ep + pp
     gather = o.where((z == 1) | (z == 2), frac * W / dp_bw, 0 * W)   # AllGather of updated weights
     # gradients appear only while the backward passes that produce them run: the last

@@ -66,11 +66,21 @@ def collective_overlaps(stated: dict, overlap, schedule: str, framework: str = "
     return out
 
 
-def exposed_shares(K: dict, X: dict) -> tuple:
+def exposed_shares(K: dict, X: dict, times=None, compute=None, o=None) -> tuple:
     """``(x_tp, x_cp, x_ep)``: the exposed share of each collective under the layout ``X`` — 1 −
-    its hidden share (:func:`collective_overlaps`), 1/degree where it is the ring decomposition's."""
+    its hidden share (:func:`collective_overlaps`), 1/degree where it is the ring decomposition's.
+
+    With the collectives' raw ``times`` (tp, cp, ep: seconds per step) and the ``compute`` they
+    hide behind (seconds per step, ``o`` the numpy or sympy ops), the hidden parts together are at
+    most that compute — a collective overlaps a kernel, it cannot hide behind time the GPU does not
+    compute: every hidden part is scaled by compute / max(Σ hidden, compute), and what is not
+    hidden is exposed."""
     one = 1 + 0 * K["overlap"]          # exact 1 for the plan (sympy), 1.0 for the search (numpy)
     out = []
     for c, deg in (("tp", X["t"]), ("cp", X["c"]), ("ep", X["e"])):
         out.append(one / deg if K.get(f"ring_{c}", 0) else 1 - K.get(f"ov_{c}", K["overlap"]))
-    return tuple(out)
+    if times is None:
+        return tuple(out)
+    hidden = sum(t * (1 - x) for t, x in zip(times, out))
+    scale = compute / o.max(hidden, compute)
+    return tuple(1 - (1 - x) * scale for x in out)
