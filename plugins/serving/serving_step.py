@@ -16,12 +16,15 @@ from dsl.plugin import Param, UseSpec, hookimpl
 
 from plugins.training.layout_model import ops
 from plugins.serving.serving_engine import GPUS_PER_HOST
+from plugins.serving.serving_spec import MODES, draft_time, expected_tokens, expected_tokens_profile, verify_time
 from plugins.serving.serving_step_core import (  # noqa: F401  (the step model, read through this module too)
     ACT_BYTES, DEVICE_FIELDS, FORMAT_BYTES, GENERIC, REFERENCES, ScalarStep, all_reduce_time, bound, constants,
     crossover_batch, decode_attention_of, distinct_experts, expert_inclusion, expert_top_share, experts_hit,
     experts_hit_rate, gemm_time, kernels_per_step, kv_window_of, matmul_efficiency, min_, ring_all_reduce,
     roofline, skew_for_top_share, static_batch, step_parts, step_time)
 
+SPEC_QUANTITIES = ("accepted_tokens_per_step", "draft_step_time", "verify_step_time", "spec_step_time",
+                   "plain_tpot", "plain_decode_tokens_per_s", "spec_speedup", "draft_kv_per_token")
 KNOBS = ("attention_efficiency", "expert_efficiency", "expert_skew", "kernel_overhead", "host_overhead")
 
 
@@ -59,7 +62,8 @@ def _decl_name(ref):
     return getattr(ref, "name", ref)
 
 
-def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None, numeric=True, knobs=None):
+def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None, numeric=True, knobs=None,
+                   model=None):
     """The constants of :func:`step_time` for a plan.
 
     :param src: a ``PlanContext`` (inside a plugin's pricing; ``plan`` ignored) or an evaluated
@@ -68,13 +72,16 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
         ``use engine``) states.  ``link`` is a dict {bandwidth, latency, efficiency, launch}.
     :param numeric: floats (the default) or, from a ``PlanContext``, sympy expressions of the
         plan's inputs (``numeric=False``).
+    :param model: price another model on the plan's device, link and formats (the draft of
+        speculative decoding): a declaration view from a ``PlanContext``, or the name of a
+        model declaration of an evaluated workspace.
     """
     from plugins.model.decoder import architecture, moe_architecture
     from plugins.model.llmstate import kv_bytes_per_token
 
     if hasattr(src, "ref") and hasattr(src, "nominal"):
         ctx = src
-        model, dev = ctx.ref("model"), ctx.ref("device")
+        model, dev = (model if model is not None else ctx.ref("model")), ctx.ref("device")
         blk = ctx.block("serving_step")
         eng = ctx.block("engine")
         conv = (lambda x: _num(ctx.nominal(x))) if numeric else (lambda x: x)
@@ -96,7 +103,7 @@ def step_constants(src, plan=None, *, tp=None, link=None, weights=None, kv=None,
                 kn.setdefault(key, conv(blk.q(key)))
     else:
         ev = src
-        mname = _decl_name(ev.python_value(f"{plan}.model"))
+        mname = _decl_name(model) if model is not None else _decl_name(ev.python_value(f"{plan}.model"))
         dname = _decl_name(ev.python_value(f"{plan}.device"))
         model, dev = _EvalView(ev, mname), _EvalView(ev, dname)
         conv = number = _num
@@ -192,6 +199,18 @@ SERVING_STEP = UseSpec(
         Param("kernel_overhead", "s", "2 us", "fixed time of each kernel of a step (launch from a CUDA graph, "
               "first and last wave)", min=0),
         Param("host_overhead", "s", "0 s", "host time per step not hidden behind the GPU (scheduler)", min=0),
+        Param("speculative", kind="choice", default='"none"', choices=MODES,
+              doc="speculative decoding: none, a separate draft model, or MTP / EAGLE-style heads of the target"),
+        Param("draft_model", kind="ref", ref_kind="model", optional=True,
+              doc="the draft (\"draft\") or the heads as a model of their layers (\"mtp\": the target's "
+                  "hidden size and vocabulary); required with speculation"),
+        Param("spec_tokens", "", "3", "tokens k the draft proposes per step (the target verifies k + 1)",
+              kind="int", min=1, max=16),
+        Param("acceptance", "", "70 %", "probability α that each drafted token is accepted (independently "
+              "of the others)", min=0, max=1),
+        Param("acceptance_profile", "", kind="list", optional=True, min_items=1, min=0, max=1,
+              doc="per-position acceptance p_1 … p_k (p_i given positions before i were accepted), "
+                  "instead of `acceptance`"),
     ),
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model served"),
@@ -201,6 +220,7 @@ SERVING_STEP = UseSpec(
     order=66,
     provides=("ttft_floor", "decode_step_time", "tpot", "prefill_tokens_per_s", "decode_tokens_per_s",
               "step_crossover_batch", "weights_read_per_gpu"),
+    provides_when=tuple((q, "`speculative` is \"draft\" or \"mtp\"") for q in SPEC_QUANTITIES),
 )
 
 
@@ -249,12 +269,77 @@ def plan_quantities_price(ctx):
                    f"one decode step of `batch` sequences at `context`: {db}-bound (FLOP time {dc * 1e3:.4g} ms, "
                    f"memory time {dm * 1e3:.4g} ms — weights once, KV of every context) plus fixed kernel time",
                    headline=True)
-    ctx.define("tpot", t, "ms", "time per output token of each sequence: one decode step", headline=True)
     ctx.define("prefill_tokens_per_s", P / ttft / tp_num, "token/s",
                f"prefill tokens per second per GPU ({pb}-bound)", headline=True)
-    ctx.define("decode_tokens_per_s", B / t / tp_num, "token/s",
-               f"decode tokens per second per GPU at `batch` ({db}-bound)", headline=True)
+    if b.value("speculative") == "none":
+        for k in ("draft_model", "spec_tokens", "acceptance", "acceptance_profile"):
+            if b.given(k):
+                b.warn_at(k, f"'{k}' has no effect without speculative decoding",
+                          'add `speculative = "draft"` (or "mtp"), or remove it', code="unused")
+        ctx.define("tpot", t, "ms", "time per output token of each sequence: one decode step", headline=True)
+        ctx.define("decode_tokens_per_s", B / t / tp_num, "token/s",
+                   f"decode tokens per second per GPU at `batch` ({db}-bound)", headline=True)
+    else:
+        _price_speculative(ctx, b, cs, t, tp_num, B, S)
     ctx.define("step_crossover_batch", crossover_batch(cs), "seq",
                "decode batch where the dense matrices' FLOP time reaches their weight read (large-GEMM η)")
     ctx.define("weights_read_per_gpu", cs["weights_per_gpu"], "GiB", "weights one GPU reads per step (TP split; "
                "the embedding table is not read whole, so this is below `use engine`'s weights_per_gpu)")
+
+
+def _price_speculative(ctx, b, cs, plain, tp_num, B, S):
+    """The quantities of speculative decoding (:mod:`plugins.serving.serving_spec`)."""
+    from plugins.model.llmstate import kv_bytes_per_token
+    mode, k = b.value("speculative"), int(b.value("spec_tokens"))
+    draft = b.ref("draft_model")
+    if draft is None:
+        b.error_at("speculative", f'`speculative = "{mode}"` needs the model that drafts',
+                   "add `draft_model = <a small model>` (for MTP / EAGLE heads: a model of the heads' "
+                   "layers, e.g. `model head extends qwen3_8b { layers = 1 }`)", code="missing-parameter")
+    if mode == "mtp":
+        model = ctx.ref("model")
+        for f in ("hidden", "vocab"):
+            dv, tv = draft.value(f), model.value(f)
+            if dv is not None and tv is not None and float(dv) != float(tv):
+                b.error_at("draft_model", f"MTP heads read the target's hidden states and share its vocabulary, "
+                           f"but '{draft.name}' has {f} = {dv:g} and '{model.name}' {tv:g}",
+                           f"declare the heads as `model head extends {model.name} {{ layers = 1 }}`, or use "
+                           '`speculative = "draft"` for a separate model')
+    if b.given("acceptance_profile"):
+        if b.given("acceptance"):
+            b.error_at("acceptance_profile", "both `acceptance` and `acceptance_profile` are given",
+                       "keep one: a single rate α, or one probability per drafted position")
+        profile = b.q_list("acceptance_profile")
+        if len(profile) != k:
+            b.error_at("acceptance_profile", f"{len(profile)} acceptance probabilities for spec_tokens = {k}",
+                       "give one probability per drafted position (p_1 … p_k), or change `spec_tokens`")
+        E = expected_tokens_profile(profile)
+        how = f"1 + Σ Π p_j over the {k} positions of the profile"
+    else:
+        E = expected_tokens(b.q("acceptance"), k)
+        how = f"(1 − α^{k + 1}) / (1 − α) with α = acceptance (Leviathan et al. 2023, eq. 1)"
+    o = ops("sympy")
+    cd = step_constants(ctx, numeric=False, tp=tp_num, model=draft)
+    td = ctx.define("draft_step_time", draft_time(cd, B, k, S, o), "ms",
+                    f"{k} decode steps of the draft '{draft.name}' for `batch` sequences at `context` (its weights "
+                    "and its own KV)")
+    tv = ctx.define("verify_step_time", verify_time(cs, B, k, S, o), "ms",
+                    f"one step of the target verifying {k + 1} tokens of each sequence (chunks after the cached "
+                    "context; weights read once, logits at every position)")
+    ts = ctx.define("spec_step_time", td + tv, "ms", "draft steps plus the verification step")
+    e = ctx.define("accepted_tokens_per_step", E, "",
+                   f"expected tokens each sequence gains per speculative step: {how}")
+    ctx.define("plain_tpot", plain, "ms", "time per output token without speculation: one decode step")
+    tp_ = ctx.define("tpot", ts / e, "ms", "time per output token of each sequence: the speculative step "
+                     "over the tokens it yields on average", headline=True)
+    ctx.define("decode_tokens_per_s", B * e / ts / tp_num, "token/s",
+               "decode tokens per second per GPU at `batch`: batch × accepted_tokens_per_step per speculative "
+               "step", headline=True)
+    ctx.define("plain_decode_tokens_per_s", B / plain / tp_num, "token/s",
+               "decode tokens per second per GPU at `batch` without speculation")
+    ctx.define("spec_speedup", plain / tp_, "", "plain_tpot over tpot: above 1 speculation pays at this batch; "
+               "`solve p.serving_step.batch for p.tpot == p.plain_tpot` finds the batch where it stops paying",
+               headline=True)
+    kvb = FORMAT_BYTES[_format(b, ctx.block("engine"), "kv")]
+    ctx.define("draft_kv_per_token", kv_bytes_per_token(draft, kvb if isinstance(kvb, sp.Basic) else sp.Integer(kvb)),
+               "KiB", "KV-cache bytes the draft keeps per token (all its layers), beside the target's")

@@ -570,6 +570,12 @@ def _lm_head(c, logits, o):
     return (o.max(tc, tm), tc, tm)
 
 
+def lm_head_term(c, logits, o):
+    """The LM head term of a step whose ``logits`` positions emit logits: (time, FLOP time,
+    weight-read time) in s (a speculative verification step emits them at every position)."""
+    return _lm_head(c, logits, o)
+
+
 def _prefill_attention(c, P, K, prefill_seqs, o):
     """Term 4a, attention of a prefill chunk of P tokens: the chunk of each of the ns sequences
     (P/ns tokens, causal inside, full to its prefix of K tokens)."""
