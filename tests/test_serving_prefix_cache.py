@@ -92,3 +92,45 @@ def test_without_hits_the_schedule_is_the_reference():
     assert np.array_equal(r0.first, r1.first) and np.array_equal(r0.last, r1.last)
     assert np.array_equal(r0.preemptions, r1.preemptions) and r0.iterations == r1.iterations
     assert s.saved == 0
+
+
+# ---------------------------------------------------------------- the worked case and the block
+def test_worked_case_numbers():
+    # the hand check in the case's comments
+    import dsl
+    from conftest import CASES, qval
+    ws = dsl.load(CASES / "serving-prefix-cache.plan")
+    assert qval(ws, "cached.prefix_hit_rate") == pytest.approx(384 / 1152, abs=1e-12)
+    assert qval(ws, "cached.prefill_tokens_saved", "token") == 384
+    assert qval(ws, "cached.ttft_mean", "ms") == pytest.approx((35.6 + 22.8 + 22.8 + 35.6) / 4, abs=1e-9)
+    assert qval(ws, "cached.ttft_p50", "ms") == pytest.approx(22.8, abs=1e-9)
+    assert qval(ws, "cached.ttft_p95", "ms") == pytest.approx(35.6, abs=1e-9)
+    assert qval(ws, "cached.tpot_mean", "ms") == pytest.approx(10.1, abs=1e-9)
+    assert qval(ws, "no_cache.ttft_mean", "ms") == pytest.approx((35.6 * 3 + 48.4) / 4, abs=1e-9)
+
+
+def test_prefix_caching_needs_hash_ids(write_plan, run_cli, repo_root):
+    p = write_plan(f"""plan p {{
+  use batching {{
+    trace = "{repo_root}/specs/data/traces/azure-llm-2023-code.csv"
+    enable_prefix_caching = true
+    kv_tokens = 100000 token; step_overhead = 10 ms; step_token = 0.1 ms/token; step_context = 0 s/token
+  }}
+}}
+""")
+    rc, out, err = run_cli("eval", p)
+    assert rc != 0 and "no `hash_ids` column" in err and "t.plan:4:" in err and "Traceback" not in err
+
+
+def test_bad_hash_id_is_located(tmp_path, write_plan, run_cli):
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens,hash_ids\n"
+                                    "0,16,1,0 1\n1,16,1,0 x\n", encoding="utf-8")
+    p = write_plan("""plan p {
+  use batching {
+    trace = "t.csv"; enable_prefix_caching = true; hash_block = 8 token
+    kv_tokens = 1000 token; step_overhead = 10 ms; step_token = 0.1 ms/token; step_context = 0 s/token
+  }
+}
+""")
+    rc, out, err = run_cli("eval", p)
+    assert rc != 0 and "t.csv:3:" in err and "'x' is not a block id" in err and "Traceback" not in err
