@@ -91,6 +91,11 @@ BATCHING = UseSpec(
         Param("enable_chunked_prefill", kind="bool", default="true",
               doc="prefill long prompts in chunks within the budget (default: `use engine`'s, else true as "
               "vLLM V1)"),
+        Param("enable_prefix_caching", kind="bool", default="false",
+              doc="automatic prefix caching as vLLM's: a request skips the prefill of its longest cached "
+              "prefix of whole blocks; needs the trace's `hash_ids`"),
+        Param("hash_block", "token", "512 token", "tokens per id of the trace's `hash_ids` (Mooncake's traces: 512)",
+              min=1, whole=True),
         Param("step_overhead", "s", None, "fixed time of an iteration (with step_token and step_context: an "
               "affine step cost instead of the engine's step model)", min=0, optional=True),
         Param("step_token", "s/token", None, "time per token scheduled in an iteration (prefill or decode)",
@@ -103,7 +108,7 @@ BATCHING = UseSpec(
               "tpot_p95", "tpot_p99", "itl_mean", "itl_p50", "itl_p90", "itl_p95", "itl_p99", "e2e_mean",
               "e2e_p50", "e2e_p90", "e2e_p95", "e2e_p99", "throughput", "goodput", "slo_attainment",
               "preemptions", "max_queue", "max_running", "peak_kv_use", "sim_requests", "sim_iterations",
-              "sim_span", "rejected_requests"),
+              "sim_span", "rejected_requests", "prefix_hit_rate", "prefill_tokens_saved"),
 )
 
 def refuse_over_max_model_len(where, param: str, P, G, max_len: int, who: str):
@@ -337,6 +342,30 @@ def _step_cost(ctx, b):
               span=b.span, code="missing-parameter")
 
 
+def _prefix_keys(ctx, b, n: int, keep, eng: Engine) -> list:
+    """The engine-block keys of each simulated request (:func:`serving_prefix_cache.block_keys`)
+    from the trace's ``hash_ids``; ``keep``: the mask of requests not rejected (or None)."""
+    from plugins.serving import serving_trace as st
+    from plugins.serving.serving_prefix_cache import block_keys
+
+    path = b.path("trace")
+    tr = st.load_trace(path) if path is not None else None
+    if tr is None or not tr.hashes or (b.value("arrivals") or "trace") != "trace" or b.given("input"):
+        why = ("the trace has no `hash_ids` column" if tr is not None and not tr.hashes else
+               "the requests are synthetic" if tr is None or (b.value("arrivals") or "trace") != "trace"
+               else "`input` replaces the trace's prompts")
+        b.error_at("enable_prefix_caching", f"prefix caching needs each request's prompt blocks: {why}",
+                   "give a trace with a `hash_ids` column (ids of the prompt's blocks of `hash_block` tokens, "
+                   "as Mooncake's traces), its arrivals and its input lengths", code="missing-parameter")
+    if _replicas(ctx) > 1:
+        b.error_at("enable_prefix_caching", "prefix caching is simulated on one engine; `use engine` has "
+                   f"{_replicas(ctx)} replicas", "simulate one replica (replicas = 1)", code="unsupported")
+    hashes = tr.hashes if keep is None else [h for h, k in zip(tr.hashes, keep) if k]
+    P = tr.prefill if keep is None else [p for p, k in zip(tr.prefill, keep) if k]
+    assert len(hashes) == n
+    return block_keys(hashes, P, int(b.value("hash_block")), eng.block_size)
+
+
 def _num(v: float):
     return sp.Rational(repr(float(v)))
 
@@ -361,8 +390,14 @@ def plan_activities_schedule(ctx):
     eng = _engine(ctx, b)
     _check_iterations(ctx, b, P, eng)
     step_time, c, o = _step_cost(ctx, b)
+    cache = None
     try:
-        r = simulate_replicas(A, P, G, eng, step_time, c, o, _replicas(ctx))
+        if b.value("enable_prefix_caching"):
+            keys = _prefix_keys(ctx, b, len(A), keep if rejected else None, eng)
+            from plugins.serving.serving_prefix_cache import simulate_cached
+            r, cache = simulate_cached(A, P, G, keys, eng, step_time, c, o)
+        else:
+            r = simulate_replicas(A, P, G, eng, step_time, c, o, _replicas(ctx))
     except SimError as e:
         ctx.error(f"`use batching` in '{ctx.name}': {e}", e.hint or "check the engine's limits and the requests",
                   span=b.span, code="out-of-range")
@@ -403,6 +438,11 @@ def plan_activities_schedule(ctx):
         define("rejected_requests", "request", "requests the engine rejects: input + output tokens above "
                "max_model_len (left out of every other figure)", headline=rejected > 0, value=float(rejected))
     define("sim_iterations", "", "engine iterations simulated", value=s["iterations"])
+    if cache is not None:
+        define("prefix_hit_rate", "%", "prompt tokens found in the prefix cache at admission / prompt tokens",
+               headline=True, value=cache.hit_rate)
+        define("prefill_tokens_saved", "token", "prompt tokens not prefilled thanks to cached prefixes",
+               headline=True, value=float(cache.saved))
     define("sim_span", "s", "first arrival to last output token", value=s["span"])
 
 

@@ -13,7 +13,14 @@ column              unit     meaning
 ``num_decode_tokens``  token  output tokens G (the first one is produced by the prefill)
 ``first_token_at``  s        optional, measured: time t_1 the first output token was returned
 ``last_token_at``   s        optional, measured: time t_G the last output token was returned
+``hash_ids``        —        optional: ids of the prompt's blocks of fixed size (space- or
+                             semicolon-separated integers ≥ 0; empty for none), for prefix caching
 ==================  =======  ===========================================================
+
+``hash_ids`` is the field of Mooncake's public traces (``kvcache-ai/Mooncake``,
+``mooncake_trace.jsonl`` and the FAST'25 traces: ``timestamp`` in ms, ``input_length``,
+``output_length``, ``hash_ids`` of 512-token blocks, chained so a shared id is a shared
+prefix); a JSON-lines trace converts to this CSV row by row (``timestamp``/1000 → arrived_at).
 
 The three first columns are the Azure LLM inference traces' (Splitwise/Vidur processing,
 ``specs/data/traces/``).  Book ch. 3 §3.1.2 defines the metrics computed from the measured
@@ -58,6 +65,7 @@ class Trace:
     decode: list[int]
     first: list[float] = field(default_factory=list)
     last: list[float] = field(default_factory=list)
+    hashes: list[list[int]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.arrived)
@@ -84,9 +92,9 @@ def read_trace(path: str | Path) -> Trace:
                              "a trace needs the columns " + ", ".join(REQUIRED) +
                              f"; the header has {', '.join(header) or 'none'}")
     ia, ip, idd = pos["arrived_at"], pos["num_prefill_tokens"], pos["num_decode_tokens"]
-    i1, iG = pos.get("first_token_at"), pos.get("last_token_at")
+    i1, iG, ih = pos.get("first_token_at"), pos.get("last_token_at"), pos.get("hash_ids")
     need = max(i for i in (ia, ip, idd, i1, iG) if i is not None)
-    arrived, prefill, decode, first, last = [], [], [], [], []
+    arrived, prefill, decode, first, last, hashes = [], [], [], [], [], []
     line = 1
     try:
         for line, r in enumerate(rows, start=2):
@@ -137,11 +145,31 @@ def read_trace(path: str | Path) -> Trace:
             if iG is not None and last[-1] < (first[-1] if i1 is not None else t):
                 raise TraceError(path, line, "last_token_at", f"the last token ({r[iG]}) is returned before "
                                  f"the {'first token' if i1 is not None else 'request arrives'}", iG)
+            if ih is not None:
+                hashes.append(_hash_ids(path, line, r[ih] if ih < len(r) else "", ih))
     except csv.Error as e:
         raise TraceError(path, max(line, rows.line_num), None, f"not valid CSV: {e}") from None
     if not arrived:
         raise TraceError(path, 2, None, "the trace has a header but no requests")
-    return Trace(path, arrived, prefill, decode, first, last)
+    return Trace(path, arrived, prefill, decode, first, last, hashes)
+
+
+def _hash_ids(path: Path, line: int, cell: str, col: int) -> list[int]:
+    """The block ids of one ``hash_ids`` cell: integers ≥ 0 separated by spaces or semicolons
+    (brackets and commas of a pasted JSON list are accepted too)."""
+    out = []
+    for tok in cell.replace(";", " ").replace(",", " ").strip().strip("[]").split():
+        try:
+            v = int(tok)
+        except ValueError:
+            raise TraceError(path, line, "hash_ids", f"'{tok}' is not a block id", col,
+                             "hash_ids lists whole numbers ≥ 0 separated by spaces or semicolons, e.g. "
+                             "\"0 1 2\"") from None
+        if v < 0:
+            raise TraceError(path, line, "hash_ids", f"negative block id {tok}", col,
+                             "hash_ids lists whole numbers ≥ 0")
+        out.append(v)
+    return out
 
 
 def require_tokens(trace: Trace, columns=("num_prefill_tokens", "num_decode_tokens")) -> None:

@@ -1,0 +1,298 @@
+"""Automatic prefix caching in the continuous-batching simulation: vLLM's block pool with
+cached blocks, and a request's prefill starting after its longest cached prefix.
+
+The rules follow vLLM's v1 KV cache manager (``vllm/v1/core/kv_cache_manager.py``,
+``vllm/v1/core/block_pool.py``, ``enable_prefix_caching``):
+
+* **Blocks and their keys.**  The pool has ⌊kv_tokens / block_size⌋ physical blocks.  A block
+  that a request has filled with prompt tokens gets the key of its content *and of everything
+  before it* (vLLM hashes a block's tokens together with its parent block's hash), so equal
+  keys mean equal prefixes.  Only full blocks are keyed.
+* **The free queue is the cache.**  A block no request holds (reference count 0) sits in the
+  free-block queue *with its key*: it stays reusable until it is handed out again.  Allocation
+  takes the queue's head (the least recently freed block) and drops its key then — eviction is
+  LRU over the blocks no running request holds.  A finished or preempted request returns its
+  blocks to the queue's tail **in reverse order** (``KVCacheManager.free``: "tail blocks are
+  evicted first"), so a prompt's shared head outlives its private tail.  Cached content thus
+  competes with running requests for the same pool: it costs nothing while blocks are free and
+  is evicted as soon as a request needs the block.
+* **A hit.**  On admission a request looks up its keys in order and takes the longest run
+  present (``get_computed_blocks``); at most ``num_tokens − 1`` tokens count (whole blocks
+  only), so at least one token is computed and the step still yields logits.  Hit blocks that
+  no one holds leave the free queue (``touch``); the admission check counts them against the
+  free blocks, as ``allocate_slots`` does.  The request's computed tokens start at the hit.
+  A preempted request's blocks keep their keys in the queue, so on readmission it may hit its
+  own prompt.
+
+**Trace block hashes → engine blocks.**  A trace gives a request's prompt as ids of fixed
+blocks of ``hash_block`` tokens (Mooncake's public traces: 512 tokens, ids chained so that a
+shared id means a shared prefix; ``kvcache-ai/Mooncake`` README, "Open source trace", and
+``mooncake_trace.jsonl``).  Engine block j covers prompt tokens [j·B, (j+1)·B) (B =
+``block_size``); it is keyed when it is full, lies within the prompt and within the hashed
+blocks: its key is (the chain of trace ids up to hash block k = ⌊((j+1)·B − 1)/hash_block⌋,
+the offset (j+1)·B − k·hash_block of its end inside that block).  So one hash block of 512
+tokens is 32 engine blocks of 16, and an engine block that straddles two hash blocks is keyed
+by the later one (its content is known only with both).  Only prompt blocks are keyed: the
+output tokens of a request are not in the trace's hashes (vLLM also caches blocks of output,
+which a following turn of a conversation could hit; a trace's next prompt carries their ids).
+
+The simulation here is one Python iteration per engine iteration — the rules of
+:func:`plugins.serving.serving_sim_core.simulate_reference` (the readable definition; a test
+checks that with no hit it gives the same schedule), plus the block pool above.  It is only
+run when prefix caching is on, so the fast path without a cache is unchanged.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+from dsl.plugin import LimitError, current_limits
+
+from plugins.serving.serving_sim_core import SimError, SimResult, check_workload, clock_origin
+
+MOONCAKE_HASH_BLOCK = 512      # tokens per hash id in Mooncake's public traces
+
+
+def block_keys(hash_ids, prompt, hash_block: int, block_size: int) -> list[list[int]]:
+    """The keys of each request's full engine blocks (module docstring), as integers.
+
+    ``hash_ids[i]``: the trace ids of request i's prompt blocks of ``hash_block`` tokens;
+    ``prompt[i]``: its prompt tokens; ``block_size``: the engine's block (tokens).  Equal
+    keys ⇔ the same chain of trace ids and the same end offset.  O(total engine blocks)."""
+    chain: dict[tuple[int, int], int] = {}
+    H, B = int(hash_block), int(block_size)
+    span = H + 1
+    out = []
+    for ids, P in zip(hash_ids, prompt):
+        n = min(int(P), len(ids) * H) // B
+        if n == 0:
+            out.append([])
+            continue
+        parents = []
+        parent = -1
+        for h in ids[:(n * B - 1) // H + 1]:
+            parent = chain.setdefault((parent, h), len(chain))
+            parents.append(parent)
+        ks = []
+        for j in range(1, n + 1):
+            end = j * B
+            k = (end - 1) // H
+            ks.append(parents[k] * span + (end - k * H))
+        out.append(ks)
+    return out
+
+
+@dataclass
+class CacheStats:
+    """Per request (input order): ``hit`` the prompt tokens found cached at its first admission
+    (whole blocks), ``prompt`` its prompt tokens; ``evictions``: cached blocks handed out again."""
+
+    hit: list
+    prompt: list
+    evictions: int
+
+    @property
+    def hit_rate(self) -> float:
+        """Cached prompt tokens / prompt tokens (vLLM's prefix-cache hit rate: hits / queries)."""
+        tot = sum(self.prompt)
+        return sum(self.hit) / tot if tot else 0.0
+
+    @property
+    def saved(self) -> int:
+        """Prompt tokens the first admissions did not prefill (tokens)."""
+        return sum(self.hit)
+
+
+def _takes_extra(step_time) -> bool:
+    try:
+        ps = inspect.signature(step_time).parameters
+    except (TypeError, ValueError):
+        return False
+    return "prefill_prefix" in ps and "prefill_seqs" in ps
+
+
+def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=None) -> tuple[SimResult, CacheStats]:
+    """Continuous batching with automatic prefix caching (module docstring): the schedule of
+    :func:`plugins.serving.serving_sim_core.simulate_reference` on vLLM's block pool with cached
+    blocks.  ``keys[i]``: request i's block keys (:func:`block_keys`; [] for none).  Times in
+    seconds, as the step cost returns them.
+
+    :raises SimError: for a workload the engine cannot serve; :raises LimitError:
+        ``sim_iterations`` past the limit in force."""
+    import numpy as np
+    A = np.asarray(arrival, dtype=float)
+    Pa, Ga = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
+    if not (A.shape == Pa.shape == Ga.shape) or A.ndim != 1 or len(keys) != len(A):
+        raise SimError("arrival, input and output lengths and block keys must be lists of the same length")
+    check_workload(A, Pa, Ga, eng)
+    cap = current_limits().sim_iterations
+    n, bs, Bud, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
+    extra = _takes_extra(step_time)
+    P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
+    order = np.argsort(A, kind="stable").tolist()
+    comp, out, pre, reg = [0] * n, [0] * n, [0] * n, [0] * n
+    blocks: list[list[int]] = [[] for _ in range(n)]
+    prefilling = [True] * n
+    hit, admitted = [0] * n, [False] * n
+    first, last = [math.nan] * n, [math.nan] * n
+    nb = eng.blocks
+    ref = [0] * nb
+    bkey = [None] * nb                   # the key a block holds (None: no cached content)
+    cached: dict[int, int] = {}          # key → block
+    freeq: OrderedDict = OrderedDict.fromkeys(range(nb))      # head: the next block handed out
+    evictions = 0
+    running: list[int] = []
+    waiting: deque = deque()
+    itl_v, itl_w, ser = [], [], []
+    t, nxt, done, it = 0.0, 0, 0, 0
+    O, org, moved = 0.0, [0.0] * n, False
+
+    def take(r, k):
+        nonlocal evictions
+        bl = blocks[r]
+        for _ in range(k):
+            b, _ = freeq.popitem(last=False)
+            kb = bkey[b]
+            if kb is not None:
+                if cached.get(kb) == b:
+                    del cached[kb]
+                bkey[b] = None
+                evictions += 1
+            ref[b] = 1
+            bl.append(b)
+
+    def release(r):
+        for b in reversed(blocks[r]):
+            ref[b] -= 1
+            if ref[b] == 0:
+                freeq[b] = None
+        blocks[r] = []
+        reg[r] = 0
+
+    while done < n:
+        while nxt < n and At[order[nxt]] - O <= t:
+            org[order[nxt]] = O
+            waiting.append(order[nxt])
+            nxt += 1
+        if not running and not waiting:
+            a = At[order[nxt]]
+            if clock_origin(a) != O:
+                O, moved = clock_origin(a), True
+            t = a - O
+            continue
+        if it >= cap:
+            raise LimitError("sim_iterations", f"the simulation passed {cap:,} scheduler iterations "
+                             f"({done:,} of {n:,} requests finished)")
+        ser.extend((O + t, len(waiting), len(running), nb - len(freeq)))
+        budget, sched, preempted = Bud, [], False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            new = min(P[r] + out[r] - comp[r], budget)
+            ok = True
+            while True:
+                need = -(-(comp[r] + new) // bs) - len(blocks[r])
+                if need <= len(freeq):
+                    take(r, need)
+                    break
+                v = running.pop()
+                release(v)
+                comp[v], prefilling[v] = 0, True
+                pre[v] += 1
+                waiting.appendleft(v)
+                preempted = True
+                if v == r:
+                    ok = False
+                    break
+            if not ok:
+                break
+            sched.append((r, new))
+            budget -= new
+            i += 1
+        if not preempted:
+            while waiting and budget > 0 and len(running) < S:
+                r = waiting[0]
+                ks, tot = keys[r], P[r] + out[r]
+                lim = min(len(ks), (tot - 1) // bs)
+                hb = []
+                while len(hb) < lim:
+                    b = cached.get(ks[len(hb)])
+                    if b is None:
+                        break
+                    hb.append(b)
+                c0 = len(hb) * bs
+                new = tot - c0
+                if not eng.enable_chunked_prefill and new > budget:
+                    break
+                new = min(new, budget)
+                evictable = sum(1 for b in hb if ref[b] == 0)
+                need = -(-(c0 + new) // bs) - len(hb)
+                if need + evictable > len(freeq):
+                    break
+                waiting.popleft()
+                for b in hb:
+                    if ref[b] == 0:
+                        del freeq[b]
+                    ref[b] += 1
+                blocks[r] = hb
+                reg[r] = len(hb)
+                take(r, need)
+                comp[r] = c0
+                if not admitted[r]:
+                    admitted[r], hit[r] = True, c0
+                running.append(r)
+                sched.append((r, new))
+                budget -= new
+        assert sched, "an iteration scheduled nothing"
+        chunks = [(r, new) for r, new in sched if prefilling[r]]
+        pf = sum(new for r, new in chunks)
+        dec = [r for r, _ in sched if not prefilling[r]]
+        nd, ctx = len(dec), sum(comp[r] for r in dec)
+        if extra:
+            ends_pf = sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r])
+            dt = step_time(c, pf, nd, ctx, o, prefill_prefix=sum(comp[r] for r, _ in chunks),
+                           prefill_seqs=ends_pf if ends_pf or nd else None)
+        else:
+            dt = step_time(c, pf, nd, ctx, o)
+        dt = float(dt)
+        t_end = t + dt
+        it += 1
+        if nd:
+            itl_v.append(dt)
+            itl_w.append(nd)
+        for r, new in sched:
+            comp[r] += new
+            ks = keys[r]
+            full = min(len(ks), comp[r] // bs)
+            j = reg[r]
+            while j < full:              # newly full prompt blocks get their keys (cache_full_blocks)
+                kj, b = ks[j], blocks[r][j]
+                if kj not in cached and bkey[b] is None:
+                    cached[kj] = b
+                    bkey[b] = kj
+                j += 1
+            reg[r] = max(j, reg[r])
+            if comp[r] == P[r] + out[r]:
+                out[r] += 1
+                if prefilling[r]:
+                    if out[r] == 1:
+                        first[r] = t_end
+                    else:
+                        itl_v.append(t_end - last[r])
+                        itl_w.append(1)
+                    prefilling[r] = False
+                last[r] = t_end
+                if out[r] == G[r]:
+                    release(r)
+                    running.remove(r)
+                    done += 1
+        t = t_end
+    ser_a = np.asarray(ser, dtype=float).reshape(-1, 4)
+    res = SimResult(A, Pa, Ga, np.asarray(first, dtype=float), np.asarray(last, dtype=float),
+                    np.asarray(pre, dtype=np.int64), np.asarray(itl_v, dtype=float),
+                    np.asarray(itl_w, dtype=np.int64), ser_a[:, 0], ser_a[:, 1].astype(np.int64),
+                    ser_a[:, 2].astype(np.int64), ser_a[:, 3].astype(np.int64), it, nb, bs,
+                    events=len(ser_a), origin=np.asarray(org, dtype=float) if moved else None)
+    return res, CacheStats(hit, P, evictions)
