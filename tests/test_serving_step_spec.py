@@ -134,3 +134,29 @@ def test_located_errors(block, code, words):
     assert words in msg and "c.plan" not in msg and ":6:" in msg
     if code:
         assert f"error[{code}]" in msg
+
+
+def test_case_serving_speculative_by_hand():
+    # specs/cases/serving-speculative.plan: the numbers of its comments, computed here again
+    from conftest import CASES
+    ws = dsl.load(CASES / "serving-speculative.plan")          # times read in s, compared in ms
+    bw = 3350e9 * 0.90                                    # H100 SXM mem_bw × mem_efficiency, B/s
+    dense = 12288 * 3 * 4096 + 2 * 128 * 32 * 4096 + 2 * 128 * 4096 * 8    # 192,937,984 per layer
+    weights = 36 * dense * 2 / bw * 1e3                   # 4.6075 ms
+    lm_head = 2 * 4096 * 151936 / bw * 1e3                # 0.4128 ms
+    kv = 2048 * 2 * 36 * 257 / bw * 1e3                   # 0.0126 ms
+    elem = 2 * 36 * (36864 + 32768) / bw * 1e3            # 0.0017 ms
+    kernels = (12 * 36 + 4) * 2e-3                        # 0.872 ms
+    plain = weights + lm_head + kv + elem + kernels
+    assert plain == pytest.approx(5.907, abs=1e-3)
+    assert 1e3 * _get(ws, "spec.plain_tpot") == pytest.approx(plain, rel=1e-6)
+    assert _get(ws, "spec.accepted_tokens_per_step") == pytest.approx(2.533, rel=1e-12)
+    head = dense * 2 / bw * 1e3 + lm_head + 2048 * 2 * 257 / bw * 1e3 + 2 * (36864 + 32768) / bw * 1e3 + 16 * 2e-3
+    assert 1e3 * _get(ws, "spec.draft_step_time") == pytest.approx(3 * head, rel=1e-6)
+    # the verification: weights, LM head and kernels by hand; the rest (KV, elementwise and
+    # attention of 4 positions) from the model, under 0.05 ms
+    rest = 1e3 * _get(ws, "spec.verify_step_time") - (weights + lm_head + kernels)
+    assert 0 < rest < 0.05
+    assert 1e3 * _get(ws, "spec.tpot") == pytest.approx((3 * head + 1e3 * _get(ws, "spec.verify_step_time")) / 2.533, rel=1e-9)
+    assert 1e3 * _get(ws, "spec.tpot") == pytest.approx(3.01, abs=0.01)
+    assert _get(ws, "spec.spec_speedup") == pytest.approx(1.96, abs=0.01)
