@@ -3,17 +3,21 @@ cache reading them (plugins/serving/serving_prefix_cache.py).
 
 Every expected number is traced by hand in the comments from the generator's rules (module
 docstring: a turn's prompt = previous prompt + previous answer + new input; shared system
-prompt blocks) and the cache's (whole engine blocks of computed *prompt* tokens are keyed; at
-least one token is computed; the answer's tokens are not keyed)."""
+prompt blocks) and the cache's (whole engine blocks of computed tokens are keyed; at least one
+token is computed).  A trace's hashes cover prompts only; the synthetic prompts also key the
+full blocks an answer fills, as vLLM caches generated tokens (``allocate_slots`` in
+vllm/v1/core/kv_cache_manager.py caches the full blocks of min(computed + new tokens,
+request.num_tokens), and request.num_tokens counts the output tokens)."""
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 import dsl
 from conftest import qval
 from plugins.serving.serving_prefix_cache import block_keys, simulate_cached
 from plugins.serving.serving_prompts import synthetic_prompts
-from plugins.serving.serving_sim_core import Engine, linear_step
+from plugins.serving.serving_sim_core import Engine, linear_step, poisson_arrivals
 
 C = {"overhead": 0.01, "token": 0.001, "context": 0.0}      # s, s/token, s/token
 COST = "step_overhead = 10 ms; step_token = 0.1 ms/token; step_context = 0 s/token"
@@ -52,7 +56,35 @@ def test_no_request_starts_with_a_system_prompt(write_plan):
     assert qval(ws, "p.ttft_mean", "ms") == pytest.approx(12, abs=1e-9)    # 10 + 20·0.1 ms
 
 
+def test_three_turns_hit_the_previous_prompt_and_answer_blocks(write_plan):
+    # the block's synthetic prompts key the answers' full blocks too.  One conversation of
+    # 3 turns, U = 20, G = 30, blocks of 16; prompts 20, 70, 120 (as below).
+    #   turn 0 computes P + G − 1 = 49 tokens (the last output token is sampled, never fed
+    #   back): ⌊49/16⌋ = 3 full blocks = U0 + the first 28 answer tokens; turn 1 (70 tokens,
+    #   ≤ ⌊69/16⌋ = 4 blocks) hits those 3: 48 tokens (block 3 = A0[28:30] + U1[0:14] was
+    #   never full in turn 0).
+    #   turn 1 computes 70 + 29 = 99 tokens: ⌊99/16⌋ = 6 blocks; turn 2 (120 tokens, ≤ 7)
+    #   hits 6 blocks = 96 tokens.
+    # hit rate = (0 + 48 + 96) / (20 + 70 + 120) = 144/210; saved 144 tokens.
+    # TTFT = 10 ms + 0.1 ms/token · prefilled: 20 → 12 ms; 70 − 48 = 22 → 12.2; 120 − 96 = 24 → 12.4
+    A = poisson_arrivals(0.01, 3, 1)
+    assert min(np.diff(A)) > 5       # premise: each turn alone (a turn takes < 1 s here)
+    ws = dsl.load(write_plan(SYSTEM.replace("requests = 5", "requests = 3; turns = 3")
+                             .replace("system_prompts = 1; system_prompt_tokens = 32 token", "")
+                             .replace("output = 1 token", "output = 30 token")))
+    assert qval(ws, "p.prefix_hit_rate") == pytest.approx(144 / 210, abs=1e-12)
+    assert qval(ws, "p.prefill_tokens_saved", "token") == 144
+    assert qval(ws, "p.ttft_mean", "ms") == pytest.approx((12 + 12.2 + 12.4) / 3, abs=1e-9)
+    # the same through the functions: ids of ⌊(P + G)/16⌋ = 3, 6, 9 blocks
+    P, ids = synthetic_prompts([20] * 3, [30] * 3, turns=3, hash_block=16, with_output=True)
+    assert [len(x) for x in ids] == [3, 6, 9]
+    keys = block_keys(ids, P + 30, 16, 16)
+    r, s = simulate_cached([0, 10, 20], P, [30] * 3, keys, Engine(kv_tokens=10000, block_size=16), linear_step, C)
+    assert s.hit == [0, 48, 96]
+
+
 def test_three_turns_hit_the_previous_prompt_blocks_only():
+    # with prompt blocks alone keyed (as a trace's hashes give them):
     # one conversation of 3 turns, input U = 20, output G = 30, blocks of 16, no system prompt.
     # prompts: 20; 20 + 30 + 20 = 70; 70 + 30 + 20 = 120 tokens.
     P, ids = synthetic_prompts([20, 20, 20], [30, 30, 30], turns=3, hash_block=16)

@@ -388,14 +388,17 @@ def _prompts(ctx, b, A, P, G):
                              system_prompts=int(b.value("system_prompts") or 0),
                              system_prompt_tokens=int(b.value("system_prompt_tokens") or 0),
                              system_prompt_share=float(b.value("system_prompt_share")),
-                             hash_block=bs, seed=int(b.value("seed")))
+                             hash_block=bs, seed=int(b.value("seed")),
+                             with_output=bool(b.value("enable_prefix_caching")))
 
 
-def _prefix_keys(ctx, b, n: int, keep, eng: Engine, P=None, hashes=None) -> list:
+def _prefix_keys(ctx, b, n: int, keep, eng: Engine, P=None, G=None, hashes=None) -> list:
     """The engine-block keys of each simulated request (:func:`serving_prefix_cache.block_keys`)
-    from the trace's ``hash_ids``, or the synthetic prompts' ``hashes`` (ids of engine blocks,
-    ``P`` their prompts, both already without the rejected requests); ``keep``: the mask of
-    requests not rejected (or None)."""
+    from the trace's ``hash_ids`` (its prompts' blocks), or the synthetic prompts' ``hashes``
+    (ids of the engine blocks of prompt and answer, ``P`` + ``G`` tokens, all already without
+    the rejected requests: so the blocks an answer fills are keyed too, as vLLM's
+    ``allocate_slots`` caches the full blocks of ``request.num_tokens``, generated tokens
+    included); ``keep``: the mask of requests not rejected (or None)."""
     from plugins.serving import serving_trace as st
     from plugins.serving.serving_prefix_cache import block_keys
 
@@ -404,7 +407,7 @@ def _prefix_keys(ctx, b, n: int, keep, eng: Engine, P=None, hashes=None) -> list
                    f"{_replicas(ctx)} replicas", "simulate one replica (replicas = 1)", code="unsupported")
     if hashes is not None:
         assert len(hashes) == n
-        return block_keys(hashes, P, eng.block_size, eng.block_size)
+        return block_keys(hashes, np.asarray(P) + np.asarray(G), eng.block_size, eng.block_size)
     path = b.path("trace")
     tr = st.load_trace(path) if path is not None else None
     if not tr.hashes or b.given("input"):         # a block without a trace has synthetic prompts
@@ -448,7 +451,7 @@ def plan_activities_schedule(ctx):
     cache = None
     try:
         if b.value("enable_prefix_caching"):
-            keys = _prefix_keys(ctx, b, len(A), keep if rejected else None, eng, P, hashes)
+            keys = _prefix_keys(ctx, b, len(A), keep if rejected else None, eng, P, G, hashes)
             from plugins.serving.serving_prefix_cache import simulate_cached
             r, cache = simulate_cached(A, P, G, keys, eng, step_time, c, o)
         else:
