@@ -4,7 +4,8 @@ KV use — with its table (``batching-latency``) and figures (``batching-queue``
 ``batching-latency``).
 
 The block reads the workload (a trace's requests, or Poisson / Gamma arrivals with fixed or
-sampled lengths), leaves out the requests above ``max_model_len`` (as vLLM's server refuses
+sampled lengths and, on request, prompts with shared prefixes:
+:mod:`plugins.serving.serving_prompts`), leaves out the requests above ``max_model_len`` (as vLLM's server refuses
 them), takes the scheduler's limits from the block, ``use engine`` or vLLM's defaults and the
 step cost from the block (affine) or the engine's step model
 (:mod:`plugins.serving.serving_step`), checks the work against the limits, and runs the
@@ -93,9 +94,17 @@ BATCHING = UseSpec(
               "vLLM V1)"),
         Param("enable_prefix_caching", kind="bool", default="false",
               doc="automatic prefix caching as vLLM's: a request skips the prefill of its longest cached "
-              "prefix of whole blocks; needs the trace's `hash_ids`"),
+              "prefix of whole blocks; reads the trace's `hash_ids`, or the synthetic prompts' blocks"),
         Param("hash_block", "token", "512 token", "tokens per id of the trace's `hash_ids` (Mooncake's traces: 512)",
               min=1, whole=True),
+        Param("system_prompts", "", None, "distinct system prompts of synthetic requests (a conversation starts "
+              "with one, chosen uniformly)", min=1, whole=True, optional=True),
+        Param("system_prompt_tokens", "token", None, "tokens of each system prompt", min=1, whole=True,
+              optional=True),
+        Param("system_prompt_share", "", "1", "share of synthetic conversations that start with a system prompt "
+              "(0 to 1)", min=0, max=1),
+        Param("turns", "", "1", "turns per synthetic conversation: a turn's prompt is the previous prompt, its "
+              "answer and a new `input`", min=1, whole=True),
         Param("step_overhead", "s", None, "fixed time of an iteration (with step_token and step_context: an "
               "affine step cost instead of the engine's step model)", min=0, optional=True),
         Param("step_token", "s/token", None, "time per token scheduled in an iteration (prefill or decode)",
@@ -342,24 +351,70 @@ def _step_cost(ctx, b):
               span=b.span, code="missing-parameter")
 
 
-def _prefix_keys(ctx, b, n: int, keep, eng: Engine) -> list:
+def _synthetic(b) -> bool:
+    return (b.value("arrivals") or ("trace" if b.path("trace") is not None else "poisson")) != "trace"
+
+
+def _prompts(ctx, b, A, P, G):
+    """(P, hash_ids): synthetic requests' prompts with shared prefixes
+    (:mod:`plugins.serving.serving_prompts`) and their ids of engine blocks, when the block asks
+    for them or caches prefixes; else (P, None)."""
+    from plugins.serving.serving_prompts import PROMPT_PARAMS, synthetic_prompts
+
+    given = [p for p in PROMPT_PARAMS if b.given(p)]
+    if not _synthetic(b):
+        if given:
+            b.error_at(given[0], f"'{given[0]}' shapes synthetic prompts, but the prompts come from the trace",
+                       f'remove \'{given[0]}\', or choose `arrivals = "poisson"` with a rate and requests')
+        return P, None
+    if not given and not b.value("enable_prefix_caching"):
+        return P, None
+    sys_n, sys_len = b.given("system_prompts"), b.given("system_prompt_tokens")
+    if sys_len and not sys_n:
+        b.error_at("system_prompt_tokens", "'system_prompt_tokens' needs 'system_prompts' (how many distinct ones)",
+                   "add `system_prompts = 1`", code="missing-parameter")
+    if sys_n and not sys_len:
+        b.error_at("system_prompts", "'system_prompts' needs their length, 'system_prompt_tokens'",
+                   "add `system_prompt_tokens = 1024 token`", code="missing-parameter")
+    if b.given("system_prompt_share") and not sys_n:
+        b.error_at("system_prompt_share", "'system_prompt_share' needs 'system_prompts' and "
+                   "'system_prompt_tokens'", "add `system_prompts = 1; system_prompt_tokens = 1024 token`",
+                   code="missing-parameter")
+    if b.given("hash_block"):
+        b.error_at("hash_block", "'hash_block' is the block of a trace's `hash_ids`; synthetic prompts are "
+                   "keyed by the engine's blocks", "remove 'hash_block'")
+    bs = _engine(ctx, b).block_size
+    return synthetic_prompts(U=P, G=G, turns=int(b.value("turns")),
+                             system_prompts=int(b.value("system_prompts") or 0),
+                             system_prompt_tokens=int(b.value("system_prompt_tokens") or 0),
+                             system_prompt_share=float(b.value("system_prompt_share")),
+                             hash_block=bs, seed=int(b.value("seed")),
+                             with_output=bool(b.value("enable_prefix_caching")))
+
+
+def _prefix_keys(ctx, b, n: int, keep, eng: Engine, P=None, G=None, hashes=None) -> list:
     """The engine-block keys of each simulated request (:func:`serving_prefix_cache.block_keys`)
-    from the trace's ``hash_ids``; ``keep``: the mask of requests not rejected (or None)."""
+    from the trace's ``hash_ids`` (its prompts' blocks), or the synthetic prompts' ``hashes``
+    (ids of the engine blocks of prompt and answer, ``P`` + ``G`` tokens, all already without
+    the rejected requests: so the blocks an answer fills are keyed too, as vLLM's
+    ``allocate_slots`` caches the full blocks of ``request.num_tokens``, generated tokens
+    included); ``keep``: the mask of requests not rejected (or None)."""
     from plugins.serving import serving_trace as st
     from plugins.serving.serving_prefix_cache import block_keys
 
-    path = b.path("trace")
-    tr = st.load_trace(path) if path is not None else None
-    if tr is None or not tr.hashes or (b.value("arrivals") or "trace") != "trace" or b.given("input"):
-        why = ("the trace has no `hash_ids` column" if tr is not None and not tr.hashes else
-               "the requests are synthetic" if tr is None or (b.value("arrivals") or "trace") != "trace"
-               else "`input` replaces the trace's prompts")
-        b.error_at("enable_prefix_caching", f"prefix caching needs each request's prompt blocks: {why}",
-                   "give a trace with a `hash_ids` column (ids of the prompt's blocks of `hash_block` tokens, "
-                   "as Mooncake's traces), its arrivals and its input lengths", code="missing-parameter")
     if _replicas(ctx) > 1:
         b.error_at("enable_prefix_caching", "prefix caching is simulated on one engine; `use engine` has "
                    f"{_replicas(ctx)} replicas", "simulate one replica (replicas = 1)", code="unsupported")
+    if hashes is not None:
+        assert len(hashes) == n
+        return block_keys(hashes, np.asarray(P) + np.asarray(G), eng.block_size, eng.block_size)
+    path = b.path("trace")
+    tr = st.load_trace(path) if path is not None else None
+    if not tr.hashes or b.given("input"):         # a block without a trace has synthetic prompts
+        why = "the trace has no `hash_ids` column" if not tr.hashes else "`input` replaces the trace's prompts"
+        b.error_at("enable_prefix_caching", f"prefix caching needs each request's prompt blocks: {why}",
+                   "give a trace with a `hash_ids` column (ids of the prompt's blocks of `hash_block` tokens, "
+                   "as Mooncake's traces), its arrivals and its input lengths", code="missing-parameter")
     hashes = tr.hashes if keep is None else [h for h, k in zip(tr.hashes, keep) if k]
     P = tr.prefill if keep is None else [p for p, k in zip(tr.prefill, keep) if k]
     assert len(hashes) == n
@@ -376,6 +431,7 @@ def plan_activities_schedule(ctx):
     if b is None:
         return
     A, P, G = _workload(ctx, b)
+    P, hashes = _prompts(ctx, b, A, P, G)
     e = ctx.block("engine")
     rejected = 0
     if e is not None and ctx.defined("max_model_len"):
@@ -386,6 +442,8 @@ def plan_activities_schedule(ctx):
             rejected = int(keep.size - np.count_nonzero(keep))
             if rejected:
                 A, P, G = A[keep], P[keep], G[keep]
+                if hashes is not None:
+                    hashes = [h for h, k in zip(hashes, keep) if k]
     _check_size(ctx, b, A, P, G)
     eng = _engine(ctx, b)
     _check_iterations(ctx, b, P, eng)
@@ -393,7 +451,7 @@ def plan_activities_schedule(ctx):
     cache = None
     try:
         if b.value("enable_prefix_caching"):
-            keys = _prefix_keys(ctx, b, len(A), keep if rejected else None, eng)
+            keys = _prefix_keys(ctx, b, len(A), keep if rejected else None, eng, P, G, hashes)
             from plugins.serving.serving_prefix_cache import simulate_cached
             r, cache = simulate_cached(A, P, G, keys, eng, step_time, c, o)
         else:
