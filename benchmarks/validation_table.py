@@ -39,11 +39,15 @@ PREDICTIONS = ROOT / "specs" / "data" / "validation" / "predictions.csv"
 PLAN_PATH = ROOT / "specs" / "cases" / "validation.plan"
 # the prediction bands per device and regime (written by --write, read by plugins/training/bands.py)
 BANDS = ROOT / "specs" / "data" / "validation" / "bands.csv"
-# published serving measurements (start-up KV capacity, first-token latency), each priced by the
+# published serving measurements (start-up KV capacity, first-token latency, online medians), each priced by the
 # plan of the serving data set that states its run; predictions per row in serving-predictions.csv
 SERVING = ROOT / "specs" / "data" / "validation" / "serving-runs.csv"
 SERVING_PREDICTIONS = ROOT / "specs" / "data" / "validation" / "serving-predictions.csv"
 SERVING_METRICS = {"ttft_ms": ("time to first token, ms", "ms", "ttft_floor"),
+                   # medians of an online benchmark at a stated request rate, priced by `use batching`;
+                   # no band (the bands attach to the serving step's ttft_floor and tpot)
+                   "ttft_p50_ms": ("median time to first token, ms", "ms", None),
+                   "tpot_p50_ms": ("median time per output token, ms", "ms", None),
                    "kv_gpu_blocks": ("KV-cache blocks at start-up", "", None)}
 BAND_MIN_RUNS = 3          # fewer priced runs in a group: no band (a plan there gets a warning)
 BAND_QUANTILE_RUNS = 10    # from this many runs: the 10th–90th percentile, below it: min–max
