@@ -43,14 +43,14 @@ run when prefix caching is on, so the fast path without a cache is unchanged.
 """
 from __future__ import annotations
 
-import inspect
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from dsl.plugin import LimitError, current_limits
 
-from plugins.serving.serving_sim_core import SimError, SimResult, check_workload, clock_origin
+from plugins.serving.serving_sim_core import (SimError, SimResult, check_workload, clock_origin, extra_args,
+                                              iteration_time)
 
 MOONCAKE_HASH_BLOCK = 512      # tokens per hash id in Mooncake's public traces
 
@@ -105,14 +105,6 @@ class CacheStats:
         return sum(self.hit)
 
 
-def _takes_extra(step_time) -> bool:
-    try:
-        ps = inspect.signature(step_time).parameters
-    except (TypeError, ValueError):
-        return False
-    return "prefill_prefix" in ps and "prefill_seqs" in ps
-
-
 def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=None) -> tuple[SimResult, CacheStats]:
     """Continuous batching with automatic prefix caching (module docstring): the schedule of
     :func:`plugins.serving.serving_sim_core.simulate_reference` on vLLM's block pool with cached
@@ -129,7 +121,7 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     check_workload(A, Pa, Ga, eng)
     cap = current_limits().sim_iterations
     n, bs, Bud, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
-    extra = _takes_extra(step_time)
+    extra = extra_args(step_time)
     P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
     order = np.argsort(A, kind="stable").tolist()
     comp, out, pre, reg = [0] * n, [0] * n, [0] * n, [0] * n
@@ -246,17 +238,7 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                 sched.append((r, new))
                 budget -= new
         assert sched, "an iteration scheduled nothing"
-        chunks = [(r, new) for r, new in sched if prefilling[r]]
-        pf = sum(new for r, new in chunks)
-        dec = [r for r, _ in sched if not prefilling[r]]
-        nd, ctx = len(dec), sum(comp[r] for r in dec)
-        if extra:
-            ends_pf = sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r])
-            dt = step_time(c, pf, nd, ctx, o, prefill_prefix=sum(comp[r] for r, _ in chunks),
-                           prefill_seqs=ends_pf if ends_pf or nd else None)
-        else:
-            dt = step_time(c, pf, nd, ctx, o)
-        dt = float(dt)
+        dt, nd = iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra)
         t_end = t + dt
         it += 1
         if nd:

@@ -384,12 +384,35 @@ def _arrays(arrival, prompt, output):
 
 
 # ---------------------------------------------------------------- the reference: one loop per iteration
+def iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra: bool) -> tuple[float, int]:
+    """Seconds of one scheduler iteration and its decode sequences, from what it schedules:
+    ``sched`` the (request, new tokens) pairs, ``prefilling[r]`` whether request r is still in
+    its prefill, ``comp[r]`` its tokens computed before this iteration, ``P[r] + out[r]`` its
+    tokens to compute; the prefill chunks' tokens, the decode sequences and their context go to
+    ``step_time(c, prefill_tokens, decode_seqs, decode_context, o)`` — with ``extra``, also the
+    chunks' cached prefix and the number of chunks that end their prefill (the step cost model's
+    ``prefill_prefix`` / ``prefill_seqs``).
+
+    :returns: (dt in s as a float, the number of decode sequences)."""
+    chunks = [(r, new) for r, new in sched if prefilling[r]]
+    pf = sum(new for r, new in chunks)
+    dec = [r for r, _ in sched if not prefilling[r]]
+    nd, ctx = len(dec), sum(comp[r] for r in dec)
+    if extra:
+        ends_pf = sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r])
+        dt = step_time(c, pf, nd, ctx, o, prefill_prefix=sum(comp[r] for r, _ in chunks),
+                       prefill_seqs=ends_pf if ends_pf or nd else None)
+    else:
+        dt = step_time(c, pf, nd, ctx, o)
+    return float(dt), nd
+
+
 def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, o=None) -> SimResult:
     """The scheduler rules of the module docstring, one Python iteration per engine iteration."""
     A, Pa, Ga = _arrays(arrival, prompt, output)
     check_workload(A, Pa, Ga, eng)
     n, bs, B, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
-    extra = _extra_args(step_time)
+    extra = extra_args(step_time)
     P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
     order = np.argsort(A, kind="stable").tolist()
     comp, out, held, pre = [0] * n, [0] * n, [0] * n, [0] * n
@@ -456,17 +479,7 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
                 sched.append((r, new))
                 budget -= new
         assert sched, "an iteration scheduled nothing"
-        chunks = [(r, new) for r, new in sched if prefilling[r]]
-        pf = sum(new for r, new in chunks)
-        dec = [r for r, _ in sched if not prefilling[r]]
-        nd, ctx = len(dec), sum(comp[r] for r in dec)
-        if extra:
-            ends_pf = sum(1 for r, new in chunks if comp[r] + new == P[r] + out[r])
-            dt = step_time(c, pf, nd, ctx, o, prefill_prefix=sum(comp[r] for r, _ in chunks),
-                           prefill_seqs=ends_pf if ends_pf or nd else None)
-        else:
-            dt = step_time(c, pf, nd, ctx, o)
-        dt = float(dt)
+        dt, nd = iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra)
         t_end = t + dt
         it += 1
         if nd:
@@ -495,7 +508,7 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
 
 
 # ---------------------------------------------------------------- the fast path: runs of identical decodes
-def _extra_args(step_time) -> bool:
+def extra_args(step_time) -> bool:
     """True when the step cost takes the optional ``prefill_prefix`` / ``prefill_seqs``
     keywords (the cached tokens before a prefill chunk; the prefills that emit logits)."""
     import inspect
@@ -613,7 +626,7 @@ def _simulate(A, Pa, Ga, eng: Engine, step_time, c, o, affine: bool, max_events:
               record: bool = True) -> SimResult:
     n, bs, B, S, NB = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs, eng.blocks
     chunked = eng.enable_chunked_prefill
-    extra = _extra_args(step_time)
+    extra = extra_args(step_time)
     lin = Affine(step_time, c, o, NB * bs) if affine else None
     lin_memo = lin.memo if lin is not None else None
     so = getattr(o, "scalar", o)        # one iteration at a time: the ops on Python numbers
