@@ -145,9 +145,9 @@ KNOB_PARAMS = (
           "compute (DualPipe; default: 100 % with schedule = \"dualpipe\", else overlap)", min=0, max=1,
           optional=True),
     Param("framework", default='"none"', kind="choice", choices=lm.FRAMEWORKS,
-          doc="the training framework whose collective overlap the defaults follow: \"nemo\" (TP and CP rings "
-              "overlapped), \"megatron\" (CP ring), \"torchtitan\" and \"deepspeed\" (TP and CP exposed); "
-              "\"none\": every collective at `overlap`"),
+          doc="the training framework whose defaults the step follows: its collective overlap (\"nemo\": TP and CP "
+              "rings overlapped; \"megatron\": the CP ring; \"torchtitan\", \"deepspeed\": TP and CP exposed; "
+              "\"none\": every collective at `overlap`) and its fused attention kernel (attention_kernel = auto)"),
     Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
     Param("efficiency", kind="choice", choices=lm.EFFICIENCY, optional=True,
           doc="how compute is priced: mfu (every FLOP at the plan's `mfu`), roofline (each matrix product on "
