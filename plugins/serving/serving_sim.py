@@ -22,6 +22,7 @@ import sympy as sp
 
 from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, current_limits, hookimpl, limit_hint
 
+from plugins.serving.serving_spec import SPEC_PARAMS, SimSpec, spec_settings
 from plugins.serving.serving_sim_core import (  # noqa: F401  (the simulator, read through this module too)
     AFFINE_SHARED_CAP, BARE_RUN, MEMO_CAP, ORIGIN_GRID, QUANTILES, RUN_CAP, SHORT_RUN, Affine, Engine, SimError,
     SimResult, affine_memo, check_workload, clock_origin, gamma_arrivals, linear_step, nearest_rank_np,
@@ -111,6 +112,7 @@ BATCHING = UseSpec(
               min=0, optional=True),
         Param("step_context", "s/token", None, "time per cached context token the decodes read", min=0,
               optional=True),
+        *SPEC_PARAMS,
     ),
     order=67,
     provides=("ttft_mean", "ttft_p50", "ttft_p90", "ttft_p95", "ttft_p99", "tpot_mean", "tpot_p50", "tpot_p90",
@@ -351,6 +353,26 @@ def _step_cost(ctx, b):
               span=b.span, code="missing-parameter")
 
 
+def _spec(ctx, b, c, o):
+    """The block's speculation as a :class:`SimSpec` priced by the engine's step model on the
+    plan's device (target ``c``, the draft model's constants), or None without speculation."""
+    got = spec_settings(ctx, b)
+    if got is None:
+        return None
+    _, draft, k, E, _ = got
+    mine = [p for p in ("step_overhead", "step_token", "step_context") if b.given(p)]
+    if mine:
+        b.error_at(mine[0], "speculative decoding prices the draft and the verification with the engine's step "
+                   "model, not with an affine step cost", f"remove '{mine[0]}' (and the other step_* costs) and "
+                   "give the plan a model and a device", code="unsupported")
+    from plugins.serving import serving_step
+    for v in serving_step.step_constants(ctx, numeric=False, model=draft).values():
+        if isinstance(v, sp.Basic):           # the simulation runs at the draft's numbers too
+            ctx.nominal(v, structural=True)
+    e = float(ctx.nominal(E, structural=True))
+    return SimSpec.for_step(c, serving_step.step_constants(ctx, model=draft), k, e, getattr(o, "scalar", o))
+
+
 def _synthetic(b) -> bool:
     return (b.value("arrivals") or ("trace" if b.path("trace") is not None else "poisson")) != "trace"
 
@@ -448,14 +470,18 @@ def plan_activities_schedule(ctx):
     eng = _engine(ctx, b)
     _check_iterations(ctx, b, P, eng)
     step_time, c, o = _step_cost(ctx, b)
+    spec = _spec(ctx, b, c, o)
     cache = None
     try:
         if b.value("enable_prefix_caching"):
+            if spec is not None:
+                b.error_at("speculative", "speculative decoding is not simulated with prefix caching",
+                           "remove `enable_prefix_caching`, or `speculative`", code="unsupported")
             keys = _prefix_keys(ctx, b, len(A), keep if rejected else None, eng, P, G, hashes)
             from plugins.serving.serving_prefix_cache import simulate_cached
             r, cache = simulate_cached(A, P, G, keys, eng, step_time, c, o)
         else:
-            r = simulate_replicas(A, P, G, eng, step_time, c, o, _replicas(ctx))
+            r = simulate_replicas(A, P, G, eng, step_time, c, o, _replicas(ctx), spec=spec)
     except SimError as e:
         ctx.error(f"`use batching` in '{ctx.name}': {e}", e.hint or "check the engine's limits and the requests",
                   span=b.span, code="out-of-range")

@@ -407,8 +407,11 @@ def iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra: bool
     return float(dt), nd
 
 
-def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, o=None) -> SimResult:
-    """The scheduler rules of the module docstring, one Python iteration per engine iteration."""
+def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, spec=None) -> SimResult:
+    """The scheduler rules of the module docstring, one Python iteration per engine iteration.
+    ``spec`` (a :class:`plugins.serving.serving_spec.SimSpec`): speculative decoding — a decoding
+    sequence takes k + 1 tokens of the budget, gains ``spec.tokens(…)`` tokens a step (the mean E,
+    KV blocks for those) and the iteration costs its prefill chunks alone plus ``spec.decode``."""
     A, Pa, Ga = _arrays(arrival, prompt, output)
     check_workload(A, Pa, Ga, eng)
     n, bs, B, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
@@ -417,6 +420,7 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
     order = np.argsort(A, kind="stable").tolist()
     comp, out, held, pre = [0] * n, [0] * n, [0] * n, [0] * n
     prefilling = [True] * n
+    steps = [0] * n                                # speculative decode steps of each request
     first, last = [math.nan] * n, [math.nan] * n
     free = eng.blocks
     running: list[int] = []
@@ -441,6 +445,8 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
         while i < len(running) and budget > 0:
             r = running[i]
             new = min(P[r] + out[r] - comp[r], budget)
+            if spec is not None and not prefilling[r]:         # the tokens it gains (+ 1 - 1: see below)
+                new = spec.tokens(steps[r], G[r] - out[r])
             ok = True
             while True:
                 need = -(-(comp[r] + new) // bs) - held[r]
@@ -460,7 +466,7 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
             if not ok:
                 break
             sched.append((r, new))
-            budget -= new
+            budget -= new if spec is None or prefilling[r] else min(spec.k + 1, budget)
             i += 1
         if not preempted:
             while waiting and budget > 0 and len(running) < S:
@@ -479,13 +485,32 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
                 sched.append((r, new))
                 budget -= new
         assert sched, "an iteration scheduled nothing"
-        dt, nd = iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra)
+        if spec is None:
+            dt, nd = iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra)
+        else:
+            dec = [r for r, _ in sched if not prefilling[r]]
+            pf = [(r, new) for r, new in sched if prefilling[r]]
+            dt = iteration_time(step_time, c, o, pf, prefilling, comp, P, out, extra)[0] if pf else 0.0
+            dt, nd = dt + (spec.decode(len(dec), sum(comp[r] for r in dec)) if dec else 0.0), 0
         t_end = t + dt
         it += 1
         if nd:
             itl_v.append(dt)
             itl_w.append(nd)
         for r, new in sched:
+            if spec is not None and not prefilling[r]:          # `new` accepted tokens, one ITL each
+                comp[r] += new
+                out[r] += new
+                steps[r] += 1
+                itl_v.append(dt / new)
+                itl_w.append(new)
+                last[r] = t_end
+                if out[r] == G[r]:
+                    free += held[r]
+                    held[r] = 0
+                    running.remove(r)
+                    done += 1
+                continue
             comp[r] += new
             if comp[r] == P[r] + out[r]:
                 out[r] += 1
@@ -572,7 +597,7 @@ def affine_memo(step_time, c, o, top: int) -> dict:
 
 
 def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, affine: bool = True,
-             max_events: int | None = None, record: bool = True) -> SimResult:
+             max_events: int | None = None, record: bool = True, spec=None) -> SimResult:
     """The same schedule as :func:`simulate_reference`, advancing runs of identical decode
     iterations in one step (module docstring).  ``affine``: evaluate the times of a run in
     closed form α + β·context when the step cost is affine in the context (:class:`Affine`;
@@ -593,6 +618,8 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
 
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
+    if spec is not None:        # speculation: decode steps of unequal gains, no runs — the reference
+        return simulate_reference(arrival, prompt, output, eng, step_time, c, o, spec=spec)
     A, Pa, Ga = _arrays(arrival, prompt, output)
     check_workload(A, Pa, Ga, eng)
     # tens of thousands of small tuples (heap entries, events) and no cycle: without the
@@ -917,19 +944,20 @@ def _too_many_events(cap: int, done: int, n: int, preemptions: int):
 
 
 def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1,
-                      record: bool = True):
+                      record: bool = True, spec=None):
     """``replicas`` independent engines behind a round-robin dispatcher (request i, in arrival
     order, to engine i mod replicas): each simulated alone, the results merged.  ``record``:
     as :func:`simulate` (False: no inter-token latencies, no event series)."""
     if replicas <= 1:
-        return simulate(arrival, prompt, output, eng, step_time, c, o, record=record)
+        return simulate(arrival, prompt, output, eng, step_time, c, o, record=record, spec=spec)
     A, P, G = _arrays(arrival, prompt, output)
     order = np.argsort(A, kind="stable")
     replicas = min(replicas, len(A))     # engines beyond the request count receive nothing
     parts, left = [], current_limits().sim_iterations       # one budget for all the engines
     for idx in (order[k::replicas] for k in range(replicas)):
         if idx.size:
-            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record))
+            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record,
+                                  spec=spec))
             left -= parts[-1].events
     first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
     origin = np.zeros(len(A)) if any(r.origin is not None for r in parts) else None

@@ -26,9 +26,70 @@ Units: times in s, α and p_i fractions, E tokens per sequence and step (a pure 
 """
 from __future__ import annotations
 
+import math
+
+from dsl.plugin import Param
+
 from plugins.serving.serving_step_core import lm_head_term, step_parts, step_time
 
 MODES = ("none", "draft", "mtp")
+SPEC_NAMES = ("draft_model", "spec_tokens", "acceptance", "acceptance_profile")
+
+# the block parameters of speculation, shared by `use serving_step` and `use batching`
+SPEC_PARAMS = (
+    Param("speculative", kind="choice", default='"none"', choices=MODES,
+          doc="speculative decoding: none, a separate draft model, or MTP / EAGLE-style heads of the target"),
+    Param("draft_model", kind="ref", ref_kind="model", optional=True,
+          doc="the draft (\"draft\") or the heads as a model of their layers (\"mtp\": the target's "
+              "hidden size and vocabulary); required with speculation"),
+    Param("spec_tokens", "", "3", "tokens k the draft proposes per step (the target verifies k + 1)",
+          kind="int", min=1, max=16),
+    Param("acceptance", "", "70 %", "probability α that each drafted token is accepted (independently "
+          "of the others)", min=0, max=1),
+    Param("acceptance_profile", "", kind="list", optional=True, min_items=1, min=0, max=1,
+          doc="per-position acceptance p_1 … p_k (p_i given positions before i were accepted), "
+              "instead of `acceptance`"),
+)
+
+
+def spec_settings(ctx, b):
+    """The checked speculation of block ``b`` (a ``BlockView`` with :data:`SPEC_PARAMS`):
+    None when ``speculative = "none"`` (warning ``unused`` at each speculation parameter given),
+    else (mode, draft model view, k, E as a sympy expression, how E was found).  Located errors:
+    no draft model, MTP heads of another hidden size or vocabulary, both `acceptance` and
+    `acceptance_profile`, a profile of other than k probabilities."""
+    mode, k = b.value("speculative"), int(b.value("spec_tokens"))
+    if mode == "none":
+        for name in SPEC_NAMES:
+            if b.given(name):
+                b.warn_at(name, f"'{name}' has no effect without speculative decoding",
+                          'add `speculative = "draft"` (or "mtp"), or remove it', code="unused")
+        return None
+    draft = b.ref("draft_model")
+    if draft is None:
+        b.error_at("speculative", f'`speculative = "{mode}"` needs the model that drafts',
+                   "add `draft_model = <a small model>` (for MTP / EAGLE heads: a model of the heads' "
+                   "layers, e.g. `model head extends qwen3_8b { layers = 1 }`)", code="missing-parameter")
+    if mode == "mtp":
+        model = ctx.ref("model")
+        for f in ("hidden", "vocab"):
+            dv, tv = draft.value(f), model.value(f)
+            if dv is not None and tv is not None and float(dv) != float(tv):
+                b.error_at("draft_model", f"MTP heads read the target's hidden states and share its vocabulary, "
+                           f"but '{draft.name}' has {f} = {dv:g} and '{model.name}' {tv:g}",
+                           f"declare the heads as `model head extends {model.name} {{ layers = 1 }}`, or use "
+                           '`speculative = "draft"` for a separate model')
+    if b.given("acceptance_profile"):
+        if b.given("acceptance"):
+            b.error_at("acceptance_profile", "both `acceptance` and `acceptance_profile` are given",
+                       "keep one: a single rate α, or one probability per drafted position")
+        profile = b.q_list("acceptance_profile")
+        if len(profile) != k:
+            b.error_at("acceptance_profile", f"{len(profile)} acceptance probabilities for spec_tokens = {k}",
+                       "give one probability per drafted position (p_1 … p_k), or change `spec_tokens`")
+        return mode, draft, k, expected_tokens_profile(profile), f"1 + Σ Π p_j over the {k} positions of the profile"
+    return (mode, draft, k, expected_tokens(b.q("acceptance"), k),
+            f"(1 − α^{k + 1}) / (1 − α) with α = acceptance (Leviathan et al. 2023, eq. 1)")
 
 
 def expected_tokens(alpha, k: int):
@@ -79,3 +140,29 @@ def draft_time(c_draft, batch, k: int, context, o):
 def speculative_step(c, c_draft, batch, k: int, context, o):
     """(draft time, verify time) in s of one speculative step."""
     return draft_time(c_draft, batch, k, context, o), verify_time(c, batch, k, context, o)
+
+
+class SimSpec:
+    """Speculation in the batching simulator (:func:`plugins.serving.serving_sim_core.simulate_reference`):
+    ``k`` drafted tokens, ``E`` ≥ 1 the expected tokens a decoding sequence gains per step, and
+    ``decode(n, context)`` the seconds of the speculative decode part of an iteration — the k
+    draft steps and the verification of k + 1 tokens for ``n`` sequences reading ``context``
+    cached tokens in all.  :meth:`for_step` builds it from the engine's step constants."""
+
+    def __init__(self, k: int, E: float, decode):
+        self.k, self.E, self.decode = int(k), float(E), decode
+
+    def tokens(self, steps: int, left: int) -> int:
+        """Tokens a sequence gains at its decode step number ``steps`` + 1 (0-based count of the
+        steps it had), with ``left`` output tokens to go: ⌊(s+1)·E⌋ − ⌊s·E⌋ (at least 1, the mean
+        E over many steps), at most ``left`` — so a sequence with G − 1 tokens after its first
+        finishes after ⌈(G − 1)/E⌉ decode steps."""
+        e = math.floor((steps + 1) * self.E + 1e-9) - math.floor(steps * self.E + 1e-9)
+        return max(1, min(e, left))
+
+    @classmethod
+    def for_step(cls, c, c_draft, k: int, E: float, o):
+        """Priced by :func:`draft_time` and :func:`verify_time` at the context per sequence."""
+        def decode(n, context):
+            return float(draft_time(c_draft, n, k, context / n, o) + verify_time(c, n, k, context / n, o))
+        return cls(k, E, decode)

@@ -16,7 +16,7 @@ from dsl.plugin import Param, UseSpec, hookimpl
 
 from plugins.training.layout_model import ops
 from plugins.serving.serving_engine import GPUS_PER_HOST
-from plugins.serving.serving_spec import MODES, draft_time, expected_tokens, expected_tokens_profile, verify_time
+from plugins.serving.serving_spec import SPEC_PARAMS, draft_time, spec_settings, verify_time
 from plugins.serving.serving_step_core import (  # noqa: F401  (the step model, read through this module too)
     ACT_BYTES, DEVICE_FIELDS, FORMAT_BYTES, GENERIC, REFERENCES, ScalarStep, all_reduce_time, bound, constants,
     crossover_batch, decode_attention_of, distinct_experts, expert_inclusion, expert_top_share, experts_hit,
@@ -199,18 +199,7 @@ SERVING_STEP = UseSpec(
         Param("kernel_overhead", "s", "2 us", "fixed time of each kernel of a step (launch from a CUDA graph, "
               "first and last wave)", min=0),
         Param("host_overhead", "s", "0 s", "host time per step not hidden behind the GPU (scheduler)", min=0),
-        Param("speculative", kind="choice", default='"none"', choices=MODES,
-              doc="speculative decoding: none, a separate draft model, or MTP / EAGLE-style heads of the target"),
-        Param("draft_model", kind="ref", ref_kind="model", optional=True,
-              doc="the draft (\"draft\") or the heads as a model of their layers (\"mtp\": the target's "
-                  "hidden size and vocabulary); required with speculation"),
-        Param("spec_tokens", "", "3", "tokens k the draft proposes per step (the target verifies k + 1)",
-              kind="int", min=1, max=16),
-        Param("acceptance", "", "70 %", "probability α that each drafted token is accepted (independently "
-              "of the others)", min=0, max=1),
-        Param("acceptance_profile", "", kind="list", optional=True, min_items=1, min=0, max=1,
-              doc="per-position acceptance p_1 … p_k (p_i given positions before i were accepted), "
-                  "instead of `acceptance`"),
+        *SPEC_PARAMS,
     ),
     plan_params=(
         Param("model", kind="ref", ref_kind="model", doc="the model served"),
@@ -271,53 +260,23 @@ def plan_quantities_price(ctx):
                    headline=True)
     ctx.define("prefill_tokens_per_s", P / ttft / tp_num, "token/s",
                f"prefill tokens per second per GPU ({pb}-bound)", headline=True)
-    if b.value("speculative") == "none":
-        for k in ("draft_model", "spec_tokens", "acceptance", "acceptance_profile"):
-            if b.given(k):
-                b.warn_at(k, f"'{k}' has no effect without speculative decoding",
-                          'add `speculative = "draft"` (or "mtp"), or remove it', code="unused")
+    spec = spec_settings(ctx, b)
+    if spec is None:
         ctx.define("tpot", t, "ms", "time per output token of each sequence: one decode step", headline=True)
         ctx.define("decode_tokens_per_s", B / t / tp_num, "token/s",
                    f"decode tokens per second per GPU at `batch` ({db}-bound)", headline=True)
     else:
-        _price_speculative(ctx, b, cs, t, tp_num, B, S)
+        _price_speculative(ctx, b, cs, t, tp_num, B, S, spec)
     ctx.define("step_crossover_batch", crossover_batch(cs), "seq",
                "decode batch where the dense matrices' FLOP time reaches their weight read (large-GEMM η)")
     ctx.define("weights_read_per_gpu", cs["weights_per_gpu"], "GiB", "weights one GPU reads per step (TP split; "
                "the embedding table is not read whole, so this is below `use engine`'s weights_per_gpu)")
 
 
-def _price_speculative(ctx, b, cs, plain, tp_num, B, S):
+def _price_speculative(ctx, b, cs, plain, tp_num, B, S, spec):
     """The quantities of speculative decoding (:mod:`plugins.serving.serving_spec`)."""
     from plugins.model.llmstate import kv_bytes_per_token
-    mode, k = b.value("speculative"), int(b.value("spec_tokens"))
-    draft = b.ref("draft_model")
-    if draft is None:
-        b.error_at("speculative", f'`speculative = "{mode}"` needs the model that drafts',
-                   "add `draft_model = <a small model>` (for MTP / EAGLE heads: a model of the heads' "
-                   "layers, e.g. `model head extends qwen3_8b { layers = 1 }`)", code="missing-parameter")
-    if mode == "mtp":
-        model = ctx.ref("model")
-        for f in ("hidden", "vocab"):
-            dv, tv = draft.value(f), model.value(f)
-            if dv is not None and tv is not None and float(dv) != float(tv):
-                b.error_at("draft_model", f"MTP heads read the target's hidden states and share its vocabulary, "
-                           f"but '{draft.name}' has {f} = {dv:g} and '{model.name}' {tv:g}",
-                           f"declare the heads as `model head extends {model.name} {{ layers = 1 }}`, or use "
-                           '`speculative = "draft"` for a separate model')
-    if b.given("acceptance_profile"):
-        if b.given("acceptance"):
-            b.error_at("acceptance_profile", "both `acceptance` and `acceptance_profile` are given",
-                       "keep one: a single rate α, or one probability per drafted position")
-        profile = b.q_list("acceptance_profile")
-        if len(profile) != k:
-            b.error_at("acceptance_profile", f"{len(profile)} acceptance probabilities for spec_tokens = {k}",
-                       "give one probability per drafted position (p_1 … p_k), or change `spec_tokens`")
-        E = expected_tokens_profile(profile)
-        how = f"1 + Σ Π p_j over the {k} positions of the profile"
-    else:
-        E = expected_tokens(b.q("acceptance"), k)
-        how = f"(1 − α^{k + 1}) / (1 − α) with α = acceptance (Leviathan et al. 2023, eq. 1)"
+    _, draft, k, E, how = spec
     o = ops("sympy")
     cd = step_constants(ctx, numeric=False, tp=tp_num, model=draft)
     td = ctx.define("draft_step_time", draft_time(cd, B, k, S, o), "ms",
