@@ -504,15 +504,10 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
                 steps[r] += 1
                 itl_v.append(dt / new)
                 itl_w.append(new)
-                last[r] = t_end
-                if out[r] == G[r]:
-                    free += held[r]
-                    held[r] = 0
-                    running.remove(r)
-                    done += 1
-                continue
-            comp[r] += new
-            if comp[r] == P[r] + out[r]:
+            else:
+                comp[r] += new
+                if comp[r] != P[r] + out[r]:
+                    continue
                 out[r] += 1
                 if prefilling[r]:
                     if out[r] == 1:
@@ -521,12 +516,12 @@ def simulate_reference(arrival, prompt, output, eng: Engine, step_time, c=None, 
                         itl_v.append(t_end - last[r])
                         itl_w.append(1)
                     prefilling[r] = False
-                last[r] = t_end
-                if out[r] == G[r]:
-                    free += held[r]
-                    held[r] = 0
-                    running.remove(r)
-                    done += 1
+            last[r] = t_end
+            if out[r] == G[r]:
+                free += held[r]
+                held[r] = 0
+                running.remove(r)
+                done += 1
         t = t_end
     return _result(A, Pa, Ga, first, last, pre, np.asarray(itl_v, dtype=float),
                    np.asarray(itl_w, dtype=np.int64), ser, it, eng, origin=org if moved else None)
