@@ -164,3 +164,19 @@ def test_system_prompts_with_a_trace_is_located(write_plan, run_cli, repo_root):
 }}
 """))
     assert rc != 0 and "prompts come from the trace" in err and "t.plan:4:" in err and "Traceback" not in err
+
+
+def test_a_system_prompt_beyond_the_pool_is_refused_before_its_blocks_are_built(write_plan, run_cli):
+    # 10^9 tokens would be 62.5 million block ids per prompt: the pool of 100,000 tokens refuses it first
+    text = SYSTEM.replace("system_prompt_tokens = 32 token", "system_prompt_tokens = 1e9 token")
+    rc, out, err = run_cli("eval", write_plan(text))
+    assert rc != 0 and "cannot fit the KV pool" in err and "t.plan:5:" in err and "Traceback" not in err
+
+
+def test_a_conversation_beyond_the_pool_is_refused(write_plan, run_cli):
+    # 5 turns of 20 in + 1 out: the last turn holds 4·21 + 20 + 1 − 1 = 104 tokens of KV (no system
+    # prompt counted) against a pool of 100
+    text = SYSTEM.replace("system_prompts = 1; system_prompt_tokens = 32 token", "turns = 5") \
+        .replace("kv_tokens = 100000 token", "kv_tokens = 100 token")
+    rc, out, err = run_cli("eval", write_plan(text))
+    assert rc != 0 and "104 tokens of KV" in err and "t.plan:5:" in err and "Traceback" not in err

@@ -160,3 +160,14 @@ def test_case_serving_speculative_by_hand():
     assert 1e3 * _get(ws, "spec.tpot") == pytest.approx((3 * head + 1e3 * _get(ws, "spec.verify_step_time")) / 2.533, rel=1e-9)
     assert 1e3 * _get(ws, "spec.tpot") == pytest.approx(3.01, abs=0.01)
     assert _get(ws, "spec.spec_speedup") == pytest.approx(1.96, abs=0.01)
+
+
+def test_a_draft_of_another_vocabulary_is_a_located_error(tmp_path):
+    # the target verifies the draft's token ids: they must come from the same tokenizer
+    text = TOY + "model other extends toy { layers = 1; vocab = 32 }\n" \
+        'plan q extends p { use serving_step { speculative = "draft"; draft_model = other } }\n'
+    f = tmp_path / "v.plan"
+    f.write_text(text, encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        dsl.load(f)
+    assert "vocab = 32" in str(e.value) and "v.plan:" in str(e.value)

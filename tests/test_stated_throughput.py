@@ -103,3 +103,20 @@ def test_the_search_refuses_a_stated_throughput(tmp_path):
     rc, out, err = run_cli("search", p, "--plan", "s")
     assert rc != 0
     assert "error[search]" in err and "stated_tokens_per_s" in err and "Traceback" not in err
+
+
+def test_a_rate_above_the_device_peak_is_warned_of(tmp_path):
+    # 4,000 TFLOP/s per GPU is above the H100's densest peak (FP8, 1,978.9 TFLOP/s): most likely a
+    # cluster's rate typed as one GPU's
+    text = BASE.replace("stated_tokens_per_s = 20000 token/s", "stated_tflops = 4000 TFLOP/s")
+    _, p = _load(tmp_path, text)
+    rc, out, err = run_cli("eval", p)
+    assert rc == 0
+    assert "warning[out-of-range]" in err and "1978.9 TFLOP/s" in err and "p.plan:10:" in err
+
+
+def test_stated_flops_without_a_tflops_rate_is_unused(tmp_path):
+    text = BASE.replace("stated_tokens_per_s = 20000 token/s", 'stated_tokens_per_s = 20000 token/s; stated_flops = "hardware"')
+    _, p = _load(tmp_path, text)
+    rc, out, err = run_cli("eval", p)
+    assert rc == 0 and "warning[unused]" in err and "stated_flops" in err

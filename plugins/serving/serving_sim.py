@@ -405,8 +405,25 @@ def _prompts(ctx, b, A, P, G):
     if b.given("hash_block"):
         b.error_at("hash_block", "'hash_block' is the block of a trace's `hash_ids`; synthetic prompts are "
                    "keyed by the engine's blocks", "remove 'hash_block'")
-    bs = _engine(ctx, b).block_size
-    return synthetic_prompts(U=P, G=G, turns=int(b.value("turns")),
+    eng = _engine(ctx, b)
+    bs = eng.block_size
+    sys_tokens = int(b.value("system_prompt_tokens") or 0)
+    if sys_tokens > eng.kv_tokens:          # before any block id is built (the ids grow with it)
+        b.error_at("system_prompt_tokens", f"a system prompt of {sys_tokens:,} tokens cannot fit the KV pool of "
+                   f"{int(eng.kv_tokens):,} tokens", "shorten the system prompt or give the engine more KV cache",
+                   code="out-of-range")
+    turns = int(b.value("turns"))
+    if turns > 1:                           # the longest conversation's last prompt, before building its ids
+        import numpy as np
+        pa, ga = np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64)
+        done = np.cumsum(pa + ga) - (pa + ga)                      # tokens of the requests before each
+        first = (np.arange(len(pa)) // turns) * turns              # each conversation's first request
+        need = done - done[first] + pa + ga - 1                    # its prompt, then its answer, in KV
+        if len(need) and int(need.max()) > eng.kv_tokens:
+            b.error_at("turns", f"a conversation of {min(turns, len(need))} turns grows to {int(need.max()):,} tokens of KV, "
+                       f"beyond the pool of {int(eng.kv_tokens):,}", "fewer turns, shorter turns or a larger KV "
+                       "cache", code="out-of-range")
+    return synthetic_prompts(U=P, G=G, turns=turns,
                              system_prompts=int(b.value("system_prompts") or 0),
                              system_prompt_tokens=int(b.value("system_prompt_tokens") or 0),
                              system_prompt_share=float(b.value("system_prompt_share")),

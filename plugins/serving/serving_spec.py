@@ -70,8 +70,14 @@ def spec_settings(ctx, b):
         b.error_at("speculative", f'`speculative = "{mode}"` needs the model that drafts',
                    "add `draft_model = <a small model>` (for MTP / EAGLE heads: a model of the heads' "
                    "layers, e.g. `model head extends qwen3_8b { layers = 1 }`)", code="missing-parameter")
+    model = ctx.ref("model")
+    if mode == "draft":
+        dv, tv = draft.value("vocab"), model.value("vocab")
+        if dv is not None and tv is not None and float(dv) != float(tv):
+            b.error_at("draft_model", f"a draft model proposes token ids the target verifies, so it shares the "
+                       f"target's tokenizer, but '{draft.name}' has vocab = {dv:g} and '{model.name}' {tv:g}",
+                       "draft with a model of the target's family (the same vocabulary)")
     if mode == "mtp":
-        model = ctx.ref("model")
         for f in ("hidden", "vocab"):
             dv, tv = draft.value(f), model.value(f)
             if dv is not None and tv is not None and float(dv) != float(tv):

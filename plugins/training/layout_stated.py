@@ -53,6 +53,19 @@ def check(ctx, kn, mode: str) -> None:
                     "throughput, which the plan does not give",
                     "add stated_tokens_per_s = … (all GPUs) or stated_tflops = … (per GPU) to `use layout`",
                     code="missing-parameter")
+    if kn.lay is not None and kn.given("stated_flops") and kn.value("stated_tflops") is None:
+        kn.lay.warn_at("stated_flops", "stated_flops counts the FLOPs of stated_tflops, which the plan does not give",
+                       "drop stated_flops, or state the per-GPU rate with stated_tflops", code="unused")
+    if kn.value("stated_tflops") is not None:
+        dev = ctx.ref("device")
+        peaks = [dev.q(f, "FLOP/s", positive=True) for f in ("peak_flops", "fp8_flops", "fp4_flops") if dev.has(f)]
+        rate = ctx.nominal(kn.q("stated_tflops"))
+        top = max(float(ctx.nominal(x)) for x in peaks) if peaks else None
+        if top is not None and rate is not None and float(rate) > top:
+            kn.lay.warn_at("stated_tflops", f"stated_tflops = {float(rate) / 1e12:g} TFLOP/s is above the dense peak of "
+                           f"one '{dev.name}' ({top / 1e12:g} TFLOP/s): the step would be faster than the GPU can "
+                           "compute", "state the rate of one GPU (a cluster's TFLOP/s divided by its GPUs)",
+                           code="out-of-range")
     if mode != "stated" and g:
         kn.error_at(g[0], f"{g[0]} states the throughput of '{ctx.name}', but efficiency = \"{mode}\" prices "
                     "its step from the device", 'set efficiency = "stated" (or leave efficiency out), or drop '
