@@ -103,6 +103,7 @@ def test_the_search_refuses_a_stated_throughput(tmp_path):
     rc, out, err = run_cli("search", p, "--plan", "s")
     assert rc != 0
     assert "error[search]" in err and "stated_tokens_per_s" in err and "Traceback" not in err
+    assert "p.plan:10:" in err                  # located at the stated rate
 
 
 def test_a_rate_above_the_device_peak_is_warned_of(tmp_path):

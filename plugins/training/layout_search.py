@@ -250,7 +250,8 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
         what = ", ".join(stated) or 'efficiency = "stated"'
         raise PlanError([Diagnostic("error", "search", f"plan '{plan}' states its throughput "
                                     f"({what}): a measured rate belongs "
-                                    "to the one layout it was measured on, and the search compares layouts", None,
+                                    "to the one layout it was measured on, and the search compares layouts",
+                                    ws.nodes[pre + (stated[0] if stated else "efficiency")].span,
                                     "search a plan that prices its step from the device (efficiency = \"roofline\" "
                                     "or `mfu`), then state the measured rate on the layout it picks")])
     if K["link"] is None:
