@@ -95,12 +95,11 @@ def lookup(device: str, moe: bool, precision: str, gpus: float | None, gpus_per_
 def _mode(ctx) -> str | None:
     """How the plan's step is priced: "roofline", "mfu", "stated", or None (no training step);
     the rule of :func:`plugins.training.layout.efficiency_mode`."""
-    from plugins.training.layout_stated import RATES
+    from plugins.training.layout_stated import RATES, default_mode
     lay = ctx.block("layout")
     if lay is not None:
-        given = lay.value("efficiency")
-        stated = any(lay.value(k) is not None for k in RATES)
-        return given if given is not None else ("stated" if stated else "mfu" if ctx.stated("mfu") else "roofline")
+        return default_mode(lay.value("efficiency"), any(lay.value(k) is not None for k in RATES),
+                            ctx.stated("mfu"))
     return "mfu" if ctx.provided("step_time") else None
 
 

@@ -346,11 +346,11 @@ def _mlp_width(a, mo):
 
 
 def efficiency_mode(ctx, kn: Knobs) -> str:
-    """The compute mode of the plan's step: the `efficiency` knob, else "mfu" when the plan
-    states `mfu` and "roofline" when it does not."""
+    """The compute mode of the plan's step (:func:`plugins.training.layout_stated.default_mode`),
+    with its located errors and warnings."""
     given = kn.value("efficiency")
     stated = ctx.stated("mfu")
-    mode = given if given is not None else ("stated" if layout_stated.given(kn) else "mfu" if stated else "roofline")
+    mode = layout_stated.default_mode(given, bool(layout_stated.given(kn)), stated)
     layout_stated.check(ctx, kn, mode)
     if mode == "mfu" and not stated:
         kn.error_at("efficiency", f"efficiency = \"mfu\" prices compute at the plan's `mfu`, which plan "

@@ -37,6 +37,13 @@ RATES = {"stated_tokens_per_s": "token/s", "stated_tflops": "FLOP/s"}
 HELD = ("cast", "recompute", "bubble", "pp", "tp", "cp", "ep", "imbalance", "optimizer", "offload")
 
 
+def default_mode(efficiency, has_rate: bool, has_mfu: bool) -> str:
+    """The step's compute mode: the stated ``efficiency``, else "stated" with a stated rate,
+    "mfu" when the plan states `mfu`, else "roofline" — the one rule ``use layout`` and the
+    prediction bands read."""
+    return efficiency if efficiency is not None else "stated" if has_rate else "mfu" if has_mfu else "roofline"
+
+
 def given(kn) -> list:
     """The stated-rate knobs the plan gives."""
     return [k for k in RATES if kn.value(k) is not None]
