@@ -50,17 +50,24 @@ def _corpus():
         return {r["id"]: r for r in csv.DictReader(f)}
 
 
-def test_dgx_cloud_bf16_llama_runs_calibrate_within_10_percent(case):
+def _runs_within_10_percent(case, quantity, bf16):
+    """The DGX Cloud runs of one precision as ``quantity``'s fit sees them: all 14 there, each
+    measured step = global batch · sequence / tokens per second (the source's throughput), each
+    predicted within 10 %.  :returns: the fit's detail."""
     rows = {r["id"]: r for r in _corpus().values()
-            if r["source_id"].startswith("dgxc-benchmarking") and r["precision"] == "BF16"}
-    detail = case.computed_detail("dgxc_fit.sustained_efficiency")
+            if r["source_id"].startswith("dgxc-benchmarking") and (r["precision"] == "BF16") == bf16}
+    detail = case.computed_detail(quantity)
     got = {r["run"]: r for r in detail["rows"]}
     assert set(got) == set(rows) and len(rows) == 14
     for rid, r in rows.items():
-        # measured step = global batch · sequence / tokens per second (the source's throughput)
         measured = int(r["global_batch"]) * int(r["seq_len"]) / float(r["measured"])
         assert got[rid]["measured_step"] == pytest.approx(measured, rel=1e-12)
         assert abs(got[rid]["predicted_step"] / measured - 1) < 0.10, rid
+    return detail
+
+
+def test_dgx_cloud_bf16_llama_runs_calibrate_within_10_percent(case):
+    detail = _runs_within_10_percent(case, "dgxc_fit.sustained_efficiency", bf16=True)
     eta = detail["values"]["sustained_efficiency"]
     assert 0.001 < eta < 1          # an interior optimum, not the bound the GPT-only calibration hit
 
@@ -71,15 +78,7 @@ def test_dgx_cloud_fp8_llama_runs_calibrate_within_10_percent(case):
     for 70B on 64 GPUs, 1.53x for 405B on 576: the corpus's measurements), so 70B is predicted
     fast; every run lies within the same 10 % as the BF16 runs, and the fit's optimum is inside
     its bounds."""
-    rows = {r["id"]: r for r in _corpus().values()
-            if r["source_id"].startswith("dgxc-benchmarking") and r["precision"] != "BF16"}
-    detail = case.computed_detail("dgxc_fit_fp8.fp8_sustained_efficiency")
-    got = {r["run"]: r for r in detail["rows"]}
-    assert set(got) == set(rows) and len(rows) == 14
-    for rid, r in rows.items():
-        measured = int(r["global_batch"]) * int(r["seq_len"]) / float(r["measured"])
-        assert got[rid]["measured_step"] == pytest.approx(measured, rel=1e-12)
-        assert abs(got[rid]["predicted_step"] / measured - 1) < 0.10, rid
+    detail = _runs_within_10_percent(case, "dgxc_fit_fp8.fp8_sustained_efficiency", bf16=False)
     assert 0.001 < detail["values"]["fp8_sustained_efficiency"] < 1
 
 
