@@ -22,6 +22,7 @@ device   fp8_sustained_efficiency        sustained_efficiency of the FP8 curve (
 device   flash2_attention_efficiency     fraction of peak_flops FlashAttention-2's causal kernel reaches (training)
 device   flash3_attention_efficiency     fraction of peak_flops FlashAttention-3's causal kernel reaches (training)
 device   cudnn_attention_efficiency      fraction of peak_flops cuDNN's fused causal attention reaches (training)
+device   attention_backward_rate         fused attention's backward FLOP rate over its forward's (training)
 device   fp4_sustained_efficiency        sustained_efficiency of the FP4 curve (default: sustained_efficiency)
 link     bandwidth             B/s       per direction
 storage  bandwidth             B/s       sustained write (checkpoint) bandwidth
@@ -67,9 +68,12 @@ def plan_kinds_register():
                   "training steps whose linear layers run in FP4 (training step only; default: "
                   "sustained_efficiency)", optional=True, min=0, min_open=True, max=1),
             *(Param(f"{k}_attention_efficiency", "", doc=f"fraction of peak_flops {name}'s fused causal attention "
-                    "reaches on long sequences, forward and backward (training step, roofline; default: the "
-                    "GEMM curve)", optional=True, min=0, min_open=True, max=1)
+                    "forward reaches on long sequences (its backward: attention_backward_rate of that; training "
+                    "step, roofline; default: the GEMM curve)", optional=True, min=0, min_open=True, max=1)
               for k, name in (("flash2", "FlashAttention-2"), ("flash3", "FlashAttention-3"), ("cudnn", "cuDNN"))),
+            Param("attention_backward_rate", "", doc="the fused attention kernels' backward FLOP rate as a fraction "
+                  "of their forward's (training step, roofline; default: 1, the forward's rate)",
+                  optional=True, min=0, min_open=True, max=2),
             Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
                   "weights is the bound (serving decode; default: mem_efficiency)",
                   optional=True, min=0, min_open=True, max=1),

@@ -523,7 +523,7 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
         # the larger of the event engine's stage peak and the last stage's one micro-batch with the
         # loss's buffers (the closed form's runtime activations)
         loss = r["loss_runtime"]
-        act_rt = sp.Max(act, r["activation_runtime"])
+        act_rt = sp.Max(act + r["activation_redo"], r["activation_runtime"])
     else:
         loss, act_rt = r["loss_runtime"], r["activation_runtime"]
     if K["logits"] and mode != "transient":
@@ -552,8 +552,9 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
                          "allocated; fragmentation)", references=RUNTIME_REFS[:1])
     return ctx.define("runtime_memory", allocated + reserve, "GiB",
                       "what the runtime reserves per GPU at the peak (torch.cuda.max_memory_reserved): persistent "
-                      "state + activations with the loss's logits as the framework holds them + gathered "
-                      "parameters + workspaces + allocator reserve; fits_memory compares it with usable_memory",
+                      "state + activations with the loss's logits as the framework holds them and the one layer "
+                      "a recomputing backward re-materialises + gathered parameters + workspaces + allocator "
+                      "reserve; fits_memory compares it with usable_memory",
                       headline=mode != "transient", rank=3.1, references=RUNTIME_REFS)
 
 

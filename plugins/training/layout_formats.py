@@ -87,10 +87,15 @@ def device_curve(dev) -> dict:
 def attention_constants(dev, field: str | None) -> dict:
     """``K["eta_attn"]``: the fused attention kernel's efficiency — the device's ``field`` (e.g.
     ``cudnn_attention_efficiency``) times its ``sustained_efficiency`` as the GEMM curve is —
-    or {} (the GEMM curve) when ``field`` is None or the device states no such field."""
+    or {} (the GEMM curve) when ``field`` is None or the device states no such field; and
+    ``K["attn_bwd_rate"]``, the kernel's backward rate over its forward's (the device's
+    ``attention_backward_rate``), when the device states it."""
     if field is None or not dev.has(field):
         return {}
     eta = dev.q(field, "", positive=True)
     if dev.has(lm.SUSTAINED_FIELD):
         eta = eta * dev.q(lm.SUSTAINED_FIELD, "", positive=True)
-    return {"eta_attn": eta}
+    out = {"eta_attn": eta}
+    if dev.has(lm.ATTENTION_BACKWARD_FIELD):
+        out["attn_bwd_rate"] = dev.q(lm.ATTENTION_BACKWARD_FIELD, "", positive=True)
+    return out

@@ -60,11 +60,18 @@ from plugins.training.layout_memory import (LOSS_BYTES, LOSSES, activation_per_l
                                               gathered_bytes, logits_bytes, loss_bytes)
 
 
-def inflight(p, v, o):
-    """Micro-batches whose activations the first pipeline stage holds at its peak:
-    p under 1F1B (Narayanan et al. 2021); interleaving with v chunks multiplies the
-    stage's activation memory by 1 + (p−1)/(p·v) (Korthikanti et al. 2022 §4.2.3)."""
-    return o.where(v > 1, p * (1 + (p - 1) / (p * v)), p)
+def inflight(p, v, o, m=None):
+    """Micro-batches whose activations the first pipeline stage holds at its peak (in units of
+    one micro-batch through the whole stage): p under 1F1B (Narayanan et al. 2021); interleaving
+    with v chunks multiplies the stage's activation memory by 1 + (p−1)/(p·v) (Korthikanti et al.
+    2022 §4.2.3) — p·v + p − 1 chunk forwards in flight, Megatron's interleaved warm-up
+    2(p − 1) + (v − 1)·p plus the first steady-state forward.  With ``m`` micro-batches per step
+    a stage never holds more than the step has: at most m under 1F1B, m·v chunk forwards
+    interleaved (Megatron-LM ``forward_backward_pipelining_with_interleaving`` caps the warm-up
+    at the step's m·v forwards; torch.distributed.pipelining's schedules likewise)."""
+    if m is None:
+        return o.where(v > 1, p * (1 + (p - 1) / (p * v)), p)
+    return o.where(v > 1, o.min(p * v + p - 1, m * v) / v, o.min(p, m))
 
 
 def pp_crossings(p, v, m, o):
@@ -217,6 +224,8 @@ GENERIC_DEVICE = {"matmul_efficiency": 0.8, "matmul_half_flops": 1e9, "mem_effic
 # not list — fitted on the validation corpus's fit set (benchmarks/fit_defaults.py); it multiplies
 # K["eta_mm"] of the training step only (the serving step reads the GEMM curve as measured)
 SUSTAINED_FIELD = "sustained_efficiency"
+#: the device field of the fused attention backward kernel's FLOP rate over its forward's
+ATTENTION_BACKWARD_FIELD = "attention_backward_rate"
 #: device fields of the roofline curve -> (key of ``K``, unit): what a device declaration may state
 DEVICE_CURVE = {"matmul_efficiency": ("eta_mm", ""), "matmul_half_flops": ("F_half", "FLOP"),
                 "mem_efficiency": ("eta_mem", "")}
@@ -425,8 +434,10 @@ def _price(ops_, K, o, parts=None):
     fwd = bwd = 0
     e = K["act_bytes"]
     lp = K.get("lp") is not None
-    # the fused attention kernel at its own measured efficiency (K["eta_attn"]) where known
+    # the fused attention kernel at its own measured efficiency (K["eta_attn"]) where known, its
+    # backward at K["attn_bwd_rate"] of that rate
     Ka = K if K.get("eta_attn") is None else dict(K, eta_mm=K["eta_attn"])
+    Kb = Ka if K.get("attn_bwd_rate") is None else dict(Ka, eta_mm=Ka["eta_mm"] * K["attn_bwd_rate"])
     for name, M, N, Kd, n, part, nb in gemms:
         if parts is not None and part not in parts:
             continue
@@ -434,10 +445,16 @@ def _price(ops_, K, o, parts=None):
         if nb is None:
             fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb, low)
             bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, None, low) + gemm_time(Kd, N, M, K, o, e, None, low))
+        elif part == "attention":
+            # fused attention (FlashAttention's backward, Dao 2023 §3.1.2): the backward kernel
+            # recomputes the scores QKᵀ from Q, K and the saved log-sum-exp, then runs the four
+            # gradient products — 2.5× the forward's FLOPs — and moves twice its bytes
+            fwd = fwd + n * gemm_time(M, N, Kd, Ka, o, e, nb, low)
+            redo = gemm_time(M, N, Kd, Kb, o, e, 0 * nb) if name == "attention_qk" else 0
+            bwd = bwd + n * (redo + gemm_time(M, Kd, N, Kb, o, e, 2 * nb) + gemm_time(Kd, N, M, Kb, o, e, 2 * nb))
         else:          # fused: the backward kernel moves twice the forward's bytes
-            Kf = Ka if part == "attention" else K
-            fwd = fwd + n * gemm_time(M, N, Kd, Kf, o, e, nb, low)
-            bwd = bwd + n * (gemm_time(M, Kd, N, Kf, o, e, 2 * nb) + gemm_time(Kd, N, M, Kf, o, e, 2 * nb))
+            fwd = fwd + n * gemm_time(M, N, Kd, K, o, e, nb, low)
+            bwd = bwd + n * (gemm_time(M, Kd, N, K, o, e, 2 * nb) + gemm_time(Kd, N, M, K, o, e, 2 * nb))
     for _, nb, part in streams:
         if parts is not None and part not in parts:
             continue
@@ -716,11 +733,16 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         else:
             imbalance = (imb - 1) * K.get("exp_tok", 0) * s * K["B"] / (K["gpus"] * K["peak"] * K["mfu"])
         ep_bw, _ = group_bandwidth(e, t * c, K, o)
-        # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks
+        # each token's hidden state goes to top-k experts; (e−1)/e of them live on other ranks.
+        # With sequence parallelism a TP rank holds and dispatches only its T/t tokens (Megatron's
+        # all-to-all token dispatcher permutes the SP-sharded [S/TP, B, H] input and gathers the
+        # received tokens over the expert-TP group afterwards: megatron/core/transformer/moe/
+        # token_dispatcher.py, MoEAlltoAllTokenDispatcher); without it every TP rank holds all T
+        sent = o.where(sp_on == 1, act / t, act) * K["topk"]
         if roof:   # the most loaded rank sends imb × the mean all-to-all buffer
-            a2a = dispatch_time(e, t * c, imb * act * K["topk"], K, o)
+            a2a = dispatch_time(e, t * c, imb * sent, K, o)
         else:
-            a2a = imb * (e - 1) / e * act * K["topk"] / ep_bw + (e - 1) * K["latency"]
+            a2a = imb * (e - 1) / e * sent / ep_bw + (e - 1) * K["latency"]
         ep = 4 * (K["L_moe"] / p) * m * o.where(e > 1, a2a, 0 * act)
         # expert TP other than tp: the MoE layers' MLP all-reduces run in the expert-TP group
         # on the dispatched tokens instead of the TP group
@@ -820,22 +842,27 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     persistent = persistent + lp_copy + lp_scales
     per_layer = activation_per_layer(K, X, o)
     logits = logits_bytes(K, X)
+    redo = 0 * persistent
     if activations == "transient":
         activation = K["transient"] + 0 * persistent
     else:
         stage = per_layer * L / p
         # one stage (p = 1): one micro-batch in flight plus the logits; else the larger of the
         # first stage's in-flight micro-batches and the last stage's one plus the logits
-        peak_in, last = stage * inflight(p, v, o), stage
+        peak_in, last = stage * inflight(p, v, o, m), stage
         if X.get("stage_in") is not None:      # uneven chunks: layers × micro-batches in flight
             peak_in, last = per_layer * X["stage_in"], per_layer * X["stage_last"]
+        # the backward of a layer re-materialises what recomputation dropped: one layer's
+        # activations of one micro-batch as without recomputation, beside the checkpoints (the
+        # runtime's peak only; activation_memory keeps Korthikanti et al.'s stored activations)
+        redo = activation_per_layer(K, dict(X, r=0 * X["r"]), o) - per_layer
         activation = o.where(p == 1, stage + logits, o.max(peak_in, last + logits))
     # ---- runtime memory: what the caching allocator reserves (torch.cuda.max_memory_reserved)
     if activations == "transient":
         loss_rt, act_rt = 0 * persistent, activation
     else:
         loss_rt = loss_bytes(K, X)
-        act_rt = o.where(p == 1, stage + loss_rt, o.max(peak_in, last + loss_rt))
+        act_rt = o.where(p == 1, stage + redo + loss_rt, o.max(peak_in + redo, last + redo + loss_rt))
     gathered = gathered_bytes(K, X, o, P_mp, dz)
     # cuBLAS workspace, and fused attention's backward FP32 dQ accumulator of one layer
     workspace = K.get("cublas_ws", 0) + o.where(K["flash"] == 1, 4 * b * s_loc * K["a"] * dh / t, 0 * s_loc)
@@ -851,7 +878,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
                memory=persistent + activation, tp_bw=tp_bw, tp_spans=tp_spans, dp_bw=dp_bw,
                dp_spans=dp_spans, dp_volume=vol, comm_tp_total=tp, comm_dp_total=dp_time,
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
-               activation_per_layer=per_layer, logits=logits, pp_message=pp_msg,
+               activation_per_layer=per_layer, activation_redo=redo, logits=logits, pp_message=pp_msg,
                pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"],
                cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, dz=dz, loss_runtime=loss_rt,
                activation_runtime=act_rt, gathered=gathered, workspace=workspace, allocated=allocated,

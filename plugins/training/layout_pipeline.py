@@ -61,14 +61,25 @@ def split_layers(L: int, n: int, balance: str = "layers", first: float = 0.0, la
     return out
 
 
-def chunk_memory(chunks, p: int, v: int) -> tuple:
+def pipeline_warmup(framework: str) -> str:
+    """The interleaved schedule's warm-up rule of the framework a plan names
+    (:data:`plugins.training.pipeline_schedules.WARMUPS`): torchtitan runs
+    torch.distributed.pipelining's schedules, every other framework Megatron-LM's."""
+    return "torch" if framework == "torchtitan" else "megatron"
+
+
+def chunk_memory(chunks, p: int, v: int, m: int | None = None) -> tuple:
     """(layers × micro-batches in flight at the fullest stage, layers of the last stage) of a
-    split: under 1F1B stage i holds p − i micro-batches of its l_i layers; interleaved, the
-    fullest rank's layers × p·(1 + (p−1)/(p·v)) (Korthikanti et al. 2022 §4.2.3)."""
+    split: under 1F1B stage i holds min(p − i, m) micro-batches of its l_i layers; interleaved,
+    the fullest rank's layers × the in-flight count of
+    :func:`plugins.training.layout_model.inflight` (p·(1 + (p−1)/(p·v)), Korthikanti et al. 2022
+    §4.2.3, at most the step's m micro-batches)."""
+    cap = m if m is not None else p
     if v == 1:
-        return max((p - i) * x for i, x in enumerate(chunks)), chunks[-1]
+        return max(min(p - i, cap) * x for i, x in enumerate(chunks)), chunks[-1]
     per_rank = [sum(chunks[r::p]) for r in range(p)]
-    return max(per_rank) * p * (1 + (p - 1) / (p * v)), per_rank[-1]
+    n = p * (1 + (p - 1) / (p * v)) if m is None else min(p * v + p - 1, m * v) / v
+    return max(per_rank) * n, per_rank[-1]
 
 
 def pipeline_ends(r, p):
@@ -140,7 +151,7 @@ def schedule(ctx, kn, K, X, r, comp, rec, stage_layers):
         error_at=lambda param, summary, hint="", code="out-of-range": kn.error_at(
             {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
             summary, hint, code),
-        extras=ends)
+        extras=ends, warmup=pipeline_warmup(kn.value("framework")))
     return peak
 
 
@@ -210,13 +221,15 @@ def pipeline_inputs(K: dict, X: dict, out: dict, ok, meta: dict) -> dict:
     for (p, v, m, ch), idx in groups.items():
         idx = np.asarray(idx)
         pipe[idx] = makespans("interleaved" if v > 1 else "1f1b", p, m, v, ch, f[idx], b[idx],
-                              col["pp_message"][idx], (f0[idx], b0[idx]), (fn[idx], bn[idx]))
-        stage_in[idx], stage_last[idx] = chunk_memory(list(ch), p, v)
+                              col["pp_message"][idx], (f0[idx], b0[idx]), (fn[idx], bn[idx]),
+                              warmup=pipeline_warmup(meta.get("framework", "none")))
+        stage_in[idx], stage_last[idx] = chunk_memory(list(ch), p, v, m)
         for i in idx.tolist():
             split[i] = ch
     # memory of the candidates left to the closed form: the even formulas
     even = ~use
-    stage_in = np.where(even, X["p"] * (K["L"] / X["p"]) * np.where(X["v"] > 1, 1 + (X["p"] - 1) / (X["p"] * X["v"]),
-                                                                      1), stage_in)
+    pv, vv = X["p"].astype(float), X["v"].astype(float)
+    held = np.where(vv > 1, np.minimum(pv * vv + pv - 1, m_ * vv) / vv, np.minimum(pv, m_))
+    stage_in = np.where(even, (K["L"] / pv) * held, stage_in)
     stage_last = np.where(even, K["L"] / X["p"], stage_last)
     return {"pipe": pipe, "stage_in": stage_in, "stage_last": stage_last, "chunks": split}

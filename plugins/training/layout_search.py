@@ -270,6 +270,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
             "stage_layers": pre + "stage_layers" in ws.nodes and ws.python_value(pre + "stage_layers") is not None,
             "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
             "balance": ws.python_value(pre + "balance") if pre + "balance" in ws.nodes else "layers",
+            "framework": ws.python_value(pre + "framework") if pre + "framework" in ws.nodes else "none",
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
             # what a GPU can hold: the usable memory, never more than the device has (its nominal
@@ -294,7 +295,8 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
     generic defaults) and the matrix shapes — as ``use layout`` reads them."""
     from plugins.model.decoder import attention_params
     from plugins.training.layout_model import DEVICE_CURVE
-    from plugins.training.layout_model import GENERIC_DEVICE, LOWP_SUSTAINED, SUSTAINED_FIELD, attention_field, shape_constants
+    from plugins.training.layout_model import (ATTENTION_BACKWARD_FIELD, GENERIC_DEVICE, LOWP_SUSTAINED,
+                                               SUSTAINED_FIELD, attention_field, shape_constants)
 
     has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     node = f"{plan}.layout.efficiency"
@@ -321,6 +323,8 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
                                  else "none")
         if afield is not None and has(f"{dev}.{afield}"):
             out["eta_attn"] = float(ws.base_value(f"{dev}.{afield}"))
+            if has(f"{dev}.{ATTENTION_BACKWARD_FIELD}"):
+                out["attn_bwd_rate"] = float(ws.base_value(f"{dev}.{ATTENTION_BACKWARD_FIELD}"))
         if has(f"{dev}.{SUSTAINED_FIELD}"):     # what whole training steps sustain of the 16-bit curve
             s = float(ws.base_value(f"{dev}.{SUSTAINED_FIELD}"))
             out["eta_mm"] *= s

@@ -241,7 +241,7 @@ def _dag(orders, p: int, m: int, npos: int, dual: bool, multi: bool) -> dict:
 
 
 def makespans(schedule: str, p: int, m: int, v: int, chunk_layers, forward, backward, transfer,
-              first=(0.0, 0.0), last=(0.0, 0.0)):
+              first=(0.0, 0.0), last=(0.0, 0.0), warmup: str = "megatron"):
     """Makespans of one schedule's step for many sets of durations at once (numpy): the
     longest path of the DAG :func:`_dag` builds — the one the ``pipeline`` timeline schedules —
     evaluated generation by generation over arrays of candidates (the layout search).
@@ -259,7 +259,8 @@ def makespans(schedule: str, p: int, m: int, v: int, chunk_layers, forward, back
     if schedule not in ("fill_drain", "1f1b", "interleaved"):
         raise ValueError(f"makespans prices fill_drain, 1f1b and interleaved, not {schedule}")
     npos = p * v
-    orders = S.interleaved_arrays(p, m, v) if schedule == "interleaved" else S.orders_for(schedule, p, m, v)
+    orders = (S.interleaved_arrays(p, m, v, warmup) if schedule == "interleaved"
+              else S.orders_for(schedule, p, m, v, warmup))
     g = _dag(orders, p, m, npos, False, v > 1)
     K, R, POS, ptr, src, lag = g["K"], g["R"], g["POS"], g["ptr"], g["src"], g["lag"]
     ns = len(K)
@@ -458,7 +459,7 @@ def _stuck(gens, ns, p, K, MB, C, R, multi) -> str:
             "stage's waiting slot (" + ", ".join(stuck[:4]) + ")")
 
 
-def _orders(st: _Setup, schedule: str, b):
+def _orders(st: _Setup, schedule: str, b, warmup: str = "megatron"):
     if schedule == "custom":
         raw = b.value("order")
         if raw is None:
@@ -471,8 +472,8 @@ def _orders(st: _Setup, schedule: str, b):
             b.error_at("order", e.args[0], e.args[1], code="bad-order")
         return orders
     if schedule == "interleaved":
-        return S.interleaved_arrays(st.p, st.m, st.v)     # the same slots, as arrays
-    return S.orders_for(schedule, st.p, st.m, st.v)
+        return S.interleaved_arrays(st.p, st.m, st.v, warmup)     # the same slots, as arrays
+    return S.orders_for(schedule, st.p, st.m, st.v, warmup)
 
 
 @hookimpl
@@ -623,7 +624,7 @@ class _Given:
 
 def schedule_step(ctx, timeline: str, *, schedule: str, stages: int, microbatches: int, virtual: int,
                   layers: int, chunk_layers, forward, backward, weight_grad, transfer, activation,
-                  head_activation, error_at, extras=None) -> tuple[str, object, list]:
+                  head_activation, error_at, extras=None, warmup: str = "megatron") -> tuple[str, object, list]:
     """Schedule one training step's pipeline on timeline ``timeline`` with the event engine
     of `use pipeline` (any schedule of :data:`plugins.training.pipeline_schedules.SCHEDULES` except
     custom), and define its makespan and per-stage activation peaks.
@@ -639,6 +640,8 @@ def schedule_step(ctx, timeline: str, *, schedule: str, stages: int, microbatche
         micro-batch added at the first pipeline position (the embedding) and at the last (the LM
         head and loss), beyond the position's layers (split schedules give half of the
         backward to dW).
+    :param warmup: the interleaved schedule's warm-up rule,
+        :data:`plugins.training.pipeline_schedules.WARMUPS` (``"torch"``: torch.distributed.pipelining's).
     :param error_at: ``error_at(param, summary, hint, code)`` reporting at the caller's block.
     :returns: (name of the makespan quantity, the largest stage peak expression (B), the
         per-stage busy time expressions).
@@ -654,7 +657,7 @@ def schedule_step(ctx, timeline: str, *, schedule: str, stages: int, microbatche
     tl = ctx.timeline(timeline)
     try:
         with no_gc():
-            busy, _ = _build(ctx, st, schedule, tl, _orders(st, schedule, g), extras)
+            busy, _ = _build(ctx, st, schedule, tl, _orders(st, schedule, g, warmup), extras)
     except _Deadlock as e:   # pragma: no cover - the built-in schedules always run
         error_at("schedule", str(e), "", "bad-order")
     name = "pipeline_time"

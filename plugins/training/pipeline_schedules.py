@@ -45,8 +45,25 @@ def one_f_one_b(p: int, m: int) -> list[list[tuple]]:
     return out
 
 
-def interleaved(p: int, m: int, v: int) -> list[list[tuple]]:
-    """Megatron-LM interleaved 1F1B (``forward_backward_pipelining_with_interleaving``).
+#: interleaved 1F1B warm-up rules: Megatron-LM runs every forward first when m = p
+#: (``forward_backward_pipelining_with_interleaving``: ``all_warmup_microbatches``);
+#: torch.distributed.pipelining (``ScheduleInterleaved1F1B``, ``_get_warmup_ops``, as torchtitan
+#: runs it) keeps (v − 1)·p + 2(p − 1 − r) at every m, capped at the step's m·v forwards
+WARMUPS = ("megatron", "torch")
+
+
+def interleaved_warmup(p: int, m: int, v: int, r: int, warmup: str = "megatron") -> int:
+    """Forwards rank r runs before its first backward under interleaved 1F1B (:data:`WARMUPS`)."""
+    total = m * v
+    if warmup == "megatron" and m == p:
+        return total
+    return min((p - r - 1) * 2 + (v - 1) * p, total)
+
+
+def interleaved(p: int, m: int, v: int, warmup: str = "megatron") -> list[list[tuple]]:
+    """Interleaved 1F1B: Megatron-LM's (``forward_backward_pipelining_with_interleaving``) or,
+    with ``warmup = "torch"``, torch.distributed.pipelining's ``ScheduleInterleaved1F1B``
+    (:func:`interleaved_warmup`; the slot order is otherwise the same).
 
     Virtual micro-batch k (0 ≤ k < m·v) of rank r is micro-batch ``(k // (p·v))·p + k % p``
     in local chunk ``(k % (p·v)) // p`` (forward) or ``v − 1 −`` that (backward).  Requires
@@ -61,7 +78,7 @@ def interleaved(p: int, m: int, v: int) -> list[list[tuple]]:
 
     out = []
     for r in range(p):
-        warm = total if m == p else min((p - r - 1) * 2 + (v - 1) * p, total)
+        warm = interleaved_warmup(p, m, v, r, warmup)
         s = [("F", *mb_chunk(k, True)) for k in range(warm)]
         for i in range(total - warm):
             s.append(("F", *mb_chunk(warm + i, True)))
@@ -262,14 +279,15 @@ def _name(slot, v):
     return f"{kind}{mb}" + (f".{c}" if v > 1 else "")
 
 
-def orders_for(schedule: str, p: int, m: int, v: int):
-    """Slot orders of a named schedule (``custom`` is parsed by :func:`parse_custom`)."""
+def orders_for(schedule: str, p: int, m: int, v: int, warmup: str = "megatron"):
+    """Slot orders of a named schedule (``custom`` is parsed by :func:`parse_custom`); ``warmup``:
+    the interleaved schedule's rule (:data:`WARMUPS`)."""
     if schedule == "fill_drain":
         return fill_drain(p, m)
     if schedule == "1f1b":
         return one_f_one_b(p, m)
     if schedule == "interleaved":
-        return interleaved(p, m, v)
+        return interleaved(p, m, v, warmup)
     if schedule == "zb_h1":
         return zb_h1(p, m)
     if schedule == "zb_h2":
@@ -279,7 +297,7 @@ def orders_for(schedule: str, p: int, m: int, v: int):
     raise KeyError(schedule)
 
 
-def interleaved_arrays(p: int, m: int, v: int):
+def interleaved_arrays(p: int, m: int, v: int, warmup: str = "megatron"):
     """:func:`interleaved` as flat numpy arrays, rank-major: ``(kind, mb, chunk, rank)`` with
     kind 0 = F, 1 = B — the same slots in the same order, without a tuple per slot."""
     import numpy as np
@@ -287,7 +305,7 @@ def interleaved_arrays(p: int, m: int, v: int):
     total = m * v
     ks, mbs, cs, rs = [], [], [], []
     for r in range(p):
-        warm = total if m == p else min((p - r - 1) * 2 + (v - 1) * p, total)
+        warm = interleaved_warmup(p, m, v, r, warmup)
         steady = total - warm
         # virtual index and direction of every slot of rank r, in order
         vk = np.empty(total * 2, dtype=np.int64)
