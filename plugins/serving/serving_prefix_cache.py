@@ -36,6 +36,23 @@ by the later one (its content is known only with both).  Only prompt blocks are 
 output tokens of a request are not in the trace's hashes (vLLM also caches blocks of output,
 which a following turn of a conversation could hit; a trace's next prompt carries their ids).
 
+**Match granularity: vLLM's blocks, SGLang's radix tree.**  A hit is a run of whole engine
+blocks, so the match is as fine as ``block_size``: vLLM hashes full blocks of 16 tokens
+(``CacheConfig.DEFAULT_BLOCK_SIZE``), so a partial last block never hits; SGLang's
+``RadixCache`` (``python/sglang/srt/mem_cache/radix_cache.py``) matches token by token on pages
+of one token (``server_args.page_size = 1``) and caps the match at input_len − 1
+(``Req._compute_max_prefix_len`` in ``managers/schedule_batch.py``) — the pool above with
+``block_size`` 1, the ``sglang`` preset's.  SGLang evicts unlocked leaves of its tree, least
+recently accessed first (a heap of leaves by ``last_access_time``); the free queue evicts
+blocks of one token least recently released first, a request's tail before its head — a
+leaf before its parent.  The two orders agree when each request's tokens are last used when
+it is released; they differ when a hit refreshes a shared node without holding it.
+
+**A replay without time.**  :func:`replay` feeds the same pool a trace's requests one at a
+time: a trace's hit rate against the cache's capacity, as the published analyses of traces
+compute it (Qin et al., FAST'25, Figure 9: "We consider only the sequence of requests"), which
+``tests/test_serving_prefix_published.py`` checks against the Mooncake traces' figures.
+
 The simulation here is one Python iteration per engine iteration — the rules of
 :func:`plugins.serving.serving_sim_core.simulate_reference` (the readable definition; a test
 checks that with no hit it gives the same schedule), plus the block pool above.  It is only
