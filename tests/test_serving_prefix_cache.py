@@ -109,6 +109,50 @@ def test_worked_case_numbers():
     assert qval(ws, "no_cache.ttft_mean", "ms") == pytest.approx((35.6 * 3 + 48.4) / 4, abs=1e-9)
 
 
+def test_worked_case_match_granularity_follows_the_engine():
+    # the case's second hand check: vLLM's preset keys blocks of 16 tokens, SGLang's pages of 1
+    # token (its radix cache's token-granular match); the same chats, alone on the engine
+    import dsl
+    from conftest import CASES, qval
+    ws = dsl.load(CASES / "serving-prefix-cache.plan")
+    assert qval(ws, "vllm_chat.block_size", "token") == 16 and qval(ws, "sglang_chat.block_size", "token") == 1
+    assert qval(ws, "vllm_chat.max_queue", "request") == 1 == qval(ws, "sglang_chat.max_queue", "request")
+    assert qval(ws, "vllm_chat.prefill_tokens_saved", "token") == 3 * 1248 + 2 * 992
+    assert qval(ws, "sglang_chat.prefill_tokens_saved", "token") == 3 * 1249 + 2 * 1000
+    assert qval(ws, "vllm_chat.prefix_hit_rate") == pytest.approx(5728 / 7950, abs=1e-12)
+    assert qval(ws, "sglang_chat.prefix_hit_rate") == pytest.approx(5747 / 7950, abs=1e-12)
+    assert qval(ws, "vllm_chat.ttft_mean", "ms") == pytest.approx((130 + 3 * 30.2 + 2 * 30.8) / 6, abs=1e-9)
+    assert qval(ws, "sglang_chat.ttft_mean", "ms") == pytest.approx((130 + 3 * 30.1 + 2 * 30.0) / 6, abs=1e-9)
+    assert qval(ws, "vllm_chat.tpot_mean", "ms") == pytest.approx(10.1, abs=1e-9)
+
+
+def test_token_granular_match_of_a_repeated_prompt():
+    # the same 100-token prompt twice (ids of 50-token hash blocks), request 1 alone after 0:
+    # blocks of 16 → at most ⌊99/16⌋ = 6 blocks = 96 tokens; pages of 1 token (SGLang) → 99
+    # tokens, every token but the one the engine computes for the logits.
+    # TTFT of request 1: 0.01 + 0.001·(100 − 96) = 0.014 s, or 0.01 + 0.001·1 = 0.011 s
+    for bs, hit, ttft in ((16, 96, 0.014), (1, 99, 0.011)):
+        r, s = _run([[7, 8], [7, 8]], [100, 100], [1, 1], Engine(kv_tokens=1024, block_size=bs),
+                    hash_block=50)
+        assert s.hit == [0, hit]
+        assert r.ttft[1] == pytest.approx(ttft, abs=1e-12)
+
+
+def test_keys_beyond_the_limit_are_located(write_plan, run_cli):
+    # pages of 1 token key every token: 4 requests of 40 + 10 tokens = 200 keys > a limit of 100
+    p = write_plan("""plan p {
+  use batching {
+    arrivals = "poisson"; rate = 1 request/s; requests = 4; input = 40 token; output = 10 token
+    enable_prefix_caching = true; kv_tokens = 1000 token; block_size = 1 token
+    step_overhead = 10 ms; step_token = 0.1 ms/token; step_context = 0 s/token
+  }
+}
+""")
+    rc, out, err = run_cli("eval", p, "--limit", "sim_tokens=100")
+    assert rc != 0 and "error[limit]" in err and "200 blocks of 1 token" in err
+    assert "t.plan:4:" in err and "Traceback" not in err
+
+
 def test_prefix_caching_needs_hash_ids(write_plan, run_cli, repo_root):
     p = write_plan(f"""plan p {{
   use batching {{

@@ -56,7 +56,8 @@ class Limits:
     #: activities on one timeline (pipeline steps, checkpoints, trace requests …)
     activities: int = 1_000_000
     #: output tokens one serving simulation (`use batching`) follows; it keeps each token's
-    #: inter-token latency (up to ~70 bytes a token when every iteration decodes a large batch)
+    #: inter-token latency (up to ~70 bytes a token when every iteration decodes a large batch);
+    #: with prefix caching, also the KV blocks its prompts and answers are keyed by
     sim_tokens: int = 10_000_000
     #: scheduler iterations one serving simulation computes one at a time (a prefill chunk, a
     #: preemption; a run of identical decode iterations counts once): about 2 µs and 150 bytes each

@@ -36,6 +36,23 @@ by the later one (its content is known only with both).  Only prompt blocks are 
 output tokens of a request are not in the trace's hashes (vLLM also caches blocks of output,
 which a following turn of a conversation could hit; a trace's next prompt carries their ids).
 
+**Match granularity: vLLM's blocks, SGLang's radix tree.**  A hit is a run of whole engine
+blocks, so the match is as fine as ``block_size``: vLLM hashes full blocks of 16 tokens
+(``CacheConfig.DEFAULT_BLOCK_SIZE``), so a partial last block never hits; SGLang's
+``RadixCache`` (``python/sglang/srt/mem_cache/radix_cache.py``) matches token by token on pages
+of one token (``server_args.page_size = 1``) and caps the match at input_len − 1
+(``Req._compute_max_prefix_len`` in ``managers/schedule_batch.py``) — the pool above with
+``block_size`` 1, the ``sglang`` preset's.  SGLang evicts unlocked leaves of its tree, least
+recently accessed first (a heap of leaves by ``last_access_time``); the free queue evicts
+blocks of one token least recently released first, a request's tail before its head — a
+leaf before its parent.  The two orders agree when each request's tokens are last used when
+it is released; they differ when a hit refreshes a shared node without holding it.
+
+**A replay without time.**  :func:`replay` feeds the same pool a trace's requests one at a
+time: a trace's hit rate against the cache's capacity, as the published analyses of traces
+compute it (Qin et al., FAST'25, Figure 9: "We consider only the sequence of requests"), which
+``tests/test_serving_prefix_published.py`` checks against the Mooncake traces' figures.
+
 The simulation here is one Python iteration per engine iteration — the rules of
 :func:`plugins.serving.serving_sim_core.simulate_reference` (the readable definition; a test
 checks that with no hit it gives the same schedule), plus the block pool above.  It is only
@@ -105,6 +122,79 @@ class CacheStats:
         return sum(self.hit)
 
 
+class BlockPool:
+    """vLLM's block pool with cached blocks (module docstring): ``blocks`` physical blocks, a
+    free queue that is the cache (LRU: its head is handed out first and loses its key then),
+    reference counts, and the key → block map.  Shared by the batching simulation
+    (:func:`simulate_cached`) and the request-by-request replay (:func:`replay`), so both run
+    one eviction rule."""
+
+    def __init__(self, blocks: int):
+        self.blocks = nb = int(blocks)
+        self.ref = [0] * nb
+        self.bkey: list = [None] * nb            # the key a block holds (None: no cached content)
+        self.cached: dict[int, int] = {}         # key → block
+        self.freeq: OrderedDict = OrderedDict.fromkeys(range(nb))   # head: the next block handed out
+        self.evictions = 0                       # cached blocks handed out again
+
+    def lookup(self, ks, lim: int) -> list[int]:
+        """The blocks of the longest run of ``ks`` (a request's keys, in order) present, at most
+        ``lim`` of them (``get_computed_blocks``)."""
+        hb, cached = [], self.cached
+        while len(hb) < lim:
+            b = cached.get(ks[len(hb)])
+            if b is None:
+                break
+            hb.append(b)
+        return hb
+
+    def evictable(self, hb) -> int:
+        """Of the hit blocks ``hb``, those in the free queue (no request holds them)."""
+        ref = self.ref
+        return sum(1 for b in hb if ref[b] == 0)
+
+    def touch(self, hb) -> None:
+        """A request holds its hit blocks: they leave the free queue (``touch``)."""
+        ref, freeq = self.ref, self.freeq
+        for b in hb:
+            if ref[b] == 0:
+                del freeq[b]
+            ref[b] += 1
+
+    def take(self, bl: list, k: int) -> None:
+        """Append ``k`` blocks from the free queue's head to ``bl``, dropping their keys (evictions)."""
+        freeq, bkey, cached, ref = self.freeq, self.bkey, self.cached, self.ref
+        for _ in range(k):
+            b, _ = freeq.popitem(last=False)
+            kb = bkey[b]
+            if kb is not None:
+                if cached.get(kb) == b:
+                    del cached[kb]
+                bkey[b] = None
+                self.evictions += 1
+            ref[b] = 1
+            bl.append(b)
+
+    def release(self, bl: list) -> None:
+        """Return a request's blocks to the free queue's tail in reverse order (``free``: its
+        tail blocks are evicted first), keys kept."""
+        ref, freeq = self.ref, self.freeq
+        for b in reversed(bl):
+            ref[b] -= 1
+            if ref[b] == 0:
+                freeq[b] = None
+
+    def register(self, ks, bl, lo: int, hi: int) -> None:
+        """Blocks ``bl[lo:hi]`` are full: they get keys ``ks[lo:hi]`` unless the key is cached
+        already or the block holds one (``cache_full_blocks``)."""
+        cached, bkey = self.cached, self.bkey
+        for j in range(lo, hi):
+            kj, b = ks[j], bl[j]
+            if kj not in cached and bkey[b] is None:
+                cached[kj] = b
+                bkey[b] = kj
+
+
 def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=None) -> tuple[SimResult, CacheStats]:
     """Continuous batching with automatic prefix caching (module docstring): the schedule of
     :func:`plugins.serving.serving_sim_core.simulate_reference` on vLLM's block pool with cached
@@ -129,12 +219,8 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     prefilling = [True] * n
     hit, admitted = [0] * n, [False] * n
     first, last = [math.nan] * n, [math.nan] * n
-    nb = eng.blocks
-    ref = [0] * nb
-    bkey = [None] * nb                   # the key a block holds (None: no cached content)
-    cached: dict[int, int] = {}          # key → block
-    freeq: OrderedDict = OrderedDict.fromkeys(range(nb))      # head: the next block handed out
-    evictions = 0
+    pool = BlockPool(eng.blocks)
+    nb, freeq = pool.blocks, pool.freeq
     running: list[int] = []
     waiting: deque = deque()
     itl_v, itl_w, ser = [], [], []
@@ -142,24 +228,10 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     O, org, moved = 0.0, [0.0] * n, False
 
     def take(r, k):
-        nonlocal evictions
-        bl = blocks[r]
-        for _ in range(k):
-            b, _ = freeq.popitem(last=False)
-            kb = bkey[b]
-            if kb is not None:
-                if cached.get(kb) == b:
-                    del cached[kb]
-                bkey[b] = None
-                evictions += 1
-            ref[b] = 1
-            bl.append(b)
+        pool.take(blocks[r], k)
 
     def release(r):
-        for b in reversed(blocks[r]):
-            ref[b] -= 1
-            if ref[b] == 0:
-                freeq[b] = None
+        pool.release(blocks[r])
         blocks[r] = []
         reg[r] = 0
 
@@ -208,26 +280,17 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                 r = waiting[0]
                 ks, tot = keys[r], P[r] + out[r]
                 lim = min(len(ks), (tot - 1) // bs)
-                hb = []
-                while len(hb) < lim:
-                    b = cached.get(ks[len(hb)])
-                    if b is None:
-                        break
-                    hb.append(b)
+                hb = pool.lookup(ks, lim)
                 c0 = len(hb) * bs
                 new = tot - c0
                 if not eng.enable_chunked_prefill and new > budget:
                     break
                 new = min(new, budget)
-                evictable = sum(1 for b in hb if ref[b] == 0)
                 need = -(-(c0 + new) // bs) - len(hb)
-                if need + evictable > len(freeq):
+                if need + pool.evictable(hb) > len(freeq):
                     break
                 waiting.popleft()
-                for b in hb:
-                    if ref[b] == 0:
-                        del freeq[b]
-                    ref[b] += 1
+                pool.touch(hb)
                 blocks[r] = hb
                 reg[r] = len(hb)
                 take(r, need)
@@ -248,14 +311,9 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
             comp[r] += new
             ks = keys[r]
             full = min(len(ks), comp[r] // bs)
-            j = reg[r]
-            while j < full:              # newly full prompt blocks get their keys (cache_full_blocks)
-                kj, b = ks[j], blocks[r][j]
-                if kj not in cached and bkey[b] is None:
-                    cached[kj] = b
-                    bkey[b] = kj
-                j += 1
-            reg[r] = max(j, reg[r])
+            if full > reg[r]:            # newly full prompt blocks get their keys (cache_full_blocks)
+                pool.register(ks, blocks[r], reg[r], full)
+                reg[r] = full
             if comp[r] == P[r] + out[r]:
                 out[r] += 1
                 if prefilling[r]:
@@ -277,4 +335,36 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                     np.asarray(itl_w, dtype=np.int64), ser_a[:, 0], ser_a[:, 1].astype(np.int64),
                     ser_a[:, 2].astype(np.int64), ser_a[:, 3].astype(np.int64), it, nb, bs,
                     events=len(ser_a), origin=np.asarray(org, dtype=float) if moved else None)
-    return res, CacheStats(hit, P, evictions)
+    return res, CacheStats(hit, P, pool.evictions)
+
+
+def replay(keys, prompt, blocks: int, block_size: int, output=None) -> CacheStats:
+    """The block pool of :func:`simulate_cached` fed the requests one at a time, in order: each
+    admitted alone (its longest cached prefix, at most ⌊(P − 1)/B⌋ blocks), its prompt computed
+    and its blocks keyed, then its ``output`` tokens (KV for P + G − 1 tokens, as the engine
+    computes it; default none) and its blocks released — a cache replay of the sequence of
+    requests only, without time, as published cache analyses of traces do (a trace's hit rate
+    against the cache's capacity, ``blocks`` of ``block_size`` tokens).  It is the simulation's
+    schedule when no two requests overlap (a test checks it).  O(total blocks).
+
+    :raises SimError: a request needing more blocks than the pool has."""
+    pool = BlockPool(blocks)
+    B = int(block_size)
+    P = [int(p) for p in prompt]
+    G = [1] * len(P) if output is None else [int(g) for g in output]
+    if len(keys) != len(P) or len(G) != len(P):
+        raise SimError("block keys, input and output lengths must be lists of the same length")
+    hit = [0] * len(P)
+    for r, (ks, p, g) in enumerate(zip(keys, P, G)):
+        kv = p + max(g, 1) - 1                       # tokens whose KV the request computes
+        if -(-kv // B) > pool.blocks:
+            raise SimError(f"request {r + 1} needs {-(-kv // B):,} blocks of {B} tokens, more than the "
+                           f"{pool.blocks:,} of the cache", r, hint="give the cache more blocks")
+        hb = pool.lookup(ks, min(len(ks), (p - 1) // B))
+        pool.touch(hb)
+        bl = list(hb)
+        pool.take(bl, -(-kv // B) - len(hb))
+        pool.register(ks, bl, len(hb), min(len(ks), kv // B))
+        hit[r] = len(hb) * B
+        pool.release(bl)
+    return CacheStats(hit, P, pool.evictions)

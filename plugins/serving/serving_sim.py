@@ -64,6 +64,10 @@ BATCHING = UseSpec(
         "Zhong et al. 2024, 'DistServe' (OSDI; goodput: requests per second meeting TTFT and TPOT SLOs)",
         "vLLM EngineArgs defaults (vllm/engine/arg_utils.py get_batch_defaults, OpenAI server below 70 GiB): "
         "block_size 16, max_num_seqs 256, max_num_batched_tokens 2048",
+        "vLLM automatic prefix caching (vllm/v1/core/kv_cache_manager.py, block_pool.py); SGLang RadixCache "
+        "(python/sglang/srt/mem_cache/radix_cache.py, page_size 1: token-granular matches)",
+        "Qin et al. 2025, 'Mooncake: Trading More Storage for Less Computation' (FAST; traces with "
+        "512-token block hashes, prefix-cache hit rates against capacity)",
     ),
     params=(
         Param("trace", kind="file", optional=True,
@@ -95,7 +99,8 @@ BATCHING = UseSpec(
               "vLLM V1)"),
         Param("enable_prefix_caching", kind="bool", default="false",
               doc="automatic prefix caching as vLLM's: a request skips the prefill of its longest cached "
-              "prefix of whole blocks; reads the trace's `hash_ids`, or the synthetic prompts' blocks"),
+              "prefix of whole blocks of `block_size` (a page of 1 token, as SGLang's radix cache, matches "
+              "token by token); reads the trace's `hash_ids`, or the synthetic prompts' blocks"),
         Param("hash_block", "token", "512 token", "tokens per id of the trace's `hash_ids` (Mooncake's traces: 512)",
               min=1, whole=True),
         Param("system_prompts", "", None, "distinct system prompts of synthetic requests (a conversation starts "
@@ -423,6 +428,11 @@ def _prompts(ctx, b, A, P, G):
             b.error_at("turns", f"a conversation of {min(turns, len(need))} turns grows to {int(need.max()):,} tokens of KV, "
                        f"beyond the pool of {int(eng.kv_tokens):,}", "fewer turns, shorter turns or a larger KV "
                        "cache", code="out-of-range")
+    import numpy as np                      # the ids to build: every block of every conversation's tokens
+    pa, ga = np.asarray(P, dtype=np.float64), np.asarray(G, dtype=np.float64)
+    done = np.cumsum(pa + ga) - (pa + ga)
+    first = (np.arange(len(pa)) // turns) * turns
+    _check_keys(ctx, b, int(np.sum((sys_tokens + done - done[first] + pa + ga) // bs)), bs)
     return synthetic_prompts(U=P, G=G, turns=turns,
                              system_prompts=int(b.value("system_prompts") or 0),
                              system_prompt_tokens=int(b.value("system_prompt_tokens") or 0),
@@ -457,7 +467,22 @@ def _prefix_keys(ctx, b, n: int, keep, eng: Engine, P=None, G=None, hashes=None)
     hashes = tr.hashes if keep is None else [h for h, k in zip(tr.hashes, keep) if k]
     P = tr.prefill if keep is None else [p for p, k in zip(tr.prefill, keep) if k]
     assert len(hashes) == n
-    return block_keys(hashes, P, int(b.value("hash_block")), eng.block_size)
+    H = int(b.value("hash_block"))
+    _check_keys(ctx, b, sum(min(p, len(h) * H) // eng.block_size for h, p in zip(hashes, P)), eng.block_size)
+    return block_keys(hashes, P, H, eng.block_size)
+
+
+def _check_keys(ctx, b, n: int, bs: int) -> None:
+    """The prefix cache keys every full block of every prompt (and answer): ``n`` keys, one per
+    ``bs`` tokens (a block of 1 token, SGLang's page, keys every token), within the limit
+    ``sim_tokens``."""
+    cap = current_limits().sim_tokens
+    if n > cap:
+        summary = (f"prefix caching keys {n:,} blocks of {bs:,} token{'s' if bs != 1 else ''}, more than a "
+                   f"simulation follows ({cap:,})")
+        hint = "a larger block_size, fewer or shorter requests, or " + limit_hint("sim_tokens")
+        b.error_at("block_size" if b.given("block_size") else "enable_prefix_caching", summary, hint,
+                   code="limit")
 
 
 def _num(v: float):

@@ -20,7 +20,8 @@ column              unit     meaning
 ``hash_ids`` is the field of Mooncake's public traces (``kvcache-ai/Mooncake``,
 ``mooncake_trace.jsonl`` and the FAST'25 traces: ``timestamp`` in ms, ``input_length``,
 ``output_length``, ``hash_ids`` of 512-token blocks, chained so a shared id is a shared
-prefix); a JSON-lines trace converts to this CSV row by row (``timestamp``/1000 → arrived_at).
+prefix); a JSON-lines trace converts to this CSV row by row (``timestamp``/1000 → arrived_at),
+and :func:`read_mooncake` reads one as it is published.
 
 The three first columns are the Azure LLM inference traces' (Splitwise/Vidur processing,
 ``specs/data/traces/``).  Book ch. 3 §3.1.2 defines the metrics computed from the measured
@@ -170,6 +171,65 @@ def _hash_ids(path: Path, line: int, cell: str, col: int) -> list[int]:
                              "hash_ids lists whole numbers ≥ 0")
         out.append(v)
     return out
+
+
+MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+
+
+def read_mooncake(path: str | Path) -> Trace:
+    """Read a trace in the JSON-lines format of Mooncake's public traces (``kvcache-ai/Mooncake``,
+    ``FAST25-release``): one object per line with ``timestamp`` (ms from the start of the
+    trace), ``input_length``, ``output_length`` (tokens) and ``hash_ids`` (the ids of the
+    prompt's 512-token blocks, chained: equal ids mean an equal prefix).  A name ending in
+    ``.xz`` or ``.gz`` is decompressed first.  Returns a :class:`Trace` (``timestamp``/1000 →
+    ``arrived``); ``row`` in errors is the 1-based line.
+
+    :raises TraceError: an unreadable file, a line that is not a JSON object, a missing field,
+        a negative or fractional count, a negative timestamp, an id that is not a whole number ≥ 0."""
+    import json
+    path = Path(path)
+    try:
+        if path.name.endswith(".xz"):
+            import lzma
+            text = lzma.decompress(path.read_bytes()).decode("utf-8")
+        elif path.name.endswith(".gz"):
+            import gzip
+            text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        else:
+            text = path.read_text(encoding="utf-8")
+    except (OSError, EOFError, ValueError) as e:
+        raise TraceError(path, 0, None, f"cannot read the trace: {e}",
+                         hint="give a JSON-lines file (optionally .xz or .gz)") from None
+    arrived, prefill, decode, hashes = [], [], [], []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError as e:
+            raise TraceError(path, line, None, f"not a JSON object: {e}") from None
+        if not isinstance(rec, dict):
+            raise TraceError(path, line, None, "not a JSON object", hint="one {…} object per line")
+        for k in MOONCAKE_FIELDS:
+            if k not in rec:
+                raise TraceError(path, line, k, f"the line has no '{k}'",
+                                 hint="each line has " + ", ".join(MOONCAKE_FIELDS))
+        t = rec["timestamp"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t >= 0):
+            raise TraceError(path, line, "timestamp", f"{t!r} is not a time ≥ 0 in milliseconds")
+        for k, out in (("input_length", prefill), ("output_length", decode)):
+            v = rec[k]
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= TOKENS_MAX:
+                raise TraceError(path, line, k, f"{v!r} is not a whole number of tokens ≥ 0")
+            out.append(v)
+        ids = rec["hash_ids"]
+        if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in ids):
+            raise TraceError(path, line, "hash_ids", "not a list of whole numbers ≥ 0")
+        arrived.append(t / 1000)
+        hashes.append(ids)
+    if not arrived:
+        raise TraceError(path, 1, None, "the trace has no requests")
+    return Trace(path, arrived, prefill, decode, hashes=hashes)
 
 
 def require_tokens(trace: Trace, columns=("num_prefill_tokens", "num_decode_tokens")) -> None:
