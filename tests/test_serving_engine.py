@@ -60,7 +60,7 @@ def test_rows_run_under_the_logged_settings(logs):
         assert logs.python_value(f"{p}.engine.engine").name == r["engine"], p
         assert qval(logs, f"{p}.max_model_len", "token") == int(r["max_model_len"]), p
         assert qval(logs, f"{p}.serving_tp") == int(r["tp"]), p
-        assert qval(logs, f"{r['engine']}.gpu_memory_utilization") == float(r["gpu_memory_utilization"]), p
+        assert qval(logs, f"{p}.gpu_memory_utilization") == float(r["gpu_memory_utilization"]), p
         assert qval(logs, f"{p}.block_size", "token") == int(r["block_size"]), p
         assert qval(logs, f"{p}.max_num_seqs", "seq") == int(r["max_num_seqs"]), p
         assert qval(logs, f"{p}.runtime_overhead", "GiB") == pytest.approx(float(r["non_torch_memory_gib"]),
@@ -429,3 +429,37 @@ def test_weights_held_and_read_per_gpu_in_gib():
     assert qval(ws, "p.weights_per_gpu", "GiB") == pytest.approx(params * 2 / 2 / 2 ** 30, rel=0.01)
     assert qval(ws, "p.weights_read_per_gpu", "GiB") == pytest.approx((params - table) * 2 / 2 / 2 ** 30, rel=0.01)
 
+
+@pytest.mark.parametrize("tp,fraction", [(1, 0.88), (2, 0.87), (3, 0.87), (4, 0.85), (6, 0.85), (8, 0.81),
+                                         (16, 0.79)])
+def test_sglang_fraction_follows_the_tp_table(write_plan, tp, fraction):
+    """SGLang 0.3 – 0.4 server_args.py: mem_fraction_static 0.88, then 0.87, 0.85, 0.81, 0.79 from
+    tp_size 2, 4, 8, 16 on; a fraction written in the block replaces the table."""
+    model = "odd" if tp in (1, 3, 6) else "llama31_70b"
+    odd = "model odd { layers = 2; hidden = 768; ffn = 2048; heads = 12; kv_heads = 12; vocab = 1000 }"
+    ws = _eval(write_plan, odd + f'''
+plan a {{
+  model = {model}; device = h100_sxm; gpus_per_host = 16
+  use engine {{ engine = sglang; tp = {tp}; max_model_len = 4096 token }}
+}}
+plan b extends a {{ use engine {{ gpu_memory_utilization = 0.9 }} }}''')
+    assert qval(ws, "a.gpu_memory_utilization") == fraction
+    assert qval(ws, "a.kv_budget") == pytest.approx(fraction * H100 - qval(ws, "a.weights_per_gpu"), rel=1e-12)
+    assert qval(ws, "b.gpu_memory_utilization") == 0.9
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ("gpu_memory_utilization_tp = [2, 4]", "has gpu_memory_utilization_tp but no gpu_memory_utilization_by_tp"),
+    ("gpu_memory_utilization_tp = [2, 4]; gpu_memory_utilization_by_tp = [0.8]", "has 2 degrees but"),
+    ("gpu_memory_utilization_tp = [4, 2]; gpu_memory_utilization_by_tp = [0.8, 0.7]", "whole, increasing"),
+    ("gpu_memory_utilization_tp = [2.5]; gpu_memory_utilization_by_tp = [0.8]", "item 1 is 2.5"),
+])
+def test_a_bad_tp_fraction_table_is_a_located_error(write_plan, fields, needle):
+    f = write_plan(HEAD + f'''engine mine extends vllm {{ {fields} }}
+plan a {{
+  model = qwen3_8b; device = h100_sxm
+  use engine {{ engine = mine; tp = 2; max_model_len = 8192 token }}
+}}''')
+    code, out, err = run_cli("eval", f)
+    assert code == 1 and "Traceback" not in err and needle in err, err
+    assert f"{f.name}:4:" in err.splitlines()[0], err       # at the engine's field
