@@ -430,6 +430,35 @@ def test_weights_held_and_read_per_gpu_in_gib():
     assert qval(ws, "p.weights_read_per_gpu", "GiB") == pytest.approx((params - table) * 2 / 2 / 2 ** 30, rel=0.01)
 
 
+def test_worked_case_engine_memory_tp():
+    """specs/cases/serving-engine-memory-tp.plan: Llama 3.1 70B over 4 and 8 H100s under vLLM V1,
+    vLLM 0.4 – 0.6 and SGLang, each number repeated by hand from the model's shape and the
+    presets' cited constants (the case file's comment shows the arithmetic)."""
+    ws = dsl.load(REPO_ROOT / "specs" / "cases" / "serving-engine-memory-tp.plan")
+    params, V, h, f = 70_553_706_496, 128_256, 8192, 28672     # Llama-3.1-70B (V = 2,004 × 64)
+    M = 79.22 * GIB                                            # h100_sxm.cuda_memory
+    for tp in (4, 8):
+        W = 2 * params / tp                                    # everything split tp ways
+        kv = 80 * 2 * (8 // tp) * 128 * 2                      # 81,920 B at TP 4, 40,960 B at TP 8
+        forward = 8192 * 2 * (3 * f / tp + 3 * h)              # 8,192 tokens through the FFN and residual
+        for plan, seqs, runtime in ((f"vllm_tp{tp}", 1024, 0.13 + 0.41), (f"v0_tp{tp}", 256, 0.35 + 1.79)):
+            A = max(forward, seqs * V * 40)                    # the sampler's pass dominates
+            budget = 0.9 * M - W - A - runtime * GIB
+            assert qval(ws, f"{plan}.weights_per_gpu") == pytest.approx(W, rel=1e-12), plan
+            assert qval(ws, f"{plan}.kv_bytes_per_token") == kv, plan
+            assert qval(ws, f"{plan}.activation_reserve") == A, plan
+            assert qval(ws, f"{plan}.runtime_overhead", "GiB") == pytest.approx(runtime, rel=1e-12), plan
+            assert qval(ws, f"{plan}.kv_budget") == pytest.approx(budget, rel=1e-12), plan
+            assert qval(ws, f"{plan}.kv_blocks") == math.floor(budget / (16 * kv)), plan
+        u = {4: 0.85, 8: 0.81}[tp]                             # SGLang's static fraction at this tp
+        assert qval(ws, f"sglang_tp{tp}.gpu_memory_utilization") == u
+        assert qval(ws, f"sglang_tp{tp}.kv_tokens") == math.floor((u * M - W) / kv)
+    # the figures the case file's comment prints
+    assert qval(ws, "vllm_tp4.kv_blocks") == 27_042 and qval(ws, "vllm_tp8.kv_blocks") == 80_999
+    assert qval(ws, "v0_tp4.kv_blocks") == 28_738 and qval(ws, "v0_tp8.kv_blocks") == 84_390
+    assert qval(ws, "sglang_tp4.kv_tokens") == 451_973 and qval(ws, "sglang_tp8.kv_tokens") == 1_251_505
+
+
 @pytest.mark.parametrize("tp,fraction", [(1, 0.88), (2, 0.87), (3, 0.87), (4, 0.85), (6, 0.85), (8, 0.81),
                                          (16, 0.79)])
 def test_sglang_fraction_follows_the_tp_table(write_plan, tp, fraction):

@@ -42,7 +42,11 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   logs the same 1.26 GiB peak at TP 1 and TP 2 (PR #10511).
 * **runtime overheads** ``R`` = ``non_torch_memory`` + ``tp_comm_memory`` (tp > 1) +
   ``cuda_graph_memory`` + ``cuda_context`` — what the engine charges to the budget besides
-  PyTorch's allocations (each an engine field with its source, overridable in the block).
+  PyTorch's allocations (each an engine field with its source, overridable in the block); per
+  version: vLLM V1 0.13 + 0.41 GiB (H100, vLLM 0.11), vLLM 0.6 0.35 + 1.79 GiB.  The
+  communication buffers are one figure for every tp > 1: NCCL's buffers per channel connection
+  (SIMPLE 4 MiB, LL128 4,915,200 B, LL 512 KiB) and vLLM's custom all-reduce buffers (about
+  8 MiB each) do not grow with the group.
 * **memory fraction** ``u``: the block's ``gpu_memory_utilization``, else the engine's
   ``gpu_memory_utilization_by_tp`` entry for the largest degree of ``gpu_memory_utilization_tp``
   not above tp (SGLang 0.3 – 0.4: 0.88, 0.87, 0.85, 0.81, 0.79 at tp 1, ≥ 2, ≥ 4, ≥ 8, ≥ 16),
@@ -139,6 +143,10 @@ ENGINE = UseSpec(
                 "vLLM KV capacity against max_model_len on an RTX 3090 (github.com/vllm-project/vllm/issues/10517)",
                 "SGLang server_args.py, model_runner.profile_max_num_token",
                 "SGLang 0.3 - 0.4 server_args.py ServerArgs.__post_init__: mem_fraction_static by tp_size",
+                "vLLM V1 memory profile on H100 80GB at TP 1 and 2 (github.com/llm-d/llm-d-benchmark, "
+                "config_explorer/empirical-vllm-memory-results.md)",
+                "NCCL src/init.cc: DEFAULT_BUFFSIZE, DEFAULT_LL128_BUFFSIZE, DEFAULT_LL_BUFFSIZE (buffers per "
+                "channel connection)",
                 "TensorRT-LLM KvCacheConfig (free_gpu_memory_fraction, tokens_per_block)"),
     params=(
         Param("engine", kind="ref", ref_kind="engine", doc="the engine preset (vllm, sglang, trtllm …)"),
