@@ -58,7 +58,7 @@ def test_init_serving_starts_from_the_engine_model(tmp_path, config):
     assert "decode_bound" not in text
     # Qwen3-8B's cache holds the step's batch (64 × 2,048 tokens) on one H100 (tp = 1). Qwen3-30B-A3B's
     # 56.87 GiB of weights leave 0.9 × 79.22 − 56.87 − 5.796 (vLLM's sampler pass over 1,024 ×
-    # 151,936 logits at 40 B, the large-GPU max_num_seqs) − 0.35 = 8.28 GiB: 90,000 tokens of
+    # 151,936 logits at 40 B, the large-GPU max_num_seqs) − 0.13 = 8.50 GiB: 93,000 tokens of
     # 96 KiB (48 layers × 4 KV heads × 128 × 2 × 2 B), fewer than 131,072, so tp = 2
     tp = 1 if config == "Qwen3-8B.json" else 2
     assert f"tp = {tp}; replicas = {8 // tp}" in text
@@ -171,8 +171,8 @@ def test_init_training_recomputes_when_the_activations_do_not_fit(tmp_path):
 
 
 def test_init_serving_says_when_no_tp_holds_the_batch(tmp_path):
-    """Qwen3-30B-A3B on one H100: its KV cache holds about 90,000 tokens (the budget of the test
-    above), about 44 sequences of 2,048 against the step's batch of 64 — the comment and a
+    """Qwen3-30B-A3B on one H100: its KV cache holds about 93,000 tokens (the budget of the test
+    above), about 45 sequences of 2,048 against the step's batch of 64 — the comment and a
     warning say so."""
     rc, _, err = run_main("init", "--model", "qwen3_30b_a3b", "--device", "h100_sxm", "--gpus", "1", "--serve",
                           "-o", "s.plan", cwd=tmp_path)
@@ -182,7 +182,9 @@ def test_init_serving_says_when_no_tp_holds_the_batch(tmp_path):
     assert "smallest tp at which" not in text
     assert "fewer than the step's batch of 64" in err
     m = re.search(r"holds ([\d,]+) tokens, ([\d.]+) sequences", err)
-    assert m and int(m.group(1).replace(",", "")) == 90_448, err     # floor(budget / (16 × 98,304)) × 16
+    # floor(budget / (16 × 98,304)) × 16, budget = 0.9 × 79.22 GiB − 2 × 30,532,122,624 B
+    # − 1,024 × 151,936 × 40 B (the sampler reserve) − 0.13 GiB (the V1 preset's non-PyTorch memory) = 8.50 GiB
+    assert m and int(m.group(1).replace(",", "")) == 92_848, err
 
 
 def test_init_serving_warns_when_the_placeholder_demand_misses_the_slo(tmp_path):
@@ -193,11 +195,13 @@ def test_init_serving_warns_when_the_placeholder_demand_misses_the_slo(tmp_path)
 
 
 def test_init_serving_starter_that_fits_nowhere_is_not_kept(tmp_path):
-    # 141 GB of Llama 3.1 70B weights fit the 160 GB of two H100s, but not with the engine's
-    # 0.9 memory fraction, activations and runtime: the starter's own evaluation fails
+    # 141 GB of Llama 3.1 70B weights fit the 160 GB of two H100s, but the engine's 0.9 memory
+    # fraction less 65.71 GiB of weights, the 4.89 GiB sampler reserve and 0.54 GiB of runtime
+    # memory leaves 0.16 GiB per GPU: 64 blocks, 1,024 tokens, less than one request of the
+    # starter's demand — the starter's own evaluation fails
     rc, _, err = run_main("init", "--model", "llama31_70b", "--device", "h100_sxm", "--gpus", "2", "--serve",
                           "-o", "d.plan", cwd=tmp_path)
-    assert rc == 1 and "does not evaluate and was not kept" in err and "does-not-fit" in err
+    assert rc == 1 and "does not evaluate and was not kept" in err and "the pool holds 1024 (64 blocks of 16)" in err
     assert not (tmp_path / "d.plan").exists() and "Traceback" not in err
     # DeepSeek-V3's 671 B parameters are 1,342 GB in bf16: at least ⌈1342 / 80⌉ = 17 H100s (80 GB)
     rc, _, err = run_main("init", "--model", "deepseek_v3", "--device", "h100_sxm", "--gpus", "8", "--serve",

@@ -177,6 +177,27 @@ def test_a_disaggregated_choice_prints_prefill_and_decode(tmp_path, engine):
     assert "# prefill: 1 prefill engine" in text and "# decode: 2 decode engines" in text
 
 
+def test_a_search_launches_sglang_with_the_fraction_of_the_chosen_tp(tmp_path):
+    """SGLang 0.3 – 0.4 lowers mem_fraction_static to 0.87 from tp 2 on: the search sized the
+    chosen tp-2 engine with 0.87, and that is what the command line states."""
+    f = tmp_path / "sg.plan"
+    f.write_text(HEAD + """
+plan sg {
+  model = qwen3_8b
+  use serving_search {
+    engine = sglang; max_model_len = 4096 token
+    rate = 2 request/s; requests = 50; input = 512 token; output = 32 token
+    devices = [h100_sxm]; links = [nvlink4]; tp = [2]; replicas = [1]
+    max_num_seqs = [64 seq]; max_num_batched_tokens = [4096 token]
+    slo_ttft = 5 s; slo_tpot = 200 ms; simulate = 1
+  }
+}
+""", encoding="utf-8")
+    cmds, _ = _json(f, "--engine", "sglang", "--model", "Qwen/Qwen3-8B")
+    fl = flags(cmds[0]["argv"])
+    assert int(fl["--tp-size"]) == 2 and float(fl["--mem-fraction-static"]) == 0.87
+
+
 # ---------------------------------------------------------------- `use engine`
 @pytest.mark.parametrize("engine,kv,dtype", [("vllm", "fp8", "fp8"), ("sglang", "fp8", "fp8_e4m3"),
                                              ("vllm", "bf16", None)])
@@ -197,7 +218,8 @@ def test_use_engine_states_its_deployment(tmp_path, engine, kv, dtype):
     assert int(fl[tp]) == q("serving_tp") == 2 and int(fl[pp]) == q("serving_pp")
     assert int(fl[seqs]) == q("max_num_seqs", "seq") and int(fl[length]) == q("max_model_len", "token")
     assert int(fl[block]) == q("block_size", "token")
-    assert float(fl[util]) == ev.value(f"{engine}.gpu_memory_utilization")
+    # the fraction the plan sized the cache with: vLLM's 0.9; SGLang's 0.87 at tp 2 (0.88 at tp 1)
+    assert float(fl[util]) == ev.value("served.gpu_memory_utilization") == {"vllm": 0.9, "sglang": 0.87}[engine]
     budget = "--max-num-batched-tokens" if engine == "vllm" else "--chunked-prefill-size"
     assert int(fl[budget]) == q("max_num_batched_tokens", "token")
     assert fl.get("--kv-cache-dtype") == dtype

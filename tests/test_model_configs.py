@@ -125,6 +125,7 @@ CASES = [
     ("Mixtral-8x7B-v0.1.json", "Mixtral", *moe(32, 4096, 32, 8, 128, 32000, 8, 2, 14336)),
     ("qwen25-7b-key-fields.json", "Qwen2.5", llama(28, 3584, 18944, 28, 4, 152064, qkv_bias=True), None),
     ("Qwen3-8B.json", "Qwen3", 8_190_735_360, None),
+    ("Qwen3-32B.json", "Qwen3", llama(64, 5120, 25600, 64, 8, 151936, dh=128, qk_norm=True), None),
     ("Qwen3-30B-A3B.json", "Qwen3 MoE", *moe(48, 2048, 32, 4, 128, 151936, 128, 8, 768, qk_norm=True)),
     ("Qwen1.5-MoE-A2.7B-key-fields.json", "Qwen2 MoE", *qwen2_moe(24, 2048, 16, 151936, 60, 4, 1408, 5632)),
     ("Qwen3-VL-4B-key-fields.json", "multimodal text tower",

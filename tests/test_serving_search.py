@@ -469,3 +469,24 @@ def test_burst_cost_is_priced_over_the_simulated_span(tmp_path):
         r = res.row(i)
         assert r["cost"] == pytest.approx(r["gpus"] * 0.001 * r["span"] / (100 * 110) * 1e6, rel=1e-12)
         assert r["cost"] > 1e-3
+
+
+def test_sglang_search_sizes_each_tp_with_its_fraction(tmp_path):
+    """SGLang 0.3 – 0.4 lowers mem_fraction_static as tp grows (0.88, 0.87, 0.85 at tp 1, 2, 4):
+    the search sizes each layout's pool with the fraction `use engine` would use at that tp."""
+    (tmp_path / "s.plan").write_text(HEAD + """
+plan sg {
+  model = qwen3_8b
+  use serving_search {
+    engine = sglang; max_model_len = 4096 token
+    rate = 2 request/s; requests = 50; input = 512 token; output = 32 token
+    devices = [h100_sxm]; links = [nvlink4]; tp = [1, 2, 4]; replicas = [1]
+    max_num_seqs = [64 seq]; max_num_batched_tokens = [4096 token]
+    slo_ttft = 5 s; slo_tpot = 200 ms; simulate = 1
+  }
+}
+""", encoding="utf-8")
+    ws = dsl.load(tmp_path / "s.plan")
+    res = ss.result_of(ws, "sg")
+    got = {g.tp: g.util for g in res.layouts}
+    assert got == {1: 0.88, 2: 0.87, 4: 0.85}

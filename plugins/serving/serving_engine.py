@@ -42,7 +42,15 @@ Per GPU, on the largest pipeline stage (``ceil(L/pp)`` of the L layers):
   logs the same 1.26 GiB peak at TP 1 and TP 2 (PR #10511).
 * **runtime overheads** ``R`` = ``non_torch_memory`` + ``tp_comm_memory`` (tp > 1) +
   ``cuda_graph_memory`` + ``cuda_context`` — what the engine charges to the budget besides
-  PyTorch's allocations (each an engine field with its source, overridable in the block).
+  PyTorch's allocations (each an engine field with its source, overridable in the block); per
+  version: vLLM V1 0.13 + 0.41 GiB (H100, vLLM 0.11), vLLM 0.6 0.35 + 1.79 GiB.  The
+  communication buffers are one figure for every tp > 1: NCCL's buffers per channel connection
+  (SIMPLE 4 MiB, LL128 4,915,200 B, LL 512 KiB) and vLLM's custom all-reduce buffers (about
+  8 MiB each) do not grow with the group.
+* **memory fraction** ``u``: the block's ``gpu_memory_utilization``, else the engine's
+  ``gpu_memory_utilization_by_tp`` entry for the largest degree of ``gpu_memory_utilization_tp``
+  not above tp (SGLang 0.3 – 0.4: 0.88, 0.87, 0.85, 0.81, 0.79 at tp 1, ≥ 2, ≥ 4, ≥ 8, ≥ 16),
+  else its ``gpu_memory_utilization``.
 
 Budget: ``memory_fraction_of = "total"`` (vLLM, SGLang) KV = u·M − W − A − R (A only when
 ``reserve_activations``); ``"free"`` (TensorRT-LLM) KV = u·(M − W − A − R); M is the device's
@@ -61,7 +69,7 @@ requirement ``holds_max_model_len`` says so.
 Standard names (read by the step-time and batching blocks): ``weights_per_gpu``,
 ``kv_bytes_per_token``, ``kv_budget``, ``kv_blocks``, ``kv_tokens``, ``kv_sequences``,
 ``serving_gpus`` (tp·pp·replicas), ``block_size``, ``max_num_seqs``, ``max_num_batched_tokens``,
-``max_model_len``, ``serving_tp``, ``serving_pp``.
+``max_model_len``, ``serving_tp``, ``serving_pp``, ``gpu_memory_utilization``.
 
 References: vLLM ``vllm/worker/worker.py`` ``determine_num_available_blocks`` and
 ``model_runner.profile_run``; vLLM PR #4454 (KV blocks on an RTX A6000) and issue #10517 (RTX
@@ -86,6 +94,12 @@ VOCAB_PADDING = 64      # vLLM DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedd
 ENGINE_FIELDS = (
     Param("gpu_memory_utilization", "", doc="fraction of device memory (total or free, see memory_fraction_of) "
           "the engine may use", min=0, max=1, min_open=True, optional=True),
+    Param("gpu_memory_utilization_tp", kind="list", min=2, min_items=1, optional=True,
+          doc="tensor-parallel degrees (increasing) from which the matching gpu_memory_utilization_by_tp "
+          "replaces gpu_memory_utilization (SGLang: [2, 4, 8, 16])"),
+    Param("gpu_memory_utilization_by_tp", kind="list", min=0, max=1, min_open=True, min_items=1, optional=True,
+          doc="the memory fraction from each degree of gpu_memory_utilization_tp on (SGLang: [0.87, 0.85, 0.81, "
+          "0.79])"),
     Param("memory_fraction_of", kind="choice", choices=("total", "free"), default='"total"',
           doc="the fraction applies to the total memory (vLLM, SGLang) or to the memory free after weights, "
           "activations and runtime buffers (TensorRT-LLM)"),
@@ -128,6 +142,11 @@ ENGINE = UseSpec(
                 "vLLM PR #4454 (GPU blocks of 7B models on an RTX A6000)",
                 "vLLM KV capacity against max_model_len on an RTX 3090 (github.com/vllm-project/vllm/issues/10517)",
                 "SGLang server_args.py, model_runner.profile_max_num_token",
+                "SGLang 0.3 - 0.4 server_args.py ServerArgs.__post_init__: mem_fraction_static by tp_size",
+                "vLLM V1 memory profile on H100 80GB at TP 1 and 2 (github.com/llm-d/llm-d-benchmark, "
+                "config_explorer/empirical-vllm-memory-results.md)",
+                "NCCL src/init.cc: DEFAULT_BUFFSIZE, DEFAULT_LL128_BUFFSIZE, DEFAULT_LL_BUFFSIZE (buffers per "
+                "channel connection)",
                 "TensorRT-LLM KvCacheConfig (free_gpu_memory_fraction, tokens_per_block)"),
     params=(
         Param("engine", kind="ref", ref_kind="engine", doc="the engine preset (vllm, sglang, trtllm …)"),
@@ -169,7 +188,7 @@ ENGINE = UseSpec(
     order=58,
     provides=("weights_per_gpu", "kv_bytes_per_token", "kv_block_bytes", "activation_reserve", "runtime_overhead",
               "kv_budget", "kv_blocks", "kv_tokens", "kv_sequences", "serving_gpus", "block_size", "max_num_seqs",
-              "max_num_batched_tokens", "max_model_len", "serving_tp", "serving_pp"),
+              "max_num_batched_tokens", "max_model_len", "serving_tp", "serving_pp", "gpu_memory_utilization"),
 )
 
 REFERENCES = {
@@ -235,6 +254,58 @@ def _knob(b, eng, name, unit=""):
         b.error_at(name, f"engine '{eng.name}' has no '{name}' and `use engine` does not give it",
                    f"add `{name} = …` to `use engine` or to engine {eng.name}", code="missing-parameter")
     return eng.q(name, unit)
+
+
+def utilization_table(ctx, eng) -> tuple:
+    """The engine's ``(tp degree, memory fraction)`` pairs from ``gpu_memory_utilization_tp`` and
+    ``gpu_memory_utilization_by_tp`` (empty when it states neither), checked: both lists or
+    neither, equal lengths, degrees whole and increasing — each a located error at the engine's
+    field.  SGLang 0.3 – 0.4 lowers its static fraction from 0.88 to 0.87, 0.85, 0.81, 0.79 at
+    tp ≥ 2, 4, 8, 16 (server_args.py).  ``use engine`` and ``use serving_search`` share it."""
+    has_tp, has_by = eng.has("gpu_memory_utilization_tp"), eng.has("gpu_memory_utilization_by_tp")
+    if not (has_tp or has_by):
+        return ()
+    if has_tp != has_by:
+        given, missing = ("gpu_memory_utilization_tp", "gpu_memory_utilization_by_tp") if has_tp else \
+            ("gpu_memory_utilization_by_tp", "gpu_memory_utilization_tp")
+        ctx.error(f"engine '{eng.name}' has {given} but no {missing}: the two lists go together",
+                  f"add `{missing} = [ … ]` to engine {eng.name}, one entry per entry of {given}",
+                  span=eng.value_span(given), code="missing-field")
+    degrees, fractions = eng.value("gpu_memory_utilization_tp"), eng.value("gpu_memory_utilization_by_tp")
+    if len(degrees) != len(fractions):
+        ctx.error(f"engine '{eng.name}': gpu_memory_utilization_tp has {len(degrees)} degrees but "
+                  f"gpu_memory_utilization_by_tp has {len(fractions)} fractions",
+                  "give one fraction per tensor-parallel degree", span=eng.value_span("gpu_memory_utilization_by_tp"),
+                  code="out-of-range")
+    for i, d in enumerate(degrees):
+        if d != int(d) or (i and d <= degrees[i - 1]):
+            ctx.error(f"engine '{eng.name}': gpu_memory_utilization_tp must list whole, increasing "
+                      f"tensor-parallel degrees; item {i + 1} is {d:g}",
+                      "write the degrees in increasing order, e.g. [2, 4, 8, 16]",
+                      span=eng.value_span("gpu_memory_utilization_tp"), code="out-of-range")
+    return tuple((int(d), sp.nsimplify(f)) for d, f in zip(degrees, fractions))
+
+
+def fraction_at(table: tuple, tp: int, base):
+    """The memory fraction at tensor-parallel degree ``tp``: the entry of ``table``
+    (:func:`utilization_table`) for the largest degree not above ``tp``, else ``base``."""
+    u = base
+    for d, f in table:
+        if tp >= d:
+            u = f
+    return u
+
+
+def _utilization(ctx, b, eng):
+    """``util_at(tp)``: the memory fraction in force at ``tp`` — the block's
+    ``gpu_memory_utilization`` when written, else :func:`fraction_at` of the engine's table and
+    its ``gpu_memory_utilization``."""
+    if b.given("gpu_memory_utilization"):
+        written = b.q("gpu_memory_utilization")
+        return lambda tp: written
+    base = _knob(b, eng, "gpu_memory_utilization")
+    table = utilization_table(ctx, eng)
+    return lambda tp: fraction_at(table, tp, base)
 
 
 def _sizes(m, a, mo, tp: int, pp: int, wb, kvb):
@@ -398,7 +469,8 @@ def _price(ctx, b):
     kvb = sp.nsimplify(FORMAT_BYTES[b.value("kv")])
     actb = sp.nsimplify(FORMAT_BYTES[b.value("activations")])
 
-    util = _knob(b, eng, "gpu_memory_utilization")
+    util_at = _utilization(ctx, b, eng)
+    util = util_at(tp)
     bs = _knob(b, eng, "block_size", "token")
     max_len = b.q("max_model_len")
     M = _device_memory(b, dev)
@@ -429,13 +501,16 @@ def _price(ctx, b):
             if reserve else sp.Integer(0)
         rt = over("non_torch_memory") + (over("tp_comm_memory") if t > 1 else 0) + over("cuda_graph_memory") \
             + over("cuda_context")
+        u = util_at(t)
         if frac_of == "free":
-            kvmem = util * (M - w - act - rt)
+            kvmem = u * (M - w - act - rt)
         else:
-            kvmem = util * M - w - act - rt
+            kvmem = u * M - w - act - rt
         return kvmem, w, kv, act, rt
 
     kvmem, w, kv, act, rt = budget_at(tp)
+    util = ctx.define("gpu_memory_utilization", util, "", "per GPU: the memory fraction in force: the block's "
+                      "gpu_memory_utilization, else the engine's for this tp (SGLang lowers it at tp ≥ 2, 4, 8, 16)")
     w = ctx.define("weights_per_gpu", w, "GiB", "weights on one GPU: blocks split over TP (and the largest PP "
                    "stage), vocabulary-parallel embedding and LM head", headline=True)
     kv = ctx.define("kv_bytes_per_token", kv, "KiB/token",
@@ -461,7 +536,7 @@ def _price(ctx, b):
         how = "gpu_memory_utilization × device memory − weights − activations − runtime"
     nominal = _num(ctx, kvmem)
     if not nominal > 0:
-        _not_fit(ctx, b, eng, m, dev, tp, pp, budget_at, nominal, wb)
+        _not_fit(ctx, b, eng, m, dev, tp, pp, budget_at, nominal, wb, util_at)
     budget = ctx.define("kv_budget", expr, "GiB", f"per GPU: memory for the KV cache: {how}",
                         headline=True,
                         references=REFERENCES[frac_of])
@@ -502,9 +577,9 @@ def _price(ctx, b):
                 "the KV cache holds one request of max_model_len tokens (the engine refuses to start otherwise)")
 
 
-def _not_fit(ctx, b, eng, m, dev, tp, pp, budget_at, nominal, wb):
+def _not_fit(ctx, b, eng, m, dev, tp, pp, budget_at, nominal, wb, util_at):
     kvmem, w, kv, act, rt = budget_at(tp)
-    util = _num(ctx, _knob(b, eng, "gpu_memory_utilization"))
+    util = _num(ctx, util_at(tp))
     M = _num(ctx, _device_memory(b, dev))
     parts = (f"{util:g} × {_gib(M)} of {dev.name}, weights {_gib(_num(ctx, w))} per GPU, activations "
              f"{_gib(_num(ctx, act))}, runtime {_gib(_num(ctx, rt))}")

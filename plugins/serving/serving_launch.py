@@ -6,12 +6,12 @@ The deployment is read from the evaluated plan, never recomputed:
 * ``use serving_search`` — the chosen configuration: ``search_tp``, ``search_pp``,
   ``search_replicas`` (aggregated) or ``search_prefill_replicas`` / ``search_decode_replicas``
   (disaggregated), ``search_max_num_seqs``, ``search_max_num_batched_tokens``; the block's
-  ``max_model_len``, ``kv`` and ``weights``; the engine preset's ``gpu_memory_utilization``,
-  ``block_size`` and ``enable_chunked_prefill``; the device of the chosen row (a comment);
+  ``max_model_len``, ``kv`` and ``weights``; the engine preset's ``gpu_memory_utilization`` (at the
+  chosen tp, where the preset lowers it at larger tp), ``block_size`` and ``enable_chunked_prefill``; the
+  device of the chosen row (a comment);
 * ``use engine`` — ``serving_tp``, ``serving_pp``, ``max_num_seqs``, ``max_num_batched_tokens``,
-  ``max_model_len``, ``block_size`` (quantities), the block's ``replicas``, ``kv``, ``weights``,
-  and ``gpu_memory_utilization`` / ``enable_chunked_prefill`` as the block writes them or the
-  preset gives them.
+  ``max_model_len``, ``block_size``, ``gpu_memory_utilization`` (quantities), the block's ``replicas``,
+  ``kv``, ``weights``, and ``enable_chunked_prefill`` as the block writes it or the preset gives it.
 
 Each flag below was checked against the engine's own argument parser or documentation:
 
@@ -54,7 +54,11 @@ import shlex
 import sys
 from dataclasses import dataclass
 
+import sympy as sp
+
 from dsl.plugin import CommandSpec, Diagnostic, PlanError, hookimpl
+
+from plugins.serving.serving_engine import fraction_at
 
 ENGINES = ("vllm", "sglang")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -144,6 +148,18 @@ def _plan_span(ev, plan):
     return getattr(ast, "name_span", None) or getattr(ast, "span", None)
 
 
+def _preset_fraction(ev, preset: str, tp: int):
+    """The preset's memory fraction at ``tp`` (exact): its ``gpu_memory_utilization``, or the entry of its
+    ``gpu_memory_utilization_by_tp`` for the largest degree of ``gpu_memory_utilization_tp`` not above ``tp``
+    (SGLang lowers its static fraction at larger tp) — the fraction the plan's search sized the cache with."""
+    base = _exact(ev, f"{preset}.gpu_memory_utilization")
+    degrees, fractions = f"{preset}.gpu_memory_utilization_tp", f"{preset}.gpu_memory_utilization_by_tp"
+    if not (ev.has(degrees) and ev.has(fractions)):
+        return base
+    table = tuple((int(d), sp.nsimplify(f)) for d, f in zip(ev.list_value(degrees), ev.list_value(fractions)))
+    return fraction_at(table, tp, base)
+
+
 def _preset_field(ev, preset: str, field: str):
     nid = f"{preset}.{field}"
     return nid if ev.has(nid) else None
@@ -182,15 +198,15 @@ def deployment(ev, plan: str) -> Deployment:
         else:
             roles = (("serve", _int(ev, f"{plan}.search_replicas")),)
         chunk = _preset_field(ev, preset, "enable_chunked_prefill")
+        tp = _int(ev, f"{plan}.search_tp")
         return Deployment(
-            **common, device=device, tp=_int(ev, f"{plan}.search_tp"), pp=_int(ev, f"{plan}.search_pp"), roles=roles,
+            **common, device=device, tp=tp, pp=_int(ev, f"{plan}.search_pp"), roles=roles,
             max_model_len=_int(ev, f"{plan}.serving_search.max_model_len", "token"),
             max_num_seqs=_int(ev, f"{plan}.search_max_num_seqs", "seq"),
             max_num_batched_tokens=_int(ev, f"{plan}.search_max_num_batched_tokens", "token"),
             chunked=bool(ev.python_value(chunk)) if chunk else False,
-            memory_fraction=_exact(ev, f"{preset}.gpu_memory_utilization"),
+            memory_fraction=_preset_fraction(ev, preset, tp),
             block_size=_int(ev, f"{preset}.block_size", "token"))
-    util = f"{plan}.engine.gpu_memory_utilization"
     chunk = f"{plan}.engine.enable_chunked_prefill"
     chunk = chunk if ev.has(chunk) else _preset_field(ev, preset, "enable_chunked_prefill")
     return Deployment(
@@ -199,7 +215,7 @@ def deployment(ev, plan: str) -> Deployment:
         max_model_len=_int(ev, f"{plan}.max_model_len", "token"), max_num_seqs=_int(ev, f"{plan}.max_num_seqs", "seq"),
         max_num_batched_tokens=_int(ev, f"{plan}.max_num_batched_tokens", "token"),
         chunked=bool(ev.python_value(chunk)) if chunk else False,
-        memory_fraction=_exact(ev, util if ev.has(util) else f"{preset}.gpu_memory_utilization"),
+        memory_fraction=_exact(ev, f"{plan}.gpu_memory_utilization"),     # the block's, else the engine's at this tp
         block_size=_int(ev, f"{plan}.block_size", "token"))
 
 

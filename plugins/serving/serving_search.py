@@ -30,7 +30,8 @@ import sympy as sp
 from dsl.plugin import Param, Table, TableSpec, UseSpec, hookimpl, limit_hint
 
 from plugins.serving import serving_sim as sim
-from plugins.serving.serving_engine import GPUS_PER_HOST, per_gpu_sizes, tp_split_problem
+from plugins.serving.serving_engine import (GPUS_PER_HOST, fraction_at, per_gpu_sizes, tp_split_problem,
+                                             utilization_table)
 from plugins.serving.serving_search_core import (  # noqa: F401  (the search, read through this module too)
     REASONS, SCREEN_ITERATIONS, SCREEN_WINDOW, SIMULATE_DEFAULT, Layout, SearchResult, Workload, candidates,
     decode_fn, decode_only_step, is_burst, kv_transfer_time, lone_request_time, pareto, pp_send_time,
@@ -225,6 +226,7 @@ def _layouts(ctx, b, model):
         return conv(eng.q(name, unit))
 
     util = conv(eng.q("gpu_memory_utilization"))
+    util_table = tuple((d, conv(f)) for d, f in utilization_table(ctx, eng))   # SGLang: lower at larger tp
     bs = int(conv(eng.q("block_size", "token")))
     sampler = eng_num("sampler_bytes", "B")
     frac_of = eng.value("memory_fraction_of", "total")
@@ -246,8 +248,8 @@ def _layouts(ctx, b, model):
         price = prices[di] if prices is not None else None
         for tp in tps:
             for pp in pps:
-                g = Layout(dname, tp, pp, util=util, frac_of=frac_of, reserve=reserve, memory=M, block_size=bs,
-                           link=link, price=price)
+                g = Layout(dname, tp, pp, util=fraction_at(util_table, tp, util), frac_of=frac_of, reserve=reserve,
+                           memory=M, block_size=bs, link=link, price=price)
                 if tp_split_problem(model, tp) is not None:
                     g.reason = REASONS[0]
                 elif tp > gph:                       # its all-reduces would cross hosts on the GPU link
