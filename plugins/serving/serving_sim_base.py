@@ -56,13 +56,20 @@ class SimError(ValueError):
 class Engine:
     """The scheduler's limits (vLLM's names): KV pool ``kv_tokens`` in blocks of
     ``block_size`` tokens, at most ``max_num_seqs`` running requests and
-    ``max_num_batched_tokens`` tokens per iteration."""
+    ``max_num_batched_tokens`` tokens per iteration; and its policy (vLLM's v1 scheduler by
+    default; :mod:`plugins.serving.serving_sim_policy`): whether an iteration mixes prefill
+    chunks with decodes (``mixed_batches``), the forward steps a decode batch runs per scheduler
+    call (``scheduler_steps``, vLLM's ``--num-scheduler-steps``) and the host seconds each call
+    adds (``scheduler_overhead``)."""
 
     kv_tokens: int
     block_size: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     enable_chunked_prefill: bool = True
+    mixed_batches: bool = True
+    scheduler_steps: int = 1
+    scheduler_overhead: float = 0.0
 
     @property
     def blocks(self) -> int:

@@ -61,6 +61,10 @@ TTFT ≤ x and TPOT ≤ y per second, as vLLM's ``benchmark_serving`` / DistServ
 the span from the first arrival to the last token; time series of the waiting queue, the
 running batch and the KV blocks in use at each event.
 
+Other engines' scheduling policies (prefill-only iterations, multi-step decoding, host time per
+scheduler call) and closed-loop clients: :mod:`plugins.serving.serving_sim_policy`, which
+:func:`simulate` hands such an engine to.
+
 This module is the simulator alone (numbers in, :class:`SimResult` out); the ``use batching``
 block that reads a plan's workload, engine and step cost and runs it is
 :mod:`plugins.serving.serving_sim`.
@@ -80,6 +84,7 @@ from plugins.serving.serving_sim_base import (  # noqa: F401  (re-exported: the 
     ORIGIN_GRID, QUANTILES, Engine, SimError, SimResult, check_workload, clock_origin, extra_args, gamma_arrivals,
     iteration_time, linear_step, nearest_rank_np, poisson_arrivals, sample_lengths, sim_result, weighted_nearest_rank,
     workload_arrays)
+from plugins.serving.serving_sim_policy import default_policy, simulate_policy
 
 
 class _Numpy:
@@ -294,8 +299,17 @@ def simulate(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, af
     empty (``SimResult.events`` still counts the events) — the same schedule and the same times,
     for a caller that reads TTFT, TPOT, end-to-end latency and the span only (the SLO search).
 
+    An engine with another scheduling policy (prefill-only iterations, multi-step decoding, host
+    time per scheduler call: :class:`Engine`'s last three fields) is simulated by
+    :func:`plugins.serving.serving_sim_policy.simulate_policy`, which records everything.
+
     :raises LimitError: ``sim_iterations`` when the loop passes ``max_events`` turns (one per
         iteration computed alone or run of identical decodes; default: the limit in force)."""
+    if not default_policy(eng):  # another engine's scheduling policy: one loop per scheduler call
+        if spec is not None:
+            raise SimError("speculative decoding is simulated with vLLM's v1 scheduling policy only (mixed "
+                           "iterations, one step per scheduler call, no host time)")
+        return simulate_policy(arrival, prompt, output, eng, step_time, c, o, max_events=max_events)
     if spec is not None:        # speculation: decode steps of unequal gains, no runs — the reference
         return simulate_reference(arrival, prompt, output, eng, step_time, c, o, spec=spec)
     A, Pa, Ga = workload_arrays(arrival, prompt, output)
