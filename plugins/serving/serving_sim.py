@@ -579,7 +579,8 @@ def plan_activities_schedule(ctx):
 
     for m, unit, what in (("ttft", "s", "time to first token t_1 − t_a"),
                           ("tpot", "ms", "time per output token (t_G − t_1)/(G − 1), requests with G > 1"),
-                          ("itl", "ms", "inter-token latency, every output token after the first"),
+                          ("itl", "ms", "inter-token latency, every output token after the first (a multi-step run's "
+                           "tokens, handed out together: one gap per hand-out)"),
                           ("e2e", "s", "end-to-end latency t_G − t_a")):
         define(f"{m}_mean", unit, f"mean {what}", headline=m in ("ttft", "tpot"))
         for q in (50, 90, 95, 99):
