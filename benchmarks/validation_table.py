@@ -48,6 +48,8 @@ SERVING_METRICS = {"ttft_ms": ("time to first token, ms", "ms", "ttft_floor"),
                    # no band (the bands attach to the serving step's ttft_floor and tpot)
                    "ttft_p50_ms": ("median time to first token, ms", "ms", None),
                    "tpot_p50_ms": ("median time per output token, ms", "ms", None),
+                   # one gap per streamed chunk, as bench_serving counts it (vLLM's multi-step chunks are n tokens)
+                   "itl_p50_ms": ("median inter-token latency, ms", "ms", None),
                    "kv_gpu_blocks": ("KV-cache blocks at start-up", "", None)}
 BAND_MIN_RUNS = 3          # fewer priced runs in a group: no band (a plan there gets a warning)
 BAND_QUANTILE_RUNS = 10    # from this many runs: the 10th–90th percentile, below it: min–max

@@ -40,7 +40,7 @@ H100_FP8 = dict(H100, peak_lp=1978.9e12, eta_lp=0.812, **lm.cast_constants("fp8"
 def _gemm_times(K, parts):
     """Forward + backward time of the layer table's GEMMs of ``parts`` (no streams, no casts)."""
     gemms, _ = lm.layer_ops(dict(LAYER, **K), X1, NP)
-    f, b = lm._price(([g for g in gemms if g[5] in parts], []), dict(LAYER, **K), NP)
+    f, b = lm.price_ops(([g for g in gemms if g[5] in parts], []), dict(LAYER, **K), NP)
     return f + b
 
 
@@ -60,8 +60,8 @@ def test_attention_and_lm_head_stay_bf16():
     # QKᵀ and AV (part "attention") and the LM head are not among the low-precision GEMMs: their
     # time is the same whether the step runs FP8 or not
     assert _gemm_times(H100_FP8, ("attention",)) == _gemm_times(H100, ("attention",))
-    head_bf16 = lm._price(lm.layer_ops(dict(LAYER, **H100), X1, NP, head=True), dict(LAYER, **H100), NP)
-    head_fp8 = lm._price(lm.layer_ops(dict(LAYER, **H100_FP8), X1, NP, head=True), dict(LAYER, **H100_FP8), NP)
+    head_bf16 = lm.price_ops(lm.layer_ops(dict(LAYER, **H100), X1, NP, head=True), dict(LAYER, **H100), NP)
+    head_fp8 = lm.price_ops(lm.layer_ops(dict(LAYER, **H100_FP8), X1, NP, head=True), dict(LAYER, **H100_FP8), NP)
     assert head_fp8 == head_bf16
     assert not {"attention_qk", "attention_av", "lm_head", "router"} & lm.LOWP_GEMMS
 

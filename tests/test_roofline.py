@@ -125,8 +125,8 @@ def test_recomputation_repeats_the_forward_ops():
     for r in (0, 1, 2):
         out[r] = lm.roofline(K, dict(X, r=r), NP, m=8.0, P_opt=1e8)
     assert out[0]["compute"] == out[2]["compute"] == out[1]["compute"]
-    fwd_layer, _ = lm._price(lm.layer_ops(K, X, NP), K, NP)
-    attn, _ = lm._price(lm.layer_ops(K, X, NP), K, NP, parts=("attention",))
+    fwd_layer, _ = lm.price_ops(lm.layer_ops(K, X, NP), K, NP)
+    attn, _ = lm.price_ops(lm.layer_ops(K, X, NP), K, NP, parts=("attention",))
     assert out[2]["recompute"] == pytest.approx(8 * 96 * fwd_layer, rel=1e-12)
     assert out[1]["recompute"] == pytest.approx(8 * 96 * attn, rel=1e-12)
     assert out[0]["recompute"] == 0

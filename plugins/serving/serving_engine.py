@@ -126,6 +126,13 @@ ENGINE_FIELDS = (
     Param("large_gpu_batched_tokens", "token", doc="chunked_batched_tokens on a large GPU", min=1, optional=True),
     Param("large_gpu_excludes", kind="string", optional=True,
           doc="devices whose catalog name contains this text keep the other defaults (vLLM: \"a100\")"),
+    Param("mixed_batches", kind="bool", default="true",
+          doc="an iteration mixes prefill chunks with the running decodes (false: an iteration that prefills "
+          "runs no decode, as vLLM 0.x without chunked prefill and SGLang without mixed chunks)"),
+    Param("num_scheduler_steps", doc="forward steps a decode batch runs per scheduler call, its tokens handed out "
+          "when they end (vLLM 0.5 – 0.6 --num-scheduler-steps)", kind="int", min=1, optional=True),
+    Param("scheduler_overhead", "s", doc="host time per scheduler call that the GPU waits for (scheduling, input "
+          "preparation and output processing between forward passes)", min=0, optional=True),
 )
 
 #: the plan parameter the serving blocks share: one host's GPUs, one NVLink domain (training's
@@ -168,6 +175,12 @@ ENGINE = UseSpec(
               optional=True),
         Param("enable_chunked_prefill", kind="bool", default=None, optional=True,
               doc="chunked prefill: the profiled batch is the chunk budget (default: the engine's)"),
+        Param("mixed_batches", kind="bool", default=None, optional=True,
+              doc="prefill chunks share iterations with decodes (default: the engine's)"),
+        Param("num_scheduler_steps", "", None, "forward steps a decode batch runs per scheduler call (default: the "
+              "engine's, else 1)", kind="int", min=1, optional=True),
+        Param("scheduler_overhead", "s", None, "host time per scheduler call (default: the engine's, else 0)", min=0,
+              optional=True),
         Param("weights", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the weights"),
         Param("kv", kind="choice", default='"bf16"', choices=_FORMATS, doc="format of the KV cache"),
         Param("activations", kind="choice", default='"bf16"', choices=_FORMATS,

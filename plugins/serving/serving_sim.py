@@ -27,6 +27,7 @@ from plugins.serving.serving_sim_core import (  # noqa: F401  (the simulator, re
     AFFINE_SHARED_CAP, BARE_RUN, MEMO_CAP, ORIGIN_GRID, QUANTILES, RUN_CAP, SHORT_RUN, Affine, Engine, SimError,
     SimResult, affine_memo, check_workload, clock_origin, gamma_arrivals, linear_step, nearest_rank_np,
     poisson_arrivals, sample_lengths, simulate, simulate_reference, simulate_replicas, weighted_nearest_rank)
+from plugins.serving.serving_sim_policy import default_policy, simulate_policy
 # the tests' names of the fast path's affine check and its shared memo
 from plugins.serving.serving_sim_core import Affine as _Affine, affine_memo as _affine_memo  # noqa: F401
 
@@ -111,6 +112,16 @@ BATCHING = UseSpec(
               "(0 to 1)", min=0, max=1),
         Param("turns", "", "1", "turns per synthetic conversation: a turn's prompt is the previous prompt, its "
               "answer and a new `input`", min=1, whole=True),
+        Param("concurrency", "", None, "closed-loop clients: at most this many requests in flight, the next sent "
+              "when one finishes (without `rate`: every request ready at once, as a benchmark's --max-concurrency)",
+              kind="int", min=1, optional=True),
+        Param("mixed_batches", kind="bool", default=None, optional=True,
+              doc="prefill chunks share iterations with the running decodes (default: `use engine`'s, else true "
+              "as vLLM V1; false: an iteration that prefills runs no decode)"),
+        Param("num_scheduler_steps", "", None, "forward steps a decode batch runs per scheduler call, its tokens "
+              "handed out when they end (default: `use engine`'s, else 1)", kind="int", min=1, optional=True),
+        Param("scheduler_overhead", "s", None, "host time per scheduler call that the GPU waits for (default: "
+              "`use engine`'s, else 0)", min=0, optional=True),
         Param("step_overhead", "s", None, "fixed time of an iteration (with step_token and step_context: an "
               "affine step cost instead of the engine's step model)", min=0, optional=True),
         Param("step_token", "s/token", None, "time per token scheduled in an iteration (prefill or decode)",
@@ -220,10 +231,12 @@ def _workload(ctx, b):
         if fixed_out is not None:
             G = np.full(len(A), int(fixed_out), dtype=np.int64)
         return A, P, G
-    for p in ("rate", "requests"):
+    closed = b.given("concurrency") and not b.given("rate")       # every request ready at once
+    for p in ("requests",) if closed else ("rate", "requests"):
         if not b.given(p):
             b.error_at("arrivals", f'synthetic arrivals ("{kind}") need \'{p}\'',
-                       "add `rate = 5 request/s; requests = 2000`", code="missing-parameter")
+                       "add `rate = 5 request/s; requests = 2000`, or `concurrency = 16; requests = 200` for "
+                       "closed-loop clients", code="missing-parameter")
     n = int(b.value("requests"))
     cap = current_limits().activities
     if n > cap:
@@ -231,7 +244,10 @@ def _workload(ctx, b):
                    f"{cap:,})", "simulate fewer requests (percentiles settle within a few thousand), or "
                    + limit_hint("activities"), code="limit")
     rate, seed = b.value("rate"), int(b.value("seed"))
-    A = poisson_arrivals(rate, n, seed) if kind == "poisson" else gamma_arrivals(rate, n, b.value("cv"), seed)
+    if closed:
+        A = np.zeros(n)
+    else:
+        A = poisson_arrivals(rate, n, seed) if kind == "poisson" else gamma_arrivals(rate, n, b.value("cv"), seed)
     if fixed_in is None or fixed_out is None:
         if tr is None:
             miss = "input" if fixed_in is None else "output"
@@ -313,7 +329,28 @@ def _engine(ctx, b) -> Engine:
             ctx.error(f"`use batching` in '{ctx.name}': {summary} (from the plan)", hint, span=b.span,
                       code="out-of-range")
     return Engine(vals["kv_tokens"], vals["block_size"], vals["max_num_seqs"], vals["max_num_batched_tokens"],
-                  chunked)
+                  chunked, *_policy(ctx, b, e))
+
+
+POLICY = (("mixed_batches", True), ("num_scheduler_steps", 1), ("scheduler_overhead", 0.0))
+
+
+def _policy(ctx, b, e) -> tuple:
+    """(mixed_batches, scheduler_steps, scheduler_overhead in s) of the engine: each as `use
+    batching` writes it, else as `use engine` writes it, else its preset's, else vLLM v1's (mixed
+    iterations, one step per scheduler call, no host time)."""
+    pre = e.ref("engine") if e is not None else None
+    out = []
+    for name, default in POLICY:
+        blk = next((x for x in (b, e) if x is not None and x.given(name)), None)
+        if blk is not None:
+            v = blk.value(name) if name != "scheduler_overhead" else ctx.nominal(blk.q(name), structural=True)
+        elif pre is not None and pre.value(name) is not None:
+            v = pre.value(name) if name != "scheduler_overhead" else ctx.nominal(pre.q(name, "s"), structural=True)
+        else:
+            v = default
+        out.append(float(v) if name == "scheduler_overhead" else int(v) if name == "num_scheduler_steps" else bool(v))
+    return tuple(out)
 
 
 _COUNT_MAX = 2 ** 53
@@ -376,6 +413,29 @@ def _spec(ctx, b, c, o):
             ctx.nominal(v, structural=True)
     e = float(ctx.nominal(E, structural=True))
     return SimSpec.for_step(c, serving_step.step_constants(ctx, model=draft), k, e, getattr(o, "scalar", o))
+
+
+def _check_policy(ctx, b, eng: Engine, spec) -> None:
+    """What the simulation of another scheduling policy or of closed-loop clients
+    (:mod:`plugins.serving.serving_sim_policy`) does not combine with, as located errors."""
+    closed = b.given("concurrency")
+    if default_policy(eng) and not closed:
+        return
+    what = ("closed-loop clients (`concurrency`)" if closed else
+            "the engine's scheduling policy (prefill-only iterations, multi-step decoding or host time per "
+            "scheduler call)")
+    fix = "remove `concurrency`" if closed else ("give `mixed_batches = true; num_scheduler_steps = 1; "
+                                                 "scheduler_overhead = 0 s`")
+    if spec is not None:
+        b.error_at("speculative", f"speculative decoding is not simulated with {what}", f"remove `speculative`, or "
+                   f"{fix}", code="unsupported")
+    if b.value("enable_prefix_caching"):
+        b.error_at("enable_prefix_caching", f"prefix caching is not simulated with {what}",
+                   f"remove `enable_prefix_caching`, or {fix}", code="unsupported")
+    if closed and _replicas(ctx) > 1:
+        b.error_at("concurrency", f"closed-loop clients are simulated on one engine; `use engine` has "
+                   f"{_replicas(ctx)} replicas", "simulate one replica (replicas = 1), or give the clients a "
+                   "`rate`-free open-loop workload", code="unsupported")
 
 
 def _synthetic(b) -> bool:
@@ -513,9 +573,12 @@ def plan_activities_schedule(ctx):
     _check_iterations(ctx, b, P, eng)
     step_time, c, o = _step_cost(ctx, b)
     spec = _spec(ctx, b, c, o)
+    _check_policy(ctx, b, eng, spec)
     cache = None
     try:
-        if b.value("enable_prefix_caching"):
+        if b.given("concurrency"):
+            r = simulate_policy(A, P, G, eng, step_time, c, o, concurrency=int(b.value("concurrency")))
+        elif b.value("enable_prefix_caching"):
             if spec is not None:
                 b.error_at("speculative", "speculative decoding is not simulated with prefix caching",
                            "remove `enable_prefix_caching`, or `speculative`", code="unsupported")
@@ -541,7 +604,8 @@ def plan_activities_schedule(ctx):
 
     for m, unit, what in (("ttft", "s", "time to first token t_1 − t_a"),
                           ("tpot", "ms", "time per output token (t_G − t_1)/(G − 1), requests with G > 1"),
-                          ("itl", "ms", "inter-token latency, every output token after the first"),
+                          ("itl", "ms", "inter-token latency, every output token after the first (a multi-step run's "
+                           "tokens, handed out together: one gap per hand-out)"),
                           ("e2e", "s", "end-to-end latency t_G − t_a")):
         define(f"{m}_mean", unit, f"mean {what}", headline=m in ("ttft", "tpot"))
         for q in (50, 90, 95, 99):
