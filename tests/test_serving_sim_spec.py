@@ -114,7 +114,6 @@ def _error(block):
     ('speculative = "mtp"; draft_model = head; spec_tokens = 2; acceptance_profile = [0.8, 0.6, 0.5]',
      "3 acceptance probabilities for spec_tokens = 2"),
     ('speculative = "mtp"; draft_model = head; step_overhead = 1 ms', "not with an affine step cost"),
-    ('speculative = "mtp"; draft_model = head; enable_prefix_caching = true', "not simulated with prefix caching"),
 ])
 def test_located_errors(block, words):
     msg = _error(block)

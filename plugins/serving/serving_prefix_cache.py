@@ -47,12 +47,29 @@ import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from dsl.plugin import LimitError, current_limits
+from dsl.plugin import LimitError, Param, current_limits
 
-from plugins.serving.serving_sim_core import (SimError, SimResult, check_workload, clock_origin, extra_args,
-                                              iteration_time)
+from plugins.serving.serving_sim_core import SimError, SimResult, check_workload, clock_origin, extra_args
 
 MOONCAKE_HASH_BLOCK = 512      # tokens per hash id in Mooncake's public traces
+
+# the block parameters of prefix caching and of synthetic prompts with shared prefixes, shared by
+# `use batching` and `use serving_search`
+PREFIX_PARAMS = (
+    Param("enable_prefix_caching", kind="bool", default="false",
+          doc="automatic prefix caching as vLLM's: a request skips the prefill of its longest cached "
+          "prefix of whole blocks; reads the trace's `hash_ids`, or the synthetic prompts' blocks"),
+    Param("hash_block", "token", "512 token", "tokens per id of the trace's `hash_ids` (Mooncake's traces: 512)",
+          min=1, whole=True),
+    Param("system_prompts", "", None, "distinct system prompts of synthetic requests (a conversation starts "
+          "with one, chosen uniformly)", min=1, whole=True, optional=True),
+    Param("system_prompt_tokens", "token", None, "tokens of each system prompt", min=1, whole=True,
+          optional=True),
+    Param("system_prompt_share", "", "1", "share of synthetic conversations that start with a system prompt "
+          "(0 to 1)", min=0, max=1),
+    Param("turns", "", "1", "turns per synthetic conversation: a turn's prompt is the previous prompt, its "
+          "answer and a new `input`", min=1, whole=True),
+)
 
 
 def block_keys(hash_ids, prompt, hash_block: int, block_size: int) -> list[list[int]]:
@@ -105,26 +122,36 @@ class CacheStats:
         return sum(self.hit)
 
 
-def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=None) -> tuple[SimResult, CacheStats]:
+def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=None, *, spec=None,
+                    record: bool = True, max_events: int | None = None) -> tuple[SimResult, CacheStats]:
     """Continuous batching with automatic prefix caching (module docstring): the schedule of
     :func:`plugins.serving.serving_sim_core.simulate_reference` on vLLM's block pool with cached
     blocks.  ``keys[i]``: request i's block keys (:func:`block_keys`; [] for none).  Times in
-    seconds, as the step cost returns them.
+    seconds, as the step cost returns them; an iteration is priced by ``step_time.for_numbers(c)``
+    when the step cost has one (as the fast path prices its single iterations), else by the step
+    cost on ``o.scalar`` (or ``o``).  ``spec`` (a :class:`plugins.serving.serving_spec.SimSpec`):
+    speculative decoding with the reference's rules — a decoding sequence takes k + 1 tokens of
+    the budget and gains ``spec.tokens(…)`` a step, the iteration costs its prefill chunks alone
+    plus ``spec.decode``.  ``record=False``: no inter-token latencies and no event series (as
+    :func:`plugins.serving.serving_sim_core.simulate`); ``max_events``: the iterations allowed
+    (default: the limit ``sim_iterations`` in force).
 
     :raises SimError: for a workload the engine cannot serve; :raises LimitError:
-        ``sim_iterations`` past the limit in force."""
+        ``sim_iterations`` past the limit."""
     import numpy as np
     A = np.asarray(arrival, dtype=float)
     Pa, Ga = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
     if not (A.shape == Pa.shape == Ga.shape) or A.ndim != 1 or len(keys) != len(A):
         raise SimError("arrival, input and output lengths and block keys must be lists of the same length")
     check_workload(A, Pa, Ga, eng)
-    cap = current_limits().sim_iterations
+    cap = current_limits().sim_iterations if max_events is None else int(max_events)
     n, bs, Bud, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
-    extra = extra_args(step_time)
+    chunked = eng.enable_chunked_prefill
+    price = _pricer(step_time, c, o)
+    kk = spec.k + 1 if spec is not None else 0
     P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
     order = np.argsort(A, kind="stable").tolist()
-    comp, out, pre, reg = [0] * n, [0] * n, [0] * n, [0] * n
+    comp, out, pre, reg, steps = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     blocks: list[list[int]] = [[] for _ in range(n)]
     prefilling = [True] * n
     hit, admitted = [0] * n, [False] * n
@@ -134,7 +161,8 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     bkey = [None] * nb                   # the key a block holds (None: no cached content)
     cached: dict[int, int] = {}          # key → block
     freeq: OrderedDict = OrderedDict.fromkeys(range(nb))      # head: the next block handed out
-    evictions = 0
+    popfree = freeq.popitem
+    ev = [0]                             # evictions
     running: list[int] = []
     waiting: deque = deque()
     itl_v, itl_w, ser = [], [], []
@@ -142,16 +170,15 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     O, org, moved = 0.0, [0.0] * n, False
 
     def take(r, k):
-        nonlocal evictions
         bl = blocks[r]
         for _ in range(k):
-            b, _ = freeq.popitem(last=False)
+            b, _ = popfree(last=False)
             kb = bkey[b]
             if kb is not None:
                 if cached.get(kb) == b:
                     del cached[kb]
                 bkey[b] = None
-                evictions += 1
+                ev[0] += 1
             ref[b] = 1
             bl.append(b)
 
@@ -177,31 +204,48 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
         if it >= cap:
             raise LimitError("sim_iterations", f"the simulation passed {cap:,} scheduler iterations "
                              f"({done:,} of {n:,} requests finished)")
-        ser.extend((O + t, len(waiting), len(running), nb - len(freeq)))
+        if record:
+            ser.extend((O + t, len(waiting), len(running), nb - len(freeq)))
         budget, sched, preempted = Bud, [], False
+        pf = prefix = ends = nd = ctx = 0          # the iteration's work, as iteration_time adds it up
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            new = min(P[r] + out[r] - comp[r], budget)
-            ok = True
-            while True:
-                need = -(-(comp[r] + new) // bs) - len(blocks[r])
-                if need <= len(freeq):
-                    take(r, need)
+            decoding = not prefilling[r]
+            cr = comp[r]
+            if decoding and kk:
+                new = spec.tokens(steps[r], G[r] - out[r])
+            else:
+                new = P[r] + out[r] - cr
+                if new > budget:
+                    new = budget
+            need = -(-(cr + new) // bs) - len(blocks[r])
+            if need > 0:
+                ok = True
+                while need > len(freeq):
+                    v = running.pop()
+                    release(v)
+                    comp[v], prefilling[v] = 0, True
+                    pre[v] += 1
+                    waiting.appendleft(v)
+                    preempted = True
+                    if v == r:
+                        ok = False
+                        break
+                if not ok:
                     break
-                v = running.pop()
-                release(v)
-                comp[v], prefilling[v] = 0, True
-                pre[v] += 1
-                waiting.appendleft(v)
-                preempted = True
-                if v == r:
-                    ok = False
-                    break
-            if not ok:
-                break
+                take(r, need)
             sched.append((r, new))
-            budget -= new
+            if decoding:
+                nd += 1
+                ctx += cr
+                budget -= min(kk, budget) if kk else new
+            else:
+                pf += new
+                prefix += cr
+                if cr + new == P[r] + out[r]:
+                    ends += 1
+                budget -= new
             i += 1
         if not preempted:
             while waiting and budget > 0 and len(running) < S:
@@ -216,9 +260,10 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                     hb.append(b)
                 c0 = len(hb) * bs
                 new = tot - c0
-                if not eng.enable_chunked_prefill and new > budget:
+                if not chunked and new > budget:
                     break
-                new = min(new, budget)
+                if new > budget:
+                    new = budget
                 evictable = sum(1 for b in hb if ref[b] == 0)
                 need = -(-(c0 + new) // bs) - len(hb)
                 if need + evictable > len(freeq):
@@ -236,45 +281,108 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                     admitted[r], hit[r] = True, c0
                 running.append(r)
                 sched.append((r, new))
+                pf += new
+                prefix += c0
+                if new == tot - c0:
+                    ends += 1
                 budget -= new
         assert sched, "an iteration scheduled nothing"
-        dt, nd = iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra)
+        if not kk:
+            dt = price(pf, nd, ctx, prefix, ends)
+        else:
+            dt = (price(pf, 0, 0, prefix, ends) if pf else 0.0) + (spec.decode(nd, ctx) if nd else 0.0)
         t_end = t + dt
         it += 1
-        if nd:
+        if record and nd and not kk:
             itl_v.append(dt)
             itl_w.append(nd)
         for r, new in sched:
-            comp[r] += new
+            comp[r] = cr = comp[r] + new
             ks = keys[r]
-            full = min(len(ks), comp[r] // bs)
             j = reg[r]
-            while j < full:              # newly full prompt blocks get their keys (cache_full_blocks)
-                kj, b = ks[j], blocks[r][j]
-                if kj not in cached and bkey[b] is None:
-                    cached[kj] = b
-                    bkey[b] = kj
-                j += 1
-            reg[r] = max(j, reg[r])
-            if comp[r] == P[r] + out[r]:
+            full = cr // bs
+            if full > len(ks):
+                full = len(ks)
+            if j < full:
+                bl = blocks[r]
+                while j < full:          # newly full blocks get their keys (cache_full_blocks)
+                    kj, b = ks[j], bl[j]
+                    if kj not in cached and bkey[b] is None:
+                        cached[kj] = b
+                        bkey[b] = kj
+                    j += 1
+                reg[r] = j
+            if kk and not prefilling[r]:            # `new` accepted tokens, one ITL each
+                out[r] += new
+                steps[r] += 1
+                if record:
+                    itl_v.append(dt / new)
+                    itl_w.append(new)
+            else:
+                if cr != P[r] + out[r]:
+                    continue
                 out[r] += 1
                 if prefilling[r]:
                     if out[r] == 1:
                         first[r] = t_end
-                    else:
+                    elif record:                    # resumed after a preemption
                         itl_v.append(t_end - last[r])
                         itl_w.append(1)
                     prefilling[r] = False
-                last[r] = t_end
-                if out[r] == G[r]:
-                    release(r)
-                    running.remove(r)
-                    done += 1
+            last[r] = t_end
+            if out[r] == G[r]:
+                release(r)
+                running.remove(r)
+                done += 1
         t = t_end
     ser_a = np.asarray(ser, dtype=float).reshape(-1, 4)
     res = SimResult(A, Pa, Ga, np.asarray(first, dtype=float), np.asarray(last, dtype=float),
                     np.asarray(pre, dtype=np.int64), np.asarray(itl_v, dtype=float),
                     np.asarray(itl_w, dtype=np.int64), ser_a[:, 0], ser_a[:, 1].astype(np.int64),
                     ser_a[:, 2].astype(np.int64), ser_a[:, 3].astype(np.int64), it, nb, bs,
-                    events=len(ser_a), origin=np.asarray(org, dtype=float) if moved else None)
-    return res, CacheStats(hit, P, evictions)
+                    events=it, origin=np.asarray(org, dtype=float) if moved else None)
+    return res, CacheStats(hit, P, ev[0])
+
+
+def _pricer(step_time, c, o):
+    """price(prefill tokens, decodes, context, prefix, chunks ending their prefill) → seconds of
+    one iteration, as :func:`plugins.serving.serving_sim_core.iteration_time` calls the step cost
+    (the chunks that end their prefill are passed when there are any, or decodes)."""
+    extra = extra_args(step_time)
+    one = getattr(step_time, "for_numbers", None)
+    one = one(c) if one is not None else None
+    so = getattr(o, "scalar", o)
+    if one is not None:
+        if extra:
+            return lambda pf, nd, ctx, prefix, ends: float(one(pf, nd, ctx, prefix, ends if ends or nd else None))
+        return lambda pf, nd, ctx, prefix, ends: float(one(pf, nd, ctx))
+    if extra:
+        return lambda pf, nd, ctx, prefix, ends: float(step_time(c, pf, nd, ctx, so, prefill_prefix=prefix,
+                                                                 prefill_seqs=ends if ends or nd else None))
+    return lambda pf, nd, ctx, prefix, ends: float(step_time(c, pf, nd, ctx, so))
+
+
+def simulate_cached_replicas(arrival, prompt, output, keys, eng, step_time, c=None, o=None, replicas: int = 1, *,
+                             spec=None, record: bool = True) -> tuple[SimResult, CacheStats]:
+    """``replicas`` engines behind a round-robin dispatcher, as
+    :func:`plugins.serving.serving_sim_core.simulate_replicas`, each with its own prefix cache
+    (:func:`simulate_cached`: a request hits only what its own engine cached; one budget of
+    iterations for all the engines).  The stats merge the engines' (requests in input order)."""
+    from plugins.serving.serving_sim_core import simulate_replicas
+    import numpy as np
+    A = np.asarray(arrival, dtype=float)
+    P, G = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
+    if len(keys) != len(A):
+        raise SimError("arrival, input and output lengths and block keys must be lists of the same length")
+    hit, evictions = [0] * len(A), [0]
+
+    def engine(idx, left):
+        r, s = simulate_cached(A[idx], P[idx], G[idx], [keys[i] for i in idx.tolist()], eng, step_time, c, o,
+                               spec=spec, record=record, max_events=left)
+        for i, h in zip(idx.tolist(), s.hit):
+            hit[i] = h
+        evictions[0] += s.evictions
+        return r
+
+    res = simulate_replicas(A, P, G, eng, step_time, c, o, replicas, record=record, engine=engine)
+    return res, CacheStats(hit, P.tolist(), evictions[0])

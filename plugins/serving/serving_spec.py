@@ -34,31 +34,58 @@ from plugins.serving.serving_step_core import lm_head_term, step_parts, step_tim
 
 MODES = ("none", "draft", "mtp")
 SPEC_NAMES = ("draft_model", "spec_tokens", "acceptance", "acceptance_profile")
+K_MAX = 16                 # drafted tokens per step at most
+
+_MODE = Param("speculative", kind="choice", default='"none"', choices=MODES,
+              doc="speculative decoding: none, a separate draft model, or MTP / EAGLE-style heads of the target")
+_DRAFT = Param("draft_model", kind="ref", ref_kind="model", optional=True,
+               doc="the draft (\"draft\") or the heads as a model of their layers (\"mtp\": the target's "
+                   "hidden size and vocabulary); required with speculation")
+_ACCEPTANCE = Param("acceptance", "", "70 %", "probability α that each drafted token is accepted (independently "
+                    "of the others)", min=0, max=1)
+_PROFILE = Param("acceptance_profile", "", kind="list", optional=True, min_items=1, min=0, max=1,
+                 doc="per-position acceptance p_1 … p_k (p_i given positions before i were accepted), "
+                     "instead of `acceptance`")
 
 # the block parameters of speculation, shared by `use serving_step` and `use batching`
 SPEC_PARAMS = (
-    Param("speculative", kind="choice", default='"none"', choices=MODES,
-          doc="speculative decoding: none, a separate draft model, or MTP / EAGLE-style heads of the target"),
-    Param("draft_model", kind="ref", ref_kind="model", optional=True,
-          doc="the draft (\"draft\") or the heads as a model of their layers (\"mtp\": the target's "
-              "hidden size and vocabulary); required with speculation"),
+    _MODE, _DRAFT,
     Param("spec_tokens", "", "3", "tokens k the draft proposes per step (the target verifies k + 1)",
-          kind="int", min=1, max=16),
-    Param("acceptance", "", "70 %", "probability α that each drafted token is accepted (independently "
-          "of the others)", min=0, max=1),
-    Param("acceptance_profile", "", kind="list", optional=True, min_items=1, min=0, max=1,
-          doc="per-position acceptance p_1 … p_k (p_i given positions before i were accepted), "
-              "instead of `acceptance`"),
+          kind="int", min=1, max=K_MAX),
+    _ACCEPTANCE, _PROFILE,
+)
+
+# the same for `use serving_search`, whose `spec_tokens` is a list of k to search (0: off)
+SEARCH_SPEC_PARAMS = (
+    _MODE, _DRAFT,
+    Param("spec_tokens", "", "[0, 2, 4]", "tokens k the draft proposes per step, searched (0: no speculation; "
+          "the target verifies k + 1)", kind="list", min=0, max=K_MAX, min_items=1),
+    _ACCEPTANCE, _PROFILE,
 )
 
 
 def spec_settings(ctx, b):
     """The checked speculation of block ``b`` (a ``BlockView`` with :data:`SPEC_PARAMS`):
     None when ``speculative = "none"`` (warning ``unused`` at each speculation parameter given),
-    else (mode, draft model view, k, E as a sympy expression, how E was found).  Located errors:
-    no draft model, MTP heads of another hidden size or vocabulary, both `acceptance` and
-    `acceptance_profile`, a profile of other than k probabilities."""
-    mode, k = b.value("speculative"), int(b.value("spec_tokens"))
+    else (mode, draft model view, k, E as a sympy expression, how E was found).  The checks are
+    :func:`spec_choices`'."""
+    k = int(b.value("spec_tokens"))
+    got = spec_choices(ctx, b, [k])
+    if got is None:
+        return None
+    mode, draft, per = got
+    return (mode, draft, k) + per[k]
+
+
+def spec_choices(ctx, b, ks):
+    """The checked speculation of block ``b`` for each number of drafted tokens k of ``ks``
+    (whole numbers 0 … :data:`K_MAX`; 0 is no speculation, E = 1): None when ``speculative =
+    "none"`` (warning ``unused`` at each speculation parameter given), else (mode, draft model
+    view, {k: (E as a sympy expression, how E was found)}).  Located errors: no draft model, a
+    draft of another vocabulary, MTP heads of another hidden size or vocabulary, both
+    `acceptance` and `acceptance_profile`, a profile of other than max(ks) probabilities (a
+    smaller k reads its first k)."""
+    mode = b.value("speculative")
     if mode == "none":
         for name in SPEC_NAMES:
             if b.given(name):
@@ -85,17 +112,24 @@ def spec_settings(ctx, b):
                            f"but '{draft.name}' has {f} = {dv:g} and '{model.name}' {tv:g}",
                            f"declare the heads as `model head extends {model.name} {{ layers = 1 }}`, or use "
                            '`speculative = "draft"` for a separate model')
+    kmax = max(int(k) for k in ks)
     if b.given("acceptance_profile"):
         if b.given("acceptance"):
             b.error_at("acceptance_profile", "both `acceptance` and `acceptance_profile` are given",
                        "keep one: a single rate α, or one probability per drafted position")
         profile = b.q_list("acceptance_profile")
-        if len(profile) != k:
-            b.error_at("acceptance_profile", f"{len(profile)} acceptance probabilities for spec_tokens = {k}",
-                       "give one probability per drafted position (p_1 … p_k), or change `spec_tokens`")
-        return mode, draft, k, expected_tokens_profile(profile), f"1 + Σ Π p_j over the {k} positions of the profile"
-    return (mode, draft, k, expected_tokens(b.q("acceptance"), k),
-            f"(1 − α^{k + 1}) / (1 − α) with α = acceptance (Leviathan et al. 2023, eq. 1)")
+        if len(profile) != kmax:
+            many = len(ks) > 1
+            b.error_at("acceptance_profile", f"{len(profile)} acceptance probabilities for "
+                       f"{'the largest ' if many else ''}spec_tokens = {kmax}",
+                       "give one probability per drafted position (p_1 … p_k"
+                       + (f", up to the largest k = {kmax}: a smaller k reads the first k)" if many else ")")
+                       + ", or change `spec_tokens`")
+        return mode, draft, {int(k): (expected_tokens_profile(profile[:int(k)]),
+                                      f"1 + Σ Π p_j over the {int(k)} positions of the profile") for k in ks}
+    alpha = b.q("acceptance")
+    return mode, draft, {int(k): (expected_tokens(alpha, int(k)), f"(1 − α^{int(k) + 1}) / (1 − α) with α = "
+                                  "acceptance (Leviathan et al. 2023, eq. 1)") for k in ks}
 
 
 def expected_tokens(alpha, k: int):
