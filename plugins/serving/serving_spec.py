@@ -182,6 +182,14 @@ def speculative_step(c, c_draft, batch, k: int, context, o):
     return draft_time(c_draft, batch, k, context, o), verify_time(c, batch, k, context, o)
 
 
+def decode_time(c, c_draft, n, k: int, context, o):
+    """Seconds of the speculative decode part of an iteration: :func:`draft_time` plus
+    :func:`verify_time` for ``n`` sequences reading ``context`` cached tokens in all (the mean
+    ``context / n`` per sequence); numbers or numpy arrays (n > 0)."""
+    per = context / n
+    return draft_time(c_draft, n, k, per, o) + verify_time(c, n, k, per, o)
+
+
 class SimSpec:
     """Speculation in the batching simulator (:func:`plugins.serving.serving_sim_core.simulate_reference`):
     ``k`` drafted tokens, ``E`` ≥ 1 the expected tokens a decoding sequence gains per step, and
@@ -201,8 +209,27 @@ class SimSpec:
         return max(1, min(e, left))
 
     @classmethod
-    def for_step(cls, c, c_draft, k: int, E: float, o):
-        """Priced by :func:`draft_time` and :func:`verify_time` at the context per sequence."""
+    def for_step(cls, c, c_draft, k: int, E: float, o, top: int | None = None):
+        """Priced by :func:`decode_time` (the draft's steps and the verification at the context
+        per sequence).  ``top`` (tokens, the KV pool): for each n the cost is checked to be affine
+        in the context over [0, top] — at five contexts, as the fast path's
+        :class:`plugins.serving.serving_sim_core.Affine` checks a step — and then priced as
+        α + β·context (equal to the direct evaluation to rounding); otherwise, and without
+        ``top``, every call is priced directly."""
+        def direct(n, context):
+            return float(decode_time(c, c_draft, n, k, context, o))
+        if top is None:
+            return cls(k, E, direct)
+        top = max(int(top), 16)
+        xs = (0, top // 7, top // 3, (2 * top) // 3, top)
+        memo: dict = {}
+
         def decode(n, context):
-            return float(draft_time(c_draft, n, k, context / n, o) + verify_time(c, n, k, context / n, o))
+            ab = memo.get(n, False)
+            if ab is False:
+                ys = [direct(n, x) for x in xs]
+                a, b = ys[0], (ys[-1] - ys[0]) / xs[-1]
+                ok = all(abs(a + b * x - y) <= 1e-11 * abs(y) for x, y in zip(xs, ys))
+                ab = memo[n] = (a, b) if ok else None
+            return ab[0] + ab[1] * context if ab is not None else direct(n, context)
         return cls(k, E, decode)
