@@ -183,12 +183,109 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
             bl.append(b)
 
     def release(r):
-        for b in reversed(blocks[r]):
+        bl = blocks[r]
+        for b in bl:
             ref[b] -= 1
-            if ref[b] == 0:
-                freeq[b] = None
+        freeq.update(dict.fromkeys([b for b in reversed(bl) if ref[b] == 0]))   # tail blocks first
         blocks[r] = []
         reg[r] = 0
+
+    # a decoding sequence has computed every token but its last output: comp = P + out − 1, so
+    # it is scheduled 1 token (or, speculating, min(gains[steps], G − out) tokens and k + 1 of
+    # the budget)
+    gains = spec.gains(int(Ga.max()) + 1) if kk else None
+
+    def register(r, cr):
+        """Request r has cr tokens computed: its newly full blocks get their keys (cache_full_blocks)."""
+        ks, j = keys[r], reg[r]
+        full = cr // bs
+        if full > len(ks):
+            full = len(ks)
+        if j < full:
+            bl = blocks[r]
+            while j < full:
+                kj, b = ks[j], bl[j]
+                if kj not in cached and bkey[b] is None:
+                    cached[kj] = b
+                    bkey[b] = kj
+                j += 1
+            reg[r] = j
+
+    def run(t):
+        """Advance runs of decode-only iterations at once (``record=False``): every running
+        sequence decodes, nothing can be admitted (no request waiting, or max_num_seqs or the
+        budget reached) and the budget covers every decode.  A segment of iterations with the
+        same sequences ends with the iteration of the first finish (inclusive), before the first
+        iteration whose allocations the free blocks do not cover, before the first iteration that
+        starts at or after the next arrival (no request waiting), or at the limit of iterations;
+        after a finish with no request waiting the next segment follows.  Each iteration's
+        allocations (in running order), then its key registrations and releases (in running
+        order), are made as the per-iteration loop makes them, and its time is the same call of
+        the step cost.  Returns (iterations advanced, finished requests, the new time)."""
+        total = fins = 0
+        while running:
+            nr = len(running)
+            lim = At[order[nxt]] - O if (not waiting and nxt < n) else math.inf
+            if t >= lim:
+                break
+            m, fin, t = _segment(t, nr, lim, cap - it - total)
+            total += m
+            if fin:
+                fins += len(fin)
+                keep = set(fin)
+                running[:] = [r for r in running if r not in keep]
+            if not fin or waiting or m == 0:
+                break
+        return total, fins, t
+
+    def _finish_post(j_items, fin):
+        """The post-phase of a finishing iteration: for each request in running order, its key
+        registration (``j_items``: position → tokens computed), then its release if it finished."""
+        for q in sorted(set(j_items) | set(fin)):
+            r = running[q]
+            if q in j_items:
+                register(r, j_items[q])
+            if q in fin:
+                release(r)
+
+    def _segment(t, nr, lim, room):
+        """A segment without speculation: sequence r has comp_r + j tokens before iteration j, so
+        it allocates a block when comp_r + j ≡ 0 and fills one when comp_r + j + 1 ≡ 0 (mod bs)."""
+        groups = [[] for _ in range(bs)]
+        csum, jf = 0, None
+        for q, r in enumerate(running):
+            cr = comp[r]
+            groups[cr % bs].append(q)
+            csum += cr
+            left = G[r] - out[r] - 1
+            if jf is None or left < jf:
+                jf = left
+        mmax = min(jf + 1, room)
+        free = len(freeq)
+        j = 0
+        fin = []
+        while j < mmax and t < lim:
+            ga = groups[(-j) % bs]
+            if len(ga) > free:
+                break
+            free -= len(ga)
+            for q in ga:
+                take(running[q], 1)
+            t += price(0, nr, csum + nr * j, 0, 0)
+            gr = groups[(-j - 1) % bs]
+            if j == jf:
+                fin = [q for q, r in enumerate(running) if G[r] - out[r] - 1 == jf]
+                _finish_post({q: comp[running[q]] + j + 1 for q in gr}, set(fin))
+            else:
+                for q in gr:
+                    r = running[q]
+                    register(r, comp[r] + j + 1)
+            j += 1
+        for r in running:
+            comp[r] += j
+            out[r] += j
+            last[r] = t
+        return j, [running[q] for q in fin], t
 
     while done < n:
         while nxt < n and At[order[nxt]] - O <= t:
@@ -206,24 +303,36 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                              f"({done:,} of {n:,} requests finished)")
         if record:
             ser.extend((O + t, len(waiting), len(running), nb - len(freeq)))
+        elif not kk and running and len(running) <= Bud and not any(prefilling[r] for r in running) and (
+                not waiting or len(running) >= S or len(running) >= Bud):
+            m, fins, t = run(t)
+            if m:
+                it += m
+                done += fins
+                continue
         budget, sched, preempted = Bud, [], False
         pf = prefix = ends = nd = ctx = 0          # the iteration's work, as iteration_time adds it up
-        i = 0
-        while i < len(running) and budget > 0:
+        i, nr = 0, len(running)
+        while i < nr and budget > 0:
             r = running[i]
-            decoding = not prefilling[r]
             cr = comp[r]
-            if decoding and kk:
-                new = spec.tokens(steps[r], G[r] - out[r])
-            else:
+            decoding = not prefilling[r]
+            if not decoding:
                 new = P[r] + out[r] - cr
                 if new > budget:
                     new = budget
+            elif kk:
+                new = gains[steps[r]]
+                if new > G[r] - out[r]:
+                    new = G[r] - out[r]
+            else:
+                new = 1
             need = -(-(cr + new) // bs) - len(blocks[r])
             if need > 0:
                 ok = True
                 while need > len(freeq):
                     v = running.pop()
+                    nr -= 1
                     release(v)
                     comp[v], prefilling[v] = 0, True
                     pre[v] += 1
@@ -239,7 +348,7 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
             if decoding:
                 nd += 1
                 ctx += cr
-                budget -= min(kk, budget) if kk else new
+                budget -= (kk if kk < budget else budget) if kk else 1
             else:
                 pf += new
                 prefix += cr
@@ -251,10 +360,9 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
             while waiting and budget > 0 and len(running) < S:
                 r = waiting[0]
                 ks, tot = keys[r], P[r] + out[r]
-                lim = min(len(ks), (tot - 1) // bs)
                 hb = []
-                while len(hb) < lim:
-                    b = cached.get(ks[len(hb)])
+                for kj in ks[:(tot - 1) // bs]:          # the longest run of cached blocks
+                    b = cached.get(kj)
                     if b is None:
                         break
                     hb.append(b)
@@ -296,44 +404,49 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
         if record and nd and not kk:
             itl_v.append(dt)
             itl_w.append(nd)
+        fin = False
         for r, new in sched:
             comp[r] = cr = comp[r] + new
-            ks = keys[r]
             j = reg[r]
-            full = cr // bs
-            if full > len(ks):
-                full = len(ks)
-            if j < full:
-                bl = blocks[r]
-                while j < full:          # newly full blocks get their keys (cache_full_blocks)
-                    kj, b = ks[j], bl[j]
-                    if kj not in cached and bkey[b] is None:
-                        cached[kj] = b
-                        bkey[b] = kj
-                    j += 1
-                reg[r] = j
-            if kk and not prefilling[r]:            # `new` accepted tokens, one ITL each
+            if cr >= (j + 1) * bs:
+                ks = keys[r]
+                full = cr // bs
+                if full > len(ks):
+                    full = len(ks)
+                if j < full:
+                    bl = blocks[r]
+                    while j < full:      # newly full blocks get their keys (cache_full_blocks)
+                        kj, b = ks[j], bl[j]
+                        if kj not in cached and bkey[b] is None:
+                            cached[kj] = b
+                            bkey[b] = kj
+                        j += 1
+                    reg[r] = j
+            if prefilling[r]:
+                if cr != P[r] + out[r]:
+                    continue
+                out[r] += 1
+                if out[r] == 1:
+                    first[r] = t_end
+                elif record:                        # resumed after a preemption
+                    itl_v.append(t_end - last[r])
+                    itl_w.append(1)
+                prefilling[r] = False
+            elif kk:                                # `new` accepted tokens, one ITL each
                 out[r] += new
                 steps[r] += 1
                 if record:
                     itl_v.append(dt / new)
                     itl_w.append(new)
             else:
-                if cr != P[r] + out[r]:
-                    continue
                 out[r] += 1
-                if prefilling[r]:
-                    if out[r] == 1:
-                        first[r] = t_end
-                    elif record:                    # resumed after a preemption
-                        itl_v.append(t_end - last[r])
-                        itl_w.append(1)
-                    prefilling[r] = False
             last[r] = t_end
             if out[r] == G[r]:
                 release(r)
-                running.remove(r)
                 done += 1
+                fin = True
+        if fin:
+            running = [r for r in running if out[r] != G[r]]
         t = t_end
     ser_a = np.asarray(ser, dtype=float).reshape(-1, 4)
     res = SimResult(A, Pa, Ga, np.asarray(first, dtype=float), np.asarray(last, dtype=float),

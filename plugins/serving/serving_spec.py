@@ -208,6 +208,11 @@ class SimSpec:
         e = math.floor((steps + 1) * self.E + 1e-9) - math.floor(steps * self.E + 1e-9)
         return max(1, min(e, left))
 
+    def gains(self, steps: int) -> list[int]:
+        """:meth:`tokens` of steps 0 … ``steps`` − 1 with no limit on the tokens left (each ≥ 1):
+        a simulator's table, read as ``min(gains[s], left)``."""
+        return [self.tokens(s, 1 << 62) for s in range(int(steps))]
+
     @classmethod
     def for_step(cls, c, c_draft, k: int, E: float, o, top: int | None = None):
         """Priced by :func:`decode_time` (the draft's steps and the verification at the context
