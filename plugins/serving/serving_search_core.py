@@ -458,9 +458,8 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks, spec=None)
                 reason[idx] = g.draft_reason
                 continue
             E = float(spec.E[k]) if k else 1.0
-            cost = ssp.speculative_step(g.draft_c, k) if k else step_fn(g)
             kv[idx], reason[idx], est_ttft[:, idx], est_tpot[:, idx] = _screen_group(
-                g, cols, idx, w, max_model_len, kv_link, lam, len(peaks), k, E, cost, Pm, Gm, P95, o)
+                g, cols, idx, w, max_model_len, kv_link, lam, len(peaks), k, E, Pm, Gm, P95, o)
             if not chunked:
                 reason[idx] = np.where((reason[idx] == "") & (cols["T"][idx] < Pmax + 1),
                                        "chunk below the longest prompt", reason[idx])
@@ -471,10 +470,11 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks, spec=None)
     return cols
 
 
-def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, cost, Pm, Gm, P95, o):
+def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, Pm, Gm, P95, o):
     """(KV tokens, skip reasons, estimated TTFT, estimated TPOT) of the candidates ``idx`` of
-    layout g at k drafted tokens (E tokens a step; ``cost`` the layout's step).  With prefix
-    caching the prompts prefill only what the screen's cache estimate leaves
+    layout g at k drafted tokens (E tokens a step; the step: the layout's, or with k > 0
+    :func:`plugins.serving.serving_search_spec.speculative_step`).  With prefix caching the
+    prompts prefill only what the screen's cache estimate leaves
     (:func:`plugins.serving.serving_search_spec.cached_tokens`: mean and p95 per engine count)."""
     c = g.c
     S, T = cols["S"][idx].astype(float), cols["T"][idx].astype(float)
@@ -490,6 +490,7 @@ def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, cos
     kv_e = kvt / g.pp
     hit = ssp.cached_tokens(w.prefix, engines)
     Pf, Pf95 = (Pm, P95) if hit is None else hit        # prefilled per request: mean, p95
+    cost = ssp.speculative_step(g.draft_c, k, np.minimum(Pf, T)) if k else step_fn(g)
 
     def agg(pf, nd):
         return cost(c, pf, nd, nd * (Pm + Gm / 2), o)

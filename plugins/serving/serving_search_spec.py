@@ -13,7 +13,9 @@ configuration with k > 0 loads the draft beside the target and speculates on eve
 * *Step*: an iteration prefills its chunks alone (the engine's step) and adds the speculative
   decode part, the k draft steps and the verification of k + 1 tokens per sequence
   (:func:`plugins.serving.serving_spec.decode_time`) — the rules of ``use batching`` with
-  speculation.  A decoding sequence takes k + 1 tokens of the chunk budget.
+  speculation.  A decoding sequence takes k + 1 tokens of the chunk budget.  In the screen's
+  steady state the prefill pass is amortised over the iterations that have one
+  (:func:`speculative_step`).
 * *Screen*: a request needs ⌈(G − 1)/E⌉ + 1 ≈ Ḡ/E decode steps instead of Ḡ, so the steady state
   runs N = λ·(Ḡ/E)·t sequences; estimated TPOT = t/E.
 * Pipeline parallelism with speculation is left out (vLLM: "speculative decoding is not
@@ -58,13 +60,19 @@ class SearchSpec:
     E: dict
 
 
-def speculative_step(c_draft, k: int):
-    """The step cost (as :func:`plugins.serving.serving_step_core.step_time` is called, numbers
-    or numpy arrays) of an engine that speculates with k drafted tokens: the prefill chunk alone
-    plus :func:`plugins.serving.serving_spec.decode_time` of the decodes (0 without decodes)."""
+def speculative_step(c_draft, k: int, chunk):
+    """The mean step cost (as the screen calls a step: numpy arrays) of an engine that speculates
+    with k drafted tokens: its prefill passes plus :func:`plugins.serving.serving_spec.decode_time`
+    of the decodes (0 without decodes).  An iteration with prefill tokens prices them in a pass of
+    their own (the simulator's rule), so at a load of ``prefill_tokens`` p per iteration below one
+    ``chunk`` (the tokens of one prompt's chunk) a share p / chunk of the iterations makes a pass
+    of ``chunk`` tokens: the prefill part is min(1, p/chunk) · step(p / min(1, p/chunk)) — one pass
+    of p tokens at or above a chunk, the amortised pass of a chunk below."""
     def f(c, prefill_tokens, decode_seqs, context_tokens, o):
         nd = np.asarray(decode_seqs, dtype=float)
-        t_pf = step_time(c, prefill_tokens, 0 * nd, 0 * nd, o)
+        pf = np.asarray(prefill_tokens, dtype=float)
+        passes = np.minimum(1.0, pf / np.maximum(chunk, 1.0))
+        t_pf = passes * step_time(c, np.where(passes > 0, pf / np.maximum(passes, 1e-300), 0.0), 0 * nd, 0 * nd, o)
         safe = np.maximum(nd, 1.0)
         t_dec = np.where(nd > 0, decode_time(c, c_draft, safe, k, np.asarray(context_tokens, dtype=float), o), 0.0)
         return t_pf + t_dec
