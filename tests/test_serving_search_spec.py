@@ -101,6 +101,12 @@ def test_prefix_index_hits_by_hand():
     keys = block_keys([[1, 2, 3], [1, 2, 3, 4]], [12, 16], 4, 4)
     idx = PrefixIndex(keys, np.array([8, 16]), np.array([0.0, 1.0]), 4)
     assert idx.hits(1, True).tolist() == [0, 12] and idx.hits(1, False).tolist() == [0, 8]
+    # an answer is cached once it is finished: ready 2 s after its arrival, request 1 (at 1 s)
+    # finds request 0's prompt blocks a b only; at 3 s it would find c too
+    idx = PrefixIndex(keys, np.array([8, 16]), np.array([0.0, 1.0]), 4, ready=2.0)
+    assert idx.hits(1, True).tolist() == [0, 8]
+    idx = PrefixIndex(keys, np.array([8, 16]), np.array([0.0, 3.0]), 4, ready=2.0)
+    assert idx.hits(1, True).tolist() == [0, 12]
 
 
 def test_speculation_with_pipeline_parallelism_is_left_out(tmp_path):

@@ -445,8 +445,13 @@ def plan_activities_schedule(ctx):
         ids = [h for h, k in zip(ids, keep.tolist()) if k] if ids is not None else None
     if ids is not None:
         from plugins.serving.serving_prefix_cache import block_keys
-        # synthetic ids cover prompt and answer (the answer's blocks are cached too); a trace's the prompt
-        w = w.with_keys(block_keys(ids, w.prompt if hashes is not None else w.prompt + w.output, id_block, bs), bs)
+        # a trace's ids are chained into keys of the engine's blocks; synthetic ids are those of the
+        # engine's blocks of prompt and answer, each naming its block with its whole prefix (a
+        # system prompt's block j, or a conversation's), so they are the keys as they stand
+        # the screen counts an earlier answer's blocks once a configuration meeting the targets has
+        # finished it: TTFT + (G − 1)·TPOT after its arrival
+        ready = float(b.value("slo_ttft")) + (w.output - 1) * float(b.value("slo_tpot"))
+        w = w.with_keys(block_keys(ids, w.prompt, id_block, bs) if hashes is not None else ids, bs, ready)
     chunked = bool(eng.value("enable_chunked_prefill", False))
     cols = candidates(layouts, _ints(b, "replicas"), seqs, chunks, xs, ys, ks)
     res = run(layouts, cols, w, slo_ttft=float(b.value("slo_ttft")), slo_tpot=float(b.value("slo_tpot")),

@@ -187,10 +187,12 @@ class Workload:
     keys: list | None = None
     prefix: object = field(default=None, repr=False)
 
-    def with_keys(self, keys, block_size: int) -> "Workload":
-        """The same requests with prefix caching on: their block keys and the screen's index."""
+    def with_keys(self, keys, block_size: int, ready=0.0) -> "Workload":
+        """The same requests with prefix caching on: their block keys and the screen's index
+        (``ready``: when after its arrival a request's answer blocks are cached,
+        :class:`plugins.serving.serving_search_spec.PrefixIndex`)."""
         return Workload(self.arrival, self.prompt, self.output, keys,
-                        ssp.PrefixIndex(keys, self.prompt, self.arrival, block_size))
+                        ssp.PrefixIndex(keys, self.prompt, self.arrival, block_size, ready))
 
     @property
     def span(self) -> float:
@@ -490,10 +492,11 @@ def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, Pm,
     kv_e = kvt / g.pp
     hit = ssp.cached_tokens(w.prefix, engines)
     Pf, Pf95 = (Pm, P95) if hit is None else hit        # prefilled per request: mean, p95
+    pre = {} if hit is None else {"prefill_prefix": Pm - Pf}     # a prefill attends to its cached prefix
     cost = ssp.speculative_step(g.draft_c, k, np.minimum(Pf, T)) if k else step_fn(g)
 
     def agg(pf, nd):
-        return cost(c, pf, nd, nd * (Pm + Gm / 2), o)
+        return cost(c, pf, nd, nd * (Pm + Gm / 2), o, **pre)
 
     t, ok = _fixed_point(agg, lam_e, Pf, Ge)
     N = lam_e * Ge * t
@@ -501,7 +504,7 @@ def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, Pm,
     left = np.maximum(T - N * per_token, 1.0)
     chunk = np.minimum(Pf95, left)
     iters = np.ceil(Pf95 / chunk)
-    t_chunk = cost(c, chunk, N, N * (Pm + Gm / 2), o)
+    t_chunk = cost(c, chunk, N, N * (Pm + Gm / 2), o, **pre)
     u = lam_e * Pf * t / left             # share of the chunk budget the prefills use
     a_ttft = np.where(ok & (u < 1), (iters * t_chunk + t) / np.maximum(1 - u, 1e-12), np.inf)
     a_tpot = np.where(ok, t / E if k else t, np.inf)
@@ -512,11 +515,11 @@ def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, Pm,
         for Tv, x in sorted(set(zip(T[dis].tolist(), xps[dis].tolist() if w.prefix is not None
                                     else [0] * int(dis.sum())))):
             sel = dis & (T == Tv) & ((xps == x) if w.prefix is not None else True)
-            pr = w.prompt if w.prefix is None else w.prompt - w.prefix.hits(x, outputs=False)
-            pr = np.maximum(pr, 1)
+            hx = 0 if w.prefix is None else w.prefix.hits(x, outputs=False)
+            pr = np.maximum(w.prompt - hx, 1)
             p95 = P95 if w.prefix is None else float(sim.nearest_rank_np(pr, sim.QUANTILES[2]))
             kc = np.ceil(pr / Tv)
-            tau = kc * step_time(c, pr / kc, 0 * kc, 0 * kc, o)     # chunks of equal size
+            tau = kc * step_time(c, pr / kc, 0 * kc, 0 * kc, o, prefill_prefix=hx)   # chunks of equal size
             m1, m2 = float(tau.mean()), float((tau * tau).mean())
             kk = math.ceil(p95 / Tv)
             tau95 = kk * float(step_time(c, p95 / kk, 0, 0, o))

@@ -24,8 +24,9 @@ configuration with k > 0 loads the draft beside the target and speculates on eve
 **Prefix caching.**  The simulation is :func:`plugins.serving.serving_prefix_cache.simulate_cached`
 on each engine (round-robin dispatch, a cache per engine).  The screen estimates the prefill a
 cache saves with :func:`cached_tokens`: each request's hit is its longest prefix of whole blocks
-that an earlier request dealt to the same engine had (an unbounded cache — no eviction — so an
-upper bound on the hits; the simulation decides).
+that an earlier request dealt to the same engine had — its prompt at once, its answer once
+finished (:class:`PrefixIndex`) — in an unbounded cache (no eviction: an upper bound on the
+hits; the simulation decides); the prefill that is left attends to the cached prefix.
 
 Units: seconds, tokens; E tokens per sequence and step.
 """
@@ -68,11 +69,12 @@ def speculative_step(c_draft, k: int, chunk):
     ``chunk`` (the tokens of one prompt's chunk) a share p / chunk of the iterations makes a pass
     of ``chunk`` tokens: the prefill part is min(1, p/chunk) · step(p / min(1, p/chunk)) — one pass
     of p tokens at or above a chunk, the amortised pass of a chunk below."""
-    def f(c, prefill_tokens, decode_seqs, context_tokens, o):
+    def f(c, prefill_tokens, decode_seqs, context_tokens, o, prefill_prefix=0):
         nd = np.asarray(decode_seqs, dtype=float)
         pf = np.asarray(prefill_tokens, dtype=float)
         passes = np.minimum(1.0, pf / np.maximum(chunk, 1.0))
-        t_pf = passes * step_time(c, np.where(passes > 0, pf / np.maximum(passes, 1e-300), 0.0), 0 * nd, 0 * nd, o)
+        t_pf = passes * step_time(c, np.where(passes > 0, pf / np.maximum(passes, 1e-300), 0.0), 0 * nd, 0 * nd, o,
+                                  prefill_prefix=prefill_prefix)
         safe = np.maximum(nd, 1.0)
         t_dec = np.where(nd > 0, decode_time(c, c_draft, safe, k, np.asarray(context_tokens, dtype=float), o), 0.0)
         return t_pf + t_dec
@@ -89,9 +91,11 @@ class PrefixIndex:
     """The block keys of a workload's requests, flattened once for :func:`cached_tokens`:
     ``keys[i]`` the chained keys of request i's full blocks of ``block_size`` tokens
     (:func:`plugins.serving.serving_prefix_cache.block_keys`), prompt first (a synthetic
-    workload keys its answer's blocks after them)."""
+    workload keys its answer's blocks after them); ``ready[i]`` (s, default 0) how long after
+    its arrival request i's answer blocks are cached — the search passes TTFT + (G − 1)·TPOT at
+    its targets: a configuration that meets them has finished the answer by then."""
 
-    def __init__(self, keys, prompt, arrival, block_size: int):
+    def __init__(self, keys, prompt, arrival, block_size: int, ready=0.0):
         P = np.asarray(prompt, dtype=np.int64)
         n = len(P)
         lens = np.fromiter((len(k) for k in keys), dtype=np.int64, count=n)
@@ -100,8 +104,11 @@ class PrefixIndex:
         self.req = np.repeat(np.arange(n, dtype=np.int64), lens)
         starts = np.cumsum(lens) - lens
         self.j = np.arange(flat.size, dtype=np.int64) - np.repeat(starts, lens)
+        A = np.asarray(arrival, dtype=float)
         rank = np.empty(n, dtype=np.int64)
-        rank[np.argsort(np.asarray(arrival, dtype=float), kind="stable")] = np.arange(n, dtype=np.int64)
+        rank[np.argsort(A, kind="stable")] = np.arange(n, dtype=np.int64)
+        self.arrival = A
+        self.answer_at = (A + np.broadcast_to(np.asarray(ready, dtype=float), A.shape))
         self.pos = rank[self.req]                           # each block's request, in arrival order
         self.gid = np.unique(flat, return_inverse=True)[1].astype(np.int64).ravel() if flat.size else flat
         self.groups = int(self.gid.max()) + 1 if flat.size else 0
@@ -114,9 +121,10 @@ class PrefixIndex:
         """Prompt tokens of each request (input order) found cached at its admission when the
         requests are dealt round-robin in arrival order over ``engines`` engines with unbounded
         caches: whole blocks, its longest prefix an earlier request on the same engine filled —
-        its prompt's blocks, and with ``outputs`` its answer's too (an aggregated engine caches
-        what it generates; a prefill pool never sees the answers).  The keys are chained (a key
-        names its whole prefix), so a block is a hit exactly when its key was filled before."""
+        its prompt's blocks (cached as it arrives), and with ``outputs`` its answer's once they
+        are ready (an aggregated engine caches what it generates; a prefill pool never sees the
+        answers).  The keys are chained (a key names its whole prefix), so a block is a hit
+        exactly when its key was filled before."""
         e = max(int(engines), 1)
         got = self._memo.get((e, outputs))
         if got is not None:
@@ -125,10 +133,15 @@ class PrefixIndex:
             got = np.zeros(self.n, dtype=np.int64)
         else:
             comb = self.gid * e + self.pos % e
-            filled = slice(None) if outputs else self.in_prompt
+            pr = self.in_prompt
             first = np.full(self.groups * e, np.iinfo(np.int64).max, dtype=np.int64)
-            np.minimum.at(first, comb[filled], self.pos[filled])
+            np.minimum.at(first, comb[pr], self.pos[pr])
             hit = self.query & (first[comb] < self.pos)
+            if outputs and not pr.all():
+                ans = ~pr
+                ready = np.full(self.groups * e, np.inf)
+                np.minimum.at(ready, comb[ans], self.answer_at[self.req[ans]])
+                hit |= self.query & (ready[comb] <= self.arrival[self.req])
             got = np.bincount(self.req[hit], minlength=self.n).astype(np.int64) * self.bs
         self._memo[(e, outputs)] = got
         return got
