@@ -1,6 +1,7 @@
 """``use serving_search``: an SLO search over serving deployments — the GPU type, tensor (tp) and
 pipeline (pp) parallelism, replicas, the scheduler's ``max_num_seqs`` and chunk budget
-(``max_num_batched_tokens``), and disaggregated prefill/decode pools — for the configurations
+(``max_num_batched_tokens``), disaggregated prefill/decode pools and the drafted tokens of
+speculative decoding (``spec_tokens``), with prefix caching on request — for the configurations
 that meet a TTFT-p95 and a TPOT-p95 target on a request trace at the fewest GPUs or the lowest
 cost per million tokens, with their Pareto front; its table is ``serving-search``.
 

@@ -14,8 +14,10 @@ latencies are percentiles of a simulation.
 
 1. *Candidates.* The product of the lists: aggregated (device, tp, pp, replicas, max_num_seqs,
    chunk) and, when ``prefill_replicas``/``decode_replicas`` are given, disaggregated (device,
-   tp, x prefill replicas, y decode replicas, max_num_seqs, chunk; pp = 1).  GPUs are
-   tp·pp·replicas and tp·(x + y).
+   tp, x prefill replicas, y decode replicas, max_num_seqs, chunk; pp = 1), each at every number
+   of drafted tokens k of speculative decoding (k = 0: none; what k > 0 and prefix caching change
+   in the steps below: :mod:`plugins.serving.serving_search_spec`).  GPUs are tp·pp·replicas and
+   tp·(x + y).
 2. *Memory.* Each (device, tp, pp) is sized once with the formulas of ``use engine``
    (:func:`plugins.serving.serving_engine.per_gpu_sizes`: weights, KV bytes per token per GPU and the
    activation reserve per profiled token), then the KV tokens of every candidate follow in
