@@ -9,14 +9,15 @@ Target: a search of ≥ 1,000 configurations with speculation and prefix caching
 The grid: Qwen3-8B served on H100 SXM, H200 and A100 SXM 80 GB; tp 1, 2, 4; replicas 1–8;
 max_num_seqs 64, 128, 256; chunk 2,048 and 8,192; disaggregated 1–2 prefill × 1–2 decode
 engines; and speculative decoding with one MTP / EAGLE-style head (one Qwen3-8B decoder layer
-and the LM head) at k = 0 (off), 2 and 4 drafted tokens, each accepted with probability 70 % —
-3 × 3 × (8 + 4) × 3 × 2 × 3 = 1,944 configurations.  Targets: TTFT p95 ≤ 1 s and TPOT p95 ≤
-10 ms at the lowest cost — one H100 decodes this load at about 15 ms per token without
-speculation, so the search has to find the k that brings it under 10 ms.  The workload: ``--requests`` Poisson arrivals at 12 requests/s, each turn of
-256 new input tokens and 256 output tokens, conversations of 3 turns (a turn's prompt carries
-the previous prompt and answer), 90 % of them starting with one of 8 system prompts of 2,048
-tokens; prefix caching on, so every simulated configuration runs the prefix-cache simulator
-(one Python iteration per engine iteration, a cache per engine) with its speculation.
+and the LM head) at k = 0 (off), 2 and 4 drafted tokens, each accepted with probability 70 % — 3
+× 3 × (8 + 4) × 3 × 2 × 3 = 1,944 configurations. Targets: TTFT p95 ≤ 1 s and TPOT p95 ≤ 10 ms
+at the lowest cost — one H100 decodes this load at about 15 ms per token without speculation, so
+the search has to find the k that brings it under 10 ms. The workload: ``--requests`` Poisson
+arrivals at 12 requests/s, each turn of 256 new input tokens and 256 output tokens,
+conversations of 3 turns (a turn's prompt carries the previous prompt and answer), 90 % of them
+starting with one of 8 system prompts of 2,048 tokens; prefix caching on, so every simulated
+configuration runs the prefix-cache simulator (one Python iteration per engine iteration, a
+cache per engine) with its speculation.
 
 Timing: each run is a new Python process (this script with ``--child``), after one untimed
 warm-up run, so every run starts alike; the median of ``--repeat`` runs.  Printed per phase —
@@ -119,7 +120,8 @@ def child(args) -> int:
 
 def run_child(args) -> tuple[dict, float, float]:
     """(the child's report, its wall time, its CPU time (user + system))."""
-    cmd = [sys.executable, __file__, "--child", "--simulate", str(args.simulate), "--requests", str(args.requests)]
+    cmd = [sys.executable, __file__, "--child", "--simulate", str(args.simulate),
+           "--requests", str(args.requests)]
     t = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     out = p.stdout.read()

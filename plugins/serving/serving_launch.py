@@ -53,14 +53,14 @@ GPUs and port, behind a load balancer (aggregated) or the engine's prefill/decod
 ``--data-parallel-size`` couples the expert layers of a mixture of experts across ranks
 (docs/serving/data_parallel_deployment.md), a deployment the plan does not price.
 
-Not written, because no plan determines them: speculative decoding and prefix caching where
-the plan does not price them, ports, hosts, the KV connector's transport (vLLM needs one named: ``NixlConnector``, the connector
-its multi-instance guide documents; SGLang's default transfer backend is kept), the weights'
-quantization (the checkpoint named as MODEL carries it).  MODEL itself is the one value the
-user supplies (``--model``): the catalog's model declarations name no Hugging Face repository,
-and a config's ``_name_or_path`` may name another model (a fine-tune's base), so a missing id
-is a marked placeholder and a warning, never a guess; so is a separate draft model's
-(``--draft-model``).
+Not written, because no plan determines them: speculative decoding and prefix caching where the
+plan does not price them, ports, hosts, the KV connector's transport (vLLM needs one named:
+``NixlConnector``, the connector its multi-instance guide documents; SGLang's default transfer
+backend is kept), the weights' quantization (the checkpoint named as MODEL carries it). MODEL
+itself is the one value the user supplies (``--model``): the catalog's model declarations name
+no Hugging Face repository, and a config's ``_name_or_path`` may name another model (a
+fine-tune's base), so a missing id is a marked placeholder and a warning, never a guess; so is a
+separate draft model's (``--draft-model``).
 """
 from __future__ import annotations
 
@@ -87,8 +87,8 @@ LAUNCH_DESCRIPTION = (
     "memory fraction, KV block size, max sequences, the step's token budget (chunked prefill), context "
     "length and KV format, speculative decoding and prefix caching where the plan prices them, one command "
     "per role (aggregated, or prefill and decode) to run once per replica.  Every value comes from the "
-    "evaluated plan; settings no plan determines (ports, hosts) are left to the engine's defaults.  Serving only: training "
-    "launches are not written.  See docs/plugins/launch.md.")
+    "evaluated plan; settings no plan determines (ports, hosts) are left to the engine's defaults.  "
+    "Serving only: training launches are not written.  See docs/plugins/launch.md.")
 
 
 class Refused(Exception):
@@ -474,7 +474,8 @@ def run_command(args, cli) -> int:
         _warn(Diagnostic("warning", "launch-model", f"draft model '{dep.draft}' names no Hugging Face repository: the "
                          f"command line says {DRAFT_PLACEHOLDER} where the draft goes",
                          getattr(getattr(d, "ast", None), "span", None),
-                         "replace it, or pass --draft-model ID (the draft's Hugging Face repository id, or a local path)"))
+                         "replace it, or pass --draft-model ID (the draft's Hugging Face repository id, or a "
+                         "local path)"))
     kvw = kv_warning(dep, args.engine)
     if kvw:
         _warn(Diagnostic("warning", "launch-kv", kvw, ev.nodes[f"{dep.plan}.{dep.block}.kv"].span,

@@ -119,7 +119,8 @@ SERVING_SEARCH = UseSpec(
     provides=("search_gpus", "search_cost", "search_ttft_p95", "search_tpot_p95", "search_throughput",
               "search_tp", "search_pp", "search_replicas", "search_prefill_replicas", "search_decode_replicas",
               "search_max_num_seqs", "search_max_num_batched_tokens", "search_spec_tokens",
-              "search_accepted_tokens_per_step", "search_prefix_hit_rate", "search_candidates", "search_valid", "search_simulated", "search_rejected_requests"),
+              "search_accepted_tokens_per_step", "search_prefix_hit_rate", "search_candidates", "search_valid",
+              "search_simulated", "search_rejected_requests"),
 )
 
 _RESULTS = sim.PerEvaluation()   # plan's declaration record -> SearchResult
