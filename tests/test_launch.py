@@ -312,3 +312,88 @@ def test_the_docs_example_is_what_plan_launch_prints(tmp_path):
     f.write_text(plan, encoding="utf-8")
     rc, out, err = launch(f, *cmd)
     assert rc == 0 and err == "" and out == shown
+
+
+# ---------------------------------------------------------------- speculative decoding, prefix caching
+SPEC_CASE = "specs/cases/serving-search-speculative.plan"
+
+# a search over speculation with a separate draft (Qwen3-8B's vocabulary), chosen at k = 2: the
+# only k listed but 0, and TPOT ≤ 4 ms is out of plain decoding's reach (5.9 ms on one H100)
+DRAFT_SEARCH = HEAD + """
+model small_draft extends qwen3_8b { layers = 2 }
+plan sd {
+  model = qwen3_8b
+  use serving_search {
+    engine = ENGINE; max_model_len = 4096 token; rate = 0.1 request/s; requests = 4
+    input = 256 token; output = 129 token
+    devices = [h100_sxm]; tp = [1]; replicas = [1]; max_num_seqs = [64 seq]; max_num_batched_tokens = [2048 token]
+    speculative = "draft"; draft_model = small_draft; spec_tokens = [0, 2]; acceptance = 80 %
+    enable_prefix_caching = CACHE
+    slo_ttft = 1 s; slo_tpot = 4 ms
+  }
+}
+"""
+
+
+def test_the_chosen_speculation_is_launched():
+    ev = _load(SPEC_CASE)
+    k = int(ev.value("spec.search_spec_tokens", exact=True))
+    assert k == 3
+    cmds, _ = _json(SPEC_CASE, "--plan", "spec", "--engine", "vllm", "--model", "Qwen/Qwen3-8B")
+    f = flags(cmds[0]["argv"])
+    assert json.loads(f["--speculative-config"]) == {"method": "mtp", "num_speculative_tokens": k}
+    assert "--enable-prefix-caching" not in f and "--no-enable-prefix-caching" not in f     # not written
+    cmds, _ = _json(SPEC_CASE, "--plan", "cached", "--engine", "vllm", "--model", "Qwen/Qwen3-8B")
+    f = flags(cmds[0]["argv"])
+    assert "--enable-prefix-caching" in f and "--speculative-config" not in f
+    rc, text, _ = launch(SPEC_CASE, "--plan", "spec", "--engine", "vllm", "--model", "Qwen/Qwen3-8B")
+    assert rc == 0 and "speculative decoding: 3 tokens drafted per step" in text
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_separate_draft_and_prefix_caching_off(tmp_path, engine):
+    f = tmp_path / "sd.plan"
+    f.write_text(DRAFT_SEARCH.replace("ENGINE", engine).replace("CACHE", "false"), encoding="utf-8")
+    ev = dsl.load(f)
+    k = int(ev.value("sd.search_spec_tokens", exact=True))
+    assert k == 2, "the example no longer chooses speculation"
+    cmds, err = _json(f, "--engine", engine, "--model", "Qwen/Qwen3-8B")
+    assert "warning[launch-model]" in err and "small_draft" in err and "<hf-draft-model-id>" in err
+    fl = flags(cmds[0]["argv"])
+    if engine == "vllm":
+        assert json.loads(fl["--speculative-config"]) == {"method": "draft_model", "model": "<hf-draft-model-id>",
+                                                          "num_speculative_tokens": k}
+        assert "--no-enable-prefix-caching" in fl
+    else:
+        assert fl["--speculative-algorithm"] == "STANDALONE"
+        assert fl["--speculative-draft-model-path"] == "<hf-draft-model-id>"
+        assert int(fl["--speculative-num-steps"]) == k and fl["--speculative-eagle-topk"] == "1"
+        assert int(fl["--speculative-num-draft-tokens"]) == k + 1
+        assert "--disable-radix-cache" in fl
+    cmds, err = _json(f, "--engine", engine, "--model", "Qwen/Qwen3-8B", "--draft-model", "Qwen/Qwen3-0.6B")
+    fl = flags(cmds[0]["argv"])
+    assert err == "" and (json.loads(fl["--speculative-config"])["model"] if engine == "vllm"
+                          else fl["--speculative-draft-model-path"]) == "Qwen/Qwen3-0.6B"
+    rc, text, _ = launch(f, "--engine", engine, "--model", "Qwen/Qwen3-8B")
+    assert rc == 0 and shell_words(text) == [c["argv"] for c in _json(f, "--engine", engine, "--model",
+                                                                       "Qwen/Qwen3-8B")[0]]
+
+
+def test_use_engine_with_speculative_batching(tmp_path):
+    f = tmp_path / "eb.plan"
+    f.write_text(HEAD + """
+model mtp_head extends qwen3_8b { layers = 1 }
+plan eb {
+  model = qwen3_8b; device = h100_sxm
+  use engine { engine = sglang; max_model_len = 4096 token; max_num_seqs = 64 seq; max_num_batched_tokens = 2048 token
+               mixed_batches = true }
+  use batching { rate = 1 request/s; requests = 10; input = 128 token; output = 16 token
+                 speculative = "mtp"; draft_model = mtp_head; spec_tokens = 2 }
+}
+""", encoding="utf-8")
+    cmds, _ = _json(f, "--engine", "sglang", "--model", "Qwen/Qwen3-8B")
+    fl = flags(cmds[0]["argv"])
+    assert fl["--speculative-algorithm"] == "EAGLE" and "--speculative-draft-model-path" not in fl
+    assert fl["--speculative-num-steps"] == "2" and fl["--speculative-num-draft-tokens"] == "3"
+    assert "--disable-radix-cache" not in fl                   # prefix caching not written: the default
+    assert "--enable-mixed-chunk" in fl                        # mixed_batches = true, as the plan prices it

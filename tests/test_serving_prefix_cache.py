@@ -178,3 +178,82 @@ def test_bad_hash_id_is_located(tmp_path, write_plan, run_cli):
 """)
     rc, out, err = run_cli("eval", p)
     assert rc != 0 and "t.csv:3:" in err and "'x' is not a block id" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- speculation, replicas, runs
+def test_speculation_without_hits_is_the_reference():
+    # no keys: the speculative schedule of simulate_reference, iteration for iteration (the
+    # toy decode part 20 ms + 1 ms per sequence + 1 µs per cached token; E = 2.2 tokens a step)
+    from plugins.serving.serving_spec import SimSpec
+    rng = np.random.default_rng(1)
+    n = 200
+    A = np.cumsum(rng.exponential(0.05, n))
+    P, G = rng.integers(1, 600, n), rng.integers(1, 200, n)
+    eng = Engine(4000, 16, 32, 512)
+    c = {"overhead": 0.01, "token": 1e-4, "context": 1e-6}
+    spec = SimSpec(3, 2.2, lambda m, ctx: 0.02 + 0.001 * m + 1e-6 * ctx)
+    r0 = simulate_reference(A, P, G, eng, linear_step, c, spec=spec)
+    r1, s = simulate_cached(A, P, G, [[]] * n, eng, linear_step, c, spec=spec)
+    assert r0.preemptions.sum() > 0
+    assert np.array_equal(r0.first, r1.first) and np.array_equal(r0.last, r1.last)
+    assert np.array_equal(r0.itl_values, r1.itl_values) and r0.iterations == r1.iterations
+
+
+def test_speculation_with_a_hit_by_hand():
+    # two requests 10 s apart, prompts of 16 tokens sharing their first two blocks of 4, G = 9;
+    # k = 3, α = 1 (E = 4): the decode part is 1 s per step, the prefill 0.01 + 0.001 s per token.
+    # request 0: prefill 16 tokens (0.026 s), then ⌈8/4⌉ = 2 speculative steps: last at 2.026 s.
+    # request 1: 8 tokens cached, prefill 8 (0.018 s), the same 2 steps: TTFT 0.018, last 10 + 2.018.
+    from plugins.serving.serving_spec import SimSpec
+    spec = SimSpec(3, 4.0, lambda m, ctx: 1.0)
+    keys = block_keys([[1, 2, 3, 4], [1, 2, 5, 6]], [16, 16], 4, 4)
+    r, s = simulate_cached([0.0, 10.0], [16, 16], [9, 9], keys, Engine(kv_tokens=1024, block_size=4),
+                           linear_step, C, spec=spec)
+    assert s.hit == [0, 8]
+    assert r.ttft == pytest.approx([0.026, 0.018], abs=1e-12)
+    assert r.last_at == pytest.approx([2.026, 12.018], abs=1e-12)
+    assert r.iterations == 6
+
+
+def test_each_replica_caches_alone():
+    # the same 16-token prompt prefix twice (two blocks of 8 shared): one engine hits 8 tokens on
+    # the second request; two engines behind round-robin send it to the other, empty cache
+    from plugins.serving.serving_prefix_cache import simulate_cached_replicas
+    keys = block_keys([[1, 2, 3], [1, 2, 9]], [12, 12], 4, 4)
+    eng = Engine(kv_tokens=1024, block_size=4)
+    one, s1 = simulate_cached_replicas([0.0, 10.0], [12, 12], [1, 1], keys, eng, linear_step, C, replicas=1)
+    two, s2 = simulate_cached_replicas([0.0, 10.0], [12, 12], [1, 1], keys, eng, linear_step, C, replicas=2)
+    assert s1.hit == [0, 8] and s2.hit == [0, 0]
+    assert one.ttft == pytest.approx([0.022, 0.014], abs=1e-12) and two.ttft == pytest.approx([0.022, 0.022])
+
+
+def test_runs_of_decodes_are_the_per_iteration_schedule():
+    # record=False advances runs of decode-only iterations at once; the schedule, the times
+    # (bitwise), the hits and the evictions are those of the per-iteration loop (record=True),
+    # on random conversations with shared system prompts, pools small enough to preempt
+    from plugins.serving.serving_prompts import synthetic_prompts
+    rng = np.random.default_rng(3)
+    checked = preempting = 0
+    for trial in range(40):
+        n = int(rng.integers(20, 300))
+        A = np.cumsum(rng.exponential(rng.uniform(0.005, 0.2), n))
+        U, G = rng.integers(1, 300, n), rng.integers(1, 120, n)
+        bs = int(rng.choice([4, 16]))
+        P, ids = synthetic_prompts(U, G, turns=int(rng.integers(1, 4)), system_prompts=3,
+                                   system_prompt_tokens=int(rng.integers(1, 200)), hash_block=bs, seed=trial,
+                                   with_output=True)
+        keys = block_keys(ids, P + G, bs, bs)
+        S = int(rng.integers(2, 64))
+        eng = Engine(int(rng.integers(2000, 20000)), bs, S, int(rng.integers(S, 2048)), bool(rng.integers(0, 2)))
+        c = {"overhead": 0.01, "token": 1e-4, "context": 1e-6}
+        try:
+            r1, s1 = simulate_cached(A, P, G, keys, eng, linear_step, c, record=True)
+        except Exception:           # a request beyond this pool or this budget: another draw
+            continue
+        r0, s0 = simulate_cached(A, P, G, keys, eng, linear_step, c, record=False)
+        assert np.array_equal(r0.first, r1.first) and np.array_equal(r0.last, r1.last), trial
+        assert r0.iterations == r1.iterations and np.array_equal(r0.preemptions, r1.preemptions)
+        assert s0.hit == s1.hit and s0.evictions == s1.evictions
+        checked += 1
+        preempting += int(r1.preemptions.sum() > 0)
+    assert checked >= 20 and preempting >= 3

@@ -11,7 +11,11 @@ The deployment is read from the evaluated plan, never recomputed:
   device of the chosen row (a comment);
 * ``use engine`` — ``serving_tp``, ``serving_pp``, ``max_num_seqs``, ``max_num_batched_tokens``,
   ``max_model_len``, ``block_size``, ``gpu_memory_utilization`` (quantities), the block's ``replicas``,
-  ``kv``, ``weights``, and ``enable_chunked_prefill`` as the block writes it or the preset gives it.
+  ``kv``, ``weights``, and ``enable_chunked_prefill`` as the block writes it or the preset gives it;
+* speculative decoding and prefix caching, where the plan prices them: the search's choice of
+  drafted tokens (``search_spec_tokens``, with the block's ``speculative``), or the
+  ``speculative`` / ``spec_tokens`` of the ``use batching`` that schedules a ``use engine``
+  deployment; ``enable_prefix_caching`` where the block writes it (either value).
 
 Each flag below was checked against the engine's own argument parser or documentation:
 
@@ -23,14 +27,25 @@ Each flag below was checked against the engine's own argument parser or document
   ``--max-model-len`` and the ``--kv-cache-dtype`` choice ``fp8`` in docs.vllm.ai "Engine
   Arguments" (v0.8.1, v0.8.5); the ``--kv-transfer-config`` JSON (``kv_connector``,
   ``kv_role`` ``kv_producer`` | ``kv_consumer``) in docs/features/nixl_connector_usage.md
-  ("Multiple Prefiller Instances", "Multiple Decoder Instances").
+  ("Multiple Prefiller Instances", "Multiple Decoder Instances"); ``--speculative-config`` with
+  ``{"method": "draft_model", "model": …, "num_speculative_tokens": k}`` (a separate draft:
+  docs/features/speculative_decoding/draft_model.md) or ``{"method": "mtp",
+  "num_speculative_tokens": k}`` (the target's own MTP heads: …/mtp.md);
+  ``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` (a boolean flag of
+  ``EngineArgs``).
 * SGLang (``python -m sglang.launch_server``): ``--model-path``, ``--context-length``,
   ``--mem-fraction-static``, ``--max-running-requests``, ``--chunked-prefill-size`` (``-1``
   turns chunking off), ``--max-prefill-tokens``, ``--page-size``, ``--tp-size``, ``--pp-size``
   and ``--kv-cache-dtype`` (choice ``fp8_e4m3``) in docs/advanced_features/server_arguments.md
   (sgl-project/sglang main branch); ``--disaggregation-mode prefill|decode`` and the router's
   ``--pd-disaggregation`` in docs/advanced_features/pd_disaggregation.md (the same flags in
-  SGLang 0.5.9's ``launch_server --help``).
+  SGLang 0.5.9's ``launch_server --help``); ``--speculative-algorithm STANDALONE`` with
+  ``--speculative-draft-model-path`` (a separate draft) or ``EAGLE`` without it (a model's MTP
+  heads), ``--speculative-num-steps k``, ``--speculative-eagle-topk 1`` and
+  ``--speculative-num-draft-tokens k + 1`` (one chain of k drafted tokens, as the plan prices it)
+  in docs/advanced_features/speculative_decoding.md; ``--disable-radix-cache`` (prefix caching
+  off; on by default) and ``--enable-mixed-chunk`` (prefill chunks in the decodes' iterations, as a
+  plan with ``mixed_batches = true`` prices it; off by default) in server_args.py.
 
 Replicas: each replica the plan prices is an independent engine (its own KV cache, its own
 scheduler), so a role prints one command line to run once per replica, each on its own
@@ -39,13 +54,14 @@ GPUs and port, behind a load balancer (aggregated) or the engine's prefill/decod
 ``--data-parallel-size`` couples the expert layers of a mixture of experts across ranks
 (docs/serving/data_parallel_deployment.md), a deployment the plan does not price.
 
-Not written, because no plan determines them: speculative decoding, prefix caching, ports,
-hosts, the KV connector's transport (vLLM needs one named: ``NixlConnector``, the connector
-its multi-instance guide documents; SGLang's default transfer backend is kept), the weights'
-quantization (the checkpoint named as MODEL carries it).  MODEL itself is the one value the
-user supplies (``--model``): the catalog's model declarations name no Hugging Face repository,
-and a config's ``_name_or_path`` may name another model (a fine-tune's base), so a missing id
-is a marked placeholder and a warning, never a guess.
+Not written, because no plan determines them: speculative decoding and prefix caching where the
+plan does not price them, ports, hosts, the KV connector's transport (vLLM needs one named:
+``NixlConnector``, the connector its multi-instance guide documents; SGLang's default transfer
+backend is kept), the weights' quantization (the checkpoint named as MODEL carries it). MODEL
+itself is the one value the user supplies (``--model``): the catalog's model declarations name
+no Hugging Face repository, and a config's ``_name_or_path`` may name another model (a
+fine-tune's base), so a missing id is a marked placeholder and a warning, never a guess; so is a
+separate draft model's (``--draft-model``).
 """
 from __future__ import annotations
 
@@ -63,6 +79,7 @@ from plugins.serving.serving_engine import fraction_at
 ENGINES = ("vllm", "sglang")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 PLACEHOLDER = "<hf-model-id>"
+DRAFT_PLACEHOLDER = "<hf-draft-model-id>"
 BLOCKS = ("serving_search", "engine")          # the blocks that state a deployment, in order of preference
 VLLM_CONNECTOR = "NixlConnector"
 KV_DTYPE = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8_e4m3"}}
@@ -73,10 +90,10 @@ LAUNCH_DESCRIPTION = (
     "Write the serving deployment of a plan — the chosen configuration of `use serving_search`, or the "
     "deployment `use engine` states — as the engine's own command lines: tensor and pipeline parallelism, "
     "memory fraction, KV block size, max sequences, the step's token budget (chunked prefill), context "
-    "length and KV format, one command per role (aggregated, or prefill and decode) to run once per "
-    "replica.  Every value comes from the evaluated plan; settings no plan determines (speculative "
-    "decoding, prefix caching, ports, hosts) are left to the engine's defaults.  Serving only: training "
-    "launches are not written.  See docs/plugins/launch.md.")
+    "length and KV format, speculative decoding and prefix caching where the plan prices them, one command "
+    "per role (aggregated, or prefill and decode) to run once per replica.  Every value comes from the "
+    "evaluated plan; settings no plan determines (ports, hosts) are left to the engine's defaults.  "
+    "Serving only: training launches are not written.  See docs/plugins/launch.md.")
 
 
 class Refused(Exception):
@@ -109,6 +126,11 @@ class Deployment:
     kv: str
     weights: str
     gpus_per_host: int
+    speculative: str | None = None      # "draft" / "mtp" when the deployment speculates
+    spec_tokens: int = 0                # drafted tokens k per step
+    draft: str | None = None            # the draft model's declaration
+    prefix_caching: bool | None = None  # as the plan writes it (None: not written)
+    mixed: bool = False                 # prefill chunks share iterations with decodes (SGLang's mixed chunks)
 
 
 # ---------------------------------------------------------------- reading the plan
@@ -165,6 +187,27 @@ def _preset_field(ev, preset: str, field: str):
     return nid if ev.has(nid) else None
 
 
+def _given(ev, nid: str) -> bool:
+    """The user wrote ``nid`` (not a plugin's default)."""
+    n = ev.nodes.get(nid)
+    return n is not None and n.default is None
+
+
+def _speculation(ev, plan: str, block: str, k: int | None = None) -> dict:
+    """The speculation and prefix caching a block of ``plan`` prices (``block`` ``serving_search``
+    with its chosen k, or ``batching`` with its ``spec_tokens``)."""
+    out = {}
+    base = f"{plan}.{block}"
+    if ev.has(f"{base}.enable_prefix_caching") and _given(ev, f"{base}.enable_prefix_caching"):
+        out["prefix_caching"] = bool(ev.python_value(f"{base}.enable_prefix_caching"))
+    mode = ev.python_value(f"{base}.speculative") if ev.has(f"{base}.speculative") else "none"
+    if mode in ("draft", "mtp"):
+        k = int(ev.python_value(f"{base}.spec_tokens")) if k is None else k
+        if k > 0:
+            out.update(speculative=mode, spec_tokens=k, draft=_name(ev, f"{base}.draft_model"))
+    return out
+
+
 def deployment(ev, plan: str) -> Deployment:
     """The deployment of ``plan`` (raises :class:`Refused` when it states none, or none was chosen)."""
     uses = ev.uses(plan)
@@ -199,6 +242,8 @@ def deployment(ev, plan: str) -> Deployment:
             roles = (("serve", _int(ev, f"{plan}.search_replicas")),)
         chunk = _preset_field(ev, preset, "enable_chunked_prefill")
         tp = _int(ev, f"{plan}.search_tp")
+        k = _int(ev, f"{plan}.search_spec_tokens") if ev.has(f"{plan}.search_spec_tokens") else 0
+        common.update(_speculation(ev, plan, block, k))
         return Deployment(
             **common, device=device, tp=tp, pp=_int(ev, f"{plan}.search_pp"), roles=roles,
             max_model_len=_int(ev, f"{plan}.serving_search.max_model_len", "token"),
@@ -207,8 +252,13 @@ def deployment(ev, plan: str) -> Deployment:
             chunked=bool(ev.python_value(chunk)) if chunk else False,
             memory_fraction=_preset_fraction(ev, preset, tp),
             block_size=_int(ev, f"{preset}.block_size", "token"))
+    if "batching" in uses:
+        common.update(_speculation(ev, plan, "batching"))
     chunk = f"{plan}.engine.enable_chunked_prefill"
     chunk = chunk if ev.has(chunk) else _preset_field(ev, preset, "enable_chunked_prefill")
+    mixed = f"{plan}.engine.mixed_batches"
+    mixed = mixed if ev.has(mixed) else _preset_field(ev, preset, "mixed_batches")
+    common["mixed"] = bool(ev.python_value(mixed)) if mixed else False
     return Deployment(
         **common, device=_name(ev, f"{plan}.device"), tp=_int(ev, f"{plan}.serving_tp"),
         pp=_int(ev, f"{plan}.serving_pp"), roles=(("serve", _int(ev, f"{plan}.engine.replicas")),),
@@ -247,11 +297,13 @@ def number(v) -> str:
     return f"{float(v):.6g}"
 
 
-def options(dep: Deployment, engine: str, role: str, model: str) -> tuple[list[str], list[tuple]]:
+def options(dep: Deployment, engine: str, role: str, model: str,
+            draft: str = DRAFT_PLACEHOLDER) -> tuple[list[str], list[tuple]]:
     """The program with the model, and the options as (flag, value or None) of one engine of
-    ``role`` ("serve", "prefill", "decode")."""
+    ``role`` ("serve", "prefill", "decode"); ``draft``: the separate draft model's id."""
     T = str(dep.max_num_batched_tokens)
     kv = KV_DTYPE[engine].get(dep.kv)
+    spec = dep.speculative is not None and role != "prefill"      # a prefill engine emits one token
     if engine == "vllm":
         head = ["vllm", "serve", model]
         opts = [("--tensor-parallel-size", str(dep.tp)), ("--pipeline-parallel-size", str(dep.pp)),
@@ -265,6 +317,12 @@ def options(dep: Deployment, engine: str, role: str, model: str) -> tuple[list[s
         if role != "serve":
             cfg = {"kv_connector": VLLM_CONNECTOR, "kv_role": "kv_producer" if role == "prefill" else "kv_consumer"}
             opts.append(("--kv-transfer-config", json.dumps(cfg, separators=(",", ":"))))
+        if spec:
+            cfg = ({"method": "draft_model", "model": draft} if dep.speculative == "draft" else {"method": "mtp"})
+            cfg["num_speculative_tokens"] = dep.spec_tokens
+            opts.append(("--speculative-config", json.dumps(cfg, separators=(",", ":"))))
+        if dep.prefix_caching is not None:
+            opts.append(("--enable-prefix-caching" if dep.prefix_caching else "--no-enable-prefix-caching", None))
         return head, opts
     head = ["python", "-m", "sglang.launch_server", "--model-path", model]
     opts = [("--tp-size", str(dep.tp)), ("--pp-size", str(dep.pp)), ("--context-length", str(dep.max_model_len)),
@@ -278,18 +336,28 @@ def options(dep: Deployment, engine: str, role: str, model: str) -> tuple[list[s
         opts.append(("--kv-cache-dtype", kv))
     if role != "serve":
         opts.append(("--disaggregation-mode", role))
+    if spec:
+        opts.append(("--speculative-algorithm", "STANDALONE" if dep.speculative == "draft" else "EAGLE"))
+        if dep.speculative == "draft":
+            opts.append(("--speculative-draft-model-path", draft))
+        opts += [("--speculative-num-steps", str(dep.spec_tokens)), ("--speculative-eagle-topk", "1"),
+                 ("--speculative-num-draft-tokens", str(dep.spec_tokens + 1))]
+    if dep.prefix_caching is False:
+        opts.append(("--disable-radix-cache", None))
+    if dep.mixed and dep.chunked:
+        opts.append(("--enable-mixed-chunk", None))
     return head, opts
 
 
-def argv(dep: Deployment, engine: str, role: str, model: str) -> list[str]:
+def argv(dep: Deployment, engine: str, role: str, model: str, draft: str = DRAFT_PLACEHOLDER) -> list[str]:
     """The command line of one engine of ``role`` as an argument list."""
-    head, opts = options(dep, engine, role, model)
+    head, opts = options(dep, engine, role, model, draft)
     return head + [x for flag, value in opts for x in ((flag,) if value is None else (flag, value))]
 
 
-def commands(dep: Deployment, engine: str, model: str) -> list[dict]:
+def commands(dep: Deployment, engine: str, model: str, draft: str = DRAFT_PLACEHOLDER) -> list[dict]:
     """``[{role, replicas, argv}]``: one command line per role, to run once per replica."""
-    return [{"role": role, "replicas": n, "argv": argv(dep, engine, role, model)} for role, n in dep.roles]
+    return [{"role": role, "replicas": n, "argv": argv(dep, engine, role, model, draft)} for role, n in dep.roles]
 
 
 def notes(dep: Deployment, engine: str) -> list[str]:
@@ -318,6 +386,14 @@ def notes(dep: Deployment, engine: str) -> list[str]:
                        "--prefill http://HOST:PORT --decode http://HOST:PORT (one --prefill or --decode per engine)")
     if not dep.chunked:
         out.append("chunked prefill off, as the plan prices it: a step holds whole prompts")
+    if dep.speculative is not None:
+        what = (f"the draft model '{dep.draft}'" if dep.speculative == "draft" else
+                f"the model's MTP heads (the plan prices them as '{dep.draft}'; EAGLE heads in a checkpoint of "
+                "their own take method eagle / eagle3 and their model instead)")
+        out.append(f"speculative decoding: {dep.spec_tokens} tokens drafted per step by {what}"
+                   + (", on the decode engines" if len(dep.roles) > 1 else ""))
+    if dep.prefix_caching is not None:
+        out.append(f"prefix caching {'on' if dep.prefix_caching else 'off'}, as the plan prices it")
     if dep.weights not in SAME_AS_MODEL:
         out.append(f"weights = \"{dep.weights}\": name a checkpoint in that format as the model")
     return out
@@ -331,23 +407,25 @@ def kv_warning(dep: Deployment, engine: str) -> str | None:
             "of tokens than the plan's")
 
 
-def shell_line(dep: Deployment, engine: str, role: str, model: str) -> str:
+def shell_line(dep: Deployment, engine: str, role: str, model: str, draft: str = DRAFT_PLACEHOLDER) -> str:
     """One engine's command line for a shell: one option per line, values quoted where a shell
-    needs it (the model placeholder stays visible as written)."""
-    head, opts = options(dep, engine, role, model)
+    needs it (the placeholders stay visible as written)."""
+    head, opts = options(dep, engine, role, model, draft)
     words = [x if x == PLACEHOLDER else shlex.quote(x) for x in head]
-    parts = [" ".join(words)] + [flag if value is None else f"{flag} {shlex.quote(value)}" for flag, value in opts]
+    parts = [" ".join(words)] + [flag if value is None else
+                                 f"{flag} {value if value == DRAFT_PLACEHOLDER else shlex.quote(value)}"
+                                 for flag, value in opts]
     return " \\\n    ".join(parts)
 
 
-def format_text(dep: Deployment, engine: str, model: str) -> str:
+def format_text(dep: Deployment, engine: str, model: str, draft: str = DRAFT_PLACEHOLDER) -> str:
     """The command lines as a shell script: comments, then each role's command."""
     lines = [f"# {n}" for n in notes(dep, engine)]
     for role, n in dep.roles:
         who = {"serve": "engine", "prefill": "prefill engine", "decode": "decode engine"}[role]
         if len(dep.roles) > 1 or n > 1:
             lines.append(f"# {role}: {n} {who}{'s' if n != 1 else ''}, this command once per {who}")
-        lines.append(shell_line(dep, engine, role, model))
+        lines.append(shell_line(dep, engine, role, model, draft))
     return "\n".join(lines)
 
 
@@ -361,6 +439,9 @@ def add_arguments(p) -> None:
                    "it must be the engine the plan prices")
     p.add_argument("--model", metavar="ID", help="the model argument: a Hugging Face repository id or a local path "
                    f"(default: the placeholder {PLACEHOLDER}, with a warning)")
+    p.add_argument("--draft-model", metavar="ID", help="the separate draft model of a plan that speculates with "
+                   f"one (`speculative = \"draft\"`): its Hugging Face repository id or a local path (default: the "
+                   f"placeholder {DRAFT_PLACEHOLDER}, with a warning)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: a shell script with comments; json: a list of {role, replicas, argv}")
 
@@ -410,6 +491,14 @@ def run_command(args, cli) -> int:
                          getattr(getattr(m, "ast", None), "span", None),
                          "replace it, or pass --model ID (the model's Hugging Face repository id, ORGANISATION/NAME, "
                          "or a local path)"))
+    draft = args.draft_model or DRAFT_PLACEHOLDER
+    if dep.speculative == "draft" and not args.draft_model:
+        d = ev.decls.get(dep.draft)
+        _warn(Diagnostic("warning", "launch-model", f"draft model '{dep.draft}' names no Hugging Face repository: the "
+                         f"command line says {DRAFT_PLACEHOLDER} where the draft goes",
+                         getattr(getattr(d, "ast", None), "span", None),
+                         "replace it, or pass --draft-model ID (the draft's Hugging Face repository id, or a "
+                         "local path)"))
     kvw = kv_warning(dep, args.engine)
     if kvw:
         _warn(Diagnostic("warning", "launch-kv", kvw, ev.nodes[f"{dep.plan}.{dep.block}.kv"].span,
@@ -422,9 +511,9 @@ def run_command(args, cli) -> int:
                              "start with this command line", ev.nodes[f"{dep.plan}.engine.max_model_len"].span,
                              "lower max_model_len, raise tp, or use a device with more memory"))
     if args.format == "json":
-        print(json.dumps(commands(dep, args.engine, model), indent=2))
+        print(json.dumps(commands(dep, args.engine, model, draft), indent=2))
     else:
-        print(format_text(dep, args.engine, model))
+        print(format_text(dep, args.engine, model, draft))
     return cli.EXIT_OK
 
 

@@ -64,12 +64,30 @@ import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from dsl.plugin import LimitError, current_limits
+from dsl.plugin import LimitError, Param, current_limits
 
-from plugins.serving.serving_sim_core import (SimError, SimResult, check_workload, clock_origin, extra_args,
-                                              iteration_time)
+from plugins.serving.serving_sim_core import SimError, SimResult, check_workload, clock_origin, extra_args
 
 MOONCAKE_HASH_BLOCK = 512      # tokens per hash id in Mooncake's public traces
+
+# the block parameters of prefix caching and of synthetic prompts with shared prefixes, shared by
+# `use batching` and `use serving_search`
+PREFIX_PARAMS = (
+    Param("enable_prefix_caching", kind="bool", default="false",
+          doc="automatic prefix caching as vLLM's: a request skips the prefill of its longest cached "
+          "prefix of whole blocks of `block_size` (a page of 1 token, as SGLang's radix cache, matches "
+          "token by token); reads the trace's `hash_ids`, or the synthetic prompts' blocks"),
+    Param("hash_block", "token", "512 token", "tokens per id of the trace's `hash_ids` (Mooncake's traces: 512)",
+          min=1, whole=True),
+    Param("system_prompts", "", None, "distinct system prompts of synthetic requests (a conversation starts "
+          "with one, chosen uniformly)", min=1, whole=True, optional=True),
+    Param("system_prompt_tokens", "token", None, "tokens of each system prompt", min=1, whole=True,
+          optional=True),
+    Param("system_prompt_share", "", "1", "share of synthetic conversations that start with a system prompt "
+          "(0 to 1)", min=0, max=1),
+    Param("turns", "", "1", "turns per synthetic conversation: a turn's prompt is the previous prompt, its "
+          "answer and a new `input`", min=1, whole=True),
+)
 
 
 def block_keys(hash_ids, prompt, hash_block: int, block_size: int) -> list[list[int]]:
@@ -125,9 +143,10 @@ class CacheStats:
 class BlockPool:
     """vLLM's block pool with cached blocks (module docstring): ``blocks`` physical blocks, a
     free queue that is the cache (LRU: its head is handed out first and loses its key then),
-    reference counts, and the key → block map.  Shared by the batching simulation
-    (:func:`simulate_cached`) and the request-by-request replay (:func:`replay`), so both run
-    one eviction rule."""
+    reference counts, and the key → block map, as the request-by-request replay (:func:`replay`)
+    runs it.  The batching simulation (:func:`simulate_cached`) runs the same rule inlined on
+    plain lists (its inner loop, once per engine iteration); a test checks that the two give the
+    same hits and evictions on requests that do not overlap in time."""
 
     def __init__(self, blocks: int):
         self.blocks = nb = int(blocks)
@@ -195,32 +214,47 @@ class BlockPool:
                 bkey[b] = kj
 
 
-def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=None) -> tuple[SimResult, CacheStats]:
+def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=None, *, spec=None,
+                    record: bool = True, max_events: int | None = None) -> tuple[SimResult, CacheStats]:
     """Continuous batching with automatic prefix caching (module docstring): the schedule of
     :func:`plugins.serving.serving_sim_core.simulate_reference` on vLLM's block pool with cached
     blocks.  ``keys[i]``: request i's block keys (:func:`block_keys`; [] for none).  Times in
-    seconds, as the step cost returns them.
+    seconds, as the step cost returns them; an iteration is priced by ``step_time.for_numbers(c)``
+    when the step cost has one (as the fast path prices its single iterations), else by the step
+    cost on ``o.scalar`` (or ``o``).  ``spec`` (a :class:`plugins.serving.serving_spec.SimSpec`):
+    speculative decoding with the reference's rules — a decoding sequence takes k + 1 tokens of
+    the budget and gains ``spec.tokens(…)`` a step, the iteration costs its prefill chunks alone
+    plus ``spec.decode``.  ``record=False``: no inter-token latencies and no event series (as
+    :func:`plugins.serving.serving_sim_core.simulate`); ``max_events``: the iterations allowed
+    (default: the limit ``sim_iterations`` in force).
 
     :raises SimError: for a workload the engine cannot serve; :raises LimitError:
-        ``sim_iterations`` past the limit in force."""
+        ``sim_iterations`` past the limit."""
     import numpy as np
     A = np.asarray(arrival, dtype=float)
     Pa, Ga = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
     if not (A.shape == Pa.shape == Ga.shape) or A.ndim != 1 or len(keys) != len(A):
         raise SimError("arrival, input and output lengths and block keys must be lists of the same length")
     check_workload(A, Pa, Ga, eng)
-    cap = current_limits().sim_iterations
+    cap = current_limits().sim_iterations if max_events is None else int(max_events)
     n, bs, Bud, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
-    extra = extra_args(step_time)
+    chunked = eng.enable_chunked_prefill
+    price = _pricer(step_time, c, o)
+    kk = spec.k + 1 if spec is not None else 0
     P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
     order = np.argsort(A, kind="stable").tolist()
-    comp, out, pre, reg = [0] * n, [0] * n, [0] * n, [0] * n
+    comp, out, pre, reg, steps = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     blocks: list[list[int]] = [[] for _ in range(n)]
     prefilling = [True] * n
     hit, admitted = [0] * n, [False] * n
     first, last = [math.nan] * n, [math.nan] * n
-    pool = BlockPool(eng.blocks)
-    nb, freeq = pool.blocks, pool.freeq
+    nb = eng.blocks
+    ref = [0] * nb
+    bkey = [None] * nb                   # the key a block holds (None: no cached content)
+    cached: dict[int, int] = {}          # key → block
+    freeq: OrderedDict = OrderedDict.fromkeys(range(nb))      # head: the next block handed out
+    popfree = freeq.popitem
+    ev = [0]                             # evictions
     running: list[int] = []
     waiting: deque = deque()
     itl_v, itl_w, ser = [], [], []
@@ -228,12 +262,122 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     O, org, moved = 0.0, [0.0] * n, False
 
     def take(r, k):
-        pool.take(blocks[r], k)
+        bl = blocks[r]
+        for _ in range(k):
+            b, _ = popfree(last=False)
+            kb = bkey[b]
+            if kb is not None:
+                if cached.get(kb) == b:
+                    del cached[kb]
+                bkey[b] = None
+                ev[0] += 1
+            ref[b] = 1
+            bl.append(b)
 
     def release(r):
-        pool.release(blocks[r])
+        bl = blocks[r]
+        for b in bl:
+            ref[b] -= 1
+        freeq.update(dict.fromkeys([b for b in reversed(bl) if ref[b] == 0]))   # tail blocks first
         blocks[r] = []
         reg[r] = 0
+
+    # a decoding sequence has computed every token but its last output: comp = P + out − 1, so
+    # it is scheduled 1 token (or, speculating, min(gains[steps], G − out) tokens and k + 1 of
+    # the budget)
+    gains = spec.gains(int(Ga.max()) + 1) if kk else None
+
+    def register(r, cr):
+        """Request r has cr tokens computed: its newly full blocks get their keys (cache_full_blocks)."""
+        ks, j = keys[r], reg[r]
+        full = cr // bs
+        if full > len(ks):
+            full = len(ks)
+        if j < full:
+            bl = blocks[r]
+            while j < full:
+                kj, b = ks[j], bl[j]
+                if kj not in cached and bkey[b] is None:
+                    cached[kj] = b
+                    bkey[b] = kj
+                j += 1
+            reg[r] = j
+
+    def run(t):
+        """Advance runs of decode-only iterations at once (``record=False``): every running
+        sequence decodes, nothing can be admitted (no request waiting, or max_num_seqs or the
+        budget reached) and the budget covers every decode.  A segment of iterations with the
+        same sequences ends with the iteration of the first finish (inclusive), before the first
+        iteration whose allocations the free blocks do not cover, before the first iteration that
+        starts at or after the next arrival (no request waiting), or at the limit of iterations;
+        after a finish with no request waiting the next segment follows.  Each iteration's
+        allocations (in running order), then its key registrations and releases (in running
+        order), are made as the per-iteration loop makes them, and its time is the same call of
+        the step cost.  Returns (iterations advanced, finished requests, the new time)."""
+        total = fins = 0
+        while running:
+            nr = len(running)
+            lim = At[order[nxt]] - O if (not waiting and nxt < n) else math.inf
+            if t >= lim:
+                break
+            m, fin, t = _segment(t, nr, lim, cap - it - total)
+            total += m
+            if fin:
+                fins += len(fin)
+                keep = set(fin)
+                running[:] = [r for r in running if r not in keep]
+            if not fin or waiting or m == 0:
+                break
+        return total, fins, t
+
+    def _finish_post(j_items, fin):
+        """The post-phase of a finishing iteration: for each request in running order, its key
+        registration (``j_items``: position → tokens computed), then its release if it finished."""
+        for q in sorted(set(j_items) | set(fin)):
+            r = running[q]
+            if q in j_items:
+                register(r, j_items[q])
+            if q in fin:
+                release(r)
+
+    def _segment(t, nr, lim, room):
+        """A segment without speculation: sequence r has comp_r + j tokens before iteration j, so
+        it allocates a block when comp_r + j ≡ 0 and fills one when comp_r + j + 1 ≡ 0 (mod bs)."""
+        groups = [[] for _ in range(bs)]
+        csum, jf = 0, None
+        for q, r in enumerate(running):
+            cr = comp[r]
+            groups[cr % bs].append(q)
+            csum += cr
+            left = G[r] - out[r] - 1
+            if jf is None or left < jf:
+                jf = left
+        mmax = min(jf + 1, room)
+        free = len(freeq)
+        j = 0
+        fin = []
+        while j < mmax and t < lim:
+            ga = groups[(-j) % bs]
+            if len(ga) > free:
+                break
+            free -= len(ga)
+            for q in ga:
+                take(running[q], 1)
+            t += price(0, nr, csum + nr * j, 0, 0)
+            gr = groups[(-j - 1) % bs]
+            if j == jf:
+                fin = [q for q, r in enumerate(running) if G[r] - out[r] - 1 == jf]
+                _finish_post({q: comp[running[q]] + j + 1 for q in gr}, set(fin))
+            else:
+                for q in gr:
+                    r = running[q]
+                    register(r, comp[r] + j + 1)
+            j += 1
+        for r in running:
+            comp[r] += j
+            out[r] += j
+            last[r] = t
+        return j, [running[q] for q in fin], t
 
     while done < n:
         while nxt < n and At[order[nxt]] - O <= t:
@@ -249,48 +393,86 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
         if it >= cap:
             raise LimitError("sim_iterations", f"the simulation passed {cap:,} scheduler iterations "
                              f"({done:,} of {n:,} requests finished)")
-        ser.extend((O + t, len(waiting), len(running), nb - len(freeq)))
+        if record:
+            ser.extend((O + t, len(waiting), len(running), nb - len(freeq)))
+        elif not kk and running and len(running) <= Bud and not any(prefilling[r] for r in running) and (
+                not waiting or len(running) >= S or len(running) >= Bud):
+            m, fins, t = run(t)
+            if m:
+                it += m
+                done += fins
+                continue
         budget, sched, preempted = Bud, [], False
-        i = 0
-        while i < len(running) and budget > 0:
+        pf = prefix = ends = nd = ctx = 0          # the iteration's work, as iteration_time adds it up
+        i, nr = 0, len(running)
+        while i < nr and budget > 0:
             r = running[i]
-            new = min(P[r] + out[r] - comp[r], budget)
-            ok = True
-            while True:
-                need = -(-(comp[r] + new) // bs) - len(blocks[r])
-                if need <= len(freeq):
-                    take(r, need)
+            cr = comp[r]
+            decoding = not prefilling[r]
+            if not decoding:
+                new = P[r] + out[r] - cr
+                if new > budget:
+                    new = budget
+            elif kk:
+                new = gains[steps[r]]
+                if new > G[r] - out[r]:
+                    new = G[r] - out[r]
+            else:
+                new = 1
+            need = -(-(cr + new) // bs) - len(blocks[r])
+            if need > 0:
+                ok = True
+                while need > len(freeq):
+                    v = running.pop()
+                    nr -= 1
+                    release(v)
+                    comp[v], prefilling[v] = 0, True
+                    pre[v] += 1
+                    waiting.appendleft(v)
+                    preempted = True
+                    if v == r:
+                        ok = False
+                        break
+                if not ok:
                     break
-                v = running.pop()
-                release(v)
-                comp[v], prefilling[v] = 0, True
-                pre[v] += 1
-                waiting.appendleft(v)
-                preempted = True
-                if v == r:
-                    ok = False
-                    break
-            if not ok:
-                break
+                take(r, need)
             sched.append((r, new))
-            budget -= new
+            if decoding:
+                nd += 1
+                ctx += cr
+                budget -= (kk if kk < budget else budget) if kk else 1
+            else:
+                pf += new
+                prefix += cr
+                if cr + new == P[r] + out[r]:
+                    ends += 1
+                budget -= new
             i += 1
         if not preempted:
             while waiting and budget > 0 and len(running) < S:
                 r = waiting[0]
                 ks, tot = keys[r], P[r] + out[r]
-                lim = min(len(ks), (tot - 1) // bs)
-                hb = pool.lookup(ks, lim)
+                hb = []
+                for kj in ks[:(tot - 1) // bs]:          # the longest run of cached blocks
+                    b = cached.get(kj)
+                    if b is None:
+                        break
+                    hb.append(b)
                 c0 = len(hb) * bs
                 new = tot - c0
-                if not eng.enable_chunked_prefill and new > budget:
+                if not chunked and new > budget:
                     break
-                new = min(new, budget)
+                if new > budget:
+                    new = budget
+                evictable = sum(1 for b in hb if ref[b] == 0)
                 need = -(-(c0 + new) // bs) - len(hb)
-                if need + pool.evictable(hb) > len(freeq):
+                if need + evictable > len(freeq):
                     break
                 waiting.popleft()
-                pool.touch(hb)
+                for b in hb:
+                    if ref[b] == 0:
+                        del freeq[b]
+                    ref[b] += 1
                 blocks[r] = hb
                 reg[r] = len(hb)
                 take(r, need)
@@ -299,45 +481,116 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                     admitted[r], hit[r] = True, c0
                 running.append(r)
                 sched.append((r, new))
+                pf += new
+                prefix += c0
+                if new == tot - c0:
+                    ends += 1
                 budget -= new
         assert sched, "an iteration scheduled nothing"
-        dt, nd = iteration_time(step_time, c, o, sched, prefilling, comp, P, out, extra)
+        if not kk:
+            dt = price(pf, nd, ctx, prefix, ends)
+        else:
+            dt = (price(pf, 0, 0, prefix, ends) if pf else 0.0) + (spec.decode(nd, ctx) if nd else 0.0)
         t_end = t + dt
         it += 1
-        if nd:
+        if record and nd and not kk:
             itl_v.append(dt)
             itl_w.append(nd)
+        fin = False
         for r, new in sched:
-            comp[r] += new
-            ks = keys[r]
-            full = min(len(ks), comp[r] // bs)
-            if full > reg[r]:            # newly full prompt blocks get their keys (cache_full_blocks)
-                pool.register(ks, blocks[r], reg[r], full)
-                reg[r] = full
-            if comp[r] == P[r] + out[r]:
+            comp[r] = cr = comp[r] + new
+            j = reg[r]
+            if cr >= (j + 1) * bs:
+                ks = keys[r]
+                full = cr // bs
+                if full > len(ks):
+                    full = len(ks)
+                if j < full:
+                    bl = blocks[r]
+                    while j < full:      # newly full blocks get their keys (cache_full_blocks)
+                        kj, b = ks[j], bl[j]
+                        if kj not in cached and bkey[b] is None:
+                            cached[kj] = b
+                            bkey[b] = kj
+                        j += 1
+                    reg[r] = j
+            if prefilling[r]:
+                if cr != P[r] + out[r]:
+                    continue
                 out[r] += 1
-                if prefilling[r]:
-                    if out[r] == 1:
-                        first[r] = t_end
-                    else:
-                        itl_v.append(t_end - last[r])
-                        itl_w.append(1)
-                    prefilling[r] = False
-                last[r] = t_end
-                if out[r] == G[r]:
-                    release(r)
-                    running.remove(r)
-                    done += 1
+                if out[r] == 1:
+                    first[r] = t_end
+                elif record:                        # resumed after a preemption
+                    itl_v.append(t_end - last[r])
+                    itl_w.append(1)
+                prefilling[r] = False
+            elif kk:                                # `new` accepted tokens, one ITL each
+                out[r] += new
+                steps[r] += 1
+                if record:
+                    itl_v.append(dt / new)
+                    itl_w.append(new)
+            else:
+                out[r] += 1
+            last[r] = t_end
+            if out[r] == G[r]:
+                release(r)
+                done += 1
+                fin = True
+        if fin:
+            running = [r for r in running if out[r] != G[r]]
         t = t_end
     ser_a = np.asarray(ser, dtype=float).reshape(-1, 4)
     res = SimResult(A, Pa, Ga, np.asarray(first, dtype=float), np.asarray(last, dtype=float),
                     np.asarray(pre, dtype=np.int64), np.asarray(itl_v, dtype=float),
                     np.asarray(itl_w, dtype=np.int64), ser_a[:, 0], ser_a[:, 1].astype(np.int64),
                     ser_a[:, 2].astype(np.int64), ser_a[:, 3].astype(np.int64), it, nb, bs,
-                    events=len(ser_a), origin=np.asarray(org, dtype=float) if moved else None)
-    return res, CacheStats(hit, P, pool.evictions)
+                    events=it, origin=np.asarray(org, dtype=float) if moved else None)
+    return res, CacheStats(hit, P, ev[0])
 
 
+def _pricer(step_time, c, o):
+    """price(prefill tokens, decodes, context, prefix, chunks ending their prefill) → seconds of
+    one iteration, as :func:`plugins.serving.serving_sim_core.iteration_time` calls the step cost
+    (the chunks that end their prefill are passed when there are any, or decodes)."""
+    extra = extra_args(step_time)
+    one = getattr(step_time, "for_numbers", None)
+    one = one(c) if one is not None else None
+    so = getattr(o, "scalar", o)
+    if one is not None:
+        if extra:
+            return lambda pf, nd, ctx, prefix, ends: float(one(pf, nd, ctx, prefix, ends if ends or nd else None))
+        return lambda pf, nd, ctx, prefix, ends: float(one(pf, nd, ctx))
+    if extra:
+        return lambda pf, nd, ctx, prefix, ends: float(step_time(c, pf, nd, ctx, so, prefill_prefix=prefix,
+                                                                 prefill_seqs=ends if ends or nd else None))
+    return lambda pf, nd, ctx, prefix, ends: float(step_time(c, pf, nd, ctx, so))
+
+
+def simulate_cached_replicas(arrival, prompt, output, keys, eng, step_time, c=None, o=None, replicas: int = 1, *,
+                             spec=None, record: bool = True) -> tuple[SimResult, CacheStats]:
+    """``replicas`` engines behind a round-robin dispatcher, as
+    :func:`plugins.serving.serving_sim_core.simulate_replicas`, each with its own prefix cache
+    (:func:`simulate_cached`: a request hits only what its own engine cached; one budget of
+    iterations for all the engines).  The stats merge the engines' (requests in input order)."""
+    from plugins.serving.serving_sim_core import simulate_replicas
+    import numpy as np
+    A = np.asarray(arrival, dtype=float)
+    P, G = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
+    if len(keys) != len(A):
+        raise SimError("arrival, input and output lengths and block keys must be lists of the same length")
+    hit, evictions = [0] * len(A), [0]
+
+    def engine(idx, left):
+        r, s = simulate_cached(A[idx], P[idx], G[idx], [keys[i] for i in idx.tolist()], eng, step_time, c, o,
+                               spec=spec, record=record, max_events=left)
+        for i, h in zip(idx.tolist(), s.hit):
+            hit[i] = h
+        evictions[0] += s.evictions
+        return r
+
+    res = simulate_replicas(A, P, G, eng, step_time, c, o, replicas, record=record, engine=engine)
+    return res, CacheStats(hit, P.tolist(), evictions[0])
 def replay(keys, prompt, blocks: int, block_size: int, output=None) -> CacheStats:
     """The block pool of :func:`simulate_cached` fed the requests one at a time, in order: each
     admitted alone (its longest cached prefix, at most ⌊(P − 1)/B⌋ blocks), its prompt computed

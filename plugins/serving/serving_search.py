@@ -1,6 +1,7 @@
 """``use serving_search``: an SLO search over serving deployments — the GPU type, tensor (tp) and
 pipeline (pp) parallelism, replicas, the scheduler's ``max_num_seqs`` and chunk budget
-(``max_num_batched_tokens``), and disaggregated prefill/decode pools — for the configurations
+(``max_num_batched_tokens``), disaggregated prefill/decode pools and the drafted tokens of
+speculative decoding (``spec_tokens``), with prefix caching on request — for the configurations
 that meet a TTFT-p95 and a TPOT-p95 target on a request trace at the fewest GPUs or the lowest
 cost per million tokens, with their Pareto front; its table is ``serving-search``.
 
@@ -32,6 +33,9 @@ from dsl.plugin import Param, Table, TableSpec, UseSpec, hookimpl, limit_hint
 from plugins.serving import serving_sim as sim
 from plugins.serving.serving_engine import (GPUS_PER_HOST, fraction_at, per_gpu_sizes, tp_split_problem,
                                              utilization_table)
+from plugins.serving.serving_prefix_cache import PREFIX_PARAMS
+from plugins.serving.serving_search_spec import SearchSpec
+from plugins.serving.serving_spec import SEARCH_SPEC_PARAMS, spec_choices
 from plugins.serving.serving_search_core import (  # noqa: F401  (the search, read through this module too)
     REASONS, SCREEN_ITERATIONS, SCREEN_WINDOW, SIMULATE_DEFAULT, Layout, SearchResult, Workload, candidates,
     decode_fn, decode_only_step, is_burst, kv_transfer_time, lone_request_time, pareto, pp_send_time,
@@ -53,6 +57,7 @@ class _Numpy:
 np = _Numpy()
 
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+MAX_PROMPT_BLOCKS = 50_000_000     # engine blocks of synthetic prompts and answers a search keys at most
 
 
 # ---------------------------------------------------------------- the block
@@ -107,13 +112,16 @@ SERVING_SEARCH = UseSpec(
               "the targets", min=1),
         Param("weights", kind="choice", default='"bf16"', choices=FORMATS, doc="format of the weights"),
         Param("kv", kind="choice", default='"bf16"', choices=FORMATS, doc="format of the KV cache"),
+        *SEARCH_SPEC_PARAMS,
+        *PREFIX_PARAMS,
     ),
     plan_params=(Param("model", kind="ref", ref_kind="model", doc="the model served"), GPUS_PER_HOST),
     order=72,
     provides=("search_gpus", "search_cost", "search_ttft_p95", "search_tpot_p95", "search_throughput",
               "search_tp", "search_pp", "search_replicas", "search_prefill_replicas", "search_decode_replicas",
-              "search_max_num_seqs", "search_max_num_batched_tokens",
-              "search_candidates", "search_valid", "search_simulated", "search_rejected_requests"),
+              "search_max_num_seqs", "search_max_num_batched_tokens", "search_spec_tokens",
+              "search_accepted_tokens_per_step", "search_prefix_hit_rate", "search_candidates", "search_valid",
+              "search_simulated", "search_rejected_requests"),
 )
 
 _RESULTS = sim.PerEvaluation()   # plan's declaration record -> SearchResult
@@ -163,6 +171,18 @@ def _ints(b, name):
     return distinct(b, name, out)
 
 
+def _spec_tokens(b) -> list[int]:
+    """The block's list of drafted tokens k to search (whole numbers 0 … 16; 0: no speculation)."""
+    out = []
+    for v in b.value("spec_tokens") or []:
+        f = float(v)
+        if f != int(f):
+            b.error_at("spec_tokens", f"'spec_tokens' holds {f:g}: every item must be a whole number of tokens "
+                       "(0 for no speculation)", "write `spec_tokens = [0, 2, 4]`")
+        out.append(int(f))
+    return distinct(b, "spec_tokens", out)
+
+
 def _per_device(b, name, n):
     items = b.value(name)
     if items is None:
@@ -186,8 +206,10 @@ def _link_dict(ctx, name):
     return out
 
 
-def _layouts(ctx, b, model):
-    """Layout records of every (device, tp, pp) of the block's lists."""
+def _layouts(ctx, b, model, draft=None, mode: str = "draft"):
+    """Layout records of every (device, tp, pp) of the block's lists; with a ``draft`` model
+    (speculation), its step constants, weights and KV bytes per token per GPU at each tp
+    (:func:`_draft_sizes`)."""
     from plugins.model.decoder import architecture, moe_architecture
     from plugins.model.llmstate import kv_bytes_per_token
 
@@ -234,8 +256,14 @@ def _layouts(ctx, b, model):
     rt_base = sum(eng_num(n, "B") for n in ("non_torch_memory", "cuda_graph_memory", "cuda_context"))
     tp_comm = eng_num("tp_comm_memory", "B")
     V = an["V"]
-    out, sizes = [], {}
+    out, sizes, drafts = [], {}, {}
     gph = int(ctx.value("gpus_per_host"))
+    if draft is not None:
+        da, dmo = architecture(draft), moe_architecture(draft)
+        dan = {k: (conv(v) if isinstance(v, sp.Basic) else v) for k, v in da.items()}
+        dmn = {k: (conv(v) if isinstance(v, sp.Basic) else v) for k, v in dmo.items()}
+        kv_draft = conv(kv_bytes_per_token(draft, sp.nsimplify(kvb)))
+        kv_win_d = kv_window_of(draft, conv)
     for di, dname in enumerate(devs):
         dv = ctx.decl(dname)
         M = conv(dv.q("cuda_memory", "B")) if dv.has("cuda_memory") else conv(dv.q("memory", "B", positive=True))
@@ -268,12 +296,34 @@ def _layouts(ctx, b, model):
                     g.runtime = rt_base + (tp_comm if tp > 1 else 0.0)
                     g.c = step_constants_of(an, mn, d, kv_bytes=kv_model, tp=tp, link=link, weights=wfmt,
                                             kv_window=kv_win)
+                    if draft is not None and tp_split_problem(draft, tp) is not None:
+                        g.draft_reason = REASONS[7]
+                    elif draft is not None:
+                        if tp not in drafts:
+                            drafts[tp] = tuple(conv(x) for x in _draft_sizes(draft, mode, tp, wfmt, kvfmt))
+                        g.draft_weights, g.draft_kv_per_token = drafts[tp]
+                        g.draft_c = step_constants_of(dan, dmn, d, kv_bytes=kv_draft, tp=tp, link=link,
+                                                      weights=wfmt, kv_window=kv_win_d)
                 out.append(g)
     return out
 
 
-def _workload(ctx, b) -> Workload:
-    """The trace's requests, or Poisson arrivals of fixed lengths; arrival times over ``load``."""
+def _draft_sizes(draft, mode: str, tp: int, wfmt: str, kvfmt: str):
+    """(weights bytes per GPU, KV bytes per token per GPU) of the draft at ``tp`` (sympy): a
+    separate draft model as ``use engine`` sizes a model (:func:`per_gpu_sizes`); MTP / EAGLE
+    heads their layers alone, split over tp — their embedding and LM head are the target's."""
+    w, kv, _ = per_gpu_sizes(draft, tp, 1, wfmt, kvfmt)
+    if mode == "mtp":
+        from plugins.serving.serving import FORMAT_BYTES
+        layers = draft.q("params", "param") - draft.q("embedding_params", "param") - \
+            draft.q("lm_head_params", "param")
+        w = sp.nsimplify(FORMAT_BYTES[wfmt]) * layers / tp
+    return w, kv
+
+
+def _workload(ctx, b) -> tuple[Workload, list | None]:
+    """The trace's requests, or Poisson arrivals of fixed lengths; arrival times over ``load``;
+    and the trace's ``hash_ids`` (None without a trace)."""
     from plugins.serving import serving_trace as st
 
     load = float(b.value("load"))
@@ -288,7 +338,7 @@ def _workload(ctx, b) -> Workload:
         except st.TraceError as e:
             st.trace_error(ctx, b, e)
         return Workload(np.asarray(tr.arrived, dtype=float) / load, np.asarray(tr.prefill, dtype=np.int64),
-                        np.asarray(tr.decode, dtype=np.int64))
+                        np.asarray(tr.decode, dtype=np.int64)), tr.hashes
     for p in ("rate", "requests", "input", "output"):
         if not b.given(p):
             b.error_at(p, f"without a trace the search needs '{p}' (Poisson arrivals of fixed lengths)",
@@ -300,7 +350,58 @@ def _workload(ctx, b) -> Workload:
                    "percentiles settle within a few thousand requests")
     A = sim.poisson_arrivals(float(b.value("rate")), n, int(b.value("seed"))) / load
     return Workload(A, np.full(n, int(b.value("input")), dtype=np.int64),
-                    np.full(n, int(b.value("output")), dtype=np.int64))
+                    np.full(n, int(b.value("output")), dtype=np.int64)), None
+
+
+def _prompts(b, w: Workload, hashes, block_size: int):
+    """(workload, block ids or None, their block in tokens): synthetic requests get prompts with
+    shared prefixes when the block shapes them or caches prefixes
+    (:func:`plugins.serving.serving_prompts.synthetic_prompts`, ids of the engine's blocks
+    covering prompt and answer, as ``use batching`` builds them); a trace keeps its prompts and
+    its ``hash_ids`` of ``hash_block`` tokens."""
+    from plugins.serving.serving_prompts import PROMPT_PARAMS, synthetic_prompts
+
+    cache = bool(b.value("enable_prefix_caching"))
+    given = [p for p in PROMPT_PARAMS if b.given(p)]
+    if b.given("trace"):
+        if given:
+            b.error_at(given[0], f"'{given[0]}' shapes synthetic prompts, but the prompts come from the trace",
+                       f"remove '{given[0]}', or the trace")
+        if cache and not hashes:
+            b.error_at("enable_prefix_caching", "prefix caching needs each request's prompt blocks: the trace has "
+                       "no `hash_ids` column", "give a trace with a `hash_ids` column (ids of the prompt's blocks "
+                       "of `hash_block` tokens, as Mooncake's traces), or synthetic requests with "
+                       "`system_prompts` / `turns`", code="missing-parameter")
+        return w, (hashes if cache else None), int(b.value("hash_block"))
+    if b.given("hash_block"):
+        b.error_at("hash_block", "'hash_block' is the block of a trace's `hash_ids`; synthetic prompts are "
+                   "keyed by the engine's blocks", "remove 'hash_block'")
+    if not given and not cache:
+        return w, None, block_size
+    sys_n, sys_len = b.given("system_prompts"), b.given("system_prompt_tokens")
+    if sys_n != sys_len:
+        b.error_at("system_prompts" if sys_n else "system_prompt_tokens", "'system_prompts' (how many) and "
+                   "'system_prompt_tokens' (their length) go together", "give both, e.g. `system_prompts = 4; "
+                   "system_prompt_tokens = 1024 token`", code="missing-parameter")
+    if b.given("system_prompt_share") and not sys_n:
+        b.error_at("system_prompt_share", "'system_prompt_share' needs 'system_prompts' and 'system_prompt_tokens'",
+                   "add `system_prompts = 1; system_prompt_tokens = 1024 token`", code="missing-parameter")
+    turns = int(b.value("turns"))
+    U, G = w.prompt, w.output
+    done = np.cumsum(U + G) - (U + G)                              # tokens of the requests before each
+    first = (np.arange(len(U)) // turns) * turns                   # each conversation's first request
+    tokens = int((done - done[first] + U + G).sum()) + len(U) * int(b.value("system_prompt_tokens") or 0)
+    if tokens // block_size > MAX_PROMPT_BLOCKS:      # before any block id is built (the ids grow with it)
+        b.error_at("turns" if turns > 1 else "system_prompt_tokens", f"the synthetic prompts and answers come to "
+                   f"{tokens // block_size:,} blocks of {block_size} tokens to key, more than a search keys "
+                   f"({MAX_PROMPT_BLOCKS:,})", "fewer requests, fewer or shorter turns, or shorter system prompts",
+                   code="out-of-range")
+    P, ids = synthetic_prompts(U=w.prompt, G=w.output, turns=int(b.value("turns")),
+                               system_prompts=int(b.value("system_prompts") or 0),
+                               system_prompt_tokens=int(b.value("system_prompt_tokens") or 0),
+                               system_prompt_share=float(b.value("system_prompt_share")), hash_block=block_size,
+                               seed=int(b.value("seed")), with_output=True)
+    return Workload(w.arrival, P, w.output), (ids if cache else None), block_size
 
 
 @hookimpl
@@ -322,24 +423,44 @@ def plan_activities_schedule(ctx):
         b.error_at("prefill_replicas", "disaggregated pools need the link their KV transfers cross",
                    "add `kv_link = nic_400g`", code="missing-parameter")
     kv_link = _link_dict(ctx, b.value("kv_link").name) if b.given("kv_link") else None
-    layouts = _layouts(ctx, b, model)
+    ks = _spec_tokens(b)
+    got = spec_choices(ctx, b, ks)
+    spec, draft = None, None
+    if got is None:
+        ks = [0]
+    else:
+        mode, draft, per = got
+        spec = SearchSpec(mode, draft.name, {k: float(ctx.nominal(E, structural=True)) for k, (E, _) in per.items()})
+    layouts = _layouts(ctx, b, model, draft, spec.mode if spec is not None else "draft")
     seqs = distinct(b, "max_num_seqs", [int(round(_float(ctx, x))) for x in b.q_list("max_num_seqs")],
                     lambda v: f"{v} seq")
     chunks = distinct(b, "max_num_batched_tokens", [int(round(_float(ctx, x)))
                                                     for x in b.q_list("max_num_batched_tokens")], lambda v: f"{v} token")
-    w = _workload(ctx, b)
+    w, hashes = _workload(ctx, b)
+    eng = b.ref("engine")
+    bs = int(_float(ctx, eng.q("block_size", "token")))
+    w, ids, id_block = _prompts(b, w, hashes, bs)
     max_len = int(_float(ctx, b.q("max_model_len")))
     keep = sim.refuse_over_max_model_len(b, "max_model_len", w.prompt, w.output, max_len,
                                          f"`use serving_search` in '{ctx.name}'")
     rejected = int(keep.size - np.count_nonzero(keep))
     if rejected:
         w = Workload(w.arrival[keep], w.prompt[keep], w.output[keep])
-    eng = b.ref("engine")
+        ids = [h for h, k in zip(ids, keep.tolist()) if k] if ids is not None else None
+    if ids is not None:
+        from plugins.serving.serving_prefix_cache import block_keys
+        # a trace's ids are chained into keys of the engine's blocks; synthetic ids are those of the
+        # engine's blocks of prompt and answer, each naming its block with its whole prefix (a
+        # system prompt's block j, or a conversation's), so they are the keys as they stand
+        # the screen counts an earlier answer's blocks once a configuration meeting the targets has
+        # finished it: TTFT + (G − 1)·TPOT after its arrival
+        ready = float(b.value("slo_ttft")) + (w.output - 1) * float(b.value("slo_tpot"))
+        w = w.with_keys(block_keys(ids, w.prompt, id_block, bs) if hashes is not None else ids, bs, ready)
     chunked = bool(eng.value("enable_chunked_prefill", False))
-    cols = candidates(layouts, _ints(b, "replicas"), seqs, chunks, xs, ys)
+    cols = candidates(layouts, _ints(b, "replicas"), seqs, chunks, xs, ys, ks)
     res = run(layouts, cols, w, slo_ttft=float(b.value("slo_ttft")), slo_tpot=float(b.value("slo_tpot")),
               max_model_len=max_len, kv_link=kv_link, objective=objective, simulate_k=int(b.value("simulate")),
-              margin=float(b.value("screen_margin")), chunked=chunked)
+              margin=float(b.value("screen_margin")), chunked=chunked, spec=spec)
     res.meta["rejected"] = rejected
     _RESULTS.put(ctx.info, res)
     m = res.meta
@@ -394,6 +515,14 @@ def plan_activities_schedule(ctx):
            headline=False)
     define("search_max_num_batched_tokens", r["max_num_batched_tokens"], "token", "max_num_batched_tokens of the chosen configuration",
            headline=False)
+    if spec is not None:
+        define("search_spec_tokens", r["spec_tokens"], "", "tokens the draft proposes per step in the chosen "
+               "configuration (0: no speculative decoding)")
+        define("search_accepted_tokens_per_step", r["accepted_tokens_per_step"], "", "expected tokens a sequence "
+               "gains per decode step in the chosen configuration (1 without speculation)", headline=False)
+    if r.get("prefix_hit_rate") is not None:
+        define("search_prefix_hit_rate", r["prefix_hit_rate"], "%", "prompt tokens found in the prefix cache at "
+               "admission / prompt tokens, in the chosen configuration's simulation")
 
 
 def _none_fits(ctx, b, model, skipped: dict, longest: int) -> None:
@@ -433,11 +562,16 @@ def describe(r: dict) -> str:
 def table(res: SearchResult) -> Table:
     """The simulated configurations (front members and the chosen one marked), cheapest first."""
     rows = []
+    spec = res.spec is not None
+    cached = any("prefix_hit_rate" in res.sim.get(i, {}) for i in res.simulated)
     for i in res.simulated:
         r = res.row(i)
         mark = "chosen" if i == res.chosen else ("front" if i in res.front else "")
-        rows.append((describe(r), r["max_num_seqs"], r["max_num_batched_tokens"], r["gpus"],
-                     "—" if r["cost"] is None else float(f"{r['cost']:.4g}"),
+        extra = ((r["spec_tokens"],) if spec else ()) + \
+            ((float(f"{r['prefix_hit_rate'] * 100:.4g}") if r.get("prefix_hit_rate") is not None else "—",)
+             if cached else ())
+        rows.append((describe(r), r["max_num_seqs"], r["max_num_batched_tokens"]) + extra +
+                    (r["gpus"], "—" if r["cost"] is None else float(f"{r['cost']:.4g}"),
                      float(f"{r['ttft_p95']:.4g}"), float(f"{r['tpot_p95'] * 1e3:.4g}"),
                      float(f"{r['throughput']:.5g}"), mark))
     m = res.meta
@@ -449,10 +583,17 @@ def table(res: SearchResult) -> Table:
         notes.append(f"{m['rejected']:,} requests above max_model_len rejected (left out of every simulation)")
     if m["skipped"]:
         notes.append("skipped: " + "; ".join(f"{k} ({v:,})" for k, v in m["skipped"].items()))
+    if spec:
+        notes.append(f"speculative decoding ({res.spec.mode}, draft {res.spec.draft}): spec_tokens k drafted per "
+                     "step, E = " + ", ".join(f"{v:.4g} at k = {k}" for k, v in sorted(res.spec.E.items()))
+                     + " tokens a step")
     if res.chosen is not None:
-        notes.append("chosen: " + describe(res.row(res.chosen)))
-    return Table(("configuration", "max_num_seqs", "max_num_batched_tokens", "GPUs", "USD/Mtok", "TTFT p95 (s)", "TPOT p95 (ms)",
-                  "output tok/s", "front"), tuple(rows), tuple(notes))
+        r = res.row(res.chosen)
+        notes.append("chosen: " + describe(r) + (f", spec_tokens {r['spec_tokens']}" if spec else ""))
+    head = ("configuration", "max_num_seqs", "max_num_batched_tokens") + (("spec_tokens",) if spec else ()) + \
+        (("prefix hit %",) if cached else ()) + ("GPUs", "USD/Mtok", "TTFT p95 (s)", "TPOT p95 (ms)", "output tok/s",
+                                                  "front")
+    return Table(head, tuple(rows), tuple(notes))
 
 
 def result_of(ev, plan: str) -> SearchResult | None:

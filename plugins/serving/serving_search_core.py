@@ -14,8 +14,10 @@ latencies are percentiles of a simulation.
 
 1. *Candidates.* The product of the lists: aggregated (device, tp, pp, replicas, max_num_seqs,
    chunk) and, when ``prefill_replicas``/``decode_replicas`` are given, disaggregated (device,
-   tp, x prefill replicas, y decode replicas, max_num_seqs, chunk; pp = 1).  GPUs are
-   tp·pp·replicas and tp·(x + y).
+   tp, x prefill replicas, y decode replicas, max_num_seqs, chunk; pp = 1), each at every number
+   of drafted tokens k of speculative decoding (k = 0: none; what k > 0 and prefix caching change
+   in the steps below: :mod:`plugins.serving.serving_search_spec`).  GPUs are tp·pp·replicas and
+   tp·(x + y).
 2. *Memory.* Each (device, tp, pp) is sized once with the formulas of ``use engine``
    (:func:`plugins.serving.serving_engine.per_gpu_sizes`: weights, KV bytes per token per GPU and the
    activation reserve per profiled token), then the KV tokens of every candidate follow in
@@ -101,6 +103,7 @@ from plugins.serving import serving_sim_core as sim
 from plugins.hardware.collectives import collective_time
 from plugins.training.layout_model import ops
 from plugins.serving.serving_step_core import ScalarStep, step_time
+from plugins.serving import serving_search_spec as ssp
 
 
 class _Numpy:
@@ -119,7 +122,8 @@ SCREEN_ITERATIONS = 80
 SCREEN_WINDOW = 60.0       # s: the screen prices the busiest minute's load
 SIMULATE_DEFAULT = 4       # configurations simulated after the screen (the block's default)
 REASONS = ("tp does not divide the heads", "pp above the layers", "does not fit (KV budget)",
-           "KV below max_model_len", "chunk below max_num_seqs", "tp above one host's GPUs")
+           "KV below max_model_len", "chunk below max_num_seqs", "tp above one host's GPUs",
+           "speculation with pp > 1", "draft does not split at this tp")
 
 
 # ---------------------------------------------------------------- data
@@ -128,7 +132,9 @@ class Layout:
     """One (device, tp, pp): what every candidate on it shares.  Memory terms in bytes;
     ``c`` the step constants at tp (floats, :func:`plugins.serving.serving_step_core.constants`);
     ``link`` the TP group's link (dict, for the PP sends), ``price`` per GPU-second or None;
-    ``reason`` set when no candidate on it can run."""
+    ``reason`` set when no candidate on it can run.  With speculation: the draft's step
+    constants at tp (``draft_c``), weights per GPU and KV bytes per token per GPU, or
+    ``draft_reason`` when the draft cannot run at this tp."""
 
     device: str
     tp: int
@@ -147,30 +153,48 @@ class Layout:
     link: dict | None = None
     price: float | None = None
     reason: str = ""
+    draft_c: dict | None = None
+    draft_weights: float = 0.0
+    draft_kv_per_token: float = 0.0
+    draft_reason: str = ""
     scalar_decode: ScalarStep | None = field(default=None, repr=False, compare=False)   # decode_fn's
     step_cost: object = field(default=None, repr=False, compare=False)   # step_fn(g), made once
 
-    def kv_tokens(self, S, T):
+    def kv_tokens(self, S, T, draft: bool = False):
         """KV tokens of one replica at max_num_seqs S and chunk T (numpy): the engine's
-        budget, whole blocks of block_size tokens (0 where the budget is not positive)."""
+        budget, whole blocks of block_size tokens (0 where the budget is not positive).
+        ``draft``: the draft is loaded too — its weights off the budget, its KV in every block."""
         S, T = np.asarray(S, dtype=float), np.asarray(T, dtype=float)
         act = np.maximum(T * self.act_per_token, np.minimum(S, T) * self.sampler_per_seq) if self.reserve \
             else 0.0 * T
+        weights = self.weights + self.draft_weights if draft else self.weights
+        per_token = self.kv_per_token + self.draft_kv_per_token if draft else self.kv_per_token
         if self.frac_of == "free":
-            budget = self.util * (self.memory - self.weights - act - self.runtime)
+            budget = self.util * (self.memory - weights - act - self.runtime)
         else:
-            budget = self.util * self.memory - self.weights - act - self.runtime
-        blocks = np.floor(np.maximum(budget, 0.0) / (self.block_size * self.kv_per_token))
+            budget = self.util * self.memory - weights - act - self.runtime
+        blocks = np.floor(np.maximum(budget, 0.0) / (self.block_size * per_token))
         return (blocks * self.block_size).astype(np.int64)
 
 
 @dataclass
 class Workload:
-    """The trace: arrival times (s), input and output tokens per request."""
+    """The trace: arrival times (s), input and output tokens per request; with prefix caching
+    each request's block keys (``keys``, :func:`plugins.serving.serving_prefix_cache.block_keys`
+    of the engine's blocks) and their index for the screen (``prefix``)."""
 
     arrival: np.ndarray
     prompt: np.ndarray
     output: np.ndarray
+    keys: list | None = None
+    prefix: object = field(default=None, repr=False)
+
+    def with_keys(self, keys, block_size: int, ready=0.0) -> "Workload":
+        """The same requests with prefix caching on: their block keys and the screen's index
+        (``ready``: when after its arrival a request's answer blocks are cached,
+        :class:`plugins.serving.serving_search_spec.PrefixIndex`)."""
+        return Workload(self.arrival, self.prompt, self.output, keys,
+                        ssp.PrefixIndex(keys, self.prompt, self.arrival, block_size, ready))
 
     @property
     def span(self) -> float:
@@ -204,6 +228,7 @@ class SearchResult:
     front: list = field(default_factory=list)
     chosen: int | None = None
     meta: dict = field(default_factory=dict)
+    spec: ssp.SearchSpec | None = None
 
     def __len__(self):
         return len(self.cols["g"])
@@ -217,30 +242,35 @@ class SearchResult:
                "decode_replicas": int(self.cols["yd"][i]), "max_num_seqs": int(self.cols["S"][i]),
                "max_num_batched_tokens": int(self.cols["T"][i]), "gpus": int(self.cols["gpus"][i]),
                "kv_tokens": int(self.cols["kv"][i]), "est_ttft": float(self.cols["est_ttft"][i]),
-               "est_tpot": float(self.cols["est_tpot"][i]), "reason": str(self.cols["reason"][i])}
+               "est_tpot": float(self.cols["est_tpot"][i]), "reason": str(self.cols["reason"][i]),
+               "spec_tokens": int(self.cols["k"][i])}
+        out["accepted_tokens_per_step"] = self.spec.E[out["spec_tokens"]] if self.spec is not None else 1.0
         out.update(self.sim.get(int(i), {}))
         return out
 
 
 # ---------------------------------------------------------------- candidates
-def candidates(layouts, replicas, seqs, chunks, prefill_replicas=(), decode_replicas=()):
+def candidates(layouts, replicas, seqs, chunks, prefill_replicas=(), decode_replicas=(), ks=(0,)):
     """Column arrays of every candidate, in the order of the lists: for each layout its
-    aggregated candidates (replicas × max_num_seqs × chunk), then (pp = 1 layouts, when both
-    pool lists are given) its disaggregated ones (x × y × max_num_seqs × chunk)."""
+    aggregated candidates (replicas × max_num_seqs × chunk × drafted tokens k), then (pp = 1
+    layouts, when both pool lists are given) its disaggregated ones (x × y × max_num_seqs ×
+    chunk × k); k = 0 is no speculation."""
     rows = []
     for gi, g in enumerate(layouts):
         for r in replicas:
             for S in seqs:
                 for T in chunks:
-                    rows.append((gi, 0, r, 0, 0, S, T))
+                    for k in ks:
+                        rows.append((gi, 0, r, 0, 0, S, T, k))
         if g.pp == 1 and prefill_replicas and decode_replicas:
             for x in prefill_replicas:
                 for y in decode_replicas:
                     for S in seqs:
                         for T in chunks:
-                            rows.append((gi, 1, 0, x, y, S, T))
-    a = np.array(rows, dtype=np.int64).reshape(-1, 7)
-    cols = {k: a[:, j] for j, k in enumerate(("g", "disagg", "r", "xp", "yd", "S", "T"))}
+                            for k in ks:
+                                rows.append((gi, 1, 0, x, y, S, T, k))
+    a = np.array(rows, dtype=np.int64).reshape(-1, 8)
+    cols = {k: a[:, j] for j, k in enumerate(("g", "disagg", "r", "xp", "yd", "S", "T", "k"))}
     tp = np.array([g.tp for g in layouts], dtype=np.int64)[cols["g"]]
     pp = np.array([g.pp for g in layouts], dtype=np.int64)[cols["g"]]
     cols["gpus"] = np.where(cols["disagg"] == 1, tp * (cols["xp"] + cols["yd"]), tp * pp * cols["r"])
@@ -348,13 +378,15 @@ def _fixed_point(f, lam, P, G):
     return t_next, stable
 
 
-def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None = None, chunked: bool = True):
+def screen(layouts, cols, w: Workload, max_model_len: int, kv_link: dict | None = None, chunked: bool = True,
+           spec: ssp.SearchSpec | None = None):
     """Fill the feasibility (``valid``, ``reason``, ``kv``) and the steady-state estimates
     (``est_ttft``, ``est_tpot`` in s; inf when overloaded) of every candidate at the busiest
     minute's load (module docstring, step 3), and ``mean_ttft``/``mean_tpot`` at the mean load
-    (both loads in one pass: each fixed point iterates the two as rows of one array)."""
+    (both loads in one pass: each fixed point iterates the two as rows of one array).
+    ``spec``: the speculation of the candidates with k > 0 (:mod:`serving_search_spec`)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        cols = _screen(layouts, cols, w, max_model_len, kv_link, chunked, (1.0, w.peak_factor(SCREEN_WINDOW)))
+        cols = _screen(layouts, cols, w, max_model_len, kv_link, chunked, (1.0, w.peak_factor(SCREEN_WINDOW)), spec)
     cols["mean_ttft"], cols["est_ttft"] = cols["est_ttft"]
     cols["mean_tpot"], cols["est_tpot"] = cols["est_tpot"]
     return cols
@@ -374,14 +406,15 @@ def is_burst(g: Layout, w: Workload) -> bool:
                                                                          float(w.output.mean()))
 
 
-def _burst(g: Layout, cols, idx, w: Workload, S, T, P: float, G: float, o):
+def _burst(g: Layout, cols, idx, w: Workload, S, T, P: float, G: float, o, cost, E: float = 1.0):
     """Estimates (TTFT, TPOT in s, arrays over the candidates ``idx`` of layout g) for a burst:
     all of the trace's n requests at once, shared evenly by the engines that take prompts
     (aggregated: replicas × pp; disaggregated: the prefill pool) — no steady state to reach,
     a finite amount of work.  TTFT: the p95 request's prompt is done once the prompts before it
     are, ⌈0.95·n_e·P̄ / chunk⌉ steps of a full chunk (chunk = min(max_num_batched_tokens,
     n_e·P̄)) plus its own share of the last; TPOT: one decode step of min(n_e, max_num_seqs)
-    sequences at the mean context P̄ + Ḡ/2 (n_e the requests per decoding engine)."""
+    sequences at the mean context P̄ + Ḡ/2 (n_e the requests per decoding engine), over the E
+    tokens a speculative step gives (``cost``: the layout's step, speculative or not)."""
     n = float(len(w.arrival))
     dis = cols["disagg"][idx] == 1
     agg_engines = np.maximum(cols["r"][idx] * g.pp, 1).astype(float)
@@ -393,14 +426,16 @@ def _burst(g: Layout, cols, idx, w: Workload, S, T, P: float, G: float, o):
     t_chunk = step_fn(g)(g.c, chunk, 0 * chunk, 0 * chunk, o)
     ttft = np.ceil(before / chunk) * t_chunk
     nd = np.minimum(np.ceil(n / dec), S)
-    tpot = step_fn(g)(g.c, 0 * nd, nd, nd * (P + G / 2), o)
+    tpot = cost(g.c, 0 * nd, nd, nd * (P + G / 2), o)
+    tpot = tpot / E if E != 1.0 else tpot
     return ttft, np.where(G > 1, tpot, 0.0 * tpot)
 
 
-def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
+def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks, spec=None):
     """The screen at each load multiple of ``peaks`` at once: the estimates are arrays of
     (loads, candidates), every load's row the same elementwise arithmetic (one numpy call per
-    fixed-point iteration for all the loads)."""
+    fixed-point iteration for all the loads).  Each layout's candidates are screened per
+    number of drafted tokens k (k = 0: no speculation)."""
     o = ops("numpy")
     n = len(cols["g"])
     kv = np.zeros(n, dtype=np.int64)
@@ -410,78 +445,107 @@ def _screen(layouts, cols, w, max_model_len, kv_link, chunked, peaks):
     P95 = float(sim.nearest_rank_np(w.prompt, sim.QUANTILES[2]))
     Pmax = int(w.prompt.max())
     lam = np.array([w.rate * p for p in peaks])[:, None]         # (loads, 1)
+    ks = cols["k"] if "k" in cols else np.zeros(n, dtype=np.int64)
     for gi, g in enumerate(layouts):
-        idx = np.flatnonzero(cols["g"] == gi)
-        if idx.size == 0:
+        gidx = np.flatnonzero(cols["g"] == gi)
+        if gidx.size == 0:
             continue
         if g.reason:
-            reason[idx] = g.reason
+            reason[gidx] = g.reason
             continue
-        S, T = cols["S"][idx].astype(float), cols["T"][idx].astype(float)
-        kvt = g.kv_tokens(S, T)
-        kv[idx] = kvt
-        bad = np.where(kvt <= 0, REASONS[2], np.where(kvt // g.pp < max_model_len, REASONS[3],
-                       np.where(T < S, REASONS[4], "")))
-        reason[idx] = bad
-        c = g.c
-        dis = cols["disagg"][idx] == 1
-        # aggregated: pp virtual engines per replica
-        engines = np.maximum(cols["r"][idx] * g.pp, 1).astype(float)
-        lam_e = lam / engines
-        kv_e = kvt / g.pp
-
-        def agg(pf, nd):
-            return step_fn(g)(c, pf, nd, nd * (Pm + Gm / 2), o)
-
-        t, ok = _fixed_point(agg, lam_e, Pm, Gm)
-        N = lam_e * Gm * t
-        ok &= (N <= S) & (N * (Pm + Gm) <= kv_e) & (lam_e * Pm * t + N <= T)
-        left = np.maximum(T - N, 1.0)
-        chunk = np.minimum(P95, left)
-        iters = np.ceil(P95 / chunk)
-        t_chunk = step_fn(g)(c, chunk, N, N * (Pm + Gm / 2), o)
-        u = lam_e * Pm * t / left             # share of the chunk budget the prefills use
-        a_ttft = np.where(ok & (u < 1), (iters * t_chunk + t) / np.maximum(1 - u, 1e-12), np.inf)
-        a_tpot = np.where(ok, t, np.inf)
-        # disaggregated: prefill pool (M/G/1 over the trace's prompts), decode pool (fixed point)
-        d_ttft, d_tpot = np.full((len(peaks), idx.size), np.inf), np.full((len(peaks), idx.size), np.inf)
-        if dis.any():
-            Tu = np.unique(T[dis])
-            for Tv in Tu:
-                sel = dis & (T == Tv)
-                k = np.ceil(w.prompt / Tv)
-                tau = k * step_time(c, w.prompt / k, 0 * k, 0 * k, o)     # chunks of equal size
-                m1, m2 = float(tau.mean()), float((tau * tau).mean())
-                kk = math.ceil(P95 / Tv)
-                tau95 = kk * float(step_time(c, P95 / kk, 0, 0, o))
-                lam_p = lam / cols["xp"][idx][sel]
-                rho = lam_p * m1
-                wait = np.where(rho < 1, lam_p * m2 / (2 * np.maximum(1 - rho, 1e-12)), np.inf)
-                d_ttft[:, sel] = np.where(rho < 0.95, tau95 + 3 * wait, np.inf)
-            lam_d = lam / np.maximum(cols["yd"][idx], 1)
-
-            def dec(pf, nd):
-                return step_time(c, 0 * pf, nd, nd * (Pm + Gm / 2), o)
-
-            td, okd = _fixed_point(dec, lam_d, Pm, Gm)
-            Nd = lam_d * Gm * td
-            okd &= (Nd <= S) & (Nd * (Pm + Gm) <= kvt) & (Nd <= T)
-            xfer = float(kv_transfer_time(c, Pm, kv_link, o)) if kv_link is not None else 0.0
-            d_tpot = np.where(okd, td + xfer / max(Gm - 1, 1), np.inf)
-        est_ttft[:, idx] = np.where(dis, d_ttft, a_ttft)
-        est_tpot[:, idx] = np.where(dis, d_tpot, a_tpot)
-        if is_burst(g, w):
-            # its rate n / span is no steady load but a finite amount of work: estimated as such,
-            # and the simulation decides
-            est_ttft[:, idx], est_tpot[:, idx] = _burst(g, cols, idx, w, S, T, Pm, Gm, o)
-        if not chunked:
-            reason[idx] = np.where((reason[idx] == "") & (T < Pmax + 1), "chunk below the longest prompt",
-                                   reason[idx])
+        for k in np.unique(ks[gidx]).tolist():
+            idx = gidx[ks[gidx] == k]
+            if k and g.pp > 1:
+                reason[idx] = REASONS[6]
+                continue
+            if k and g.draft_reason:
+                reason[idx] = g.draft_reason
+                continue
+            E = float(spec.E[k]) if k else 1.0
+            kv[idx], reason[idx], est_ttft[:, idx], est_tpot[:, idx] = _screen_group(
+                g, cols, idx, w, max_model_len, kv_link, lam, len(peaks), k, E, Pm, Gm, P95, o)
+            if not chunked:
+                reason[idx] = np.where((reason[idx] == "") & (cols["T"][idx] < Pmax + 1),
+                                       "chunk below the longest prompt", reason[idx])
     cols["kv"], cols["reason"] = kv, reason
     cols["valid"] = reason == ""
     cols["est_ttft"] = np.where(cols["valid"], est_ttft, np.inf)
     cols["est_tpot"] = np.where(cols["valid"], est_tpot, np.inf)
     return cols
+
+
+def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, Pm, Gm, P95, o):
+    """(KV tokens, skip reasons, estimated TTFT, estimated TPOT) of the candidates ``idx`` of
+    layout g at k drafted tokens (E tokens a step; the step: the layout's, or with k > 0
+    :func:`plugins.serving.serving_search_spec.speculative_step`).  With prefix caching the
+    prompts prefill only what the screen's cache estimate leaves
+    (:func:`plugins.serving.serving_search_spec.cached_tokens`: mean and p95 per engine count)."""
+    c = g.c
+    S, T = cols["S"][idx].astype(float), cols["T"][idx].astype(float)
+    kvt = g.kv_tokens(S, T, draft=k > 0)
+    bad = np.where(kvt <= 0, REASONS[2], np.where(kvt // g.pp < max_model_len, REASONS[3],
+                   np.where(T < S, REASONS[4], "")))
+    dis = cols["disagg"][idx] == 1
+    Ge = Gm / E if k else Gm                   # decode steps a request needs
+    per_token = k + 1                          # budget tokens of one decoding sequence
+    # aggregated: pp virtual engines per replica
+    engines = np.maximum(cols["r"][idx] * g.pp, 1).astype(float)
+    lam_e = lam / engines
+    kv_e = kvt / g.pp
+    hit = ssp.cached_tokens(w.prefix, engines)
+    Pf, Pf95 = (Pm, P95) if hit is None else hit        # prefilled per request: mean, p95
+    pre = {} if hit is None else {"prefill_prefix": Pm - Pf}     # a prefill attends to its cached prefix
+    cost = ssp.speculative_step(g.draft_c, k, np.minimum(Pf, T)) if k else step_fn(g)
+
+    def agg(pf, nd):
+        return cost(c, pf, nd, nd * (Pm + Gm / 2), o, **pre)
+
+    t, ok = _fixed_point(agg, lam_e, Pf, Ge)
+    N = lam_e * Ge * t
+    ok &= (N <= S) & (N * (Pm + Gm) <= kv_e) & (lam_e * Pf * t + N * per_token <= T)
+    left = np.maximum(T - N * per_token, 1.0)
+    chunk = np.minimum(Pf95, left)
+    iters = np.ceil(Pf95 / chunk)
+    t_chunk = cost(c, chunk, N, N * (Pm + Gm / 2), o, **pre)
+    u = lam_e * Pf * t / left             # share of the chunk budget the prefills use
+    a_ttft = np.where(ok & (u < 1), (iters * t_chunk + t) / np.maximum(1 - u, 1e-12), np.inf)
+    a_tpot = np.where(ok, t / E if k else t, np.inf)
+    # disaggregated: prefill pool (M/G/1 over the trace's prompts), decode pool (fixed point)
+    d_ttft, d_tpot = np.full((loads, idx.size), np.inf), np.full((loads, idx.size), np.inf)
+    if dis.any():
+        xps = cols["xp"][idx]
+        for Tv, x in sorted(set(zip(T[dis].tolist(), xps[dis].tolist() if w.prefix is not None
+                                    else [0] * int(dis.sum())))):
+            sel = dis & (T == Tv) & ((xps == x) if w.prefix is not None else True)
+            hx = 0 if w.prefix is None else w.prefix.hits(x, outputs=False)
+            pr = np.maximum(w.prompt - hx, 1)
+            p95 = P95 if w.prefix is None else float(sim.nearest_rank_np(pr, sim.QUANTILES[2]))
+            kc = np.ceil(pr / Tv)
+            tau = kc * step_time(c, pr / kc, 0 * kc, 0 * kc, o, prefill_prefix=hx)   # chunks of equal size
+            m1, m2 = float(tau.mean()), float((tau * tau).mean())
+            kk = math.ceil(p95 / Tv)
+            tau95 = kk * float(step_time(c, p95 / kk, 0, 0, o))
+            lam_p = lam / xps[sel]
+            rho = lam_p * m1
+            wait = np.where(rho < 1, lam_p * m2 / (2 * np.maximum(1 - rho, 1e-12)), np.inf)
+            d_ttft[:, sel] = np.where(rho < 0.95, tau95 + 3 * wait, np.inf)
+        lam_d = lam / np.maximum(cols["yd"][idx], 1)
+
+        def dec(pf, nd):
+            return cost(c, 0 * pf, nd, nd * (Pm + Gm / 2), o)
+
+        td, okd = _fixed_point(dec, lam_d, Pm, Ge)
+        Nd = lam_d * Ge * td
+        okd &= (Nd <= S) & (Nd * (Pm + Gm) <= kvt) & (Nd * per_token <= T)
+        xfer = float(kv_transfer_time(c, Pm, kv_link, o)) if kv_link is not None else 0.0
+        d_tpot = np.where(okd, (td / E if k else td) + xfer / max(Gm - 1, 1), np.inf)
+    est_ttft = np.where(dis, d_ttft, a_ttft)
+    est_tpot = np.where(dis, d_tpot, a_tpot)
+    if is_burst(g, w):
+        # its rate n / span is no steady load but a finite amount of work: estimated as such,
+        # and the simulation decides
+        est_ttft, est_tpot = _burst(g, cols, idx, w, S, T, Pm, Gm, o, cost, E)
+    return kvt, bad, est_ttft, est_tpot
 
 
 # ---------------------------------------------------------------- simulate
@@ -490,35 +554,51 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     (token/s, over the simulated span), the span and, when priced, the cost per million tokens:
     GPUs × price per GPU-second × the trace's span / its input + output tokens × 10⁶ (the
     deployment runs for the trace's duration; for a burst, shorter than one mean request alone
-    on the layout, for the simulated span: the burst's duration is no time to serve it in)."""
+    on the layout, for the simulated span: the burst's duration is no time to serve it in).
+    With k > 0 drafted tokens the decodes speculate (:func:`serving_search_spec.sim_spec`; a
+    disaggregated configuration's decode pool); with the workload's block keys every engine that
+    takes prompts caches prefixes (:func:`plugins.serving.serving_prefix_cache.simulate_cached`,
+    a cache per engine), and ``prefix_hit_rate`` is the share of prompt tokens found cached."""
     cols = res.cols
     g = res.layouts[int(cols["g"][i])]
-    S, T, kv = int(cols["S"][i]), int(cols["T"][i]), int(cols["kv"][i])
+    S, T, kv, k = int(cols["S"][i]), int(cols["T"][i]), int(cols["kv"][i]), int(cols["k"][i])
     o = ops("numpy")
     if g.step_cost is None:           # one function per layout: its simulations share what they check
         g.step_cost = step_fn(g)
+    spec = ssp.sim_spec(g, k, res.spec.E[k], kv // g.pp, o) if k else None
+    hit_rate = None
+
+    def engines(arrival, prompt, output, eng, cost, replicas, spec=None):
+        nonlocal hit_rate
+        if w.keys is None:
+            return sim.simulate_replicas(arrival, prompt, output, eng, cost, g.c, o, replicas, record=False,
+                                         spec=spec)
+        from plugins.serving.serving_prefix_cache import simulate_cached_replicas
+        r, stats = simulate_cached_replicas(arrival, prompt, output, w.keys, eng, cost, g.c, o, replicas,
+                                            spec=spec, record=False)
+        hit_rate = stats.hit_rate
+        return r
+
     if cols["disagg"][i]:
         eng_p = sim.Engine(kv, g.block_size, S, T, chunked)
         ones = np.ones_like(w.output)
-        rp = sim.simulate_replicas(w.arrival, w.prompt, ones, eng_p, g.step_cost, g.c, o, int(cols["xp"][i]),
-                                   record=False)
+        rp = engines(w.arrival, w.prompt, ones, eng_p, g.step_cost, int(cols["xp"][i]))
         first = rp.first_at                 # absolute: the decode pool's arrivals
         many = w.output > 1
         xfer = kv_transfer_time(g.c, w.prompt, kv_link, o) if kv_link is not None else 0.0 * first
         last = first.copy()
         if many.any():
             arr = (first + xfer)[many]
-            eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S), True)
+            eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S * (k + 1)), True)
             rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_fn(g),
-                                       g.c, o, int(cols["yd"][i]), record=False)
+                                       g.c, o, int(cols["yd"][i]), record=False, spec=spec)
             last[many] = rd.last_at
         ttft = rp.ttft
         tpot = (last[many] - first[many]) / (w.output[many] - 1)
         span = float(last.max() - w.arrival.min())
     else:
         eng = sim.Engine(kv // g.pp, g.block_size, S, T, chunked)
-        r = sim.simulate_replicas(w.arrival, w.prompt, w.output, eng, g.step_cost, g.c, o,
-                                  int(cols["r"][i]) * g.pp, record=False)
+        r = engines(w.arrival, w.prompt, w.output, eng, g.step_cost, int(cols["r"][i]) * g.pp, spec)
         ttft, tpot, span = r.ttft, r.tpot, r.span
     q = sim.QUANTILES[2]
     out = {"ttft_p95": sim.nearest_rank_np(ttft, q),
@@ -526,6 +606,8 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
            "throughput": float(w.output.sum()) / span, "span": span}
     tokens_per_s = float(w.prompt.sum() + w.output.sum()) / (span if is_burst(g, w) else w.span)
     out["cost"] = (int(cols["gpus"][i]) * g.price / tokens_per_s * 1e6) if g.price is not None else None
+    if hit_rate is not None:
+        out["prefix_hit_rate"] = hit_rate
     return out
 
 
@@ -550,7 +632,8 @@ def requests_simulated(cols, i: int, w: Workload) -> int:
 
 def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_model_len: int,
         kv_link: dict | None = None, objective: str = "gpus", simulate_k: int = SIMULATE_DEFAULT,
-        margin: float = 1.5, chunked: bool = True, max_requests: int | None = None) -> SearchResult:
+        margin: float = 1.5, chunked: bool = True, max_requests: int | None = None,
+        spec: ssp.SearchSpec | None = None) -> SearchResult:
     """Screen every candidate, simulate the screen's best (module docstring, steps 3–5).
 
     ``max_requests`` (default: the limit ``search_requests`` in force) bounds the work: the
@@ -559,8 +642,8 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
     ``meta["cut"]`` is then ``(candidate, requests it needed)`` (else None).
     ``meta["requests"]`` holds the requests simulated."""
     cap = current_limits().search_requests if max_requests is None else int(max_requests)
-    cols = screen(layouts, cols, w, max_model_len, kv_link, chunked)
-    res = SearchResult(layouts, cols)
+    cols = screen(layouts, cols, w, max_model_len, kv_link, chunked, spec)
+    res = SearchResult(layouts, cols, spec=spec)
     valid = cols["valid"]
     price = np.array([g.price if g.price is not None else np.nan for g in layouts])[cols["g"]]
     tokens_per_s = float(w.prompt.sum() + w.output.sum()) / w.span

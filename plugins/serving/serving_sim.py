@@ -22,6 +22,7 @@ import sympy as sp
 
 from dsl.plugin import FigureSpec, Param, Table, TableSpec, UseSpec, current_limits, hookimpl, limit_hint
 
+from plugins.serving.serving_prefix_cache import PREFIX_PARAMS
 from plugins.serving.serving_spec import SPEC_PARAMS, SimSpec, spec_settings
 from plugins.serving.serving_sim_core import (  # noqa: F401  (the simulator, read through this module too)
     AFFINE_SHARED_CAP, BARE_RUN, MEMO_CAP, ORIGIN_GRID, QUANTILES, RUN_CAP, SHORT_RUN, Affine, Engine, SimError,
@@ -98,20 +99,7 @@ BATCHING = UseSpec(
         Param("enable_chunked_prefill", kind="bool", default="true",
               doc="prefill long prompts in chunks within the budget (default: `use engine`'s, else true as "
               "vLLM V1)"),
-        Param("enable_prefix_caching", kind="bool", default="false",
-              doc="automatic prefix caching as vLLM's: a request skips the prefill of its longest cached "
-              "prefix of whole blocks of `block_size` (a page of 1 token, as SGLang's radix cache, matches "
-              "token by token); reads the trace's `hash_ids`, or the synthetic prompts' blocks"),
-        Param("hash_block", "token", "512 token", "tokens per id of the trace's `hash_ids` (Mooncake's traces: 512)",
-              min=1, whole=True),
-        Param("system_prompts", "", None, "distinct system prompts of synthetic requests (a conversation starts "
-              "with one, chosen uniformly)", min=1, whole=True, optional=True),
-        Param("system_prompt_tokens", "token", None, "tokens of each system prompt", min=1, whole=True,
-              optional=True),
-        Param("system_prompt_share", "", "1", "share of synthetic conversations that start with a system prompt "
-              "(0 to 1)", min=0, max=1),
-        Param("turns", "", "1", "turns per synthetic conversation: a turn's prompt is the previous prompt, its "
-              "answer and a new `input`", min=1, whole=True),
+        *PREFIX_PARAMS,
         Param("concurrency", "", None, "closed-loop clients: at most this many requests in flight, the next sent "
               "when one finishes (without `rate`: every request ready at once, as a benchmark's --max-concurrency)",
               kind="int", min=1, optional=True),
@@ -511,9 +499,6 @@ def _prefix_keys(ctx, b, n: int, keep, eng: Engine, P=None, G=None, hashes=None)
     from plugins.serving import serving_trace as st
     from plugins.serving.serving_prefix_cache import block_keys
 
-    if _replicas(ctx) > 1:
-        b.error_at("enable_prefix_caching", "prefix caching is simulated on one engine; `use engine` has "
-                   f"{_replicas(ctx)} replicas", "simulate one replica (replicas = 1)", code="unsupported")
     if hashes is not None:
         assert len(hashes) == n
         return block_keys(hashes, np.asarray(P) + np.asarray(G), eng.block_size, eng.block_size)
@@ -579,12 +564,9 @@ def plan_activities_schedule(ctx):
         if b.given("concurrency"):
             r = simulate_policy(A, P, G, eng, step_time, c, o, concurrency=int(b.value("concurrency")))
         elif b.value("enable_prefix_caching"):
-            if spec is not None:
-                b.error_at("speculative", "speculative decoding is not simulated with prefix caching",
-                           "remove `enable_prefix_caching`, or `speculative`", code="unsupported")
             keys = _prefix_keys(ctx, b, len(A), keep if rejected else None, eng, P, G, hashes)
-            from plugins.serving.serving_prefix_cache import simulate_cached
-            r, cache = simulate_cached(A, P, G, keys, eng, step_time, c, o)
+            from plugins.serving.serving_prefix_cache import simulate_cached_replicas
+            r, cache = simulate_cached_replicas(A, P, G, keys, eng, step_time, c, o, _replicas(ctx), spec=spec)
         else:
             r = simulate_replicas(A, P, G, eng, step_time, c, o, _replicas(ctx), spec=spec)
     except SimError as e:

@@ -636,20 +636,24 @@ def _too_many_events(cap: int, done: int, n: int, preemptions: int):
 
 
 def simulate_replicas(arrival, prompt, output, eng: Engine, step_time, c=None, o=None, replicas: int = 1,
-                      record: bool = True, spec=None):
+                      record: bool = True, spec=None, engine=None):
     """``replicas`` independent engines behind a round-robin dispatcher (request i, in arrival
     order, to engine i mod replicas): each simulated alone, the results merged.  ``record``:
-    as :func:`simulate` (False: no inter-token latencies, no event series)."""
-    if replicas <= 1:
-        return simulate(arrival, prompt, output, eng, step_time, c, o, record=record, spec=spec)
+    as :func:`simulate` (False: no inter-token latencies, no event series).  ``engine``: the
+    simulation of one engine instead of :func:`simulate`, called as ``engine(indices of its
+    requests, max_events)`` (max_events None: the limit in force) → its :class:`SimResult`."""
+    if engine is None:
+        def engine(idx, left):
+            return simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record, spec=spec)
     A, P, G = workload_arrays(arrival, prompt, output)
+    if replicas <= 1:
+        return engine(np.arange(len(A)), None)
     order = np.argsort(A, kind="stable")
     replicas = min(replicas, len(A))     # engines beyond the request count receive nothing
     parts, left = [], current_limits().sim_iterations       # one budget for all the engines
     for idx in (order[k::replicas] for k in range(replicas)):
         if idx.size:
-            parts.append(simulate(A[idx], P[idx], G[idx], eng, step_time, c, o, max_events=left, record=record,
-                                  spec=spec))
+            parts.append(engine(idx, left))
             left -= parts[-1].events
     first, last, pre = np.empty(len(A)), np.empty(len(A)), np.empty(len(A), dtype=np.int64)
     origin = np.zeros(len(A)) if any(r.origin is not None for r in parts) else None

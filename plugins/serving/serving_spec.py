@@ -34,31 +34,58 @@ from plugins.serving.serving_step_core import lm_head_term, step_parts, step_tim
 
 MODES = ("none", "draft", "mtp")
 SPEC_NAMES = ("draft_model", "spec_tokens", "acceptance", "acceptance_profile")
+K_MAX = 16                 # drafted tokens per step at most
+
+_MODE = Param("speculative", kind="choice", default='"none"', choices=MODES,
+              doc="speculative decoding: none, a separate draft model, or MTP / EAGLE-style heads of the target")
+_DRAFT = Param("draft_model", kind="ref", ref_kind="model", optional=True,
+               doc="the draft (\"draft\") or the heads as a model of their layers (\"mtp\": the target's "
+                   "hidden size and vocabulary); required with speculation")
+_ACCEPTANCE = Param("acceptance", "", "70 %", "probability α that each drafted token is accepted (independently "
+                    "of the others)", min=0, max=1)
+_PROFILE = Param("acceptance_profile", "", kind="list", optional=True, min_items=1, min=0, max=1,
+                 doc="per-position acceptance p_1 … p_k (p_i given positions before i were accepted), "
+                     "instead of `acceptance`")
 
 # the block parameters of speculation, shared by `use serving_step` and `use batching`
 SPEC_PARAMS = (
-    Param("speculative", kind="choice", default='"none"', choices=MODES,
-          doc="speculative decoding: none, a separate draft model, or MTP / EAGLE-style heads of the target"),
-    Param("draft_model", kind="ref", ref_kind="model", optional=True,
-          doc="the draft (\"draft\") or the heads as a model of their layers (\"mtp\": the target's "
-              "hidden size and vocabulary); required with speculation"),
+    _MODE, _DRAFT,
     Param("spec_tokens", "", "3", "tokens k the draft proposes per step (the target verifies k + 1)",
-          kind="int", min=1, max=16),
-    Param("acceptance", "", "70 %", "probability α that each drafted token is accepted (independently "
-          "of the others)", min=0, max=1),
-    Param("acceptance_profile", "", kind="list", optional=True, min_items=1, min=0, max=1,
-          doc="per-position acceptance p_1 … p_k (p_i given positions before i were accepted), "
-              "instead of `acceptance`"),
+          kind="int", min=1, max=K_MAX),
+    _ACCEPTANCE, _PROFILE,
+)
+
+# the same for `use serving_search`, whose `spec_tokens` is a list of k to search (0: off)
+SEARCH_SPEC_PARAMS = (
+    _MODE, _DRAFT,
+    Param("spec_tokens", "", "[0, 2, 4]", "tokens k the draft proposes per step, searched (0: no speculation; "
+          "the target verifies k + 1)", kind="list", min=0, max=K_MAX, min_items=1),
+    _ACCEPTANCE, _PROFILE,
 )
 
 
 def spec_settings(ctx, b):
     """The checked speculation of block ``b`` (a ``BlockView`` with :data:`SPEC_PARAMS`):
     None when ``speculative = "none"`` (warning ``unused`` at each speculation parameter given),
-    else (mode, draft model view, k, E as a sympy expression, how E was found).  Located errors:
-    no draft model, MTP heads of another hidden size or vocabulary, both `acceptance` and
-    `acceptance_profile`, a profile of other than k probabilities."""
-    mode, k = b.value("speculative"), int(b.value("spec_tokens"))
+    else (mode, draft model view, k, E as a sympy expression, how E was found).  The checks are
+    :func:`spec_choices`'."""
+    k = int(b.value("spec_tokens"))
+    got = spec_choices(ctx, b, [k])
+    if got is None:
+        return None
+    mode, draft, per = got
+    return (mode, draft, k) + per[k]
+
+
+def spec_choices(ctx, b, ks):
+    """The checked speculation of block ``b`` for each number of drafted tokens k of ``ks``
+    (whole numbers 0 … :data:`K_MAX`; 0 is no speculation, E = 1): None when ``speculative =
+    "none"`` (warning ``unused`` at each speculation parameter given), else (mode, draft model
+    view, {k: (E as a sympy expression, how E was found)}).  Located errors: no draft model, a
+    draft of another vocabulary, MTP heads of another hidden size or vocabulary, both
+    `acceptance` and `acceptance_profile`, a profile of other than max(ks) probabilities (a
+    smaller k reads its first k)."""
+    mode = b.value("speculative")
     if mode == "none":
         for name in SPEC_NAMES:
             if b.given(name):
@@ -85,17 +112,24 @@ def spec_settings(ctx, b):
                            f"but '{draft.name}' has {f} = {dv:g} and '{model.name}' {tv:g}",
                            f"declare the heads as `model head extends {model.name} {{ layers = 1 }}`, or use "
                            '`speculative = "draft"` for a separate model')
+    kmax = max(int(k) for k in ks)
     if b.given("acceptance_profile"):
         if b.given("acceptance"):
             b.error_at("acceptance_profile", "both `acceptance` and `acceptance_profile` are given",
                        "keep one: a single rate α, or one probability per drafted position")
         profile = b.q_list("acceptance_profile")
-        if len(profile) != k:
-            b.error_at("acceptance_profile", f"{len(profile)} acceptance probabilities for spec_tokens = {k}",
-                       "give one probability per drafted position (p_1 … p_k), or change `spec_tokens`")
-        return mode, draft, k, expected_tokens_profile(profile), f"1 + Σ Π p_j over the {k} positions of the profile"
-    return (mode, draft, k, expected_tokens(b.q("acceptance"), k),
-            f"(1 − α^{k + 1}) / (1 − α) with α = acceptance (Leviathan et al. 2023, eq. 1)")
+        if len(profile) != kmax:
+            many = len(ks) > 1
+            b.error_at("acceptance_profile", f"{len(profile)} acceptance probabilities for "
+                       f"{'the largest ' if many else ''}spec_tokens = {kmax}",
+                       "give one probability per drafted position (p_1 … p_k"
+                       + (f", up to the largest k = {kmax}: a smaller k reads the first k)" if many else ")")
+                       + ", or change `spec_tokens`")
+        return mode, draft, {int(k): (expected_tokens_profile(profile[:int(k)]),
+                                      f"1 + Σ Π p_j over the {int(k)} positions of the profile") for k in ks}
+    alpha = b.q("acceptance")
+    return mode, draft, {int(k): (expected_tokens(alpha, int(k)), f"(1 − α^{int(k) + 1}) / (1 − α) with α = "
+                                  "acceptance (Leviathan et al. 2023, eq. 1)") for k in ks}
 
 
 def expected_tokens(alpha, k: int):
@@ -148,6 +182,14 @@ def speculative_step(c, c_draft, batch, k: int, context, o):
     return draft_time(c_draft, batch, k, context, o), verify_time(c, batch, k, context, o)
 
 
+def decode_time(c, c_draft, n, k: int, context, o):
+    """Seconds of the speculative decode part of an iteration: :func:`draft_time` plus
+    :func:`verify_time` for ``n`` sequences reading ``context`` cached tokens in all (the mean
+    ``context / n`` per sequence); numbers or numpy arrays (n > 0)."""
+    per = context / n
+    return draft_time(c_draft, n, k, per, o) + verify_time(c, n, k, per, o)
+
+
 class SimSpec:
     """Speculation in the batching simulator (:func:`plugins.serving.serving_sim_core.simulate_reference`):
     ``k`` drafted tokens, ``E`` ≥ 1 the expected tokens a decoding sequence gains per step, and
@@ -166,9 +208,33 @@ class SimSpec:
         e = math.floor((steps + 1) * self.E + 1e-9) - math.floor(steps * self.E + 1e-9)
         return max(1, min(e, left))
 
+    def gains(self, steps: int) -> list[int]:
+        """:meth:`tokens` of steps 0 … ``steps`` − 1 with no limit on the tokens left (each ≥ 1):
+        a simulator's table, read as ``min(gains[s], left)``."""
+        return [self.tokens(s, 1 << 62) for s in range(int(steps))]
+
     @classmethod
-    def for_step(cls, c, c_draft, k: int, E: float, o):
-        """Priced by :func:`draft_time` and :func:`verify_time` at the context per sequence."""
+    def for_step(cls, c, c_draft, k: int, E: float, o, top: int | None = None):
+        """Priced by :func:`decode_time` (the draft's steps and the verification at the context
+        per sequence).  ``top`` (tokens, the KV pool): for each n the cost is checked to be affine
+        in the context over [0, top] — at five contexts, as the fast path's
+        :class:`plugins.serving.serving_sim_core.Affine` checks a step — and then priced as
+        α + β·context (equal to the direct evaluation to rounding); otherwise, and without
+        ``top``, every call is priced directly."""
+        def direct(n, context):
+            return float(decode_time(c, c_draft, n, k, context, o))
+        if top is None:
+            return cls(k, E, direct)
+        top = max(int(top), 16)
+        xs = (0, top // 7, top // 3, (2 * top) // 3, top)
+        memo: dict = {}
+
         def decode(n, context):
-            return float(draft_time(c_draft, n, k, context / n, o) + verify_time(c, n, k, context / n, o))
+            ab = memo.get(n, False)
+            if ab is False:
+                ys = [direct(n, x) for x in xs]
+                a, b = ys[0], (ys[-1] - ys[0]) / xs[-1]
+                ok = all(abs(a + b * x - y) <= 1e-11 * abs(y) for x, y in zip(xs, ys))
+                ab = memo[n] = (a, b) if ok else None
+            return ab[0] + ab[1] * context if ab is not None else direct(n, context)
         return cls(k, E, decode)
