@@ -213,3 +213,86 @@ def sobol(ws, plan: str, nid: str, n: int = 4096, seed: int = 0) -> dict:
     res = sobol_indices(func=f, n=n, dists=[ws.nodes[i].dist.scipy() for i in used], random_state=rng)
     return {i: {"first": float(np.ravel(res.first_order)[k]), "total": float(np.ravel(res.total_order)[k])}
             for k, i in enumerate(used)}
+
+
+def fewest_for_probability(ws, target: str, req: str, p: float, samples: int, seed: int = 0,
+                           cap: int | None = None) -> dict:
+    """The least whole value of input ``target`` (``gpus48.gpus``) at which requirement ``req``
+    of its plan holds with probability at least ``p`` (0..1), the same seed at every candidate
+    (common random numbers).
+
+    Each candidate re-evaluates the file with ``target`` overridden (so a count a layout
+    divides, or the plan's structure, is rebuilt), at most ``solve_evaluations`` of them.
+    Candidates are the whole numbers from 1 to ``cap`` (default 16 × nominal) at which the
+    plan's whole-number requirements hold (a GPU count that divides the global batch:
+    :func:`~dsl.results.requirement_checks.discrete_requirements`); a candidate the plan cannot
+    be built at, or at which another of the plan's requirements fails at the nominal point, is
+    left out.  The probability is taken to grow with the target (more GPUs never hurt the odds)
+    and the least passing candidate is found by bisection.
+
+    :returns: ``{"target", "requirement", "p", "answer" (int or None), "probability" (at the
+        answer), "tried": [{"value", "probability" | "skipped"}]}``.
+    :raises PlanError: an unknown target or requirement, a target that is not a whole number.
+    """
+    from dsl.results.evaluation import evaluate_file
+    from dsl.results.requirement_checks import discrete_requirements, holds_exact
+    from dsl.syntax.limits import current, raise_hint
+    n = ws.nodes.get(target)
+    plan = n.owner if n is not None else None
+    if n is None or not n.input or not n.numeric or ws.kind(plan) != "plan":
+        raise PlanError([Diagnostic("error", "solve", f"'{target}' is not an input of a plan", None,
+                                    "name a plan's whole-number input, e.g. gpus48.gpus")])
+    if ws.requirement(plan, req) is None:
+        raise PlanError([Diagnostic("error", "solve", f"plan '{plan}' has no requirement '{req}'", None,
+                                    "`plan eval` lists the plan's requirements")])
+    x0 = ws.base_value(target)
+    if not (x0.is_Integer and x0 > 0):
+        raise PlanError([Diagnostic("error", "solve", f"'{target}' is not a positive whole number ({x0})", n.span,
+                                    "the probability solve answers a count (GPUs, replicas)")])
+    _check_count(ws, plan, samples)
+    x = sp.Symbol(target, real=True)
+    free = frozenset({target})
+    discrete = discrete_requirements(ws, x, free, ws.nominal_map(exclude=free))
+    top = int(cap or 16 * int(x0))
+    cands = [k for k in range(1, top + 1) if all(holds_exact(lhs, op, rhs, x, k) for _, lhs, op, rhs in discrete)]
+    tried, budget = {}, current().solve_evaluations
+
+    def probe(k: int):
+        if k in tried:
+            return tried[k]
+        if len(tried) >= budget:
+            raise PlanError([Diagnostic("error", "limit", f"the probability solve of '{target}' needs more than "
+                                        f"{budget} evaluations of the file", n.span, raise_hint("solve_evaluations"))])
+        try:
+            ev = ws if k == int(x0) else evaluate_file(ws.path, plugins=ws.plugins, overrides={target: sp.Integer(k)})
+            bad = [r["name"] for r in ev.requirement_results(plan) if r["name"] != req and not r["ok"]]
+            if bad:
+                tried[k] = {"value": k, "skipped": "fails " + ", ".join(bad)}
+            else:
+                o = sample_plan(ev, plan, samples, seed, outputs=[])
+                tried[k] = {"value": k, "probability": o.probability(req), "stderr": o.stderr(req)}
+        except PlanError as e:
+            d = next((d for d in e.diagnostics if d.severity == "error"), None)
+            tried[k] = {"value": k, "skipped": f"error[{d.code}]: {d.summary}" if d else "not built"}
+        return tried[k]
+
+    def ok(k):   # None: skipped
+        r = probe(k)
+        return None if "skipped" in r else r["probability"] >= p
+
+    lo, hi = 0, len(cands)          # invariant: the answer's index lies in [lo, hi) or is hi (none)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        r = ok(cands[mid])
+        if r is None:
+            cands.pop(mid)
+            hi -= 1
+            continue
+        if r:
+            hi = mid
+        else:
+            lo = mid + 1
+    answer = cands[lo] if lo < len(cands) else None
+    return {"target": target, "requirement": f"{plan}.{req}", "p": p, "samples": samples, "seed": seed,
+            "answer": answer, "probability": tried[answer]["probability"] if answer is not None else None,
+            "tried": [tried[k] for k in sorted(tried)]}
