@@ -21,6 +21,9 @@ def cmd_solve(args) -> int:
         raise UsageError("usage", "--query is empty", "write --query \"TARGET for LHS == RHS\"")
     ws = load(args.file)
     warn(ws)
+    if getattr(args, "probability", None):
+        from dsl.cli.odds import solve_probability
+        return solve_probability(ws, args)
     queries = [cmdline(parse_query, args.query)] if args.query else list(ws.queries)
     if not queries:
         if ws.modules and ws.modules[0].queries:   # every query is about a plan an error stopped

@@ -53,6 +53,17 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
                    help="also show the references (papers, chapters, measurements) behind the shown "
                         "quantities, the blocks the plans use and the tables shown")
 
+    e.add_argument("--samples", type=_count(2), metavar="N",
+                   help="also sample the uncertain inputs (those written as distributions) N times: "
+                        "percentiles of every headline and the probability each requirement holds")
+    e.add_argument("--seed", type=int, default=0, help="random seed of --samples (default 0; the same seed "
+                                                       "gives byte-identical output)")
+    e.add_argument("--quantiles", metavar="LIST", default="5,50,95",
+                   help="percentiles --samples reports, e.g. 5,50,95 (default) or 10,90")
+    e.add_argument("--sobol", metavar="NAME",
+                   help="with --samples: first-order and total Sobol indices of quantity NAME (e.g. "
+                        "finish_time) over the uncertain inputs (needs scipy >= 1.11)")
+
     g = sub.add_parser("get", help="print one quantity as a bare number (for scripts and CI)",
                        description="Print the nominal value of NAME (plan.quantity, plan.block.param or "
                                    "declaration.field) as a bare number, in the unit `plan eval` shows for it "
@@ -69,6 +80,13 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
                         "(a value in USD, or in USD/h, is multiplied by it); repeatable")
     g.add_argument("--expr", action="store_true",
                    help="print the symbolic expression of NAME in terms of the declared inputs (base units)")
+    g.add_argument("--quantile", type=float, metavar="Q",
+                   help="the Q quantile (0..1, e.g. 0.95) of NAME over the uncertain inputs, by sampling")
+    g.add_argument("--probability", action="store_true",
+                   help="for a requirement (PLAN.REQUIREMENT): the probability that it holds, by sampling")
+    g.add_argument("--samples", type=_count(2), default=100_000, metavar="N",
+                   help="samples of --quantile/--probability (default 100000)")
+    g.add_argument("--seed", type=int, default=0, help="random seed of --quantile/--probability (default 0)")
     g.add_argument("--with-unit", action="store_true",
                    help="print the unit after the number (24.64 day); scripts that read the number alone omit it")
     g.add_argument("--format", choices=("text", "json"), default="text",
@@ -91,6 +109,12 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     s.add_argument("file", metavar="FILE")
     s.add_argument("--query", metavar="QUERY", help="e.g. \"gpus32.mfu for gpus32.finish_time == cpt.deadline\"")
     s.add_argument("--in", dest="unit", metavar="UNIT", help="unit of the answers (default: the target's unit)")
+    s.add_argument("--probability", metavar="QUERY",
+                   help="the least whole value of TARGET at which a requirement holds with at least a "
+                        "probability over the uncertain inputs: \"gpus48.gpus for meets_deadline >= 90 %%\"")
+    s.add_argument("--samples", type=_count(2), default=100_000, metavar="N",
+                   help="samples per candidate of --probability (default 100000)")
+    s.add_argument("--seed", type=int, default=0, help="random seed of --probability (default 0)")
     s.add_argument("--format", choices=("text", "json"), default="text")
 
     f = sub.add_parser("figure", help="draw the plugins' figures (Gantt charts, memory, curves) to files",

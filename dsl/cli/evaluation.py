@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from dsl.cli.common import CONFINED, EXIT_OK, EXIT_PLAN, EXIT_USAGE, cmdline, load, select_plans, warn
+from dsl.cli.common import CONFINED, EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, cmdline, load, select_plans, warn
 from dsl.present.tables import render_table
 
 
@@ -176,6 +176,15 @@ def cmd_eval(args) -> int:
     solves, freqs = _file_results(ws, plans if args.plan else None, args.units)
     violated = any(not r["ok"] for p in rep.values() for r in p["requirements"]) or \
         any(not r["ok"] for r in freqs)
+    odds = None
+    if getattr(args, "samples", None):
+        from dsl.cli.odds import eval_odds
+        odds = eval_odds(ws, plans, args)
+        if args.format == "json":
+            for p, j in odds.items():
+                rep[p]["odds"] = j
+    elif getattr(args, "sobol", None):
+        raise UsageError("usage", "--sobol needs --samples", "add --samples 100000")
     if args.format == "json":
         if args.tables is not None:         # JSON lists every table unless asked otherwise
             for r in rep.values():
@@ -185,6 +194,9 @@ def cmd_eval(args) -> int:
         return EXIT_PLAN if (violated and args.strict) else EXIT_OK
     print(_render_eval(args.file, rep, plans, args.units, tables=args.tables or "default",
                        sources=args.sources, solves=solves, file_requirements=freqs))
+    if odds:
+        from dsl.cli.odds import parse_quantiles, render_odds
+        print("\n" + render_odds(odds, parse_quantiles(args.quantiles)))
     return EXIT_PLAN if (violated and args.strict) else EXIT_OK
 
 
@@ -368,6 +380,13 @@ def cmd_get(args) -> int:
     from dsl.engine.units import UnitError
 
     ws = load(args.file)
+    if getattr(args, "quantile", None) is not None or getattr(args, "probability", False):
+        from dsl.cli.odds import get_odds
+        try:
+            return get_odds(ws, args, _emit)
+        except UnitError as e:
+            print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
+            return EXIT_USAGE
     if args.name in ws.solve_names:
         return _get_answer(ws, args)
     if "." not in args.name and any(r.name == args.name for r in ws.file_requirements):

@@ -66,6 +66,7 @@ class Node:
     range: tuple | None = None   # declared `in [lo, hi]` of an input: exact sympy numbers, base units
     source: str | None = None    # declared `source "…"`
     references: tuple = ()       # where a plugin's formula comes from (concept and public source); shown on request
+    dist: Any = None             # an uncertain input's distribution (dsl.engine.distributions.Dist), or None
 
     @property
     def numeric(self) -> bool:

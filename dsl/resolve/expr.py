@@ -99,7 +99,11 @@ class ExprMixin:
         self._stack.append(nid)
         start = len(self.rep.items)
         try:
-            v = self._eval(node.assign.value, node.scope, node)
+            from .uncertain import build_distribution, is_distribution
+            if is_distribution(node.assign.value):
+                v = build_distribution(self, node.assign.value, node)
+            else:
+                v = self._eval(node.assign.value, node.scope, node)
         except Fail:
             if node.default is not None:
                 self._relocate_default_errors(node, start)
@@ -322,6 +326,11 @@ class ExprMixin:
     def _call(self, e: A.Call, scope, node):
         f = e.func
         known = ("min", "max", "ceil", "floor", "sqrt", "log", "exp", "abs")
+        from ..engine.distributions import KINDS
+        if f in KINDS:
+            self._fail("distribution", f"{f}() is a distribution: it can only be the whole value of an input",
+                       e.span, "give the uncertain value its own field (`mfu = normal(40 %, 3 %)`) and use that "
+                       "field here")
         if f not in known:
             guess = did_you_mean(f, known)
             self._fail("unknown-name", f"unknown function '{f}'", e.func_span,

@@ -71,6 +71,10 @@ class Limits:
     calibration_runs: int = 200
     #: points of one `plan sweep` grid or random sample, or one layout search space
     points: int = 1_000_000
+    #: Monte Carlo samples of one plan (`plan eval --samples`, `plan get --quantile`, each
+    #: candidate of `plan solve --probability`; Sobol indices count n·(inputs + 2)): about
+    #: 0.1 µs of numpy work per sample and compiled quantity
+    samples: int = 10_000_000
     #: columns or rows asked for on the command line (`plan timeline --width`)
     width: int = 10_000
     #: full evaluations of the file one `plan sweep` may make for the values of a structural

@@ -1,0 +1,298 @@
+"""Answers with odds: Monte Carlo over the uncertain inputs of a plan (`plan eval --samples`).
+
+Each headline quantity of a plan, and both sides of each of its requirements, is expanded to a
+sympy expression of the inputs (as for :mod:`dsl.results.sweep`), the uncertain inputs —
+those written as a distribution (:mod:`dsl.engine.distributions`) — kept free and every other
+input at its nominal value, and compiled **once** with ``sympy.lambdify(..., "numpy",
+cse=True)``; the samples are then evaluated as numpy arrays (``benchmarks/bench_odds.py``:
+10⁶ samples of the design case in well under a second).  The symbolic form stays what
+``plan get --expr`` and ``solve`` read.
+
+* **Seeds.** Input ``x`` is drawn from ``numpy.random.Generator(PCG64(SeedSequence([seed,
+  crc32(x)])))``: its draws depend on the seed and its own id only, so adding an uncertain
+  input elsewhere does not change them, and the same seed gives byte-identical output.
+* **Structural inputs** (a GPU count a layout divides, a ZeRO stage: ``ws.structural``) shape
+  the plan, so substituting samples into the expressions of the nominal structure would be
+  wrong; an uncertain structural input is refused with a located ``error[distribution]``.
+  A structural *decision* under uncertainty is :func:`fewest_for_probability`, which re-evaluates
+  the plan per candidate value.
+* **Probabilities** of requirements are the fraction of samples at which the requirement
+  holds, with its Monte Carlo standard error sqrt(p(1−p)/N).
+* **Limits.** Samples count work: at most ``samples`` (``dsl.syntax.limits``) per plan.
+* **Sensitivity.** :func:`sobol` gives first-order and total Sobol indices of a quantity over
+  the uncertain inputs with :func:`scipy.stats.sobol_indices` (Saltelli 2010 / Jansen
+  estimators; scipy ≥ 1.11, the optional extra ``numeric``).
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from dsl.syntax.diagnostics import Diagnostic, PlanError
+
+#: the percentiles reported unless others are asked for
+QUANTILES = (0.05, 0.5, 0.95)
+
+
+@dataclass
+class Odds:
+    """What sampling a plan gives.
+
+    :ivar plan: the plan's name.
+    :ivar samples: the number of samples N; :ivar seed: the seed.
+    :ivar uncertain: ids of the uncertain inputs the plan reads, sorted.
+    :ivar values: output id -> numpy array of its samples (base units).
+    :ivar units: output id -> display unit.
+    :ivar holds: requirement name -> boolean numpy array (the requirement holds at a sample).
+    """
+
+    plan: str
+    samples: int
+    seed: int
+    uncertain: list = field(default_factory=list)
+    values: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+    holds: dict = field(default_factory=dict)
+
+    def quantile(self, nid: str, q: float) -> float:
+        """The ``q`` quantile (0..1) of output ``nid`` in base units (numpy's linear method)."""
+        import numpy as np
+        return float(np.quantile(self.values[nid], q))
+
+    def probability(self, name: str) -> float:
+        """The fraction of samples at which requirement ``name`` holds."""
+        return float(self.holds[name].mean())
+
+    def stderr(self, name: str) -> float:
+        """The Monte Carlo standard error of :meth:`probability`: sqrt(p(1−p)/N)."""
+        p = self.probability(name)
+        return (p * (1 - p) / self.samples) ** 0.5
+
+    def to_json(self, quantiles=QUANTILES, convert=None) -> dict:
+        """The plan's odds as JSON: samples, seed, uncertain inputs, each output's quantiles (in
+        its display unit; ``convert(value, unit)``), each requirement's probability."""
+        from dsl.engine.units import convert as conv
+        convert = convert or (lambda v, u: float(conv(v, u)))
+        out = {}
+        for nid, u in self.units.items():
+            out[nid.removeprefix(self.plan + ".")] = {
+                "unit": u if u not in ("", "1") else None,
+                **{label(q): convert(self.quantile(nid, q), u) for q in quantiles}}
+        reqs = {n: {"probability": self.probability(n), "stderr": self.stderr(n)} for n in self.holds}
+        return {"samples": self.samples, "seed": self.seed, "uncertain": list(self.uncertain),
+                "quantiles": out, "requirements": reqs}
+
+
+def label(q: float) -> str:
+    """``p5`` for 0.05, ``p50`` for 0.5, ``p99.9`` for 0.999."""
+    s = f"{q * 100:.10g}"
+    return "p" + s
+
+
+def uncertain_inputs(ws) -> list[str]:
+    """Ids of every input written as a distribution, sorted."""
+    return sorted(nid for nid, n in ws.nodes.items() if getattr(n, "dist", None) is not None and n.input)
+
+
+def _check_count(ws, plan: str, samples: int) -> None:
+    from dsl.syntax.limits import current, raise_hint
+    cap = current().samples
+    if samples > cap:
+        raise PlanError([Diagnostic("error", "limit", f"{samples:,} samples of plan '{plan}' are above the limit of "
+                                    f"{cap:,}", None, raise_hint("samples"))])
+    if samples < 2:
+        raise PlanError([Diagnostic("error", "usage", "sampling needs at least 2 samples", None,
+                                    "pass --samples 10000 or more")])
+
+
+def _refuse_structural(ws, ids) -> None:
+    bad = [i for i in ids if i in getattr(ws, "structural", ())]
+    if bad:
+        n = ws.nodes[bad[0]]
+        raise PlanError([Diagnostic("error", "distribution", f"'{bad[0]}' shapes the plan (a plugin reads it to "
+                                    "build it), so it cannot be uncertain", n.span,
+                                    "give it a fixed value, and compare its values as plans (or with "
+                                    "`plan solve --probability`)")])
+
+
+def draw(ws, ids: list[str], samples: int, seed: int) -> list:
+    """Samples of each uncertain input ``ids`` (numpy arrays, base units): input ``x`` from
+    ``Generator(PCG64(SeedSequence([seed, crc32(x)])))`` (module docstring)."""
+    import numpy as np
+    out = []
+    for i in ids:
+        ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, zlib.crc32(i.encode())])
+        out.append(ws.nodes[i].dist.draw(np.random.Generator(np.random.PCG64(ss)), samples))
+    return out
+
+
+def compile_plan(ws, plan: str, outputs: list[str] | None = None):
+    """``(fn, ids, exprs_ids, reqs, uncertain)``: one numpy function of the uncertain inputs
+    the plan reads, giving its outputs then both sides of each requirement (base units)."""
+    from dsl.results.sweep import plan_requirements
+    ids = outputs if outputs is not None else [n.id for n in ws.headline(plan)]
+    reqs = plan_requirements(ws, plan)
+    every = uncertain_inputs(ws)
+    free = frozenset(every)
+    nominal = ws.nominal_map(exclude=free)
+
+    def full(e):
+        return e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols if s.name in ws.nodes})
+
+    exprs = [full(sp.Symbol(i, real=True)) for i in ids]
+    for r in reqs:
+        exprs += [full(r.lhs), full(r.rhs)]
+    names = {s.name for e in exprs for s in e.free_symbols}
+    used = [i for i in every if i in names]
+    _refuse_structural(ws, used)
+    keep = frozenset(sp.Symbol(i, real=True) for i in used)
+    exprs = [e.xreplace({k: v for k, v in nominal.items() if k not in keep}).evalf(17) for e in exprs]
+    syms = [sp.Symbol(i, real=True) for i in used]
+    raw = sp.lambdify(syms, exprs, modules="numpy", cse=True)
+
+    def fn(*arrays):
+        r = raw(*arrays)
+        return list(r) if isinstance(r, (list, tuple)) else [r]
+    return fn, ids, reqs, used
+
+
+def holds(op: str, lv, rv):
+    """Where ``lv op rv`` holds (numpy arrays), with the relative tolerance of the sweep."""
+    import numpy as np
+    tol = 1e-12 * np.maximum(np.abs(lv), np.abs(rv))
+    return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
+            "==": np.abs(lv - rv) <= tol}[op]
+
+
+def sample_plan(ws, plan: str, samples: int, seed: int = 0, outputs: list[str] | None = None) -> Odds:
+    """Sample ``plan`` ``samples`` times over its uncertain inputs (see the module docstring).
+
+    :raises PlanError: more samples than the ``samples`` limit; an uncertain structural input.
+    """
+    import numpy as np
+    _check_count(ws, plan, samples)
+    fn, ids, reqs, used = compile_plan(ws, plan, outputs)
+    arrays = draw(ws, used, samples, seed)
+    with np.errstate(all="ignore"):
+        vals = [np.broadcast_to(np.asarray(x, dtype=float), (samples,)) for x in fn(*arrays)]
+    res = Odds(plan, samples, seed, used)
+    for i in ids:
+        res.values[i] = vals.pop(0)
+        res.units[i] = ws.nodes[i].unit
+    for r in reqs:
+        lv, rv = vals.pop(0), vals.pop(0)
+        res.holds[r.name] = holds(r.op, lv, rv)
+    return res
+
+
+def sobol(ws, plan: str, nid: str, n: int = 4096, seed: int = 0) -> dict:
+    """First-order and total Sobol indices of output ``nid`` of ``plan`` over its uncertain
+    inputs: ``{input id: {"first": S1, "total": ST}}`` (:func:`scipy.stats.sobol_indices`,
+    ``n`` base samples, a power of two; it evaluates the quantity n·(d+2) times).
+
+    :raises PlanError: scipy missing or older than 1.11; fewer than two uncertain inputs.
+    """
+    import numpy as np
+    try:
+        from scipy.stats import sobol_indices
+    except ImportError:
+        raise PlanError([Diagnostic("error", "usage", "Sobol indices need scipy >= 1.11", None,
+                                    'pip install "plan-dsl[numeric]"')]) from None
+    fn, ids, _reqs, used = compile_plan(ws, plan, [nid])
+    if not used:
+        return {}
+    _check_count(ws, plan, n * (len(used) + 2))
+
+    def f(x):
+        with np.errstate(all="ignore"):
+            return np.array(np.broadcast_to(np.asarray(fn(*x)[0], dtype=float), (x.shape[1],)))[None, :]
+
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, 0x50B0])))
+    res = sobol_indices(func=f, n=n, dists=[ws.nodes[i].dist.scipy() for i in used], random_state=rng)
+    return {i: {"first": float(np.ravel(res.first_order)[k]), "total": float(np.ravel(res.total_order)[k])}
+            for k, i in enumerate(used)}
+
+
+def fewest_for_probability(ws, target: str, req: str, p: float, samples: int, seed: int = 0,
+                           cap: int | None = None) -> dict:
+    """The least whole value of input ``target`` (``gpus48.gpus``) at which requirement ``req``
+    of its plan holds with probability at least ``p`` (0..1), the same seed at every candidate
+    (common random numbers).
+
+    Each candidate re-evaluates the file with ``target`` overridden (so a count a layout
+    divides, or the plan's structure, is rebuilt), at most ``solve_evaluations`` of them.
+    Candidates are the whole numbers from 1 to ``cap`` (default 16 × nominal) at which the
+    plan's whole-number requirements hold (a GPU count that divides the global batch:
+    :func:`~dsl.results.requirement_checks.discrete_requirements`); a candidate the plan cannot
+    be built at, or at which another of the plan's requirements fails at the nominal point, is
+    left out.  The probability is taken to grow with the target (more GPUs never hurt the odds)
+    and the least passing candidate is found by bisection.
+
+    :returns: ``{"target", "requirement", "p", "answer" (int or None), "probability" (at the
+        answer), "tried": [{"value", "probability" | "skipped"}]}``.
+    :raises PlanError: an unknown target or requirement, a target that is not a whole number.
+    """
+    from dsl.results.evaluation import evaluate_file
+    from dsl.results.requirement_checks import discrete_requirements, holds_exact
+    from dsl.syntax.limits import current, raise_hint
+    n = ws.nodes.get(target)
+    plan = n.owner if n is not None else None
+    if n is None or not n.input or not n.numeric or ws.kind(plan) != "plan":
+        raise PlanError([Diagnostic("error", "solve", f"'{target}' is not an input of a plan", None,
+                                    "name a plan's whole-number input, e.g. gpus48.gpus")])
+    if ws.requirement(plan, req) is None:
+        raise PlanError([Diagnostic("error", "solve", f"plan '{plan}' has no requirement '{req}'", None,
+                                    "`plan eval` lists the plan's requirements")])
+    x0 = ws.base_value(target)
+    if not (x0.is_Integer and x0 > 0):
+        raise PlanError([Diagnostic("error", "solve", f"'{target}' is not a positive whole number ({x0})", n.span,
+                                    "the probability solve answers a count (GPUs, replicas)")])
+    _check_count(ws, plan, samples)
+    x = sp.Symbol(target, real=True)
+    free = frozenset({target})
+    discrete = discrete_requirements(ws, x, free, ws.nominal_map(exclude=free))
+    top = int(cap or 16 * int(x0))
+    cands = [k for k in range(1, top + 1) if all(holds_exact(lhs, op, rhs, x, k) for _, lhs, op, rhs in discrete)]
+    tried, budget = {}, current().solve_evaluations
+
+    def probe(k: int):
+        if k in tried:
+            return tried[k]
+        if len(tried) >= budget:
+            raise PlanError([Diagnostic("error", "limit", f"the probability solve of '{target}' needs more than "
+                                        f"{budget} evaluations of the file", n.span, raise_hint("solve_evaluations"))])
+        try:
+            ev = ws if k == int(x0) else evaluate_file(ws.path, plugins=ws.plugins, overrides={target: sp.Integer(k)})
+            bad = [r["name"] for r in ev.requirement_results(plan) if r["name"] != req and not r["ok"]]
+            if bad:
+                tried[k] = {"value": k, "skipped": "fails " + ", ".join(bad)}
+            else:
+                o = sample_plan(ev, plan, samples, seed, outputs=[])
+                tried[k] = {"value": k, "probability": o.probability(req), "stderr": o.stderr(req)}
+        except PlanError as e:
+            d = next((d for d in e.diagnostics if d.severity == "error"), None)
+            tried[k] = {"value": k, "skipped": f"error[{d.code}]: {d.summary}" if d else "not built"}
+        return tried[k]
+
+    def ok(k):   # None: skipped
+        r = probe(k)
+        return None if "skipped" in r else r["probability"] >= p
+
+    lo, hi = 0, len(cands)          # invariant: the answer's index lies in [lo, hi) or is hi (none)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        r = ok(cands[mid])
+        if r is None:
+            cands.pop(mid)
+            hi -= 1
+            continue
+        if r:
+            hi = mid
+        else:
+            lo = mid + 1
+    answer = cands[lo] if lo < len(cands) else None
+    return {"target": target, "requirement": f"{plan}.{req}", "p": p, "samples": samples, "seed": seed,
+            "answer": answer, "probability": tried[answer]["probability"] if answer is not None else None,
+            "tried": [tried[k] for k in sorted(tried)]}

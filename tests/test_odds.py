@@ -1,0 +1,148 @@
+"""Answers with odds (dsl.results.odds, `plan eval --samples`, `plan get --quantile/--probability`,
+`plan solve --probability`): figures checked against hand computations from the CDF, with
+tolerances of a few Monte Carlo standard errors at the stated sample count."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from dsl.results.evaluation import evaluate_file
+from dsl.results.odds import sample_plan, sobol
+from dsl.syntax.diagnostics import PlanError
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = ROOT / "specs" / "cases" / "deadline-odds.plan"
+N = 200_000
+
+
+def phi(z: float) -> float:
+    """Standard normal CDF, by hand: (1 + erf(z/√2)) / 2."""
+    return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+
+def tol(p: float, n: int = N) -> float:
+    return 5 * math.sqrt(p * (1 - p) / n) + 1e-12
+
+
+PLAN = """
+plan p {
+  rate = normal(100 GB/s, 10 GB/s)
+  size = 3240 GB
+  t = size / rate
+  x = lognormal(10 h, 0.5)
+  u = uniform(1 s, 3 s)
+  tri = triangular(0 s, 1 s, 4 s)
+  require fast: t <= 36 s
+  require long: x >= 10 h
+  require low: u <= 1.5 s
+  require early: tri <= 1 s
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    f = tmp_path_factory.mktemp("odds") / "p.plan"
+    f.write_text(PLAN, encoding="utf-8")
+    return f
+
+
+def test_nominal_is_the_stated_central_value(small):
+    ev = evaluate_file(small)
+    # normal: the mean; lognormal: the median; uniform: the midpoint; triangular: the mode
+    assert [ev.value(f"p.{k}") for k in ("rate", "x", "u", "tri")] == [100.0, 10.0, 2.0, 1.0]
+    assert ev.requirement("p", "fast")["ok"] is True      # 3240 GB / 100 GB/s = 32.4 s <= 36 s
+
+
+def test_probabilities_match_the_cdfs(small):
+    ev = evaluate_file(small)
+    o = sample_plan(ev, "p", N, seed=7, outputs=["p.t", "p.x"])
+    # t <= 36 s  <=>  rate >= 3240/36 = 90 GB/s: P = 1 - Φ((90 - 100)/10) = Φ(1)
+    want = {"fast": phi(1.0), "long": 0.5, "low": (1.5 - 1) / (3 - 1), "early": (1 - 0) ** 2 / ((4 - 0) * (1 - 0))}
+    for name, p in want.items():
+        assert abs(o.probability(name) - p) <= tol(p), (name, o.probability(name), p)
+    # p95 of t = 3240 GB / (p5 of rate) = 3240 / (100 - 1.644854·10) s
+    assert o.quantile("p.t", 0.95) == pytest.approx(3240 / (100 - 1.6448536 * 10), rel=3e-3)
+    # p95 of a lognormal = median · exp(1.644854 σ)
+    assert o.quantile("p.x", 0.95) / 3600 == pytest.approx(10 * math.exp(0.5 * 1.6448536), rel=5e-3)
+
+
+def test_same_seed_same_numbers_other_seed_other(small):
+    ev = evaluate_file(small)
+    a = sample_plan(ev, "p", 1000, seed=3, outputs=["p.t"])
+    b = sample_plan(ev, "p", 1000, seed=3, outputs=["p.t"])
+    c = sample_plan(ev, "p", 1000, seed=4, outputs=["p.t"])
+    assert (a.values["p.t"] == b.values["p.t"]).all() and not (a.values["p.t"] == c.values["p.t"]).all()
+
+
+def test_samples_limit_counts_work(small):
+    from dsl.syntax import limits as L
+    ev = evaluate_file(small)
+    with pytest.raises(PlanError) as e:
+        sample_plan(ev, "p", L.current().samples + 1)
+    assert e.value.diagnostics[0].code == "limit"
+
+
+def test_design_case_odds_against_the_break_even():
+    """P(gpus48 meets the deadline) = P(mfu >= break-even mfu) = 1 - Φ((m* - 40 %)/5 %), with m*
+    the symbolic break-even of the nominal design case (31.34 %); the MTBF's spread moves the
+    finish time by well under 0.1 % (its Sobol index is ≈ 0)."""
+    from dsl.syntax.parser import parse_query
+    from dsl.results.solver import solve_query
+    ev = evaluate_file(CASE)
+    m = float(solve_query(ev, parse_query("gpus48.mfu for gpus48.finish_time == cpt.deadline")).value)
+    m32 = float(solve_query(ev, parse_query("gpus32.mfu for gpus32.finish_time == cpt.deadline")).value)
+    for plan, mstar in (("gpus48", m), ("gpus32", m32)):
+        o = sample_plan(ev, plan, N, seed=1, outputs=[])
+        p = 1 - phi((mstar - 0.40) / 0.05)
+        assert abs(o.probability("meets_deadline") - p) <= tol(p) + 2e-3, (plan, o.probability("meets_deadline"), p)
+    s = sobol(ev, "gpus48", "gpus48.finish_time", n=1024, seed=0)
+    assert s["gpus48.mfu"]["first"] > 0.95 and s["gpus48.checkpoint.device_mtbf"]["total"] < 0.01
+
+
+def test_structural_input_cannot_be_uncertain(tmp_path):
+    f = tmp_path / "case.plan"
+    text = CASE.read_text().replace('import "../catalog/', f'import "{ROOT}/specs/catalog/')
+    f.write_text(text.replace("gpus = 48; gpus_per_host = 8", "gpus = 48; gpus_per_host = uniform(6, 10)"))
+    ev = evaluate_file(f)
+    with pytest.raises(PlanError) as e:
+        sample_plan(ev, "gpus48", 100)
+    d = e.value.diagnostics[0]
+    assert d.code == "distribution" and "shapes the plan" in d.summary and d.span.line == text.splitlines().index(
+        next(l for l in text.splitlines() if "gpus_per_host = 8" in l)) + 1
+
+
+def test_empirical_sample(tmp_path):
+    (tmp_path / "runs.csv").write_text("run,mfu\na,30\nb,40\nc,50\nd,45\n", encoding="utf-8")
+    f = tmp_path / "p.plan"
+    f.write_text('plan p {\n  m = empirical("runs.csv", "mfu", 1 %)\n  require ok: m >= 42 %\n}\n')
+    ev = evaluate_file(f)
+    assert ev.value("p.m") == 40.0        # the lower middle of 30, 40, 45, 50
+    o = sample_plan(ev, "p", N, seed=2, outputs=[])
+    assert abs(o.probability("ok") - 0.5) <= tol(0.5)    # 45 and 50 of four equally likely values
+
+
+def test_cli_eval_get_solve():
+    from conftest import run_cli
+    a = run_cli("eval", CASE, "--samples", "20000", "--seed", "5", "--format", "json")
+    b = run_cli("eval", CASE, "--samples", "20000", "--seed", "5", "--format", "json")
+    assert a[0] == 0 and a[1] == b[1]            # byte-identical
+    j = json.loads(a[1])["plans"]
+    assert set(j["gpus48"]["odds"]["quantiles"]["finish_time"]) == {"unit", "p5", "p50", "p95"}
+    assert j["gpus48"]["odds"]["requirements"]["meets_deadline"]["probability"] > 0.9 > \
+        j["gpus32"]["odds"]["requirements"]["meets_deadline"]["probability"]
+    plain = run_cli("eval", CASE)[1]
+    assert "odds of" not in plain
+    code, out, _ = run_cli("get", CASE, "gpus48.meets_deadline", "--probability", "--samples", "20000")
+    assert code == 0 and 0.9 < float(out) < 1
+    code, out, _ = run_cli("get", CASE, "gpus48.finish_time", "--quantile", "0.5", "--samples", "20000")
+    assert code == 0 and float(out) == pytest.approx(24.64, rel=0.01)
+    code, out, err = run_cli("solve", CASE, "--probability", "gpus48.gpus for meets_deadline >= 90 %",
+                             "--samples", "20000", "--format", "json")
+    r = json.loads(out)
+    assert code == 0 and r["answer"] == 48, (out, err)
+    below = [t for t in r["tried"] if t["value"] < 48 and "probability" in t]
+    assert below and all(t["probability"] < 0.9 for t in below)
