@@ -115,18 +115,19 @@ def plan_quantities_price(ctx):
         ctx.define("energy_per_step", ctx.q("step_time", "s") * gpus * pw, "kWh",
                    "step_time · gpus · power_per_gpu", headline=head, rank=41, references=refs)
     hours = None
+    wl = _workload(ctx)
+    tokens = wl is not None and wl.has("tokens")      # the training step's run length needs the workload's tokens
     if block is not None and block.given("gpu_hours"):
         hours = ctx.define("gpu_hours", block.q("gpu_hours"), "h", "GPU-hours of the run (stated)",
                            headline=head, rank=42, references=refs)
-    elif gpus is not None and (ctx.provided("finish_time") or ctx.provided("train_time")):
+    elif gpus is not None and tokens and (ctx.provided("finish_time") or ctx.provided("train_time")):
         run = "finish_time" if ctx.provided("finish_time") else "train_time"
         hours = ctx.define("gpu_hours", gpus * ctx.q(run, "s"), "h", f"gpus · {run}: GPU time the run holds",
                            headline=head, rank=42, fallback=True, references=refs)
     if hours is not None:
         energy = ctx.define("energy", hours * pw, "MWh", "gpu_hours · power_per_gpu", headline=head, rank=43,
                             references=refs)
-        wl = _workload(ctx)
-        if wl is not None and wl.has("tokens"):
+        if tokens:
             ctx.define("energy_per_token", energy / wl.q("tokens", "token", positive=True), "J/token",
                        "energy / the workload's tokens", headline=head, rank=44, references=refs)
     elif serving is not None:
