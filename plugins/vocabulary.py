@@ -12,6 +12,9 @@ block (built-in or third-party) reads and writes the same names:
 * the training step's quantities (``step_time``, ``compute_time``, ``memory_per_gpu``,
   ``usable_memory``, ``memory_margin``, ``steps``, ``train_time``, ``overhead``,
   ``finish_time``) and requirements (``fits_memory``, ``meets_deadline``);
+* the energy quantities every plan on a device with a ``power`` field gets (``power_per_gpu``,
+  ``energy_per_step``, ``gpu_hours``, ``energy``, ``energy_per_token``, ``carbon``,
+  ``energy_cost``, ``gpu_cost``; plugins/hardware/energy.py);
 * the ``training_step`` slot: its timeline ``step`` and the anchors other plugins order
   against — ``input_wait`` (waiting for the next batch) and ``compute`` (forward, backward and
   update of every micro-batch) — implemented by the training step of ``use layout`` (and its
@@ -61,6 +64,19 @@ STEP_QUANTITIES = (
                  concern=STEP),
 )
 
+ENERGY_QUANTITIES = (
+    QuantitySpec("power_per_gpu", "W", "facility power one GPU draws: board power, host share and PUE",
+                 concern="energy"),
+    QuantitySpec("energy_per_step", "kWh", "energy of one training step on every GPU", concern="energy"),
+    QuantitySpec("gpu_hours", "h", "GPU-hours of the run, summed over GPUs", concern="energy"),
+    QuantitySpec("energy", "MWh", "energy of the run: GPU-hours at the facility power per GPU", concern="energy"),
+    QuantitySpec("energy_per_token", "J/token", "energy per trained or decoded token", concern="energy"),
+    QuantitySpec("carbon", "t", "operational CO2-equivalent emissions of the run (location-based)",
+                 concern="energy"),
+    QuantitySpec("energy_cost", "USD", "electricity cost of the run", concern="energy"),
+    QuantitySpec("gpu_cost", "USD", "GPU rental cost of the run", concern="energy"),
+)
+
 SLOTS = (
     SlotSpec(STEP, "one training step of a plan: its time, memory and the finish time it implies",
              quantities=tuple(q.name for q in STEP_QUANTITIES), timeline="step", anchors=("input_wait", "compute"),
@@ -75,4 +91,4 @@ def plan_kinds_register():
 
 @hookimpl
 def plan_vocabulary_register():
-    return list(PARAMETERS + STEP_QUANTITIES + SLOTS)
+    return list(PARAMETERS + STEP_QUANTITIES + ENERGY_QUANTITIES + SLOTS)

@@ -44,6 +44,13 @@ TIME, INFO, FLOP = Dim.of(time=1), Dim.of(info=1), Dim.of(flop=1)
     ("%", Fraction(1, 100), DIMENSIONLESS),
     ("token", 1, Dim.of(token=1)),
     ("param", 1, Dim.of(param=1)),
+    ("g", Fraction(1, 1000), Dim.of(mass=1)),
+    ("kg", 1, Dim.of(mass=1)),
+    ("t", 1000, Dim.of(mass=1)),          # the tonne
+    ("Mt", 10**9, Dim.of(mass=1)),
+    ("kWh", 3600 * 1000, Dim.of(energy=1)),
+    ("MWh", 3600 * 10**6, Dim.of(energy=1)),
+    ("kW", 1000, Dim.of(energy=1, time=-1)),
 ])
 def test_unit_scale(unit, scale, dim):
     u = parse_unit(unit)
@@ -62,6 +69,9 @@ def test_unit_scale(unit, scale, dim):
     ("s^-1", 1, Dim.of(time=-1)),
     ("s^2", 1, Dim.of(time=2)),
     ("kB/ms", Fraction(1000, Fraction(1, 1000)), Dim.of(info=1, time=-1)),
+    # a grid's carbon intensity: 1 g/kWh is 10^-3 kg per 3.6·10^6 J
+    ("g/kWh", Fraction(1, 1000 * 3600 * 1000), Dim.of(mass=1, energy=-1)),
+    ("USD/kWh", Fraction(1, 3600 * 1000), Dim.of(USD=1, energy=-1)),
 ])
 def test_compound_units(unit, scale, dim):
     u = parse_unit(unit)

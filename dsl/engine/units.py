@@ -16,6 +16,8 @@ token      ``token``    counted nouns: token, seq, sample, request, param; ktoke
 money      ``USD`` …    currencies, each its own dimension (USD, EUR, GBP, CNY, JPY; k and
                         M multiples): adding dollars to euros is an error, convert with a rate
 energy     ``J``        J, kJ, MJ, GJ; Wh, kWh, MWh, GWh (3600 J per Wh); power W, kW, MW = J/s
+mass       ``kg``       g, kg, t (the tonne, 1000 kg), kt, Mt: emitted CO2-equivalent mass, so a
+                        grid's carbon intensity is ``g/kWh`` and a run's emissions ``t``
 =========  ===========  ==============================================================
 
 Time also has ``year`` (the Julian year, 365.25 days).
@@ -43,10 +45,10 @@ from types import MappingProxyType
 
 CURRENCIES: tuple[str, ...] = ("USD", "EUR", "GBP", "CNY", "JPY")
 BASE_DIMS: tuple[str, ...] = ("time", "info", "flop", "token", "seq", "sample", "request", "param",
-                              "energy") + CURRENCIES
+                              "energy", "mass") + CURRENCIES
 _CORE_BASE_UNIT_OF = MappingProxyType({
     "time": "s", "info": "B", "flop": "FLOP", "token": "token", "seq": "seq",
-    "sample": "sample", "request": "request", "param": "param", "energy": "J",
+    "sample": "sample", "request": "request", "param": "param", "energy": "J", "mass": "kg",
     **{c: c for c in CURRENCIES},
 })
 
@@ -164,6 +166,9 @@ def _build_table() -> dict[str, Unit]:
         add(p + "J", sc, E)
         add(p + "Wh", 3600 * sc, E)
         add(p + "W", sc, P)
+    M = Dim.of(mass=1)
+    for name, sc in {"g": Fraction(1, 1000), "kg": 1, "t": 1000, "kt": 10**6, "Mt": 10**9}.items():
+        add(name, sc, M)
     return t
 
 
@@ -320,7 +325,7 @@ def convert(value_base: float, unit: str) -> float:
 def count_noun(dim: Dim) -> str | None:
     """The base dimension of a count that carries a noun (``token``, ``seq``, ``request``,
     ``param``, ``FLOP``, a plugin's ``trajectory``): one base to the first power that is not
-    time, information, energy or money; else None.  Such a count can be shown as a plain number.
+    time, information, energy, mass or money; else None.  Such a count can be shown as a plain number.
 
     >>> count_noun(Dim.of(token=1)), count_noun(Dim.of(time=1)), count_noun(Dim.of(token=1, time=-1))
     ('token', None, None)
@@ -328,7 +333,7 @@ def count_noun(dim: Dim) -> str | None:
     if len(dim.exps) != 1:
         return None
     base, e = dim.exps[0]
-    if e != 1 or base in ("time", "info", "energy") or base in CURRENCIES:
+    if e != 1 or base in ("time", "info", "energy", "mass") or base in CURRENCIES:
         return None
     return base
 

@@ -24,6 +24,8 @@ device   flash3_attention_efficiency     fraction of peak_flops FlashAttention-3
 device   cudnn_attention_efficiency      fraction of peak_flops cuDNN's fused causal attention reaches (training)
 device   attention_backward_rate         fused attention's backward FLOP rate over its forward's (training)
 device   fp4_sustained_efficiency        sustained_efficiency of the FP4 curve (default: sustained_efficiency)
+device   power                 W         board power at load (TDP/TBP of the datasheet): the energy quantities
+device   idle_power            W         board power when idle (optional; no energy quantity reads it yet)
 link     bandwidth             B/s       per direction
 storage  bandwidth             B/s       sustained write (checkpoint) bandwidth
 ======== ===================== ========= ========================================================================
@@ -85,6 +87,11 @@ def plan_kinds_register():
                   "matmul_efficiency)", optional=True, min=0, min_open=True, max=1),
             Param("kv_read_efficiency", "", doc="fraction of mem_bw the serving step's decode attention reads the "
                   "KV cache at (default: mem_efficiency)", optional=True, min=0, min_open=True, max=1),
+            Param("power", "W", doc="board power at load: the datasheet's thermal design (or total board) power, "
+                  "which the energy quantities charge for every GPU-hour (an upper bound on the average draw)",
+                  optional=True, min=0, min_open=True),
+            Param("idle_power", "W", doc="board power when idle (where the vendor or a measurement states it; "
+                  "documents the part, no energy quantity reads it)", optional=True, min=0),
             Param("decode_attention_call_time", "s", doc="fixed time of one layer's decode-attention call beyond "
                   "its KV read (serving step; default: 0 s)", optional=True, min=0),
         )),
