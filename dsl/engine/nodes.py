@@ -67,6 +67,7 @@ class Node:
     source: str | None = None    # declared `source "…"`
     references: tuple = ()       # where a plugin's formula comes from (concept and public source); shown on request
     dist: Any = None             # an uncertain input's distribution (dsl.engine.distributions.Dist), or None
+    sampler: Any = None          # a random quantity's (draw, argument expressions): dsl.plugin.context.define_random
 
     @property
     def numeric(self) -> bool:

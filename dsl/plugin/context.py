@@ -473,6 +473,25 @@ class PlanContext(_ContextBase):
         return self._define(f"{self.name}.{name}", name, expr, unit, doc, headline, fallback, order,
                             references)
 
+    def define_random(self, name: str, expr, draw, args, unit: str = "", doc: str = "", headline: bool = False,
+                      rank: float | None = None, references: tuple = ()) -> sp.Symbol:
+        """Add quantity ``name`` that is a random variable of the plan — a realisation of a
+        random process the plugin models (failures over a run), not a function of the inputs.
+
+        ``expr`` (sympy, base units) is its expected value: what ``plan eval``, ``solve`` and
+        sweeps read.  Sampling (``plan eval --samples``, :mod:`dsl.results.odds`) draws it
+        instead: ``draw(rng, n, *arrays)`` returns ``n`` realisations (a float numpy array, base
+        units) given ``rng`` (a numpy ``Generator`` seeded from the run's seed and this
+        quantity's id) and one array of ``n`` samples of each expression in ``args`` (sympy,
+        base units; evaluated at the same samples of the plan's uncertain inputs, so a random
+        quantity follows them).  ``args`` must not read another random quantity.
+        """
+        sym = self.define(name, expr, unit, doc, headline=headline, rank=rank, references=references)
+        n = self.ws.nodes.get(f"{self.name}.{name}")
+        if n is not None and n.kind == "quantity":
+            n.sampler = (draw, tuple(as_expr(a) for a in args))
+        return sym
+
     def define_computed(self, name: str, reads, compute, unit: str = "", doc: str = "", headline: bool = False,
                         rank: float | None = None, references: tuple = ()) -> sp.Symbol:
         """Add quantity ``name`` whose value a numeric procedure of the plugin computes from other

@@ -19,6 +19,10 @@ cse=True)``; the samples are then evaluated as numpy arrays (``benchmarks/bench_
 * **Probabilities** of requirements are the fraction of samples at which the requirement
   holds, with its Monte Carlo standard error sqrt(p(1−p)/N).
 * **Limits.** Samples count work: at most ``samples`` (``dsl.syntax.limits``) per plan.
+* **Random quantities.** A plugin may define a quantity as a random process's realisation
+  (:meth:`dsl.plugin.context.PlanContext.define_random`: failures over a run); its expected
+  value is what deterministic outputs read, and sampling draws it from its arguments evaluated
+  at the same samples of the uncertain inputs (:func:`draw_random`).
 * **Sensitivity.** :func:`sobol` gives first-order and total Sobol indices of a quantity over
   the uncertain inputs with :func:`scipy.stats.sobol_indices` (Saltelli 2010 / Jansen
   estimators; scipy ≥ 1.11, the optional extra ``numeric``).
@@ -96,6 +100,11 @@ def uncertain_inputs(ws) -> list[str]:
     return sorted(nid for nid, n in ws.nodes.items() if getattr(n, "dist", None) is not None and n.input)
 
 
+def random_quantities(ws) -> list[str]:
+    """Ids of every random quantity (:meth:`dsl.plugin.context.PlanContext.define_random`), sorted."""
+    return sorted(nid for nid, n in ws.nodes.items() if getattr(n, "sampler", None) is not None)
+
+
 def _check_count(ws, plan: str, samples: int) -> None:
     from dsl.syntax.limits import current, raise_hint
     cap = current().samples
@@ -128,6 +137,21 @@ def draw(ws, ids: list[str], samples: int, seed: int) -> list:
     return out
 
 
+def draw_random(ws, fn, arrays: list, samples: int, seed: int) -> list:
+    """Realisations of the random quantities ``fn.randoms`` of a compiled plan (:func:`compile_plan`):
+    each drawn by its plugin's ``draw(rng, n, *args)`` from its arguments evaluated at the
+    samples ``arrays`` of the uncertain inputs, ``rng`` seeded as :func:`draw` seeds an input."""
+    import numpy as np
+    out = []
+    for i in fn.randoms:
+        a = fn.arg_fns[i](*arrays)
+        a = [np.broadcast_to(np.asarray(x, dtype=float), (samples,)) for x in (a if isinstance(a, (list, tuple)) else [a])]
+        ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, zlib.crc32(i.encode())])
+        out.append(np.asarray(ws.nodes[i].sampler[0](np.random.Generator(np.random.PCG64(ss)), samples, *a),
+                              dtype=float))
+    return out
+
+
 def compile_plan(ws, plan: str, outputs: list[str] | None = None):
     """``(fn, ids, exprs_ids, reqs, uncertain)``: one numpy function of the uncertain inputs
     the plan reads, giving its outputs then both sides of each requirement (base units)."""
@@ -135,26 +159,37 @@ def compile_plan(ws, plan: str, outputs: list[str] | None = None):
     ids = outputs if outputs is not None else [n.id for n in ws.headline(plan)]
     reqs = plan_requirements(ws, plan)
     every = uncertain_inputs(ws)
-    free = frozenset(every)
+    rand = random_quantities(ws)
+    free = frozenset(every) | frozenset(rand)
     nominal = ws.nominal_map(exclude=free)
 
-    def full(e):
+    def full(e, free=free):
         return e.xreplace({s: ws.full_expr(s.name, free) for s in e.free_symbols if s.name in ws.nodes})
 
     exprs = [full(sp.Symbol(i, real=True)) for i in ids]
     for r in reqs:
         exprs += [full(r.lhs), full(r.rhs)]
     names = {s.name for e in exprs for s in e.free_symbols}
+    randoms = [i for i in rand if i in names]
+    # a random quantity's arguments, in terms of the uncertain inputs (never of another random one)
+    args = {i: [full(a, frozenset(every)) for a in ws.nodes[i].sampler[1]] for i in randoms}
+    names |= {s.name for a in args.values() for e in a for s in e.free_symbols}
     used = [i for i in every if i in names]
     _refuse_structural(ws, used)
-    keep = frozenset(sp.Symbol(i, real=True) for i in used)
-    exprs = [e.xreplace({k: v for k, v in nominal.items() if k not in keep}).evalf(17) for e in exprs]
+    keep = frozenset(sp.Symbol(i, real=True) for i in used + randoms)
+
+    def at_nominal(e):
+        return e.xreplace({k: v for k, v in nominal.items() if k not in keep}).evalf(17)
+    exprs = [at_nominal(e) for e in exprs]
     syms = [sp.Symbol(i, real=True) for i in used]
-    raw = sp.lambdify(syms, exprs, modules="numpy", cse=True)
+    raw = sp.lambdify(syms + [sp.Symbol(i, real=True) for i in randoms], exprs, modules="numpy", cse=True)
+    arg_fns = {i: sp.lambdify(syms, [at_nominal(e) for e in a], modules="numpy", cse=True) for i, a in args.items()}
 
     def fn(*arrays):
         r = raw(*arrays)
         return list(r) if isinstance(r, (list, tuple)) else [r]
+    fn.randoms = randoms
+    fn.arg_fns = arg_fns
     return fn, ids, reqs, used
 
 
@@ -176,8 +211,9 @@ def sample_plan(ws, plan: str, samples: int, seed: int = 0, outputs: list[str] |
     fn, ids, reqs, used = compile_plan(ws, plan, outputs)
     arrays = draw(ws, used, samples, seed)
     with np.errstate(all="ignore"):
+        arrays += draw_random(ws, fn, arrays, samples, seed)
         vals = [np.broadcast_to(np.asarray(x, dtype=float), (samples,)) for x in fn(*arrays)]
-    res = Odds(plan, samples, seed, used)
+    res = Odds(plan, samples, seed, used + fn.randoms)
     for i in ids:
         res.values[i] = vals.pop(0)
         res.units[i] = ws.nodes[i].unit
@@ -201,6 +237,11 @@ def sobol(ws, plan: str, nid: str, n: int = 4096, seed: int = 0) -> dict:
         raise PlanError([Diagnostic("error", "usage", "Sobol indices need scipy >= 1.11", None,
                                     'pip install "plan-dsl[numeric]"')]) from None
     fn, ids, _reqs, used = compile_plan(ws, plan, [nid])
+    if fn.randoms:
+        raise PlanError([Diagnostic("error", "usage", f"'{nid}' reads the random quantity '{fn.randoms[0]}' (a "
+                                    "process sampled as events), which has no distribution to vary", None,
+                                    "ask for the Sobol indices of a quantity the events do not enter, or price "
+                                    "them at their expected value (the block's default)")])
     if not used:
         return {}
     _check_count(ws, plan, n * (len(used) + 2))

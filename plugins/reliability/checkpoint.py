@@ -56,6 +56,9 @@ SPEC = UseSpec(
         Param("device_mtbf", "s", None, "mean time between failures of one GPU", min=0, min_open=True),
         Param("size", "B", None, "checkpoint size (default: weights + master + optimizer state)",
               min=0, optional=True),
+        Param("failures", kind="choice", choices=("expected", "sampled"), default='"expected"',
+              doc="the overhead at its expected value (first order), or sampled as events over the whole run "
+              "by `plan eval --samples` (its expected value the Poisson retry model's; needs a training step)"),
     ),
     plan_params=(Param("gpus", "", doc="number of GPUs", min=1, whole=True),),
     order=40,
@@ -94,10 +97,13 @@ def plan_quantities_price(ctx):
     parts = [ctx.define("save_overhead", c / tau, "%", "c/τ: time spent saving"),
              ctx.define("rework_overhead", lam * tau / 2, "%", "Λτ/2: work redone after failures and rollbacks"),
              ctx.define("restart_overhead", lam * r, "%", "Λr: time spent restarting")]
-    ctx.define("overhead", sum(parts), "%", "L(τ) = c/τ + Λ(τ/2 + r) per unit of training time",
-               headline=True, rank=11,
-               references=("checkpoint overhead per unit of training time: c/τ + Λ(τ/2 + r)",
-                           "other job-wide rollbacks: loss spikes and outages add to the failure rate"))
+    if b.value("failures") == "sampled":
+        _sampled_overhead(ctx, b, c, tau, r, lam)
+    else:
+        ctx.define("overhead", sum(parts), "%", "L(τ) = c/τ + Λ(τ/2 + r) per unit of training time",
+                   headline=True, rank=11,
+                   references=("checkpoint overhead per unit of training time: c/τ + Λ(τ/2 + r)",
+                               "other job-wide rollbacks: loss spikes and outages add to the failure rate"))
     ctx.define("overhead_slope", -c / tau**2 + lam / 2, "s^-1", "dL/dτ = −c/τ² + Λ/2 (zero at τ*)")
     ctx.define("optimal_interval", sp.sqrt(2 * c / lam), "s", "τ* = sqrt(2c/Λ)",
                references=("Young 1974, 'A first order approximation to the optimum checkpoint interval'",))
@@ -115,6 +121,28 @@ def plan_quantities_price(ctx):
     ctx.define("checkpoint_stream", size / tau, "MB/s",
                "average write stream size/τ; a write queue grows when it exceeds write_bw",
                references=("checkpoint write stream: checkpoint size / interval",))
+
+
+def _sampled_overhead(ctx, b, c, tau, r, lam) -> None:
+    """``overhead`` as a random quantity: the interruptions of the whole run as events
+    (:mod:`plugins.reliability.failure_events`), its expected value K[(1/Λ + r)(e^{Λ(τ+c)} − 1) −
+    τ]/W over the run's useful time W = steps × step time, K = ⌈W/τ⌉ intervals."""
+    from dsl.plugin import ceiling_of
+    from plugins.reliability.failure_events import sample_overhead
+    if not (ctx.provided("steps") and ctx.provided("step_time")):
+        b.error_at("failures", f"failures = \"sampled\" needs the run's length, but plan '{ctx.name}' prices no "
+                   "training step (steps and step_time)", "give the plan a model, a workload with tokens and a "
+                   "layout, or keep failures = \"expected\"", code="missing-parameter")
+        return
+    W = ctx.q("steps", "") * ctx.q("step_time", "s")
+    K = ceiling_of(W / tau)
+    expected = K * ((1 / lam + r) * (sp.exp(lam * (tau + c)) - 1) - tau) / W
+    refs = ("Poisson retry model: failures during saves and restarts included, (1/Λ + r)(e^{Λ(τ+c)} − 1)/τ − 1",
+            "Daly 2006, 'A higher order estimate of the optimum checkpoint interval for restart dumps'")
+    ctx.define_random("overhead", expected, sample_overhead, (W, tau, c, r, lam), "%",
+                      "lost time over useful time, the interruptions of the whole run as events: expected "
+                      "K[(1/Λ + r)(e^{Λ(τ+c)} − 1) − τ]/W, sampled by `plan eval --samples`",
+                      headline=True, rank=11, references=refs)
 
 
 def _draw_cost(ws, plan, fig) -> bool:
