@@ -157,6 +157,11 @@ def test_provides_lists_exactly_what_each_block_defines(case_ws):
                 measured = {"measured_throughput", "mfu_measured", "hfu_measured"} if spec.name == "compute" else set()
                 assert set(spec.provides) - defined[spec.plugin] <= set(STEP_PROVIDES) | measured, spec.name
                 continue
+            if spec.name == "energy":
+                # carbon and the costs only with a carbon intensity, an electricity or a GPU-hour price
+                assert defined[spec.plugin] <= set(spec.provides), spec.name
+                assert set(spec.provides) - defined[spec.plugin] <= {"carbon", "energy_cost", "gpu_cost"}, spec.name
+                continue
             # fallbacks, replaced by the training step: the persistent state, each state's per-GPU
             # share and the memory total with its margin
             extra = ({"persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu",
@@ -365,11 +370,11 @@ def _train_time_reader():
 
     @hookimpl
     def plan_blocks_register():
-        return [UseSpec("energy", "GPU time of the run")]
+        return [UseSpec("gpu_time", "GPU time of the run")]
 
     @hookimpl
     def plan_quantities_price(ctx):
-        if ctx.block("energy") is not None:
+        if ctx.block("gpu_time") is not None:
             ctx.define("gpu_days", ctx.param("gpus") * ctx.q("train_time", "day"), "day", headline=True)
 
     mod.plan_blocks_register, mod.plan_quantities_price = plan_blocks_register, plan_quantities_price
@@ -386,7 +391,7 @@ def test_a_block_reading_train_time_is_told_what_the_plan_lacks(tmp_path, worklo
     from dsl.plugin.manager import get_plugins
     src = HEAD + (f"workload w {{ {workload}seq_len = 4096 token; global_batch = 8 seq }}\n"
                   "plan p { model = qwen3_8b; workload = w; device = h100_sxm; gpus = 2; mfu = 40 %\n"
-                  "  use memory {}\n  use layout {}\n  use energy {} }\n")
+                  "  use memory {}\n  use layout {}\n  use gpu_time {} }\n")
     path = _write(tmp_path, src)
     if ok:
         ws = Workspace(path, plugins=get_plugins(extra=(TRAIN_TIME_READER,)))
@@ -396,7 +401,7 @@ def test_a_block_reading_train_time_is_told_what_the_plan_lacks(tmp_path, worklo
         Workspace(path, plugins=get_plugins(extra=(TRAIN_TIME_READER,)))
     d = next(d for d in ei.value.diagnostics if d.severity == "error")
     assert d.code == "missing-quantity" and (d.span.line, d.span.column) == (4, 6)
-    assert d.summary == ("`use energy` in plan 'p' needs 'train_time', which `use layout` does not define for "
+    assert d.summary == ("`use gpu_time` in plan 'p' needs 'train_time', which `use layout` does not define for "
                          "this plan")
     assert d.hint.startswith("`use layout` defines 'train_time' only when the plan's workload has `tokens`")
     assert "use compute" not in d.hint

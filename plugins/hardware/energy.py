@@ -89,6 +89,10 @@ def _param(ctx, block, name, default):
 def plan_quantities_price(ctx):
     """Define the energy quantities of a plan on a device with a ``power`` field."""
     block = ctx.block("energy")
+    training = ctx.provided("step_time")
+    serving = next((r for r in _SERVING_RATES if ctx.provided(r)), None)
+    if block is None and not (training or serving):
+        return                                  # neither a training nor a serving plan: `device` not read
     if block is None and not ctx.stated("device"):
         return
     if block is None and not hasattr(ctx.value("device"), "name"):
@@ -98,10 +102,6 @@ def plan_quantities_price(ctx):
         if block is not None:
             ctx.error(f"device '{dev.name}' states no `power`, which `use energy` needs", "add `power = … W` (its board power at load: the datasheet TDP) to the "
                       "device, or pick a catalog device that has one", code="missing-parameter")
-        return
-    training = ctx.provided("step_time")
-    serving = next((r for r in _SERVING_RATES if ctx.provided(r)), None)
-    if block is None and not (training or serving):
         return
     head = block is not None
     refs = REFERENCES

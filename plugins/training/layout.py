@@ -192,7 +192,7 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
                  "optimizer_per_gpu", "activation_per_layer", "activation_memory", "memory_per_gpu",
                  "memory_margin", "steps", "train_time", "finish_time")
 # with `offload = "optimizer"` (ZeRO-Offload)
-STEP_PROVIDES += ("loss_memory", "gathered_memory", "workspace_memory", "allocator_memory", "runtime_memory",
+STEP_PROVIDES += ("loss_memory", "recompute_memory", "gathered_memory", "workspace_memory", "allocator_memory", "runtime_memory",
                   "runtime_margin")
 STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
 # achieved utilisation (both modes), and with efficiency = "roofline" the optimizer step on the GPU
@@ -546,6 +546,12 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
         ws = ctx.define("workspace_memory", r["workspace"], "GiB",
                         "cuBLAS workspace and fused attention's backward FP32 dQ accumulator of one layer",
                         references=RUNTIME_REFS[1:3])
+    if mode != "transient":
+        ctx.define("recompute_memory", r["activation_redo"], "GiB",
+                   "one layer's activations of one micro-batch a recomputing backward re-materialises beside the "
+                   "checkpoints (as without recomputation, less what the mode keeps; in runtime_memory's "
+                   "activations)", references=("Korthikanti et al. 2022, 'Reducing Activation Recomputation in "
+                                               "Large Transformer Models' (activations per layer)",))
     allocated = ctx.q("persistent_memory", "B") + act_rt + gathered + ws
     reserve = ctx.define("allocator_memory", allocated * K["reserve"], "GiB",
                          "what the caching allocator reserves beyond the allocated peak (allocator_reserve × "
