@@ -132,9 +132,11 @@ def cmd_sweep(args) -> int:
     else:
         plans = [p for p in ws.plans() if any(v.id.startswith(p + ".") for v in varies)] or ws.plans(own=True)
     out = {}
-    for p in plans:
-        res = sweep.run(ws, p, varies, random=args.random, seed=args.seed)
-        out[p] = res
+    from dsl.engine.executor import from_args
+    with from_args(args) as ex:
+        for p in plans:
+            out[p] = sweep.run(ws, p, varies, random=args.random, seed=args.seed, executor=ex)
+    for p, res in out.items():
         if args.out:
             path = args.out if len(plans) == 1 else args.out.replace(".csv", "") + f"-{p}.csv"
             write_output(path, res.write_csv)
