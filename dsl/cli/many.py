@@ -45,7 +45,8 @@ def run_many(args, files: list[str], task) -> int:
     the executor of ``args``; print the outputs in order (module docstring); the largest exit
     code."""
     from dsl.engine.executor import from_args
-    jobs = [argparse.Namespace(**{**vars(args), "file": f}) for f in files]
+    import os
+    jobs = [argparse.Namespace(**{**vars(args), "file": f, "cwd": os.getcwd()}) for f in files]
     with from_args(args) as ex:
         results = ex.map(task, jobs)
     fmt = getattr(args, "format", "text")

@@ -118,15 +118,30 @@ def main(argv: list[str] | None = None) -> int:
 def run_one_file(args) -> tuple[int, str, str]:
     """One file of ``plan eval``/``plan check`` over many files (a task of the executor, in
     this process or a worker): :func:`execute` on ``args`` (whose ``file`` is that one file),
-    its standard output and error captured — (exit code, stdout, stderr)."""
+    its standard output and error captured — (exit code, stdout, stderr).  It runs in the
+    caller's working directory (``args.cwd``, where it exists here), so a relative FILE names
+    the same file and prints the same in a worker process."""
     from dsl.api import disabled_plugins
     from dsl.engine.executor import captured
     set_disabled(disabled_plugins(args.disable_plugin))
     try:
-        rc, out, err = captured(execute, args, {})
+        rc, out, err = captured(_in_directory, getattr(args, "cwd", None), execute, args, {})
     finally:
         CONFINED.clear()        # this file's confined errors are in its own exit code
     return rc, out, err
+
+
+def _in_directory(cwd, fn, *args):
+    """``fn(*args)`` with ``cwd`` (if given and present) as the working directory."""
+    import os
+    if not cwd or not os.path.isdir(cwd) or os.path.realpath(cwd) == os.path.realpath(os.getcwd()):
+        return fn(*args)
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return fn(*args)
+    finally:
+        os.chdir(before)
 
 
 def execute(args, commands: dict) -> int:
