@@ -150,3 +150,11 @@ def test_one_file_is_the_command_as_always(tmp_path):
 def test_an_empty_folder_is_a_usage_error(tmp_path):
     code, out, err = run_cli("check", tmp_path)
     assert code == 2 and "no .plan file under" in err
+
+
+@pytest.mark.executor
+def test_serving_search_simulations_are_identical_on_every_engine(scheduler):
+    """The simulations run ahead in batches on several workers; the rules read them in order."""
+    runs = [run_cli("eval", CASES / "serving-slo-azure.plan", "--format", "json", *e) for e in engines(scheduler)]
+    assert runs[0][0] == 0, runs[0][2]
+    assert runs[0][1] == runs[1][1] == runs[2][1]

@@ -42,13 +42,12 @@ def many_files(paths: list[str]) -> list[str] | None:
 
 def run_many(args, files: list[str], task) -> int:
     """Run ``task(args for one file)`` -> (exit code, stdout, stderr) for each of ``files`` on
-    the executor of ``args``; print the outputs in order (module docstring); the largest exit
+    the run's executor (:func:`dsl.engine.executor.current`); print the outputs in order (module docstring); the largest exit
     code."""
-    from dsl.engine.executor import from_args
+    from dsl.engine.executor import current
     import os
     jobs = [argparse.Namespace(**{**vars(args), "file": f, "cwd": os.getcwd()}) for f in files]
-    with from_args(args) as ex:
-        results = ex.map(task, jobs)
+    results = current().map(task, jobs)
     fmt = getattr(args, "format", "text")
     records = []
     for f, (rc, out, err) in zip(files, results):

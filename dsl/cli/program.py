@@ -124,6 +124,7 @@ def run_one_file(args) -> tuple[int, str, str]:
     from dsl.api import disabled_plugins
     from dsl.engine.executor import captured
     set_disabled(disabled_plugins(args.disable_plugin))
+    args.exec_engine, args.workers, args.scheduler = "serial", 1, None     # the file's own work: here
     try:
         rc, out, err = captured(_in_directory, getattr(args, "cwd", None), execute, args, {})
     finally:
@@ -151,8 +152,11 @@ def execute(args, commands: dict) -> int:
     from dsl.syntax import limits as L
     from dsl.syntax.diagnostics import PlanError, printable, render
 
+    from dsl.engine import executor as X
     try:
         _apply_limits(args)
+        if hasattr(args, "exec_engine"):       # the run's executor (--engine, --workers, --scheduler)
+            X.install(X.from_args(args))
         run = {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
                 "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
@@ -221,6 +225,8 @@ def execute(args, commands: dict) -> int:
         return EXIT_PLAN
     finally:
         L.set_limits(None)
+        X.current().close()
+        X.install(None)
 
 
 def console_main() -> None:

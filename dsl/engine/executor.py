@@ -49,6 +49,7 @@ ENGINES = ("serial", "processes", "dask")
 ALIASES = {"local": "serial"}
 DEFAULT_ENGINE = "processes"
 _REDIRECT = threading.Lock()     # see :func:`captured`: one redirected task per process at a time
+_CURRENT: "Executor | None" = None   # the run's executor (:func:`install`); None: in this process
 
 
 class ExecutorError(Exception):
@@ -68,12 +69,28 @@ def _run_group(fn: Callable, group: list, limits) -> list:
     """The unit of work a worker runs: ``fn`` on each item of one contiguous group, under the
     caller's ``limits`` (restored afterwards, for workers that run several tasks)."""
     from ..syntax import limits as L
-    before = L.current()
+    before = L.current(), _CURRENT
     L.set_limits(limits)
+    install(None)                # a task's own heavy work runs in its worker: no pools in pools
     try:
         return [fn(x) for x in group]
     finally:
-        L.set_limits(before)
+        L.set_limits(before[0])
+        install(before[1])
+
+
+def install(executor: "Executor | None") -> None:
+    """Make ``executor`` the run's executor (the CLI installs the one of ``--engine``,
+    ``--workers``, ``--scheduler``); None: back to this process."""
+    global _CURRENT
+    _CURRENT = executor
+
+
+def current() -> "Executor":
+    """The run's executor (:func:`install`), else one that runs in this process.  Heavy work
+    reached during an evaluation (the serving search's simulations; Monte Carlo sample
+    groups) reads it here, as it reads the limits."""
+    return _CURRENT if _CURRENT is not None else Executor("serial")
 
 
 def groups(items: list, chunks: int | None) -> list[list]:
@@ -271,9 +288,11 @@ ENGINE_HELP = ("where heavy work runs: processes (default: local processes, --wo
 
 
 def add_arguments(parser) -> None:
-    """The options every command with heavy work shares (an argparse parser): ``--engine``,
+    """The options every command with heavy work shares (an argparse parser): ``--engine``
+    (attribute ``exec_engine``: a plugin command's own ``--engine`` keeps its name),
     ``--workers``, ``--scheduler``."""
-    parser.add_argument("--engine", choices=ENGINES + tuple(ALIASES), default=DEFAULT_ENGINE, help=ENGINE_HELP)
+    parser.add_argument("--engine", dest="exec_engine", choices=ENGINES + tuple(ALIASES), default=DEFAULT_ENGINE,
+                        help=ENGINE_HELP)
     parser.add_argument("--workers", type=_workers, default=1, metavar="N",
                         help="processes (or local Dask workers) to run on (default 1: this process)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
@@ -295,5 +314,5 @@ def _workers(text: str) -> int:
 
 def from_args(args) -> Executor:
     """The :class:`Executor` of a command's ``--engine``/``--workers``/``--scheduler``."""
-    return Executor(getattr(args, "engine", DEFAULT_ENGINE) or DEFAULT_ENGINE, getattr(args, "workers", 1) or 1,
+    return Executor(getattr(args, "exec_engine", DEFAULT_ENGINE) or DEFAULT_ENGINE, getattr(args, "workers", 1) or 1,
                     getattr(args, "scheduler", None))

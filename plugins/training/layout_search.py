@@ -30,7 +30,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from dsl.plugin import (Diagnostic, Executor, ExecutorError, MissingEngine, PlanError, add_engine_arguments,
-                        executor_from_args)
+                        current_executor)
 
 KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp", "off")
 KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
@@ -949,9 +949,9 @@ def run_command(args, cli) -> int:
 
     out = {}
     try:
-        with executor_from_args(args) as ex:
-            for p in plans:
-                out[p] = run(ws, p, chunks=args.chunks, progress=progress if ex.parallel else None, executor=ex)
+        ex = current_executor()            # the run's (--engine, --workers, --scheduler)
+        for p in plans:
+            out[p] = run(ws, p, chunks=args.chunks, progress=progress if ex.parallel else None, executor=ex)
     except (SearchError, ExecutorError) as e:
         missing = isinstance(e, (MissingDependency, MissingEngine))
         hint = f"\n  hint: {e.hint}" if getattr(e, "hint", "") else ""
