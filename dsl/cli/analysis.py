@@ -135,9 +135,10 @@ def cmd_sweep(args) -> int:
     else:
         plans = [p for p in ws.plans() if any(v.id.startswith(p + ".") for v in varies)] or ws.plans(own=True)
     out = {}
+    from dsl.engine.executor import current
     for p in plans:
-        res = sweep.run(ws, p, varies, random=args.random, seed=args.seed)
-        out[p] = res
+        out[p] = sweep.run(ws, p, varies, random=args.random, seed=args.seed, executor=current())
+    for p, res in out.items():
         if args.out:
             path = args.out if len(plans) == 1 else args.out.replace(".csv", "") + f"-{p}.csv"
             write_output(path, res.write_csv)

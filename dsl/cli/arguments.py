@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+from dsl.engine.executor import add_arguments as add_engine_arguments
+
+MANY = ("FILE may be a folder, or several files: each .plan file under it is a separate task (in "
+        "sorted order, the same output whatever --engine and --workers run them; the exit code is "
+        "the worst file's).")
+
 
 def _count(least: int):
     """argparse type: a whole number >= ``least`` (a bad one is a usage error, exit 2)."""
@@ -37,8 +43,9 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
                        description="Evaluate the plans declared in FILE (imported plans only when named with "
                                    "--plan, or when FILE declares none) and print their headline quantities "
                                    "with units, requirements (memory fits, deadline met), the answers of "
-                                   "named solves (`solve NAME: …`) and the step's critical path.")
-    e.add_argument("file", metavar="FILE")
+                                   "named solves (`solve NAME: …`) and the step's critical path.  " + MANY)
+    e.add_argument("file", metavar="FILE", nargs="+", help="a .plan file, or folders and files (see above)")
+    add_engine_arguments(e)
     e.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     e.add_argument("--plan", action="append", metavar="NAME", help="only this plan (repeatable)")
     e.add_argument("--in", dest="units", action="append", metavar="UNIT", default=[],
@@ -94,8 +101,10 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="parse, resolve names, build the graph and check units; compute no value",
                        description="Parse FILE and its imports, resolve names, extends and imports, build "
-                                   "the plugins' graph and check every unit and reference; no value is computed.")
-    c.add_argument("file", metavar="FILE")
+                                   "the plugins' graph and check every unit and reference; no value is computed.  "
+                                   + MANY)
+    c.add_argument("file", metavar="FILE", nargs="+", help="a .plan file, or folders and files (see above)")
+    add_engine_arguments(c)
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.add_argument("--strict", action="store_true",
                    help="also evaluate, and exit 1 when a requirement fails (a plan's, or a file-level "
@@ -168,8 +177,8 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
                                    "and requirements at every point, compiled once with lambdify and vectorised "
                                    "with numpy.  A value that shapes the plan (a tp degree) re-evaluates it; where "
                                    "the plan cannot be built at a value, those points are infeasible and the "
-                                   "summary gives the reason.  Prints a feasibility "
-                                   "summary; --out writes every point as CSV.")
+                                   "summary gives the reason; those evaluations run on --engine/--workers, with the "
+                                   "same result.  Prints a feasibility summary; --out writes every point as CSV.")
     w.add_argument("file", metavar="FILE")
     w.add_argument("--vary", action="append", metavar="NAME=START:STOP:N", required=True,
                    help="a varied input, START:STOP:N or a list [V1, V2, …] (repeatable: the grid is the product)")
@@ -179,6 +188,7 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     w.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     w.add_argument("--out", metavar="CSV", help="write every point to CSV")
     w.add_argument("--format", choices=("text", "json"), default="text")
+    add_engine_arguments(w)     # the evaluations of structural values are its tasks
 
     fm = sub.add_parser("fmt", help="format .plan files canonically (comments kept)",
                         description="Rewrite each FILE in the canonical layout: one member group per line, "

@@ -8,11 +8,13 @@ import argparse
 import json
 import sys
 
+from dsl.engine.executor import ExecutorError, MissingEngine
 import dsl.cli.arguments as arguments   # main reads arguments.build_parser (tests/fuzzing.py swaps it)
 from dsl.cli.analysis import cmd_solve, cmd_sweep
 from dsl.cli.common import (CONFINED, EXIT_MISSING, EXIT_OK, EXIT_PLAN, EXIT_USAGE, CommandLineError,
                             UsageError, cannot_write, disabled, load, select_plans, set_disabled, warn)
 from dsl.cli.evaluation import cmd_check, cmd_eval, cmd_explain, cmd_get
+from dsl.cli.many import many_files, run_many
 from dsl.cli.output import cmd_diff, cmd_figure, cmd_graph, cmd_report, cmd_timeline
 from dsl.cli.project import cmd_fmt, cmd_plugins
 
@@ -110,16 +112,62 @@ def main(argv: list[str] | None = None) -> int:
     if not args.cmd:
         parser.print_help()
         return EXIT_USAGE
+    return execute(args, commands)
+
+
+def run_one_file(args) -> tuple[int, str, str]:
+    """One file of ``plan eval``/``plan check`` over many files (a task of the executor, in
+    this process or a worker): :func:`execute` on ``args`` (whose ``file`` is that one file),
+    its standard output and error captured — (exit code, stdout, stderr).  It runs in the
+    caller's working directory (``args.cwd``, where it exists here), so a relative FILE names
+    the same file and prints the same in a worker process."""
+    from dsl.api import disabled_plugins
+    from dsl.engine.executor import captured
+    set_disabled(disabled_plugins(args.disable_plugin))
+    args.exec_engine, args.workers, args.scheduler = "serial", 1, None     # the file's own work: here
+    try:
+        rc, out, err = captured(_in_directory, getattr(args, "cwd", None), execute, args, {})
+    finally:
+        CONFINED.clear()        # this file's confined errors are in its own exit code
+    return rc, out, err
+
+
+def _in_directory(cwd, fn, *args):
+    """``fn(*args)`` with ``cwd`` (if given and present) as the working directory."""
+    import os
+    if not cwd or not os.path.isdir(cwd) or os.path.realpath(cwd) == os.path.realpath(os.getcwd()):
+        return fn(*args)
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return fn(*args)
+    finally:
+        os.chdir(before)
+
+
+def execute(args, commands: dict) -> int:
+    """Run the parsed command ``args`` (``commands``: the plugins' commands, name ->
+    CommandSpec): the run's limits installed, every failure turned into diagnostics on stderr
+    and an exit code."""
     from dsl.syntax import limits as L
     from dsl.syntax.diagnostics import PlanError, printable, render
 
+    from dsl.engine import executor as X
     try:
         _apply_limits(args)
+        if hasattr(args, "exec_engine"):       # the run's executor (--engine, --workers, --scheduler)
+            X.install(X.from_args(args))
         run = {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
                 "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
                 "explain": cmd_explain, "graph": cmd_graph}.get(args.cmd)
         CONFINED.clear()
+        if args.cmd in ("eval", "check") and isinstance(args.file, list):
+            files = many_files(args.file)
+            if files is None:             # one file: the command as always
+                args.file = args.file[0]
+            else:
+                return run_many(args, files, run_one_file)
         if run is None:
             rc = commands[args.cmd].run(args, CommandContext())
         else:
@@ -147,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         if errs and all(d.code == "missing-dependency" for d in errs):
             return EXIT_MISSING
         return EXIT_PLAN
+    except ExecutorError as e:
+        code = "missing-dependency" if isinstance(e, MissingEngine) else "engine"
+        print(printable(f"plan: error[{code}]: {e}") + printable(f"\n  hint: {e.hint}" if e.hint else "", lines=True),
+              file=sys.stderr)
+        return EXIT_MISSING if isinstance(e, MissingEngine) else EXIT_USAGE
     except UsageError as e:
         print(printable(f"plan: error[{e.code}]: {e}") + printable(f"\n  hint: {e.hint}" if e.hint else "", lines=True),
               file=sys.stderr)     # a path or argument quoted in it may hold anything
@@ -172,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PLAN
     finally:
         L.set_limits(None)
+        X.current().close()
+        X.install(None)
 
 
 def console_main() -> None:

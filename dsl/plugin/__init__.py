@@ -13,7 +13,11 @@ the names below from ``dsl.plugin``; other modules of ``dsl`` are internal and m
 * helpers: :func:`symbol` (the sympy symbol of a node id), :class:`Span`, :func:`display_path`,
   :class:`Timeline`, :func:`no_gc`, units :func:`parse_unit`, :func:`convert`,
   :func:`format_number`, :func:`format_quantity`, :func:`progress` (a progress bar on stderr
-  for a long loop, drawn only on a terminal with rich installed); sympy builders that skip
+  for a long loop, drawn only on a terminal with rich installed); :class:`Executor` (heavy work
+  mapped over items on local processes or Dask, results in input order; :class:`ExecutorError`,
+  :class:`MissingEngine`, :data:`ENGINES`; :func:`add_engine_arguments` and
+  :func:`executor_from_args` for a command's ``--engine``/``--workers``/``--scheduler``;
+  :func:`current_executor`, the run's executor, which the CLI installs from those options); sympy builders that skip
   simplification sympy cannot do: :func:`hinge`, :func:`hinge_sum`, :func:`shortfall_sum`,
   :func:`max_of`, :func:`ceiling_of`, and :func:`subs_numbers` (exact substitution);
 * standard figure kinds, drawn on the matplotlib axes a :class:`FigureSpec`'s ``draw`` makes:
@@ -30,6 +34,10 @@ from __future__ import annotations
 
 from ..engine.nodes import symbol
 from ..engine.piecewise import ceiling_of, hinge, hinge_sum, max_of, shortfall_sum, subs_numbers
+from ..engine.executor import ENGINES, Executor, ExecutorError, MissingEngine
+from ..engine.executor import add_arguments as add_engine_arguments
+from ..engine.executor import current as current_executor
+from ..engine.executor import from_args as executor_from_args
 from ..engine.progress import progress
 from ..engine.safeio import FileRefused, read_text
 from ..syntax.limits import LimitError
@@ -50,4 +58,6 @@ __all__ = ["BlockView", "CommandSpec", "Diagnostic", "FileRefused", "LimitError"
            "ComputedView", "PlanContext", "QuantitySpec", "SlotSpec", "Span", "Table", "TableSpec", "Timeline", "UseSpec",
            "convert", "did_you_mean", "display_path", "format_number", "install_hint", "format_quantity", "hookimpl", "hookspec", "no_gc",
            "parse_unit", "progress", "symbol", "ceiling_of", "hinge", "hinge_sum", "max_of", "shortfall_sum",
-           "subs_numbers", "FigureError", "gantt", "memory_profile", "CsvError", "cell_span", "open_csv"]
+           "subs_numbers", "FigureError", "gantt", "memory_profile", "CsvError", "cell_span", "open_csv",
+           "ENGINES", "Executor", "ExecutorError", "MissingEngine", "add_engine_arguments",
+           "current_executor", "executor_from_args"]

@@ -303,7 +303,7 @@ def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None 
 
 
 def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int = 0,
-        outputs: list[str] | None = None) -> SweepResult:
+        outputs: list[str] | None = None, executor=None) -> SweepResult:
     """Evaluate ``plan`` on a grid (product of each :class:`Vary`'s ``n`` points) or on
     ``random`` uniform samples of the boxes [start, stop]; see :class:`SweepResult`.
 
@@ -311,14 +311,19 @@ def run(ws, plan: str, varies: list[Vary], random: int | None = None, seed: int 
     most ``sweep_evaluations`` of them (``dsl.syntax.limits``: a count of work, so the same
     sweep gives the same answer on an idle and on a busy machine).
 
+    The evaluations of structural values are the heavy part: each is a task of ``executor``
+    (:class:`dsl.engine.executor.Executor`; default: this process), and the result is the same
+    whatever runs them.
+
     :raises PlanError: random samples of a structural input, or more structural combinations
         than ``sweep_evaluations`` (``error[limit]``, located at the varied input that
         re-evaluates the plan).
+    :raises ExecutorError: the executor cannot run (an unreachable Dask scheduler).
     """
-    return _run(ws, plan, varies, random, seed, outputs)
+    return _run(ws, plan, varies, random, seed, outputs, executor)
 
 
-def _run(ws, plan, varies, random, seed, outputs) -> SweepResult:
+def _run(ws, plan, varies, random, seed, outputs, executor=None) -> SweepResult:
     np = _numpy()
     from ..syntax.limits import current, raise_hint
     points = random if random else 1
@@ -344,7 +349,8 @@ def _run(ws, plan, varies, random, seed, outputs) -> SweepResult:
     size = arrays[0].size if arrays else 1
     not_built = []
     if structural:
-        vals, ids, units, reqs, not_built = _structural_values(ws, plan, varies, arrays, structural, outputs, size)
+        vals, ids, units, reqs, not_built = _structural_values(ws, plan, varies, arrays, structural, outputs, size,
+                                                               executor)
     else:
         fn, ids, units, reqs = compile_outputs(ws, plan, varied, outputs)
         with np.errstate(all="ignore"):
@@ -378,9 +384,10 @@ def _run(ws, plan, varies, random, seed, outputs) -> SweepResult:
     return res
 
 
-def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
+def _structural_values(ws, plan, varies, arrays, structural, outputs, size, executor=None):
     """Outputs per point when some varied inputs are structural: one evaluation of the file per
-    combination of their values (overrides), the continuous inputs compiled within each.  The
+    combination of their values (overrides), the continuous inputs compiled within each — one
+    task of ``executor`` per combination (:func:`structural_task`).  The
     columns are those of the nominal plan; an output or requirement a structure does not have
     is NaN (a requirement: not met) at its points.  A combination at which the plan cannot be
     built (an evaluation error: a tp that does not divide the GPUs) is not an error of the
@@ -388,6 +395,8 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
     mask of its points)."""
     import numpy as np
 
+    from ..engine.executor import Executor
+    from ..plugin.manager import get_plugins
     from ..syntax.limits import current, raise_hint
     combos = sorted({tuple(float(arrays[i][k]) for i in structural) for k in range(size)})
     cap = current().sweep_evaluations
@@ -403,56 +412,71 @@ def _structural_values(ws, plan, varies, arrays, structural, outputs, size):
     units = [ws.nodes[i].unit for i in ids]
     reqs = plan_requirements(ws, plan)
     out = [np.full(size, np.nan) for _ in range(len(ids) + 2 * len(reqs))]
+    ex = executor if executor is not None else Executor("serial")
+    blocked = tuple(getattr(ws.plugins, "blocked", ()))
+    # a worker loads the installed plugins; plugins given only to this process keep it here
+    if ex.parallel and get_plugins(blocked) is not ws.plugins:
+        ex = Executor("serial")
+    jobs, masks = [], []
+    for combo in combos:
+        mask = np.ones(size, dtype=bool)
+        for i, x in zip(structural, combo):
+            mask &= arrays[i] == x
+        masks.append(mask)
+        jobs.append({"path": str(ws.path), "plugins": None if ex.parallel else ws.plugins, "blocked": blocked,
+                     "plan": plan, "ids": ids, "continuous": [varies[i].id for i in continuous],
+                     "arrays": [arrays[i][mask] for i in continuous], "n": int(mask.sum()),
+                     "overrides": {varies[i].id: _exact(x, _whole(ws, varies[i].id)) for i, x in zip(structural, combo)}})
     from dsl.engine.progress import progress
-    not_built = []
     with progress(len(combos), f"sweeping {len(combos)} structural values") as advance:
-        for combo in combos:
-            try:
-                _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo)
-            except PlanError as e:
-                not_built.append(_not_built(ws, varies, arrays, structural, combo, e))
-            advance()
+        parts = ex.map(structural_task, jobs, progress=lambda done, total: advance())
+    not_built = []
+    for combo, mask, part in zip(combos, masks, parts):
+        if isinstance(part, str):
+            not_built.append(_not_built(ws, varies, structural, combo, mask, part))
+            continue
+        have, vals, req_names = part
+        for k, i in enumerate(have):
+            out[ids.index(i)][mask] = vals[k]
+        by_name = {r: n for n, r in enumerate(req_names)}
+        for n, r in enumerate(reqs):
+            m = by_name.get(r.name)
+            if m is not None:
+                out[len(ids) + 2 * n][mask] = vals[len(have) + 2 * m]
+                out[len(ids) + 2 * n + 1][mask] = vals[len(have) + 2 * m + 1]
     return out, ids, units, reqs, not_built
 
 
-def _not_built(ws, varies, arrays, structural, combo, e: PlanError):
+def _not_built(ws, varies, structural, combo, mask, why: str):
     """(values, reason, mask) of a structural combination whose evaluation failed: the values in
-    display units by varied id, the first error as ``error[code]: summary``."""
-    import numpy as np
-
-    mask = np.ones(arrays[0].size, dtype=bool)
-    at = {}
-    for i, x in zip(structural, combo):
-        mask &= arrays[i] == x
-        at[varies[i].id] = x / _scale(ws.nodes[varies[i].id].unit)
-    d = next((d for d in e.diagnostics if d.severity == "error"), e.diagnostics[0] if e.diagnostics else None)
-    why = f"error[{d.code}]: {d.summary}" if d is not None else str(e)
+    display units by varied id."""
+    at = {varies[i].id: x / _scale(ws.nodes[varies[i].id].unit) for i, x in zip(structural, combo)}
     return at, why, mask
 
 
-def _structural_point(ws, plan, varies, arrays, structural, continuous, ids, reqs, out, size, combo) -> None:
-    """Fill ``out`` at the points of one combination of structural values (one evaluation)."""
+def structural_task(job: dict):
+    """One combination of structural values (an executor task, in this process or a worker):
+    the file evaluated with ``job["overrides"]``, its outputs compiled over the continuous
+    inputs and computed at their points.  Returns ``(outputs it has, their arrays and both sides
+    of each requirement, the requirements' names)``, or, when the plan cannot be built there,
+    its first error as ``"error[code]: summary"`` (data: it travels back from a worker)."""
     import numpy as np
 
     from dsl.results.evaluation import evaluate_file
-    over = {varies[i].id: _exact(x, _whole(ws, varies[i].id)) for i, x in zip(structural, combo)}
-    ev = evaluate_file(ws.path, plugins=ws.plugins, overrides=over)
-    mask = np.ones(size, dtype=bool)
-    for i, x in zip(structural, combo):
-        mask &= arrays[i] == x
-    have = [i for i in ids if i in ev.nodes]
-    fn, _, _, ev_reqs = compile_outputs(ev, plan, [varies[i].id for i in continuous], have)
-    with np.errstate(all="ignore"):
-        part = [np.broadcast_to(np.asarray(x, dtype=float), (int(mask.sum()),))
-                for x in fn(*[arrays[i][mask] for i in continuous])]
-    for k, i in enumerate(have):
-        out[ids.index(i)][mask] = part[k]
-    by_name = {r.name: n for n, r in enumerate(ev_reqs)}
-    for n, r in enumerate(reqs):
-        m = by_name.get(r.name)
-        if m is not None:
-            out[len(ids) + 2 * n][mask] = part[len(have) + 2 * m]
-            out[len(ids) + 2 * n + 1][mask] = part[len(have) + 2 * m + 1]
+    plugins = job["plugins"]
+    if plugins is None:
+        from ..plugin.manager import get_plugins
+        plugins = get_plugins(job["blocked"])
+    try:
+        ev = evaluate_file(job["path"], plugins=plugins, overrides=job["overrides"])
+        have = [i for i in job["ids"] if i in ev.nodes]
+        fn, _, _, ev_reqs = compile_outputs(ev, job["plan"], job["continuous"], have)
+        with np.errstate(all="ignore"):
+            vals = [np.broadcast_to(np.asarray(x, dtype=float), (job["n"],)).copy() for x in fn(*job["arrays"])]
+    except PlanError as e:
+        d = next((d for d in e.diagnostics if d.severity == "error"), e.diagnostics[0] if e.diagnostics else None)
+        return f"error[{d.code}]: {d.summary}" if d is not None else str(e)
+    return have, vals, [r.name for r in ev_reqs]
 
 
 def _exact(x: float, whole: bool):

@@ -97,7 +97,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from dsl.plugin import current_limits
+from dsl.plugin import current_executor, current_limits
 
 from plugins.serving import serving_sim_core as sim
 from plugins.hardware.collectives import collective_time
@@ -549,6 +549,9 @@ def _screen_group(g, cols, idx, w, max_model_len, kv_link, lam, loads, k, E, Pm,
 
 
 # ---------------------------------------------------------------- simulate
+ROW = ("S", "T", "kv", "disagg", "xp", "yd", "r", "gpus", "k")   # the columns one simulation reads
+
+
 def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunked: bool = True) -> dict:
     """Simulate candidate i on the whole trace: p95 TTFT and TPOT (s), output throughput
     (token/s, over the simulated span), the span and, when priced, the cost per million tokens:
@@ -559,13 +562,37 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
     disaggregated configuration's decode pool); with the workload's block keys every engine that
     takes prompts caches prefixes (:func:`plugins.serving.serving_prefix_cache.simulate_cached`,
     a cache per engine), and ``prefix_hit_rate`` is the share of prompt tokens found cached."""
-    cols = res.cols
-    g = res.layouts[int(cols["g"][i])]
-    S, T, kv, k = int(cols["S"][i]), int(cols["T"][i]), int(cols["kv"][i]), int(cols["k"][i])
+    return simulate_row(res.layouts[int(res.cols["g"][i])], row_of(res, i), w, kv_link, chunked)
+
+
+def row_of(res: SearchResult, i: int) -> dict:
+    """Candidate i's :data:`ROW` as plain numbers, with ``E``, the tokens a step gives at its k."""
+    row = {k: res.cols[k][i].item() for k in ROW}
+    row["E"] = float(res.spec.E[int(row["k"])]) if row["k"] else 1.0
+    return row
+
+
+def simulate_task(job) -> dict:
+    """:func:`simulate_row` on ``(layout, row, workload, kv_link, chunked)`` — an executor task
+    (:class:`dsl.plugin.Executor`) — with a candidate that cannot serve the trace (a limit the
+    screen did not see) answered as infinite latencies."""
+    try:
+        return simulate_row(*job)
+    except sim.SimError:
+        return dict(UNSERVED)
+
+
+UNSERVED = {"ttft_p95": math.inf, "tpot_p95": math.inf, "throughput": 0.0, "span": math.inf, "cost": None}
+
+
+def simulate_row(g: Layout, cols: dict, w: Workload, kv_link: dict | None, chunked: bool = True) -> dict:
+    """:func:`simulate` of one candidate given by its layout ``g`` and its ``cols`` (:func:`row_of`:
+    plain numbers): what a worker process needs, nothing more."""
+    S, T, kv, k = int(cols["S"]), int(cols["T"]), int(cols["kv"]), int(cols["k"])
     o = ops("numpy")
     if g.step_cost is None:           # one function per layout: its simulations share what they check
         g.step_cost = step_fn(g)
-    spec = ssp.sim_spec(g, k, res.spec.E[k], kv // g.pp, o) if k else None
+    spec = ssp.sim_spec(g, k, cols["E"], kv // g.pp, o) if k else None
     hit_rate = None
 
     def engines(arrival, prompt, output, eng, cost, replicas, spec=None):
@@ -579,10 +606,10 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
         hit_rate = stats.hit_rate
         return r
 
-    if cols["disagg"][i]:
+    if cols["disagg"]:
         eng_p = sim.Engine(kv, g.block_size, S, T, chunked)
         ones = np.ones_like(w.output)
-        rp = engines(w.arrival, w.prompt, ones, eng_p, g.step_cost, int(cols["xp"][i]))
+        rp = engines(w.arrival, w.prompt, ones, eng_p, g.step_cost, int(cols["xp"]))
         first = rp.first_at                 # absolute: the decode pool's arrivals
         many = w.output > 1
         xfer = kv_transfer_time(g.c, w.prompt, kv_link, o) if kv_link is not None else 0.0 * first
@@ -591,24 +618,31 @@ def simulate(res: SearchResult, i: int, w: Workload, kv_link: dict | None, chunk
             arr = (first + xfer)[many]
             eng_d = sim.Engine(kv, g.block_size, S, max(T, int(w.prompt.max()) + 1 + S * (k + 1)), True)
             rd = sim.simulate_replicas(arr, w.prompt[many] + 1, w.output[many] - 1, eng_d, decode_fn(g),
-                                       g.c, o, int(cols["yd"][i]), record=False, spec=spec)
+                                       g.c, o, int(cols["yd"]), record=False, spec=spec)
             last[many] = rd.last_at
         ttft = rp.ttft
         tpot = (last[many] - first[many]) / (w.output[many] - 1)
         span = float(last.max() - w.arrival.min())
     else:
         eng = sim.Engine(kv // g.pp, g.block_size, S, T, chunked)
-        r = engines(w.arrival, w.prompt, w.output, eng, g.step_cost, int(cols["r"][i]) * g.pp, spec)
+        r = engines(w.arrival, w.prompt, w.output, eng, g.step_cost, int(cols["r"]) * g.pp, spec)
         ttft, tpot, span = r.ttft, r.tpot, r.span
     q = sim.QUANTILES[2]
     out = {"ttft_p95": sim.nearest_rank_np(ttft, q),
            "tpot_p95": sim.nearest_rank_np(tpot, q) if tpot.size else 0.0,
            "throughput": float(w.output.sum()) / span, "span": span}
     tokens_per_s = float(w.prompt.sum() + w.output.sum()) / (span if is_burst(g, w) else w.span)
-    out["cost"] = (int(cols["gpus"][i]) * g.price / tokens_per_s * 1e6) if g.price is not None else None
+    out["cost"] = (int(cols["gpus"]) * g.price / tokens_per_s * 1e6) if g.price is not None else None
     if hit_rate is not None:
         out["prefix_hit_rate"] = hit_rate
     return out
+
+
+def _shippable(g: Layout) -> Layout:
+    """``g`` without its per-process caches (the step functions made on first use): what a
+    worker process is sent."""
+    import dataclasses
+    return dataclasses.replace(g, step_cost=None, scalar_decode=None)
 
 
 def pareto(points) -> list:
@@ -633,15 +667,43 @@ def requests_simulated(cols, i: int, w: Workload) -> int:
 def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_model_len: int,
         kv_link: dict | None = None, objective: str = "gpus", simulate_k: int = SIMULATE_DEFAULT,
         margin: float = 1.5, chunked: bool = True, max_requests: int | None = None,
-        spec: ssp.SearchSpec | None = None) -> SearchResult:
+        spec: ssp.SearchSpec | None = None, executor=None) -> SearchResult:
     """Screen every candidate, simulate the screen's best (module docstring, steps 3–5).
 
     ``max_requests`` (default: the limit ``search_requests`` in force) bounds the work: the
     requests of every simulation, summed (:func:`requests_simulated`); the first candidate in
     simulation order that would pass it ends the simulations, deterministically, and
     ``meta["cut"]`` is then ``(candidate, requests it needed)`` (else None).
-    ``meta["requests"]`` holds the requests simulated."""
+    ``meta["requests"]`` holds the requests simulated.
+
+    The simulations run on ``executor`` (:class:`dsl.plugin.Executor`; default the run's,
+    :func:`dsl.plugin.current_executor`).  On several workers the candidates the rules above
+    will reach next are simulated ahead, a batch of the executor's ``slots`` at a time, and
+    the rules read their results in the same order as in one process: a simulation past the
+    stopping point is discarded (and not counted), so the result is the same on any engine."""
     cap = current_limits().search_requests if max_requests is None else int(max_requests)
+    ex = executor if executor is not None else current_executor()
+    ahead: dict = {}                   # simulations run ahead on the executor (candidate -> figures)
+
+    def fetch(upcoming: list) -> None:
+        """Simulate the candidates of ``upcoming`` not run yet, in one batch on the executor."""
+        todo = [i for i in upcoming if i not in ahead]
+        if todo:
+            jobs = [(_shippable(res.layouts[int(cols["g"][i])]), row_of(res, i), w, kv_link, chunked)
+                    for i in todo]
+            ahead.update(zip(todo, ex.map(simulate_task, jobs)))
+
+    def within_budget(seq, used_now, most) -> list:
+        """The prefix of ``seq`` the request budget lets run_one simulate (at most ``most``)."""
+        out = []
+        for i in seq:
+            need = requests_simulated(cols, i, w)
+            if len(out) >= most or used_now + need > cap:
+                break
+            used_now += need
+            out.append(i)
+        return out
+
     cols = screen(layouts, cols, w, max_model_len, kv_link, chunked, spec)
     res = SearchResult(layouts, cols, spec=spec)
     valid = cols["valid"]
@@ -664,16 +726,22 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
                 cut.append((i, need))
             return False
         used[0] += need
-        try:
-            res.sim[i] = simulate(res, i, w, kv_link, chunked)
-        except sim.SimError:           # a limit the screen did not see: the candidate cannot serve the trace
-            res.sim[i] = {"ttft_p95": math.inf, "tpot_p95": math.inf, "throughput": 0.0, "span": math.inf,
-                          "cost": None}
+        if ex.parallel:
+            if i not in ahead:          # the next batch of what the rules will reach
+                k = upcoming.index(i) if i in upcoming else 0
+                fetch(upcoming[k:k + max(ex.slots, simulate_k - len(picked))] or [i])
+            res.sim[i] = ahead.pop(i)
+        else:
+            try:
+                res.sim[i] = simulate(res, i, w, kv_link, chunked)
+            except sim.SimError:       # a limit the screen did not see: the candidate cannot serve the trace
+                res.sim[i] = dict(UNSERVED)
         picked.append(i)
         if res.sim[i]["ttft_p95"] <= slo_ttft and res.sim[i]["tpot_p95"] <= slo_tpot:
             meets.append(i)
         return True
 
+    upcoming = within_budget(ordered, 0, 3 * simulate_k) if ex.parallel else []
     for i in ordered:                  # until k are simulated and one meets (at most 3k)
         if len(picked) >= 3 * simulate_k or (len(picked) >= simulate_k and meets):
             break
@@ -692,6 +760,9 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
                 levels.append(i)
             if len(levels) >= max(simulate_k // 2, 1):
                 break
+        if ex.parallel and not cut:
+            upcoming = within_budget(levels, used[0], len(levels))
+            fetch(upcoming)
         for i in levels:
             if not run_one(i):
                 break

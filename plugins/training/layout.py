@@ -190,15 +190,14 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
                  "transfer_per_microbatch", "link_bandwidth", "tp_bandwidth", "comm_head", "comm_tail",
                  "gather_time", "persistent_memory", "weights_per_gpu", "grads_per_gpu", "master_per_gpu",
                  "optimizer_per_gpu", "activation_per_layer", "activation_memory", "memory_per_gpu",
-                 "memory_margin", "steps", "train_time", "finish_time")
-# with `offload = "optimizer"` (ZeRO-Offload)
-STEP_PROVIDES += ("loss_memory", "recompute_memory", "gathered_memory", "workspace_memory", "allocator_memory", "runtime_memory",
-                  "runtime_margin")
-STEP_PROVIDES += ("optimizer_offload_time", "optimizer_host_traffic", "optimizer_cpu_time", "host_memory_per_gpu")
-# achieved utilisation (both modes), and with efficiency = "roofline" the optimizer step on the GPU
-STEP_PROVIDES += ("mfu_achieved", "compute_mfu", "optimizer_time")
-# with matmul_precision = "fp8" or "fp4": the casts and the low-precision weight copy
-STEP_PROVIDES += ("cast_time", "matmul_copy_per_gpu", "scaling_state_per_gpu")
+                 "memory_margin", "steps", "train_time", "finish_time",
+                 # the runtime's memory; with `offload = "optimizer"` (ZeRO-Offload); achieved utilisation
+                 # (and with efficiency = "roofline" the optimizer step on the GPU); with matmul_precision =
+                 # "fp8" or "fp4": the casts and the low-precision weight copy
+                 "loss_memory", "recompute_memory", "gathered_memory", "workspace_memory", "allocator_memory",
+                 "runtime_memory", "runtime_margin", "optimizer_offload_time", "optimizer_host_traffic",
+                 "optimizer_cpu_time", "host_memory_per_gpu", "mfu_achieved", "compute_mfu", "optimizer_time",
+                 "cast_time", "matmul_copy_per_gpu", "scaling_state_per_gpu")
 # the quantities the step defines only under a condition, with the field that enables each
 STEP_PROVIDES_WHEN = (
     ("cast_time", 'matmul_precision = "fp8" or "fp4" in `use layout` with efficiency = "roofline"'),
@@ -265,10 +264,9 @@ DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routin
             "stated_tokens_per_s": None, "stated_tflops": None, "stated_flops": "exact", "attention_kernel": "auto", "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
-            "fp8_recipe": "delayed", "lm_head": True, "link": None,
-            "nic": None, "nics_per_host": None, "latency": 0, "overlap": 0, "cross_host_tp": False,
-            "offload": "none", "host_link": None, "host_bandwidth": None, "efficiency": None,
-            "reshard_after_forward": True, "loss": "fp32", "cublas_workspace": lm.CUBLAS_WORKSPACE,
+            "fp8_recipe": "delayed", "lm_head": True, "link": None, "nic": None, "nics_per_host": None, "latency": 0,
+            "overlap": 0, "cross_host_tp": False, "offload": "none", "host_link": None, "host_bandwidth": None,
+            "efficiency": None, "reshard_after_forward": True, "loss": "fp32", "cublas_workspace": lm.CUBLAS_WORKSPACE,
             "allocator_reserve": 0}
 
 
@@ -511,7 +509,8 @@ RUNTIME_REFS = (
     "cuBLAS documentation, cublasSetWorkspace() (recommended workspace 32 MiB on Hopper, 4 MiB before)",
     "Dao 2023, 'FlashAttention-2' (backward: FP32 dQ accumulator, scores recomputed, none stored)",
     "Zhao et al. 2023, 'PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel' (unsharded "
-    "parameters of the unit computed and the one prefetched; reshard after forward)")
+    "parameters of the unit computed and the one prefetched; reshard after forward)",
+    "Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models' (activations per layer)")
 
 
 def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
@@ -519,11 +518,9 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
     caching allocator reserves at the step's peak (``runtime_memory``)."""
     if mode == "transient":
         act_rt, loss = act, sp.Integer(0)
-    elif pipe_peak is not None:
-        # the larger of the event engine's stage peak and the last stage's one micro-batch with the
-        # loss's buffers (the closed form's runtime activations)
-        loss = r["loss_runtime"]
-        act_rt = sp.Max(act + r["activation_redo"], r["activation_runtime"])
+    elif pipe_peak is not None:   # the larger of the event engine's stage peak (with the re-materialised
+        # layer) and the last stage's one micro-batch with the loss's buffers (the closed form's)
+        loss, act_rt = r["loss_runtime"], sp.Max(act + r["activation_redo"], r["activation_runtime"])
     else:
         loss, act_rt = r["loss_runtime"], r["activation_runtime"]
     if K["logits"] and mode != "transient":
@@ -535,23 +532,19 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
                                "log-softmax output is saved for backward)",
                                "Wijmans et al. 2024, 'Cut Your Losses in Large-Vocabulary Language Models' "
                                "(the logits' memory and a loss that never materialises them)"))
-    if mode == "transient":
-        # a declared transient budget already holds the gathered parameters and the workspace
+    if mode == "transient":   # a declared transient budget already holds the gathered parameters, the workspace
         gathered = ws = sp.Integer(0)
     else:
         gathered = ctx.define("gathered_memory", r["gathered"], "GiB",
                               "unsharded parameters and gradients ZeRO-3/FSDP holds beside the shards (the "
                               "unit computed and the one prefetched; all of them without reshard_after_forward; "
-                              "a pipeline stage's for the whole step)", references=RUNTIME_REFS[3:])
+                              "a pipeline stage's for the whole step)", references=RUNTIME_REFS[3:4])
         ws = ctx.define("workspace_memory", r["workspace"], "GiB",
                         "cuBLAS workspace and fused attention's backward FP32 dQ accumulator of one layer",
                         references=RUNTIME_REFS[1:3])
-    if mode != "transient":
-        ctx.define("recompute_memory", r["activation_redo"], "GiB",
-                   "one layer's activations of one micro-batch a recomputing backward re-materialises beside the "
-                   "checkpoints (as without recomputation, less what the mode keeps; in runtime_memory's "
-                   "activations)", references=("Korthikanti et al. 2022, 'Reducing Activation Recomputation in "
-                                               "Large Transformer Models' (activations per layer)",))
+    if mode != "transient":   # one layer of one micro-batch, as without recomputation, less what the mode keeps
+        ctx.define("recompute_memory", r["activation_redo"], "GiB", "the layer a recomputing backward "
+                   "re-materialises beside the checkpoints (in runtime_memory)", references=RUNTIME_REFS[4:])
     allocated = ctx.q("persistent_memory", "B") + act_rt + gathered + ws
     reserve = ctx.define("allocator_memory", allocated * K["reserve"], "GiB",
                          "what the caching allocator reserves beyond the allocated peak (allocator_reserve × "
@@ -561,7 +554,7 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
                       "state + activations with the loss's logits as the framework holds them and the one layer "
                       "a recomputing backward re-materialises + gathered parameters + workspaces + allocator "
                       "reserve; fits_memory compares it with usable_memory",
-                      headline=mode != "transient", rank=3.1, references=RUNTIME_REFS)
+                      headline=mode != "transient", rank=3.1, references=RUNTIME_REFS[:4])
 
 
 def _memory_total(ctx, persistent, activation, how, runtime=None):
@@ -892,8 +885,8 @@ def plan_quantities_price(ctx):
                             "the job finishes by the deadline")
 
 
-# kind of each term's activity on the `step` timeline (Gantt colours)
-TERM_KIND = {"imbalance": "wait", "recompute": "forward", "bubble": "wait", "tp": "comm", "cp": "comm", "ep": "comm"}
+TERM_KIND = {"imbalance": "wait", "recompute": "forward", "bubble": "wait", "tp": "comm", "cp": "comm",
+             "ep": "comm"}   # kind of each term's activity on the `step` timeline (Gantt colours)
 
 
 @hookimpl

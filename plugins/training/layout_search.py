@@ -15,10 +15,12 @@ runner-up (and the best layout of every other tp) loses.  Under ``efficiency = "
 every candidate's compute comes from the same per-layer operation table as the plan's
 (:func:`plugins.training.layout_model.layer_ops`), vectorised over the grid.
 
-Engines: ``local`` evaluates the grid in one numpy call; ``dask`` splits it into chunks run
-as tasks on a Dask cluster (``distributed.Client(address)`` or a ``LocalCluster``) and
-concatenates them in order — elementwise numpy on the same values, so the results are
-identical.  numpy (``numeric`` extra) is needed; dask (``dist`` extra) only for ``dask``.
+Engines (:class:`dsl.plugin.Executor`): in one process (``serial``, or ``processes`` with one
+worker, the default) the grid is evaluated in one numpy call; ``processes`` with several
+workers and ``dask`` split it into ``chunks`` contiguous slices run as tasks (local processes,
+a Dask cluster at ``--scheduler`` or a process-based ``LocalCluster``) and concatenate them in
+order — elementwise numpy on the same values, so the results are identical.  numpy is
+needed; dask (``dist`` extra) only for ``dask``.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ import math
 import itertools
 from dataclasses import dataclass, field
 
-from dsl.plugin import Diagnostic, PlanError, install_hint
+from dsl.plugin import (Diagnostic, Executor, ExecutorError, MissingEngine, PlanError, add_engine_arguments,
+                        current_executor)
 
 KNOBS = ("t", "p", "d", "c", "e", "b", "v", "z", "r", "sp", "off")
 KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro_batch", "v": "virtual",
@@ -495,58 +498,50 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
     return cols
 
 
-def _engine_local(K, X, meta, chunks, progress):
-    return evaluate_chunk(K, X, meta)
+def _evaluate(args):
+    """:func:`evaluate_chunk` on one ``(K, X, meta)`` (the executor's task)."""
+    return evaluate_chunk(*args)
 
 
-def _engine_dask(K, X, meta, chunks, progress, scheduler=None, client=None):
+def _engine(K, X, meta, chunks, progress, executor):
+    """The grid's columns: one numpy call in this process, or ``chunks`` contiguous slices run as
+    tasks on ``executor`` (:class:`dsl.plugin.Executor`) and concatenated in order — elementwise
+    numpy on the same values, so the columns are identical bit for bit."""
     np = _np()
+    if not executor.parallel:
+        return evaluate_chunk(K, X, meta)
+    n = len(X["t"])
+    bounds = np.linspace(0, n, max(1, min(chunks, n)) + 1).astype(int)
+    tasks = [(K, {k: v[lo:hi] for k, v in X.items()}, meta) for lo, hi in zip(bounds[:-1], bounds[1:])]
     try:
-        from distributed import Client, as_completed
-    except ImportError as e:
-        raise MissingDependency(f"plan search --engine dask needs dask: {install_hint('dist')}") from e
-    own = None
-    if client is None:
-        if scheduler:
-            try:
-                client = own = Client(scheduler, timeout="5s")
-            except OSError as e:
-                raise SearchError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
-        else:
-            from distributed import LocalCluster
-            own = LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None)
-            client = Client(own)
-    try:
-        n = len(X["t"])
-        bounds = np.linspace(0, n, max(1, min(chunks, n)) + 1).astype(int)
-        futs = [client.submit(evaluate_chunk, K, {k: v[lo:hi] for k, v in X.items()}, meta, pure=False)
-                for lo, hi in zip(bounds[:-1], bounds[1:])]
-        index = {f.key: i for i, f in enumerate(futs)}
-        parts = [None] * len(futs)
-        for done, f in enumerate(as_completed(futs), 1):
-            parts[index[f.key]] = f.result()
-            if progress:
-                progress(done, len(futs))
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    finally:
-        if own is not None:
-            if isinstance(own, Client):
-                own.close()
-            else:
-                client.close()
-                own.close()
+        parts = executor.map(_evaluate, tasks, progress=progress)
+    except MissingEngine as e:
+        raise MissingDependency(f"plan search {e}") from None
+    except ExecutorError as e:
+        raise SearchError(str(e)) from None
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chunks: int = 8,
-        progress=None, client=None) -> SearchResult:
+def run(ws, plan: str, engine: str = "serial", scheduler: str | None = None, chunks: int = 8,
+        progress=None, client=None, workers: int = 1, executor=None) -> SearchResult:
     """Search the layouts of ``plan`` (see the module docstring).
 
-    :param engine: ``local`` (one numpy call) or ``dask`` (``chunks`` tasks on the cluster at
-        ``scheduler``, a given ``client``, or a ``LocalCluster`` with ``processes=False``).
-    :param progress: ``progress(done, total)`` after each finished chunk (dask engine).
+    :param executor: the :class:`dsl.plugin.Executor` to run on; else one made of ``engine``
+        (``serial``/``local``: one numpy call; ``processes``; ``dask``), ``workers``,
+        ``scheduler`` and ``client`` (an existing ``distributed.Client``), closed afterwards.
+        A parallel engine runs ``chunks`` tasks; the result is the same.
+    :param progress: ``progress(done, total)`` after each finished chunk (parallel engines).
     :raises SearchError: numpy/dask missing or the scheduler unreachable.
     :raises PlanError: the plan has no ``use layout`` or a bad list value.
     """
+    if executor is None:
+        try:
+            with Executor(engine, workers, scheduler, client=client) as ex:
+                return run(ws, plan, chunks=chunks, progress=progress, executor=ex)
+        except MissingEngine as e:
+            raise MissingDependency(f"plan search {e}") from None
+        except ExecutorError as e:
+            raise SearchError(str(e)) from None
     np = _np()
     from plugins.training import layout_model as lm
 
@@ -557,12 +552,7 @@ def run(ws, plan: str, engine: str = "local", scheduler: str | None = None, chun
         X["et"] = np.full_like(X["t"], int(etp))
     if meta["batch_tolerance"] > 0:
         X["B"] = nearest_batch(K["B"], X, meta["batch_tolerance"])
-    if engine == "dask":
-        cols = _engine_dask(K, X, meta, chunks, progress, scheduler, client)
-    elif engine == "local":
-        cols = _engine_local(K, X, meta, chunks, progress)
-    else:
-        raise SearchError(f"unknown engine '{engine}' (valid: local, dask)")
+    cols = _engine(K, X, meta, chunks, progress, executor)
     R = lm.rules(meta["moe"], meta["cross_host_tp"])
     names = [r[0] for r in R] + ["fits_memory"]
     reasons = np.array([r[1] for r in R] + [MEMORY_REASON] + [""], dtype=object)
@@ -909,8 +899,9 @@ def emit_plan(results: list, source, target) -> str:
 SEARCH_HELP = "search the parallel layouts of a plan (TP × PP × DP/ZeRO × EP × CP)"
 SEARCH_DESCRIPTION = ("Evaluate every layout of a plan's `use layout_search` lists (around its `use layout`) with "
                       "numpy: valid layouts with step time, memory per GPU and binding constraint, rejected ones "
-                      "with their reason, the Pareto front and why the runner-up loses.  --engine dask runs the "
-                      "same search as Dask tasks (pip install \"plan-dsl[dist]\"); see docs/plugins/layout.md.")
+                      "with their reason, the Pareto front and why the runner-up loses.  --workers N runs it as "
+                      "--chunks tasks on N local processes, --engine dask as Dask tasks (pip install "
+                      "\"plan-dsl[dist]\"), with the same result; see docs/plugins/layout.md.")
 
 
 def add_arguments(se) -> None:
@@ -918,9 +909,9 @@ def add_arguments(se) -> None:
     se.add_argument("file", metavar="FILE")
     se.add_argument("--plan", action="append", metavar="NAME", help="plan to search (default: every plan with "
                                                                       "`use layout_search`)")
-    se.add_argument("--engine", choices=("local", "dask"), default="local", help="local numpy (default) or Dask")
-    se.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler (default: a LocalCluster)")
-    se.add_argument("--chunks", type=int, default=8, metavar="N", help="Dask tasks per search (default 8)")
+    add_engine_arguments(se)
+    se.add_argument("--chunks", type=int, default=8, metavar="N",
+                    help="tasks per search on several workers or Dask (default 8)")
     se.add_argument("--top", type=int, default=10, metavar="N", help="layouts listed (default 10)")
     se.add_argument("--all", action="store_true", help="list every valid and rejected layout")
     se.add_argument("--format", choices=("text", "json"), default="text")
@@ -958,12 +949,13 @@ def run_command(args, cli) -> int:
 
     out = {}
     try:
+        ex = current_executor()            # the run's (--engine, --workers, --scheduler)
         for p in plans:
-            out[p] = run(ws, p, engine=args.engine, scheduler=args.scheduler, chunks=args.chunks,
-                         progress=progress if args.engine == "dask" else None)
-    except SearchError as e:
-        missing = isinstance(e, MissingDependency)
-        print(f"plan: error[{'missing-dependency' if missing else 'search'}]: {e}", file=sys.stderr)
+            out[p] = run(ws, p, chunks=args.chunks, progress=progress if ex.parallel else None, executor=ex)
+    except (SearchError, ExecutorError) as e:
+        missing = isinstance(e, (MissingDependency, MissingEngine))
+        hint = f"\n  hint: {e.hint}" if getattr(e, "hint", "") else ""
+        print(f"plan: error[{'missing-dependency' if missing else 'search'}]: {e}{hint}", file=sys.stderr)
         return getattr(cli, "EXIT_MISSING", 3) if missing else cli.EXIT_USAGE
     if args.emit:
         from pathlib import Path
