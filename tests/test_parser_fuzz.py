@@ -24,7 +24,7 @@ from dsl.syntax.format import format_expr
 from dsl.results.evaluation import evaluate_file as Workspace
 from dsl.syntax.parser import parse, parse_expression
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 _TMP = Path(tempfile.mkdtemp(prefix="plan-fuzz-"))
 

@@ -12,7 +12,7 @@ def test_text_lists_blocks_params_provides_and_figures(run_cli):
     rc, out, err = run_cli("plugins")
     assert rc == 0, err
     assert "use checkpoint { … }" in out
-    assert "interval     s     required  useful training time between two saves" in out
+    assert "interval     s       required    useful training time between two saves" in out
     assert "provides: train_time, finish_time, deadline, step_budget, deadline_slack" in out
     pl = get_plugins()
     for name, spec in pl.figures.items():
