@@ -295,6 +295,7 @@ def _build_plan(ws, p: str, figures: bool) -> dict:
                     "y0": convert(t["y0"], n.unit)} for t in tornado(ws, sym)]
             rep["sensitivity"].append({"quantity": n.name, "id": q, "unit": n.unit, "rows": rows,
                                        "tornado": tor, "svg": _tornado_svg(n.name, n.unit, tor) if figures else ""})
+        rep["odds"] = _odds(ws, p, figures)
         rep["break_even"] = break_even_table(ws, p)
         for (plan, tl_name) in sorted(k for k in ws.timelines if k[0] == p):
             cp = ws.critical_path(p, tl_name)
@@ -325,6 +326,81 @@ def _build_plan(ws, p: str, figures: bool) -> dict:
             rep["figures"] = _plugin_figures(ws, p)
         rep["sources"] = plan_sources(ws, p, heads, {t["name"]: t.get("references", []) for t in rep["tables"]})
         return rep
+
+
+#: samples a report draws for a plan with uncertain inputs or random quantities (seed 0: the same
+#: report every time; `plan eval --samples N --seed S` asks for others)
+REPORT_SAMPLES = 10_000
+
+
+def _odds(ws, p: str, figures: bool) -> dict | None:
+    """The plan's answers with odds (:mod:`dsl.results.odds`), None when nothing in it is
+    uncertain: each headline's p5/p50/p95, each requirement's probability, and for each
+    requirement that bounds one quantity by a fixed value (finish time ≤ deadline) the samples'
+    histogram against that bound."""
+    from dsl.results.odds import random_quantities, sample_plan, uncertain_inputs
+    if not (uncertain_inputs(ws) or random_quantities(ws)):
+        return None
+    o = sample_plan(ws, p, REPORT_SAMPLES, 0)
+    if not o.uncertain:
+        return None
+    out = {"samples": o.samples, "seed": o.seed, "uncertain": list(o.uncertain), "quantiles": [],
+           "requirements": [{"name": n, "probability": o.probability(n), "stderr": o.stderr(n)} for n in o.holds],
+           "figures": []}
+    for nid, unit in o.units.items():
+        if float(o.values[nid].min()) == float(o.values[nid].max()):
+            continue                     # the same at every sample: nothing uncertain about it
+        out["quantiles"].append({"name": nid.removeprefix(p + "."), "unit": unit,
+                                 **{k: convert(o.quantile(nid, q), unit) for k, q in
+                                    (("p5", 0.05), ("p50", 0.5), ("p95", 0.95))}})
+    if figures:
+        for r in ws.requirements:
+            if r.plan != p or r.name not in o.holds or not isinstance(r.lhs, sp.Symbol) or r.lhs.name not in o.values:
+                continue
+            bound = ws.subs_value(r.rhs)
+            if bound is None or r.rhs.free_symbols & {sp.Symbol(i, real=True) for i in o.uncertain}:
+                continue
+            n = ws.nodes[r.lhs.name]
+            xs = [convert(float(v), n.unit) for v in o.values[r.lhs.name]]
+            out["figures"].append({"requirement": r.name, "quantity": n.name, "unit": n.unit,
+                                   "svg": _histogram_svg(n.name, n.unit, xs, convert(float(bound), n.unit), r.name,
+                                                         o.probability(r.name))})
+    return out
+
+
+def _histogram_svg(name: str, unit: str, xs: list, bound: float, req: str, prob: float) -> str:
+    """Inline SVG: a 40-bin histogram of the samples ``xs`` with the requirement's bound as a line."""
+    import numpy as np
+    x = np.asarray(xs, dtype=float)
+    lo, hi = float(min(x.min(), bound)), float(max(x.max(), bound))
+    hi = hi if hi > lo else lo + 1.0
+    counts, edges = np.histogram(x, bins=40, range=(lo, hi))
+    W, H, L, B = 560.0, 220.0, 40.0, 30.0
+    top = float(counts.max()) or 1.0
+
+    def X(v):
+        return L + (v - lo) / (hi - lo) * (W - L - 10)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0f}" height="{H:.0f}" role="img">'
+           f'<title>{html.escape(name)}: distribution over the samples against {html.escape(req)}</title>']
+    for c, a, b in zip(counts, edges[:-1], edges[1:]):
+        h = (H - B - 10) * c / top
+        out.append(f'<rect x="{X(a):.1f}" y="{H - B - h:.1f}" width="{max(X(b) - X(a) - 1, 0.5):.1f}" '
+                   f'height="{h:.1f}" fill="#4878a8"/>')
+    xb = X(bound)
+    out.append(f'<line x1="{xb:.1f}" y1="5" x2="{xb:.1f}" y2="{H - B:.1f}" stroke="#c0392b" stroke-width="2"/>')
+    out.append(f'<text x="{xb + 4:.1f}" y="16" font-size="11" fill="#c0392b">{html.escape(req)}: '
+               f'P = {prob:.3f}</text>')
+    for v in _nice_ticks(lo, hi, 6):
+        out.append(f'<text x="{X(v):.1f}" y="{H - 10:.0f}" font-size="10" text-anchor="middle">{_num(v)}</text>')
+    out.append(f'<text x="{W / 2:.0f}" y="{H:.0f}" font-size="11" text-anchor="middle">{html.escape(name)}'
+               + (f" ({html.escape(unit)})" if unit not in ("", "1") else "") + "</text></svg>\n")
+    return "".join(out)
+
+
+def _odds_rows(od: dict) -> tuple[list, list]:
+    q = [[x["name"], x["unit"], _num(x["p5"]), _num(x["p50"]), _num(x["p95"])] for x in od["quantiles"]]
+    r = [[x["name"], f"{x['probability']:.4f}", f"{x['stderr']:.4f}"] for x in od["requirements"]]
+    return q, r
 
 
 def _cell(c) -> str:
@@ -533,6 +609,13 @@ def render_text(data: dict) -> str:
         lines += render_table("inputs", ["input", "value", "range", "source"],
                                [[i["id"], i["value"], " .. ".join(i["range"]) if i["range"] else "", i["source"]]
                                 for i in rep["inputs"]])
+        if rep.get("odds"):
+            od = rep["odds"]
+            q, rr = _odds_rows(od)
+            lines += ["", f"odds over {od['samples']:,} samples (seed {od['seed']}; uncertain: "
+                      f"{', '.join(od['uncertain'])})"]
+            lines += render_table("percentiles", ["quantity", "unit", "p5", "p50", "p95"], q)
+            lines += render_table("requirements", ["requirement", "P(holds)", "± (std. error)"], rr)
         for s in rep["sensitivity"]:
             lines.append("")
             lines += render_table(f"sensitivity of {s['quantity']}" + (f" ({s['unit']})" if s['unit'] not in ("", "1") else ""),
@@ -629,6 +712,13 @@ def render_markdown(data: dict) -> str:
         L += _md_table(["input", "value", "range", "source"],
                        [[f"`{i['id']}`", i["value"], " … ".join(i["range"]) if i["range"] else "", i["source"]]
                         for i in rep["inputs"]])
+        if rep.get("odds"):
+            od = rep["odds"]
+            q, rr = _odds_rows(od)
+            L += ["", f"### Odds ({od['samples']:,} samples, seed {od['seed']}; uncertain: "
+                  + ", ".join(f"`{u}`" for u in od["uncertain"]) + ")", ""]
+            L += _md_table(["quantity", "unit", "p5", "p50", "p95"], q)
+            L += [""] + _md_table(["requirement", "P(holds)", "± (std. error)"], rr)
         for s in rep["sensitivity"]:
             L += ["", f"### Sensitivity of `{s['quantity']}`" + (f" ({s['unit']})" if s['unit'] not in ("", "1")
                                                                   else ""), ""]
@@ -732,6 +822,16 @@ def render_html(data: dict) -> str:
         B.append(_html_table(["input", "value", "range", "source", "meaning"],
                              [[i["id"], i["value"], " … ".join(i["range"]) if i["range"] else "", i["source"], i["doc"]]
                               for i in rep["inputs"]], {1}))
+        if rep.get("odds"):
+            od = rep["odds"]
+            q, rr = _odds_rows(od)
+            B.append(f"<h3>Odds</h3><p>{od['samples']:,} samples (seed {od['seed']}) of the uncertain inputs "
+                     f"and random quantities: {_h(', '.join(od['uncertain']))}.</p>")
+            B.append(_html_table(["quantity", "unit", "p5", "p50", "p95"], q, {2, 3, 4}))
+            B.append(_html_table(["requirement", "P(holds)", "± (std. error)"], rr, {1, 2}))
+            for f in od["figures"]:
+                B.append(f'<figure class="odds">{f["svg"]}<figcaption>Distribution of {_h(f["quantity"])} over '
+                         f'the samples against {_h(f["requirement"])}</figcaption></figure>')
         for s in rep["sensitivity"]:
             B.append(f"<h3>Sensitivity of <code>{_h(s['quantity'])}</code>"
                      + (f" ({_h(s['unit'])})" if s['unit'] not in ("", "1") else "") + "</h3>")
