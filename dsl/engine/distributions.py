@@ -14,7 +14,12 @@ written                          draws                      nominal
 ``empirical("f.csv", "col"       resampled rows             the median of the values
 [, unit])``                      (bootstrap)                (the lower middle one for an
                                                             even count)
+``choice(a, b, …)``              one of the values,         the median of the values (the
+                                 equally likely             lower middle one), as empirical
 ===============================  =========================  ===============================
+
+``choice`` is the distribution of a structural input (a GPU count a layout divides): sampling
+re-evaluates the plan at each value drawn (:mod:`dsl.results.odds`).
 
 ``sigma`` of a lognormal is the standard deviation of ln x (dimensionless); every other
 argument has the input's dimension.  Parameters are held as floats in base units (s, B, FLOP …);
@@ -32,6 +37,7 @@ KINDS = {
     "lognormal": ("median", "sigma"),
     "triangular": ("lo", "mode", "hi"),
     "empirical": ("file", "column", "unit"),
+    "choice": ("value", "…"),
 }
 
 

@@ -19,8 +19,8 @@ from ..engine.distributions import KINDS, Dist
 from ..engine.nodes import Val
 from ..engine.units import DIMENSIONLESS, describe_dim
 
-HINT = ("write `normal(mean, sd)`, `uniform(lo, hi)`, `lognormal(median, sigma)`, `triangular(lo, mode, hi)` "
-        "or `empirical(\"file.csv\", \"column\", unit)`")
+HINT = ("write `normal(mean, sd)`, `uniform(lo, hi)`, `lognormal(median, sigma)`, `triangular(lo, mode, hi)`, "
+        "`empirical(\"file.csv\", \"column\", unit)` or `choice(32, 48, 64)`")
 
 
 def is_distribution(e) -> bool:
@@ -34,6 +34,8 @@ def build_distribution(b, e: A.Call, node) -> Val:
     names = KINDS[e.func]
     if e.func == "empirical":
         return _empirical(b, e, node)
+    if e.func == "choice":
+        return _choice(b, e, node)
     if len(e.args) != len(names):
         b._fail("arity", f"{e.func}() takes {len(names)} arguments ({', '.join(names)}), got {len(e.args)}",
                 e.span, HINT)
@@ -82,6 +84,26 @@ def _positive(b, e, i, x, what):
 def _text(e: A.Call) -> str:
     from ..syntax.format import format_expr
     return format_expr(e)
+
+
+def _choice(b, e: A.Call, node) -> Val:
+    """``choice(a, b, …)``: one of the values, each equally likely (an in-line empirical sample);
+    nominal: the lower middle value."""
+    if not e.args:
+        b._fail("arity", "choice() takes at least one value: choice(32, 48, 64)", e.span, HINT)
+    vals = []
+    for a in e.args:
+        v = b._num(b._eval(a, node.scope, None), a)
+        if v.expr.free_symbols or not v.expr.is_number:
+            b._fail("distribution", "the values of choice() must be numbers, not formulas of other values",
+                    a.span, "write each value as a literal with its unit")
+        if vals and v.dim != vals[0].dim:
+            b._fail("unit-mismatch", f"choice(): a value is in {describe_dim(v.dim)} but the first is in "
+                    f"{describe_dim(vals[0].dim)}", a.span, "give every value the input's unit")
+        vals.append(v)
+    xs = sorted((v.expr for v in vals), key=float)
+    node.dist = Dist("empirical", tuple(float(x) for x in xs), _text(e))
+    return Val(xs[(len(xs) - 1) // 2], vals[0].dim)
 
 
 def _empirical(b, e: A.Call, node) -> Val:

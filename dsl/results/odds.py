@@ -13,9 +13,10 @@ cse=True)``; the samples are then evaluated as numpy arrays (``benchmarks/bench_
   input elsewhere does not change them, and the same seed gives byte-identical output.
 * **Structural inputs** (a GPU count a layout divides, a ZeRO stage: ``ws.structural``) shape
   the plan, so substituting samples into the expressions of the nominal structure would be
-  wrong; an uncertain structural input is refused with a located ``error[distribution]``.
-  A structural *decision* under uncertainty is :func:`fewest_for_probability`, which re-evaluates
-  the plan per candidate value.
+  wrong: their samples are grouped by value and the plan re-evaluated per group
+  (:func:`_sample_grouped`; ``choice(32, 48, 64)`` is their natural distribution); Sobol
+  indices refuse them (``error[distribution]``).  A structural *decision* under uncertainty is
+  :func:`fewest_for_probability`, which re-evaluates the plan per candidate value.
 * **Probabilities** of requirements are the fraction of samples at which the requirement
   holds, with its Monte Carlo standard error sqrt(p(1−p)/N).
 * **Limits.** Samples count work: at most ``samples`` (``dsl.syntax.limits``) per plan.
@@ -63,7 +64,8 @@ class Odds:
     def quantile(self, nid: str, q: float) -> float:
         """The ``q`` quantile (0..1) of output ``nid`` in base units (numpy's linear method)."""
         import numpy as np
-        return float(np.quantile(self.values[nid], q))
+        v = self.values[nid]
+        return float(np.nanquantile(v, q)) if np.isnan(v).any() and not np.isnan(v).all() else float(np.quantile(v, q))
 
     def probability(self, name: str) -> float:
         """The fraction of samples at which requirement ``name`` holds."""
@@ -152,7 +154,7 @@ def draw_random(ws, fn, arrays: list, samples: int, seed: int) -> list:
     return out
 
 
-def compile_plan(ws, plan: str, outputs: list[str] | None = None):
+def compile_plan(ws, plan: str, outputs: list[str] | None = None, structural: str = "refuse"):
     """``(fn, ids, exprs_ids, reqs, uncertain)``: one numpy function of the uncertain inputs
     the plan reads, giving its outputs then both sides of each requirement (base units)."""
     from dsl.results.sweep import plan_requirements
@@ -175,7 +177,11 @@ def compile_plan(ws, plan: str, outputs: list[str] | None = None):
     args = {i: [full(a, frozenset(every)) for a in ws.nodes[i].sampler[1]] for i in randoms}
     names |= {s.name for a in args.values() for e in a for s in e.free_symbols}
     used = [i for i in every if i in names]
-    _refuse_structural(ws, used)
+    fixed = [i for i in used if i in getattr(ws, "structural", ())]
+    if structural == "refuse":
+        _refuse_structural(ws, used)
+    else:                               # "fix": at their nominal values (the caller groups the samples)
+        used = [i for i in used if i not in fixed]
     keep = frozenset(sp.Symbol(i, real=True) for i in used + randoms)
 
     def at_nominal(e):
@@ -190,6 +196,7 @@ def compile_plan(ws, plan: str, outputs: list[str] | None = None):
         return list(r) if isinstance(r, (list, tuple)) else [r]
     fn.randoms = randoms
     fn.arg_fns = arg_fns
+    fn.structural = fixed
     return fn, ids, reqs, used
 
 
@@ -208,7 +215,9 @@ def sample_plan(ws, plan: str, samples: int, seed: int = 0, outputs: list[str] |
     """
     import numpy as np
     _check_count(ws, plan, samples)
-    fn, ids, reqs, used = compile_plan(ws, plan, outputs)
+    fn, ids, reqs, used = compile_plan(ws, plan, outputs, structural="fix")
+    if fn.structural:
+        return _sample_grouped(ws, plan, samples, seed, fn, ids, reqs)
     arrays = draw(ws, used, samples, seed)
     with np.errstate(all="ignore"):
         arrays += draw_random(ws, fn, arrays, samples, seed)
@@ -220,6 +229,71 @@ def sample_plan(ws, plan: str, samples: int, seed: int = 0, outputs: list[str] |
     for r in reqs:
         lv, rv = vals.pop(0), vals.pop(0)
         res.holds[r.name] = holds(r.op, lv, rv)
+    return res
+
+
+def _sample_grouped(ws, plan: str, samples: int, seed: int, fn0, ids: list, reqs: list) -> Odds:
+    """:func:`sample_plan` of a plan with uncertain **structural** inputs (``choice(32, 48, 64)``
+    on a GPU count a layout divides): their samples are drawn as any input's, the samples grouped
+    by the structural values drawn, and the plan re-evaluated once per group with those values
+    (``evaluate_file`` with overrides, at most ``solve_evaluations`` groups) — its structure
+    rebuilt — then sampled over the other inputs at the group's samples (each input's draws the
+    same whichever group a sample falls in).  A headline or requirement a group's plan does not
+    have is NaN / holds there; a group whose plan cannot be built has NaN values and fails every
+    requirement (the design does not run)."""
+    import numpy as np
+    from dsl.results.evaluation import evaluate_file
+    from dsl.syntax.limits import current, raise_hint
+    sids = list(fn0.structural)
+    for sid in sids:
+        n = ws.nodes[sid]
+        if n.dist.kind != "empirical":
+            raise PlanError([Diagnostic("error", "distribution", f"'{sid}' shapes the plan (a plugin reads it to "
+                                        "build it), so its samples rebuild the plan: it needs a distribution of "
+                                        f"separate values, not {n.dist.kind}()", n.span,
+                                        "write choice(…) with the values to try (e.g. choice(32, 48, 64)), or "
+                                        "empirical(\"file.csv\", \"column\")")])
+    sarr = draw(ws, sids, samples, seed)
+    groups: dict = {}
+    for k, key in enumerate(zip(*[a.tolist() for a in sarr])):
+        groups.setdefault(key, []).append(k)
+    cap = current().solve_evaluations
+    if len(groups) > cap:
+        raise PlanError([Diagnostic("error", "limit", f"plan '{plan}' draws {len(groups):,} distinct values of its "
+                                    f"structural inputs ({', '.join(sids)}), each a new evaluation of the file; the "
+                                    f"limit is {cap:,}", ws.nodes[sids[0]].span, raise_hint("solve_evaluations"))])
+    res = Odds(plan, samples, seed, list(sids))
+    vals = {i: np.full(samples, np.nan) for i in ids}
+    held = {r.name: np.ones(samples, dtype=bool) for r in reqs}
+    uncertain = set(sids)
+    for key in sorted(groups):
+        idx = np.asarray(groups[key])
+        over = {}
+        for sid, v in zip(sids, key):
+            x = sp.nsimplify(v, rational=True)
+            over[sid] = sp.Integer(int(round(v))) if abs(v - round(v)) < 1e-9 else x
+        try:
+            ev = evaluate_file(ws.path, plugins=ws.plugins, overrides=over)
+            fn, ids_g, reqs_g, used = compile_plan(ev, plan, [i for i in ids if i in ev.nodes], structural="fix")
+        except PlanError:
+            for h in held.values():
+                h[idx] = False
+            continue
+        uncertain.update(used + fn.randoms)
+        arrays = [a[idx] for a in draw(ev, used, samples, seed)]
+        with np.errstate(all="ignore"):
+            arrays += draw_random(ev, fn, arrays, len(idx), seed)
+            out = [np.broadcast_to(np.asarray(x, dtype=float), (len(idx),)) for x in fn(*arrays)]
+        for i in ids_g:
+            vals[i][idx] = out.pop(0)
+        for r in reqs_g:
+            lv, rv = out.pop(0), out.pop(0)
+            if r.name in held:
+                held[r.name][idx] = holds(r.op, lv, rv)
+    res.uncertain = sorted(uncertain)
+    for i in ids:
+        res.values[i], res.units[i] = vals[i], ws.nodes[i].unit
+    res.holds = held
     return res
 
 
