@@ -42,28 +42,3 @@ def test_report_of_a_certain_plan_has_no_odds():
     rc, out, _ = run_main("report", str(CASES / "cpt-qwen3-8b-4090.plan"), "--format", "html", "--plan", "gpus48")
     assert rc == 0 and "<h3>Odds</h3>" not in out
 
-
-def test_a_structural_input_with_a_choice_is_sampled_by_re_evaluating_the_plan(tmp_path):
-    """`gpus = choice(32, 48)` on the design case (a count the layout divides: structural): each
-    sample's plan is rebuilt at its GPU count.  By hand, with the break-even MFUs `plan solve`
-    gives on the design case (31.34 % at 48 GPUs, 46.99 % at 32) and MFU ~ normal(40 %, 5 %):
-    P(meets) = f·Φ(1.732) + (1 − f)·Φ(−1.398) = f·0.9584 + (1 − f)·0.0810, f the share of samples
-    that drew 48; 4 standard errors at 20,000 samples."""
-    import numpy as np
-    import zlib
-
-    import dsl.api
-    from dsl.results.odds import sample_plan
-    f = tmp_path / "mix.plan"
-    f.write_text(f'import "{CASES / "deadline-odds.plan"}"\nplan mix extends gpus48 {{ gpus = choice(32, 48) }}\n',
-                 encoding="utf-8")
-    ev = dsl.api.load(f)
-    assert ev.value("mix.gpus", "") == 32                      # the nominal: the lower middle value
-    o = sample_plan(ev, "mix", 20000, seed=1)
-    ss = np.random.SeedSequence([1, zlib.crc32(b"mix.gpus")])
-    share = float((np.random.Generator(np.random.PCG64(ss)).integers(0, 2, 20000) == 1).mean())
-    phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))     # noqa: E731
-    hand = share * phi((40 - 31.34) / 5) + (1 - share) * phi((40 - 46.99) / 5)
-    p = o.probability("meets_deadline")
-    assert abs(p - hand) <= 4 * math.sqrt(p * (1 - p) / 20000)
-    assert "mix.gpus" in o.uncertain
