@@ -148,3 +148,17 @@ async def test_completion_of_blocks_and_their_parameters(client: LanguageClient,
         text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=2, character=4)))
     by = {i.label: i for i in res.items}
     assert "usable" in by and by["usable"].documentation
+
+
+async def test_code_action_applies_the_did_you_mean(client: LanguageClient, scratch):
+    text = "plan p {\n  x = 2 s\n  y = xx * 3\n}\n"
+    _, uri = _file(scratch, "dym.plan", text)
+    (d,) = await _open(client, uri, text)
+    assert d.code == "unknown-name"
+    acts = await client.text_document_code_action_async(T.CodeActionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), range=d.range,
+        context=T.CodeActionContext(diagnostics=[d])))
+    (a,) = acts
+    assert a.title == "replace with 'x'"
+    (e,) = a.edit.changes[uri]
+    assert e.new_text == "x" and (e.range.start.line, e.range.start.character, e.range.end.character) == (2, 6, 8)

@@ -1,7 +1,7 @@
 """``plan lsp``: a language server over standard input and output, on pygls (the optional extra
 ``lsp``; this is the only module that imports it).  Diagnostics on open, change and save (those
 of ``plan check``, failed requirements as warnings), hover, go to definition, document symbols,
-formatting (``plan fmt``) and completion; what each answers is in :mod:`dsl.cli.lsp_features`.
+formatting (``plan fmt``), did-you-mean quick fixes and completion; what each answers is in :mod:`dsl.cli.lsp_features`.
 
 A document is evaluated from its text in the editor at its own path.  Changes are evaluated
 after a short pause in typing (:data:`DEBOUNCE_S`), the latest text only; hover and the other
@@ -93,6 +93,17 @@ def build_server():
             return None
         import os
         return T.Location(uri=from_fs_path(os.path.abspath(span.file)), range=_range(T, span))
+
+    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
+                    T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.QuickFix]))
+    def code_action(ls, params: T.CodeActionParams):
+        uri = params.text_document.uri
+        out = []
+        for title, r, new in F.fixes(analysis(uri), params.range.start.line, params.range.end.line):
+            rng = T.Range(start=T.Position(line=r[0], character=r[1]), end=T.Position(line=r[2], character=r[3]))
+            out.append(T.CodeAction(title=title, kind=T.CodeActionKind.QuickFix, is_preferred=True,
+                                    edit=T.WorkspaceEdit(changes={uri: [T.TextEdit(range=rng, new_text=new)]})))
+        return out
 
     kinds = {"plan": T.SymbolKind.Class, "declaration": T.SymbolKind.Struct, "field": T.SymbolKind.Field,
              "block": T.SymbolKind.Module, "requirement": T.SymbolKind.Boolean, "solve": T.SymbolKind.Function}

@@ -116,6 +116,21 @@ def message(d: Diagnostic) -> str:
     return d.summary + (f"\nhint: {d.hint}" if d.hint else "")
 
 
+def fixes(an: Analysis, first: int, last: int) -> list[tuple[str, tuple[int, int, int, int], str]]:
+    """The did-you-mean fixes of the diagnostics on 0-based lines ``first``..``last``: (title,
+    range, replacement) for each hint ``did you mean 'NAME'?`` on a one-line span."""
+    out = []
+    for rng, d in located(an):
+        m = re.search(r"did you mean '([^']+)'\?", d.hint or "")
+        s = d.span
+        if not m or s is None or not same_file(s.file, an.path) or s.line != s.end_line:
+            continue
+        if rng[0] > last or rng[2] < first:
+            continue
+        out.append((f"replace with '{m.group(1)}'", rng, m.group(1)))
+    return out
+
+
 def word_at(text: str, line: int, character: int) -> str:
     """The dotted name under 0-based (line, character), or ``""``."""
     lines = text.split("\n")
