@@ -221,6 +221,12 @@ def build_parser(commands: dict | None = None) -> argparse.ArgumentParser:
     gr.add_argument("--format", choices=("dot", "mermaid", "svg"), default="dot")
     gr.add_argument("-o", "--out", metavar="PATH", help="write to PATH instead of standard output")
 
+    ls = sub.add_parser("lsp", help="a language server for editors (diagnostics, hover, outline, formatting)",
+                        description="Serve the Language Server Protocol on standard input and output: the "
+                                    "diagnostics of `plan check` as you type, hover (value, formula, plugin), go to "
+                                    "definition, document symbols, formatting (`plan fmt`) and completion.  Needs "
+                                    "pygls (pip install \"plan-dsl[lsp]\").  See docs/editors.md.")
+    ls.add_argument("--stdio", action="store_true", help="accepted for editors that pass it (stdio is the default)")
     pl = sub.add_parser("plugins", help="list installed plugins and the `use` blocks they provide",
                         description="List plugins, their `use` blocks and each parameter's unit and default.")
     pl.add_argument("--format", choices=("text", "json"), default="text")

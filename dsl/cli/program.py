@@ -14,6 +14,7 @@ from dsl.cli.analysis import cmd_solve, cmd_sweep
 from dsl.cli.common import (CONFINED, EXIT_MISSING, EXIT_OK, EXIT_PLAN, EXIT_USAGE, CommandLineError,
                             UsageError, cannot_write, disabled, load, select_plans, set_disabled, warn)
 from dsl.cli.evaluation import cmd_check, cmd_eval, cmd_explain, cmd_get
+from dsl.cli.lsp import cmd_lsp
 from dsl.cli.many import many_files, run_many
 from dsl.cli.output import cmd_diff, cmd_figure, cmd_graph, cmd_report, cmd_timeline
 from dsl.cli.project import cmd_fmt, cmd_plugins
@@ -160,7 +161,7 @@ def execute(args, commands: dict) -> int:
         run = {"eval": cmd_eval, "get": cmd_get, "check": cmd_check, "solve": cmd_solve,
                 "plugins": cmd_plugins, "figure": cmd_figure, "timeline": cmd_timeline,
                 "report": cmd_report, "diff": cmd_diff, "sweep": cmd_sweep, "fmt": cmd_fmt,
-                "explain": cmd_explain, "graph": cmd_graph}.get(args.cmd)
+                "explain": cmd_explain, "graph": cmd_graph, "lsp": cmd_lsp}.get(args.cmd)
         CONFINED.clear()
         if args.cmd in ("eval", "check") and isinstance(args.file, list):
             files = many_files(args.file)

@@ -1,0 +1,310 @@
+"""What ``plan lsp`` answers, without the protocol: a document's diagnostics, the hover text and
+definition of a name, its outline, its formatting and completions.  Everything here works on
+plain values (0-based ``(line, character)`` positions, :class:`~dsl.syntax.diagnostics.Diagnostic`
+lists, dicts of text); :mod:`dsl.cli.lsp` turns them into LSP messages with pygls, which only
+that module imports.
+
+A document is evaluated from its text in the editor (unsaved changes included) at its own path,
+so its imports resolve, and the project root rules apply, exactly as ``plan check`` on the saved
+file would.  Nothing here raises: a broken document gives diagnostics, never an exception.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from dsl.syntax.diagnostics import Diagnostic, PlanError
+
+_WORD = re.compile(r"[A-Za-z0-9_.]")
+
+
+@dataclass
+class Analysis:
+    """One evaluation of a document: the results (None when nothing could be evaluated), every
+    diagnostic (errors, warnings, failed requirements as warnings) and the parsed module of the
+    document itself (None on a syntax error)."""
+
+    path: str
+    text: str
+    results: object = None
+    diagnostics: list = field(default_factory=list)
+    module: object = None
+
+
+def same_file(a: str | None, b: str) -> bool:
+    """Whether span file ``a`` names the document at ``b``."""
+    if not a:
+        return False
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def analyze(path: str, text: str, disable: tuple = ()) -> Analysis:
+    """Evaluate ``text`` as the file at ``path``: results, diagnostics and module."""
+    from dsl.api import load
+    from dsl.syntax.parser import parse
+    an = Analysis(path, text)
+    try:
+        an.module = parse(text, path)
+    except PlanError:
+        an.module = None
+    except Exception:   # a parser failure is reported by the evaluation below
+        an.module = None
+    try:
+        an.results = load(path, text=text, disable=disable)
+        an.diagnostics = list(an.results.warnings) + failed_requirements(an.results)
+    except PlanError as e:
+        an.diagnostics = list(e.diagnostics)
+        an.results = getattr(e, "partial", None)
+    except RecursionError:
+        an.diagnostics = [Diagnostic("error", "internal", "the file nests too deeply to evaluate")]
+    except Exception as e:   # never crash the server: say what happened where the user looks
+        an.diagnostics = [Diagnostic("error", "internal", f"plan could not evaluate this file: "
+                                     f"{type(e).__name__}: {e}", None,
+                                     "run `plan check` on the saved file; please report this")]
+    return an
+
+
+def failed_requirements(ws) -> list[Diagnostic]:
+    """Each requirement of the root file's plans that does not hold, as a warning at the
+    ``require`` (or at its plan's name)."""
+    out = []
+    try:
+        plans = ws.plans(own=True)
+    except Exception:
+        return out
+    for p in plans:
+        try:
+            results = {r["name"]: r for r in ws.requirement_results(p)}
+        except Exception:
+            continue
+        for req in [r for r in ws.requirements if r.plan == p]:
+            res = results.get(req.name)
+            if res is None or res["ok"]:
+                continue
+            span = req.span or ws.decls[p].ast.name_span
+            want = req.text or req.doc or req.name
+            out.append(Diagnostic("warning", "requirement", f"requirement '{p}.{req.name}' fails: {want}", span,
+                                  f"`plan check --strict` names the inputs that drive it; "
+                                  f"`plan explain FILE {p}.{req.name}` shows both sides"))
+    return out
+
+
+def located(an: Analysis) -> list[tuple[tuple[int, int, int, int], Diagnostic]]:
+    """The diagnostics with the 0-based range they take in the document: a diagnostic in another
+    file (an import) or without a place is shown on the document's first line, its place named."""
+    out = []
+    for d in an.diagnostics:
+        s = d.span
+        if s is not None and same_file(s.file, an.path):
+            rng = (s.line - 1, s.column - 1, s.end_line - 1, s.end_column - 1)
+            if rng[2:] <= rng[:2]:
+                rng = (rng[0], rng[1], rng[0], rng[1] + 1)
+        else:
+            if s is not None:
+                d = Diagnostic(d.severity, d.code, f"{d.summary} (at {s})", s, d.hint, d.related)
+            rng = (0, 0, 0, 0)
+        out.append((tuple(max(0, x) for x in rng), d))
+    return out
+
+
+def message(d: Diagnostic) -> str:
+    """The text an editor shows: the summary, then the hint."""
+    return d.summary + (f"\nhint: {d.hint}" if d.hint else "")
+
+
+def fixes(an: Analysis, first: int, last: int) -> list[tuple[str, tuple[int, int, int, int], str]]:
+    """The did-you-mean fixes of the diagnostics on 0-based lines ``first``..``last``: (title,
+    range, replacement) for each hint ``did you mean 'NAME'?`` on a one-line span."""
+    out = []
+    for rng, d in located(an):
+        m = re.search(r"did you mean '([^']+)'\?", d.hint or "")
+        s = d.span
+        if not m or s is None or not same_file(s.file, an.path) or s.line != s.end_line:
+            continue
+        if rng[0] > last or rng[2] < first:
+            continue
+        out.append((f"replace with '{m.group(1)}'", rng, m.group(1)))
+    return out
+
+
+def word_at(text: str, line: int, character: int) -> str:
+    """The dotted name under 0-based (line, character), or ``""``."""
+    lines = text.split("\n")
+    if not 0 <= line < len(lines):
+        return ""
+    s = lines[line]
+    if not s:
+        return ""
+    i = min(character, len(s))
+    if i == len(s) or not _WORD.match(s[i]):
+        if i > 0 and _WORD.match(s[i - 1]):
+            i -= 1
+        else:
+            return ""
+    a = b = i
+    while a > 0 and _WORD.match(s[a - 1]):
+        a -= 1
+    while b < len(s) and _WORD.match(s[b]):
+        b += 1
+    return s[a:b].strip(".")
+
+
+def _inside(span, line: int) -> bool:
+    return span is not None and span.line - 1 <= line <= span.end_line - 1
+
+
+def scope_at(module, line: int) -> tuple[str | None, str | None]:
+    """(declaration, block) enclosing 0-based ``line`` of ``module``, either None."""
+    if module is None:
+        return None, None
+    for d in module.decls:
+        if _inside(d.span, line):
+            for u in d.uses:
+                if _inside(u.span, line):
+                    return d.name, u.plugin
+            return d.name, None
+    return None, None
+
+
+def resolve(an: Analysis, line: int, character: int) -> tuple[str, str] | None:
+    """What the name under the position is: ("node", id), ("decl", name), ("requirement",
+    "plan.name") or None."""
+    ws = an.results
+    w = word_at(an.text, line, character)
+    if ws is None or not w:
+        return None
+    decl, block = scope_at(an.module, line)
+    cands = []
+    if decl and block:
+        cands.append(f"{decl}.{block}.{w}")
+    if decl:
+        cands.append(f"{decl}.{w}")
+    cands.append(w)
+    for c in cands:
+        if c in ws.nodes:
+            return "node", c
+        if c in ws.decls:
+            return "decl", c
+        plan, _, req = c.rpartition(".")
+        if plan and any(r.plan == plan and r.name == req for r in ws.requirements):
+            return "requirement", c
+    return None
+
+
+def hover(an: Analysis, line: int, character: int) -> str | None:
+    """Markdown for the name under the position: its value in its unit, its formula and
+    derivation (as ``plan explain`` shows it, one level deep), who defines it and its
+    references; for a declaration its kind and place."""
+    what = resolve(an, line, character)
+    if what is None:
+        return None
+    ws, (kind, name) = an.results, what
+    try:
+        if kind == "node":
+            from dsl.present import explain
+            n = ws.nodes[name]
+            t = explain.tree(ws, name, max_depth=1)
+            head = f"**{name}** = {t['value']}"
+            body = explain.render(t, n.owner)
+            return f"{head}\n\n```\n{body}\n```"
+        if kind == "decl":
+            d = ws.decls[name]
+            where = d.ast.name_span
+            ext = f" extends {d.parents[0]}" if d.parents else ""
+            doc = f"**{d.kind} {name}**{ext}\n\ndeclared at {where}"
+            return doc
+        plan, _, req = name.rpartition(".")
+        res = {r["name"]: r for r in ws.requirement_results(plan)}.get(req)
+        r = next(r for r in ws.requirements if r.plan == plan and r.name == req)
+        verdict = "holds" if res and res["ok"] else "fails"
+        return f"**requirement {name}** {verdict}\n\n{r.text or r.doc}"
+    except Exception:   # a value that cannot be shown is no reason to fail the request
+        return None
+
+
+def definition(an: Analysis, line: int, character: int):
+    """The span where the name under the position is defined (a declaration's name, the
+    assignment of a field or input), across imports and the catalog; None for a quantity a
+    plugin computes."""
+    what = resolve(an, line, character)
+    if what is None:
+        return None
+    ws, (kind, name) = an.results, what
+    if kind == "decl":
+        return ws.decls[name].ast.name_span
+    if kind == "node":
+        n = ws.nodes[name]
+        return n.assign.name_span if n.assign is not None else n.span
+    plan, _, req = name.rpartition(".")
+    return next((r.span for r in ws.requirements if r.plan == plan and r.name == req), None)
+
+
+def symbols(module) -> list[dict]:
+    """The outline of a module: declarations (with their fields, blocks and requirements),
+    solves and file-level requirements, each ``{"name", "kind", "detail", "span",
+    "selection", "children"}`` (``kind``: a word the server maps to an LSP symbol kind)."""
+    if module is None:
+        return []
+    out = []
+    for d in module.decls:
+        kids = [{"name": a.name, "kind": "field", "detail": "", "span": a.span, "selection": a.name_span,
+                 "children": []} for a in d.assigns]
+        for u in d.uses:
+            kids.append({"name": f"use {u.plugin}", "kind": "block", "detail": "", "span": u.span,
+                         "selection": u.name_span,
+                         "children": [{"name": a.name, "kind": "field", "detail": "", "span": a.span,
+                                       "selection": a.name_span, "children": []} for a in u.assigns]})
+        for r in d.requires:
+            kids.append({"name": r.name or "require", "kind": "requirement", "detail": "require", "span": r.span,
+                         "selection": r.name_span or r.span, "children": []})
+        out.append({"name": d.name, "kind": "plan" if d.kind == "plan" else "declaration", "detail": d.kind,
+                    "span": d.span, "selection": d.name_span, "children": kids})
+    for q in module.queries:
+        out.append({"name": q.name or "solve", "kind": "solve", "detail": "solve", "span": q.span,
+                    "selection": q.name_span or q.span, "children": []})
+    for r in module.requires:
+        out.append({"name": r.name or "require", "kind": "requirement", "detail": "require", "span": r.span,
+                    "selection": r.name_span or r.span, "children": []})
+    return out
+
+
+def formatted(text: str, path: str) -> str | None:
+    """``text`` as ``plan fmt`` writes it, or None when it does not parse (or is formatted)."""
+    from dsl.syntax.format import format_source
+    try:
+        out = format_source(text, path)
+    except PlanError:
+        return None
+    except Exception:
+        return None
+    return None if out == text else out
+
+
+def completions(an: Analysis, line: int, character: int, plugins) -> list[dict]:
+    """Completions at the position, each ``{"label", "kind", "detail", "doc"}``: after ``use``,
+    the block names; inside a ``use`` block, that block's parameters (unit, default, meaning);
+    elsewhere the declarations in scope and the fields of the enclosing declaration."""
+    lines = an.text.split("\n")
+    before = lines[line][:character] if 0 <= line < len(lines) else ""
+    if re.search(r"\buse\s+[A-Za-z0-9_]*$", before):
+        return [{"label": b.name, "kind": "block", "detail": f"plugin {b.plugin}", "doc": b.doc}
+                for b in sorted(plugins.blocks.values(), key=lambda b: b.name)]
+    decl, block = scope_at(an.module, line)
+    if block and block in plugins.blocks:
+        b = plugins.blocks[block]
+        return [{"label": p.name, "kind": "param", "detail": p.unit or p.kind,
+                 "doc": p.doc + (f" (default {p.default})" if p.default is not None else "")}
+                for p in b.params]
+    out = []
+    ws = an.results
+    if ws is not None:
+        out += [{"label": n, "kind": "declaration", "detail": d.kind, "doc": ""} for n, d in sorted(ws.decls.items())]
+        if decl:
+            pre = decl + "."
+            out += [{"label": k[len(pre):], "kind": "field", "detail": n.unit, "doc": n.doc}
+                    for k, n in sorted(ws.nodes.items()) if k.startswith(pre) and "." not in k[len(pre):]]
+    return out
