@@ -332,7 +332,8 @@ def band_of(ratios: list[float]) -> tuple[str, float, float] | None:
     return "p10-p90", q[0], q[-1]
 
 
-BAND_COLUMNS = ["device", "arch", "precision", "nodes", "runs", "not_priced", "quantiles", "low", "median", "high"]
+BAND_COLUMNS = ["device", "arch", "precision", "nodes", "runs", "not_priced", "quantiles", "low", "median", "high",
+                "ratios"]
 
 
 def bands(rows: list[dict], preds: dict) -> list[dict]:
@@ -354,9 +355,11 @@ def _band_rows(groups: dict, preds: dict, ratio) -> list[dict]:
         ratios = [ratio(r, preds[r["id"]]["value"]) for r in rs if preds[r["id"]]["value"] is not None]
         b = band_of(ratios)
         row = dict(zip(BAND_COLUMNS[:4], k), runs=len(ratios), not_priced=len(rs) - len(ratios),
-                   quantiles="", low="", median="", high="")
+                   quantiles="", low="", median="", high="", ratios="")
         if b is not None:
-            row.update(quantiles=b[0], low=f"{b[1]:.4g}", median=f"{statistics.median(ratios):.4g}", high=f"{b[2]:.4g}")
+            # the group's own ratios, sorted, 4 digits: what `use bands { error = "sampled" }` resamples
+            row.update(quantiles=b[0], low=f"{b[1]:.4g}", median=f"{statistics.median(ratios):.4g}", high=f"{b[2]:.4g}",
+                       ratios=" ".join(f"{x:.4g}" for x in sorted(ratios)))
         out.append(row)
     return out
 

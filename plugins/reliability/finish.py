@@ -14,6 +14,17 @@ loss-spike rollbacks and outages declared with ``use rollbacks`` (§10.4.4-10.4.
 
     t_s ≤ (deadline − T_0) / (steps · (1 + L))
 
+A plan whose ``use bands { error = "sampled" }`` models the tool's own error multiplies the
+training time by ``step_time_error`` (measured / predicted step time, a random quantity of
+validated runs)::
+
+    train_time = steps · t_s · E,     T_finish = T_0 + train_time · (1 + L)
+
+with E at its expected value in deterministic outputs and drawn per sample by ``plan eval
+--samples``; with ``error = "none"`` E is 1, and without ``use bands`` it is absent: the times
+are the prediction.  The step budget
+stays a bound on the step time itself (E not applied).
+
 Requirement ``deadline``: finish_time ≤ deadline.
 """
 from __future__ import annotations
@@ -79,7 +90,11 @@ def plan_quantities_price(ctx):
     require_time_to_train(ctx, wl)
     steps, t_s = ctx.q("steps", ""), ctx.q("step_time", "s")
     L = ctx.define("overhead", 0, "%", "no checkpoint model: no overhead", fallback=True)
-    base = ctx.define("train_time", steps * t_s, "day", "steps × step time", headline=True, rank=12,
+    train, how = steps * t_s, "steps × step time"
+    if ctx.provided("step_time_error"):         # use bands: the step time's measured / predicted ratio
+        train = train * ctx.define("step_time_error", 1, "", "no error model: the prediction", fallback=True)
+        how = "steps × step time × step_time_error"
+    base = ctx.define("train_time", train, "day", how, headline=True, rank=12,
                       references=("first-order finish time: reserved time + steps × step time × (1 + overhead)",))
     fin = ctx.define("finish_time", reserved + base * (1 + L), "day",
                      "T_0 + steps · t_s · (1 + L)", headline=True, rank=13,

@@ -47,8 +47,15 @@ SPEC = UseSpec(
     "states the regime of a plan's prediction band (the band itself is attached to every training plan)",
     params=(Param("precision", kind="choice", choices=tuple(PRECISIONS), optional=True,
                   doc="the number format whose validated runs give the band: bf16 or fp16 (16-bit runs), fp8 or "
-                      "fp4 (default: the format `use layout` prices the matrix products in, matmul_precision)"),),
+                      "fp4 (default: the format `use layout` prices the matrix products in, matmul_precision)"),
+            Param("error", kind="choice", choices=("none", "sampled"), default='"none"',
+                  doc="none: train and finish times are the prediction, the band shown beside them; sampled: "
+                      "they carry `step_time_error`, the measured / predicted step time of a validated run of the "
+                      "band's group drawn at random by `plan eval --samples` (its expected value, the runs' mean "
+                      "ratio, multiplies them in deterministic outputs)")),
     order=90,
+    provides=("step_time_error",),
+    provides_when=(("step_time_error", 'error = "sampled"'),),
     references=REFERENCES,
 )
 
@@ -132,7 +139,14 @@ def plan_quantities_price(ctx):
     priced = lay.value("matmul_precision") if lay is not None else "bf16"    # the format the step prices
     precision = b.value("precision") if b is not None and b.given("precision") else priced
     key, row, runs = lookup(device, moe, precision, _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host"))
+    sampled = b is not None and b.value("error") == "sampled"
     if row is None:
+        if sampled:
+            b.error_at("error", f"error = \"sampled\" needs the prediction band of plan '{ctx.name}', but the "
+                       f"validation corpus has {runs or 'no'} validated test-set run{'s' if runs != 1 else ''} on "
+                       f"device '{device}' in its regime ({regime_label(key)}), too few for a band",
+                       "keep error = \"none\" (the default), or " + CALIBRATE_HINT, code="unvalidated")
+            return
         have = (f"only {runs} validated test-set run{'s' if runs != 1 else ''}, too few for a band,"
                 if runs else "no validated test-set runs")
         where = (f"in the plan's regime ({regime_label(key)})" if any(k[0] == device for k in load_bands())
@@ -147,18 +161,48 @@ def plan_quantities_price(ctx):
     for side, r in (("low", lo), ("high", hi)):
         ctx.define(f"step_time_{side}", step * _ratio(r), "s", f"step time × {r:.4g}: the band's {side} end, {src}",
                    references=REFERENCES)
+    err = _define_error(ctx, row, key, device) if sampled else None
     wl = ctx.ref("workload") if ctx.stated("workload") else None
     if wl is None or not wl.has("tokens"):
         return
     train = ctx.q("train_time", "day")
+    if err is not None:         # train_time carries the error: the band is on the prediction, steps × step time
+        train = ctx.q("steps", "") * step
     for side, r in (("low", lo), ("high", hi)):
         ctx.define(f"train_time_{side}", train * _ratio(r), "day",
                    f"train time × {r:.4g}: the band's {side} end, {src}", references=REFERENCES)
     fin = ctx.q("finish_time", "day")
     for side, r in (("low", lo), ("high", hi)):
-        ctx.define(f"finish_time_{side}", fin + train * (_ratio(r) - 1), "day",
+        ctx.define(f"finish_time_{side}", fin + train * (_ratio(r) - (1 if err is None else err)), "day",
                    f"finish time + ({r:.4g} − 1) × train time: the band's {side} end on the training time, "
                    f"reserved time and overhead held; {src}", references=REFERENCES)
+
+
+def run_ratios(row: dict) -> list[float]:
+    """The measured / predicted step times of a band row's validated runs (its ``ratios`` column)."""
+    return [float(x) for x in (row.get("ratios") or "").split()]
+
+
+def draw_ratios(ratios: tuple, rng, n: int):
+    """``n`` ratios drawn with replacement from ``ratios``, each run equally likely (a bootstrap of
+    the group's runs)."""
+    import numpy as np
+    return rng.choice(np.asarray(ratios, dtype=float), size=n, replace=True)
+
+
+def _define_error(ctx, row, key, device):
+    """``step_time_error``: the ratio measured / predicted of the step time, a random quantity
+    drawn from the validated runs of the plan's device and regime; its expected value is their
+    mean ratio.  ``use finish`` multiplies the train and finish times by it."""
+    import functools
+    import sympy as sp
+    ratios = tuple(run_ratios(row))
+    mean = sp.Rational(sum(sp.Rational(str(r)) for r in ratios), len(ratios))
+    return ctx.define_random(
+        "step_time_error", mean, functools.partial(draw_ratios, ratios), (), "",
+        f"measured / predicted step time: one of the {len(ratios)} validated {device} runs ({regime_label(key)}) "
+        f"drawn at random by `plan eval --samples`; expected value their mean ratio, {float(mean):.4g}, which "
+        "multiplies the train and finish times", headline=True, rank=11.5, references=REFERENCES)
 
 
 def serving_band(device: str, quantity: str):
