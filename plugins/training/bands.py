@@ -305,6 +305,11 @@ def _table(ev, plan):
     notes = (f"from {runs} validated {device} runs ({regime_label(key)}): {how} of measured / predicted step "
              f"time, {float(row['low']):.3g}–{float(row['high']):.3g} (median {float(row['median']):.3g})",
              "finish time: the training time's band, reserved time and overhead held")
+    err = ev.nodes.get(f"{plan}.step_time_error")
+    if err is not None and getattr(err, "sampler", None) is not None:
+        notes += (f"error = \"sampled\": train and finish times are the prediction × step_time_error at its "
+                  f"expected value, {ev.value(f'{plan}.step_time_error', ''):.4g} (the runs' mean ratio); "
+                  "`plan eval --samples` draws it from the runs, and their low and high are the prediction's band",)
     return Table(("quantity", "unit", "predicted", "low", "high", "band"), tuple(rows), notes)
 
 
