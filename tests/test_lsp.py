@@ -247,3 +247,13 @@ async def test_positions_count_utf16_code_units(client: LanguageClient, scratch)
     h = await client.text_document_hover_async(T.HoverParams(
         text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=2, character=col16)))
     assert h is not None and h.contents.value.startswith("**p.x** = 2 s")
+
+
+async def test_inlay_hints_show_evaluated_values(client: LanguageClient, scratch):
+    _, uri = _file(scratch, "hints.plan", TOY)
+    await _open(client, uri, TOY)
+    hints = await client.text_document_inlay_hint_async(T.InlayHintParams(
+        text_document=T.TextDocumentIdentifier(uri=uri),
+        range=T.Range(start=T.Position(line=0, character=0), end=T.Position(line=6, character=0))))
+    # `y = x * 3` gets its value; `x = 2 s`, a plain number, none
+    assert [(h.position.line, h.position.character, h.label) for h in hints] == [(2, 11, "= 6 s")]

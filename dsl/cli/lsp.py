@@ -233,6 +233,16 @@ def build_server():
             T.CompletionItem(label=c["label"], kind=ckinds.get(c["kind"]), detail=c["detail"] or None,
                              documentation=c["doc"] or None) for c in items])
 
+    @server.feature(T.TEXT_DOCUMENT_INLAY_HINT)
+    async def inlay_hint(ls, params: T.InlayHintParams):
+        uri = params.text_document.uri
+        lines = server.workspace.get_text_document(uri).lines
+        out = []
+        for line, col, label in F.inlay_hints(await current(uri), params.range.start.line, params.range.end.line):
+            pos = codec().position_to_client_units(lines, T.Position(line=line, character=col))
+            out.append(T.InlayHint(position=pos, label=label, padding_left=True))
+        return out
+
     return server
 
 

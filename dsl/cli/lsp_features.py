@@ -430,3 +430,32 @@ def catalog_completions(ws) -> list[dict]:
         where = os.path.basename(span.file) if span is not None and span.file else ""
         out.append({"label": n, "kind": "catalog", "detail": f"{d.kind} ({where})" if where else d.kind, "doc": ""})
     return out
+
+
+def inlay_hints(an: Analysis, first: int, last: int) -> list[tuple[int, int, str]]:
+    """The evaluated value after each field assigned by an expression (not a plain number) on
+    0-based lines ``first``..``last``: (line, character after the value, ``"= VALUE"``)."""
+    from dsl.syntax import ast as A
+    ws, mod = an.results, an.module
+    if ws is None or mod is None:
+        return []
+    todo = []
+    for d in mod.decls:
+        todo += [(f"{d.name}.{a.name}", a) for a in d.assigns]
+        for u in d.uses:
+            todo += [(f"{d.name}.{u.plugin}.{a.name}", a) for a in u.assigns]
+    out = []
+    for name, a in todo:
+        end = getattr(a.value, "span", None)
+        if end is None or isinstance(a.value, (A.Number, A.String, A.Bool)) or name not in ws.nodes:
+            continue
+        if not (first <= end.end_line - 1 <= last) or not same_file(end.file, an.path):
+            continue
+        try:
+            from dsl.present import explain
+            value = explain.tree(ws, name, max_depth=0)["value"]
+        except Exception:   # a value that cannot be shown gets no hint
+            continue
+        if value and not (isinstance(a.value, A.Ref) and value == ".".join(a.value.parts)):
+            out.append((end.end_line - 1, end.end_column - 1, f"= {value}"))
+    return sorted(out)
