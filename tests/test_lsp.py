@@ -162,3 +162,98 @@ async def test_code_action_applies_the_did_you_mean(client: LanguageClient, scra
     assert a.title == "replace with 'x'"
     (e,) = a.edit.changes[uri]
     assert e.new_text == "x" and (e.range.start.line, e.range.start.character, e.range.end.character) == (2, 6, 8)
+
+
+def _change(client, uri: str, version: int, text: str):
+    client.text_document_did_change(T.DidChangeTextDocumentParams(
+        text_document=T.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[T.TextDocumentContentChangeWholeDocument(text=text)]))
+
+
+async def test_rapid_changes_publish_only_the_latest_text_and_requests_still_answer(client: LanguageClient, scratch):
+    _, uri = _file(scratch, "rapid.plan", TOY)
+    await _open(client, uri, TOY)
+    # three changes faster than the pause in typing: only the last one is evaluated
+    _change(client, uri, 2, TOY.replace("x * 3", "x * 3 + a"))
+    _change(client, uri, 3, TOY.replace("x * 3", "x * 3 + b"))
+    _change(client, uri, 4, TOY.replace("x * 3", "x * 2"))
+    await client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    assert list(client.diagnostics[uri]) == []    # y = 4 s: the requirement holds, no stale error
+    h = await client.text_document_hover_async(T.HoverParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=2, character=2)))
+    assert h is not None and h.contents.value.startswith("**p.y** = 4 s")
+
+
+async def test_references_across_the_file_and_its_imports(client: LanguageClient, scratch):
+    uri = from_fs_path(str(CPT))
+    text = CPT.read_text(encoding="utf-8")
+    await _open(client, uri, text)
+    lines = text.split("\n")
+    line = next(i for i, s in enumerate(lines) if s.strip().startswith("mfu = 40 %"))
+    refs = await client.text_document_references_async(T.ReferenceParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=line, character=3),
+        context=T.ReferenceContext(include_declaration=True)))
+    got = [(r.uri == uri, r.range.start.line) for r in refs]
+    assert got[0] == (True, line) and len(got) >= 2    # the assignment, then where it is read
+    for r in refs[1:]:
+        assert "mfu" in lines[r.range.start.line][r.range.start.character:r.range.end.character]
+    # a catalog device: its declaration in the catalog and its use here
+    line = next(i for i, s in enumerate(lines) if "device = rtx4090" in s)
+    refs = await client.text_document_references_async(T.ReferenceParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=line, character=lines[line].index("rtx4090")),
+        context=T.ReferenceContext(include_declaration=True)))
+    assert any(r.uri.endswith("specs/catalog/hardware.plan") for r in refs)
+    assert any(r.uri == uri and r.range.start.line == line for r in refs)
+
+
+async def test_completion_of_units_and_catalog_entries(client: LanguageClient, scratch):
+    text = CPT.read_text(encoding="utf-8").replace('"../catalog/', '"@catalog/')
+    _, uri = _file(scratch, "units.plan", text)
+    await _open(client, uri, text)
+    lines = text.split("\n")
+    line = next(i for i, s in enumerate(lines) if "device = rtx4090" in s)
+    col = lines[line].index("rtx4090")
+    res = await client.text_document_completion_async(T.CompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=line, character=col)))
+    by = {i.label: i for i in res.items}
+    assert {"rtx4090", "h100_sxm"} <= set(by) and "qwen3_8b" not in by     # devices only
+    assert by["rtx4090"].detail.startswith("device")
+    line = next(i for i, s in enumerate(lines) if "input_wait = 0.5 s" in s)
+    col = lines[line].index("0.5 s") + 4
+    res = await client.text_document_completion_async(T.CompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=line, character=col)))
+    labels = {i.label for i in res.items}
+    assert {"s", "ms", "GB", "GiB", "TFLOP/s"} & labels >= {"s", "ms", "GB", "GiB"}
+    assert all(i.kind == T.CompletionItemKind.Unit for i in res.items)
+
+
+async def test_positions_count_utf16_code_units(client: LanguageClient, scratch):
+    # '😀' is one code point but two UTF-16 code units (the LSP default): what follows it on the
+    # line is one unit further right than the tool's column, both ways
+    text = 'plan p {\n  x = 2 s\n  a = 1 source "é😀"; y = x * 3 + xx\n}\n'
+    _, uri = _file(scratch, "utf16.plan", text)
+    (d,) = await _open(client, uri, text)
+    line = text.split("\n")[2]
+    assert d.code == "unknown-name"
+    assert (d.range.start.character, d.range.end.character) == (line.index("xx") + 1, line.index("xx") + 3)
+    (a,) = await client.text_document_code_action_async(T.CodeActionParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), range=d.range, context=T.CodeActionContext(diagnostics=[d])))
+    fix = a.edit.changes[uri][0].range
+    assert (fix.start.character, fix.end.character) == (d.range.start.character, d.range.end.character)
+    fixed = text.replace("+ xx", "+ x")
+    _change(client, uri, 2, fixed)
+    await client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    col16 = line.index("x * 3") + 1           # the `x` of `x * 3`, in UTF-16 units
+    h = await client.text_document_hover_async(T.HoverParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=2, character=col16)))
+    assert h is not None and h.contents.value.startswith("**p.x** = 2 s")
+
+
+async def test_inlay_hints_show_evaluated_values(client: LanguageClient, scratch):
+    _, uri = _file(scratch, "hints.plan", TOY)
+    await _open(client, uri, TOY)
+    hints = await client.text_document_inlay_hint_async(T.InlayHintParams(
+        text_document=T.TextDocumentIdentifier(uri=uri),
+        range=T.Range(start=T.Position(line=0, character=0), end=T.Position(line=6, character=0))))
+    # `y = x * 3` gets its value; `x = 2 s`, a plain number, none
+    assert [(h.position.line, h.position.character, h.label) for h in hints] == [(2, 11, "= 6 s")]

@@ -30,6 +30,9 @@ class Analysis:
     results: object = None
     diagnostics: list = field(default_factory=list)
     module: object = None
+    stale: object = None      # the last results that evaluated, while this text does not
+
+
 
 
 def same_file(a: str | None, b: str) -> bool:
@@ -42,8 +45,9 @@ def same_file(a: str | None, b: str) -> bool:
         return False
 
 
-def analyze(path: str, text: str, disable: tuple = ()) -> Analysis:
-    """Evaluate ``text`` as the file at ``path``: results, diagnostics and module."""
+def analyze(path: str, text: str, disable: tuple = (), previous: Analysis | None = None) -> Analysis:
+    """Evaluate ``text`` as the file at ``path``: results, diagnostics and module.  When it does
+    not evaluate, ``stale`` keeps ``previous``'s results (for completion while typing)."""
     from dsl.api import load
     from dsl.syntax.parser import parse
     an = Analysis(path, text)
@@ -65,6 +69,8 @@ def analyze(path: str, text: str, disable: tuple = ()) -> Analysis:
         an.diagnostics = [Diagnostic("error", "internal", f"plan could not evaluate this file: "
                                      f"{type(e).__name__}: {e}", None,
                                      "run `plan check` on the saved file; please report this")]
+    if an.results is None and previous is not None:
+        an.stale = previous.results if previous.results is not None else previous.stale
     return an
 
 
@@ -286,13 +292,23 @@ def formatted(text: str, path: str) -> str | None:
 
 def completions(an: Analysis, line: int, character: int, plugins) -> list[dict]:
     """Completions at the position, each ``{"label", "kind", "detail", "doc"}``: after ``use``,
-    the block names; inside a ``use`` block, that block's parameters (unit, default, meaning);
-    elsewhere the declarations in scope and the fields of the enclosing declaration."""
+    the block names; after a number, the units; after ``device =`` (``link``, ``nic``, ``model``,
+    ``engine``, ``workload``, ``storage``), the declarations of that kind in the file and its
+    imports (the catalog's devices, links, models …); inside a ``use`` block, that block's
+    parameters (unit, default, meaning); elsewhere the declarations in scope and the fields of the enclosing declaration."""
     lines = an.text.split("\n")
     before = lines[line][:character] if 0 <= line < len(lines) else ""
     if re.search(r"\buse\s+[A-Za-z0-9_]*$", before):
         return [{"label": b.name, "kind": "block", "detail": f"plugin {b.plugin}", "doc": b.doc}
                 for b in sorted(plugins.blocks.values(), key=lambda b: b.name)]
+    units = unit_completions(before)
+    if units is not None:
+        return units
+    m = re.search(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*[A-Za-z0-9_]*$", before)
+    ws = an.results if an.results is not None else an.stale
+    if m and m.group(1) in _FIELD_KINDS and ws is not None:
+        want = _FIELD_KINDS[m.group(1)]
+        return [c for c in catalog_completions(ws) if c["detail"].split(" ")[0] == want]
     decl, block = scope_at(an.module, line)
     if block and block in plugins.blocks:
         b = plugins.blocks[block]
@@ -300,7 +316,6 @@ def completions(an: Analysis, line: int, character: int, plugins) -> list[dict]:
                  "doc": p.doc + (f" (default {p.default})" if p.default is not None else "")}
                 for p in b.params]
     out = []
-    ws = an.results
     if ws is not None:
         out += [{"label": n, "kind": "declaration", "detail": d.kind, "doc": ""} for n, d in sorted(ws.decls.items())]
         if decl:
@@ -308,3 +323,139 @@ def completions(an: Analysis, line: int, character: int, plugins) -> list[dict]:
             out += [{"label": k[len(pre):], "kind": "field", "detail": n.unit, "doc": n.doc}
                     for k, n in sorted(ws.nodes.items()) if k.startswith(pre) and "." not in k[len(pre):]]
     return out
+
+
+def quick(path: str, text: str, disable: tuple = ()) -> Analysis:
+    """The cheap first pass after an edit: parse and resolve names and units without evaluating
+    (``load(evaluate=False)``); its diagnostics are the syntax and name errors, or none."""
+    from dsl.api import load
+    an = Analysis(path, text)
+    try:
+        load(path, text=text, evaluate=False, disable=disable)
+    except PlanError as e:
+        an.diagnostics = list(e.diagnostics)
+    except Exception:   # whatever it is, the full evaluation reports it
+        pass
+    return an
+
+
+def _refs(node, scope: tuple, out: list) -> None:
+    """Every ``Ref`` under an AST node with the (declaration, block) it is written in."""
+    from dataclasses import fields, is_dataclass
+    from dsl.syntax import ast as A
+    if isinstance(node, (list, tuple)):
+        for x in node:
+            _refs(x, scope, out)
+        return
+    if not is_dataclass(node):
+        return
+    if isinstance(node, A.Ref):
+        out.append((node, scope))
+        return
+    if isinstance(node, A.Decl):
+        scope = (node.name, None)
+    elif isinstance(node, A.UseBlock):
+        scope = (scope[0], node.plugin)
+    for f in fields(node):
+        if f.name != "span" and not f.name.endswith("_span"):
+            _refs(getattr(node, f.name), scope, out)
+
+
+def _meaning(ws, parts: str, decl: str | None, block: str | None) -> tuple[str, str] | None:
+    cands = ([f"{decl}.{block}.{parts}"] if decl and block else []) + ([f"{decl}.{parts}"] if decl else []) + [parts]
+    for c in cands:
+        if c in ws.nodes:
+            return "node", c
+        if c in ws.decls:
+            return "decl", c
+    return None
+
+
+def references(an: Analysis, line: int, character: int, include_declaration: bool = True) -> list:
+    """The spans, in the document and its imports, that name what is under the position: its
+    definition (when asked) and every reference to it (a dotted name ``a.b`` counts for ``a.b``
+    and, on its first part, for the declaration ``a``)."""
+    what = resolve(an, line, character)
+    if what is None:
+        return []
+    ws, (kind, name) = an.results, what
+    out = []
+    if include_declaration:
+        d = definition(an, line, character)
+        if d is not None:
+            out.append(d)
+    found: list = []
+    for mod in getattr(ws, "modules", ()) or ():
+        _refs(mod.decls, (None, None), found)
+        _refs(mod.queries, (None, None), found)
+        _refs(mod.requires, (None, None), found)
+    for ref, (decl, block) in found:
+        parts = ref.parts
+        full = ".".join(parts)
+        m = _meaning(ws, full, decl, block)
+        if m == (kind, name):
+            out.append(ref.span)
+        elif kind == "decl" and len(parts) > 1 and _meaning(ws, parts[0], decl, block) == ("decl", name):
+            s = ref.span
+            out.append(type(s)(file=s.file, line=s.line, column=s.column, end_line=s.line,
+                               end_column=s.column + len(parts[0])))
+    seen, uniq = set(), []
+    for s in out:
+        k = (os.path.realpath(s.file) if s.file else "", s.line, s.column, s.end_line, s.end_column)
+        if k not in seen:
+            seen.add(k)
+            uniq.append(s)
+    return sorted(uniq, key=lambda s: (s.file != an.path, s.file or "", s.line, s.column))
+
+
+_FIELD_KINDS = {"device": "device", "link": "link", "nic": "link", "model": "model", "engine": "engine",
+                "workload": "workload", "storage": "storage", "run": "run"}
+
+
+def unit_completions(before: str) -> list[dict] | None:
+    """After a number (``12 `` or ``12 G``): the units of the registry, else None."""
+    if not re.search(r"(?<![A-Za-z_.])\d[\d_.eE+-]*\s*[A-Za-zµ%]*$", before):
+        return None
+    from dsl.engine.units import active_units
+    table = active_units()
+    return [{"label": u, "kind": "unit", "detail": "unit", "doc": ""} for u in sorted(table.units)]
+
+
+def catalog_completions(ws) -> list[dict]:
+    """The declarations of imported files (devices, links, models … of the catalog), with their
+    kind and file."""
+    out = []
+    for n, d in sorted(ws.decls.items()):
+        span = getattr(d.ast, "name_span", None)
+        where = os.path.basename(span.file) if span is not None and span.file else ""
+        out.append({"label": n, "kind": "catalog", "detail": f"{d.kind} ({where})" if where else d.kind, "doc": ""})
+    return out
+
+
+def inlay_hints(an: Analysis, first: int, last: int) -> list[tuple[int, int, str]]:
+    """The evaluated value after each field assigned by an expression (not a plain number) on
+    0-based lines ``first``..``last``: (line, character after the value, ``"= VALUE"``)."""
+    from dsl.syntax import ast as A
+    ws, mod = an.results, an.module
+    if ws is None or mod is None:
+        return []
+    todo = []
+    for d in mod.decls:
+        todo += [(f"{d.name}.{a.name}", a) for a in d.assigns]
+        for u in d.uses:
+            todo += [(f"{d.name}.{u.plugin}.{a.name}", a) for a in u.assigns]
+    out = []
+    for name, a in todo:
+        end = getattr(a.value, "span", None)
+        if end is None or isinstance(a.value, (A.Number, A.String, A.Bool)) or name not in ws.nodes:
+            continue
+        if not (first <= end.end_line - 1 <= last) or not same_file(end.file, an.path):
+            continue
+        try:
+            from dsl.present import explain
+            value = explain.tree(ws, name, max_depth=0)["value"]
+        except Exception:   # a value that cannot be shown gets no hint
+            continue
+        if value and not (isinstance(a.value, A.Ref) and value == ".".join(a.value.parts)):
+            out.append((end.end_line - 1, end.end_column - 1, f"= {value}"))
+    return sorted(out)
