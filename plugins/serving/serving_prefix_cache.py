@@ -66,7 +66,8 @@ from dataclasses import dataclass
 
 from dsl.plugin import LimitError, Param, current_limits
 
-from plugins.serving.serving_sim_core import SimError, SimResult, check_workload, clock_origin, extra_args
+from plugins.serving.serving_sim_base import step_pricer
+from plugins.serving.serving_sim_core import SimError, SimResult, check_workload, clock_origin
 
 MOONCAKE_HASH_BLOCK = 512      # tokens per hash id in Mooncake's public traces
 
@@ -239,7 +240,7 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     cap = current_limits().sim_iterations if max_events is None else int(max_events)
     n, bs, Bud, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
     chunked = eng.enable_chunked_prefill
-    price = _pricer(step_time, c, o)
+    price = step_pricer(step_time, c, o)
     kk = spec.k + 1 if spec is not None else 0
     P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
     order = np.argsort(A, kind="stable").tolist()
@@ -547,24 +548,6 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
                     ser_a[:, 2].astype(np.int64), ser_a[:, 3].astype(np.int64), it, nb, bs,
                     events=it, origin=np.asarray(org, dtype=float) if moved else None)
     return res, CacheStats(hit, P, ev[0])
-
-
-def _pricer(step_time, c, o):
-    """price(prefill tokens, decodes, context, prefix, chunks ending their prefill) → seconds of
-    one iteration, as :func:`plugins.serving.serving_sim_core.iteration_time` calls the step cost
-    (the chunks that end their prefill are passed when there are any, or decodes)."""
-    extra = extra_args(step_time)
-    one = getattr(step_time, "for_numbers", None)
-    one = one(c) if one is not None else None
-    so = getattr(o, "scalar", o)
-    if one is not None:
-        if extra:
-            return lambda pf, nd, ctx, prefix, ends: float(one(pf, nd, ctx, prefix, ends if ends or nd else None))
-        return lambda pf, nd, ctx, prefix, ends: float(one(pf, nd, ctx))
-    if extra:
-        return lambda pf, nd, ctx, prefix, ends: float(step_time(c, pf, nd, ctx, so, prefill_prefix=prefix,
-                                                                 prefill_seqs=ends if ends or nd else None))
-    return lambda pf, nd, ctx, prefix, ends: float(step_time(c, pf, nd, ctx, so))
 
 
 def simulate_cached_replicas(arrival, prompt, output, keys, eng, step_time, c=None, o=None, replicas: int = 1, *,

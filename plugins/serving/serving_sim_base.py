@@ -358,3 +358,25 @@ def extra_args(step_time) -> bool:
     except (TypeError, ValueError):
         return False
     return "prefill_prefix" in ps and "prefill_seqs" in ps
+
+
+def step_pricer(step_time, c, o):
+    """``price(prefill tokens, decodes, context, prefix, chunks ending their prefill)`` → seconds
+    of one iteration, called as :func:`iteration_time` calls the step cost (the chunks that end
+    their prefill are passed when there are any, or decodes; none at all: the cost's default of
+    one head pass): the cost's evaluator for Python numbers when it has one (``for_numbers``),
+    else the cost itself on scalar ops.  For the per-iteration simulators' inner loops."""
+    extra = extra_args(step_time)
+    one = getattr(step_time, "for_numbers", None)
+    one = one(c) if one is not None else None
+    so = getattr(o, "scalar", o)
+
+    def price(pf, nd, ctx, prefix, ends):
+        if extra and not ends and not nd:
+            ends = None
+        if one is not None:
+            return float(one(pf, nd, ctx, prefix, ends) if extra else one(pf, nd, ctx))
+        if extra:
+            return float(step_time(c, pf, nd, ctx, so, prefill_prefix=prefix, prefill_seqs=ends))
+        return float(step_time(c, pf, nd, ctx, so))
+    return price

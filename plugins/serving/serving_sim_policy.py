@@ -57,7 +57,7 @@ from collections import deque
 
 from dsl.plugin import LimitError, current_limits
 
-from plugins.serving.serving_sim_base import (SimResult, check_workload, clock_origin, extra_args, sim_result,
+from plugins.serving.serving_sim_base import (SimResult, check_workload, clock_origin, sim_result, step_pricer,
                                               workload_arrays)
 
 
@@ -79,25 +79,6 @@ def default_policy(eng) -> bool:
     return eng.mixed_batches and eng.scheduler_steps == 1 and eng.scheduler_overhead == 0
 
 
-def _pricer(step_time, c, o):
-    """(pf, nd, ctx, prefix, ends) -> seconds of one forward step: the cost's evaluator for
-    Python numbers when it has one (``for_numbers``), else the cost itself on scalar ops."""
-    extra = extra_args(step_time)
-    one = getattr(step_time, "for_numbers", None)
-    one = one(c) if one is not None else None
-    so = getattr(o, "scalar", o)
-
-    def price(pf, nd, ctx, prefix, ends):
-        if extra and not ends and not nd:
-            ends = None                   # no logits at all: the cost's default (one head pass)
-        if one is not None:
-            return float(one(pf, nd, ctx, prefix, ends) if extra else one(pf, nd, ctx))
-        if extra:
-            return float(step_time(c, pf, nd, ctx, so, prefill_prefix=prefix, prefill_seqs=ends))
-        return float(step_time(c, pf, nd, ctx, so))
-    return price
-
-
 def simulate_policy(arrival, prompt, output, eng, step_time, c=None, o=None, concurrency: int | None = None,
                     max_events: int | None = None) -> SimResult:
     """The continuous-batching simulation under ``eng``'s scheduling policy (module docstring),
@@ -112,7 +93,7 @@ def simulate_policy(arrival, prompt, output, eng, step_time, c=None, o=None, con
         raise ValueError("concurrency must be at least 1")
     n, bs, B, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
     k_max, host, mixed = max(1, int(eng.scheduler_steps)), float(eng.scheduler_overhead), eng.mixed_batches
-    price = _pricer(step_time, c, o)
+    price = step_pricer(step_time, c, o)
     P, G, At = Pa.tolist(), Ga.tolist(), A.tolist()
     order = np.argsort(A, kind="stable").tolist()
     sent = list(At)                                # when each request is sent (closed loop: a slot frees)
