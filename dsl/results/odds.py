@@ -266,6 +266,7 @@ def _sample_grouped(ws, plan: str, samples: int, seed: int, fn0, ids: list, reqs
     vals = {i: np.full(samples, np.nan) for i in ids}
     held = {r.name: np.ones(samples, dtype=bool) for r in reqs}
     uncertain = set(sids)
+    drawn: dict = {}                    # input id -> its N draws (the same whichever group reads it)
     for key in sorted(groups):
         idx = np.asarray(groups[key])
         over = {}
@@ -280,7 +281,9 @@ def _sample_grouped(ws, plan: str, samples: int, seed: int, fn0, ids: list, reqs
                 h[idx] = False
             continue
         uncertain.update(used + fn.randoms)
-        arrays = [a[idx] for a in draw(ev, used, samples, seed)]
+        todo = [i for i in used if i not in drawn]
+        drawn.update(zip(todo, draw(ev, todo, samples, seed)))
+        arrays = [drawn[i][idx] for i in used]
         with np.errstate(all="ignore"):
             arrays += draw_random(ev, fn, arrays, len(idx), seed)
             out = [np.broadcast_to(np.asarray(x, dtype=float), (len(idx),)) for x in fn(*arrays)]
