@@ -482,23 +482,20 @@ def run_command(args, cli) -> int:
         check_engine(ev, dep, args.engine)
     except Refused as r:
         return _refuse(args, cli, r)
-    model = args.model
-    if not model:
-        model = PLACEHOLDER
-        m = ev.decls.get(dep.model)
-        _warn(Diagnostic("warning", "launch-model", f"model '{dep.model}' names no Hugging Face repository: the "
-                         f"command line says {PLACEHOLDER} where the model goes",
-                         getattr(getattr(m, "ast", None), "span", None),
-                         "replace it, or pass --model ID (the model's Hugging Face repository id, ORGANISATION/NAME, "
-                         "or a local path)"))
+    def placeholder(decl: str, what: str, where: str, mark: str, flag: str, id_text: str) -> None:
+        d = ev.decls.get(decl)
+        _warn(Diagnostic("warning", "launch-model", f"{what} '{decl}' names no Hugging Face repository: the "
+                         f"command line says {mark} where the {where} goes", getattr(getattr(d, "ast", None), "span", None),
+                         f"replace it, or pass {flag} ID ({id_text}, or a local path)"))
+
+    model = args.model or PLACEHOLDER
+    if not args.model:
+        placeholder(dep.model, "model", "model", PLACEHOLDER, "--model",
+                    "the model's Hugging Face repository id, ORGANISATION/NAME")
     draft = args.draft_model or DRAFT_PLACEHOLDER
     if dep.speculative == "draft" and not args.draft_model:
-        d = ev.decls.get(dep.draft)
-        _warn(Diagnostic("warning", "launch-model", f"draft model '{dep.draft}' names no Hugging Face repository: the "
-                         f"command line says {DRAFT_PLACEHOLDER} where the draft goes",
-                         getattr(getattr(d, "ast", None), "span", None),
-                         "replace it, or pass --draft-model ID (the draft's Hugging Face repository id, or a "
-                         "local path)"))
+        placeholder(dep.draft, "draft model", "draft", DRAFT_PLACEHOLDER, "--draft-model",
+                    "the draft's Hugging Face repository id")
     kvw = kv_warning(dep, args.engine)
     if kvw:
         _warn(Diagnostic("warning", "launch-kv", kvw, ev.nodes[f"{dep.plan}.{dep.block}.kv"].span,
