@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import re
 import sys
 from pathlib import Path
@@ -40,6 +41,12 @@ FP8_FIELD = "fp8_sustained_efficiency"
 #: (NVIDIA H200 datasheet; the H800 differs only in interconnect), carrying its GEMM curve; the
 #: 500 W H100 (h100_500w) carries its own curve, measured at that power limit
 SAME_COMPUTE = {"h100_sxm": ("h200", "h800", "h100_500w")}
+#: fit-set sources that publish the same runs with one mechanism switched on and off (rule 3 of
+#: specs/data/validation/README.md): each fits only the device field of that mechanism, on its
+#: pairs' throughput ratios, and takes no part in the sustained-share fits.  torchtitan's async-TP
+#: page: vanilla TP against async TP (the TP collectives decomposed under their matmuls) ->
+#: ``tp_overlap_efficiency``, the share of the ideal 1 − 1/tp the decomposition hides
+MECHANISMS = {"torchtitan-asynctp-2025-06": ("tp_overlap_efficiency", "_vanilla_", "_async_")}
 COLUMNS = ["device", "field", "value_percent", "runs", "rms_error_percent", "max_error_percent"]
 
 
@@ -60,7 +67,8 @@ def fit_rows(fp8: bool = False) -> dict:
     """{catalog device: [rows]} of the fit set's 16-bit runs (``fp8``: its FP8 runs)."""
     out: dict = {}
     for r in vt.read_rows():
-        if r["split"] == "fit" and r["precision"].upper().startswith("FP8") == fp8:
+        if (r["split"] == "fit" and r["source_id"] not in MECHANISMS
+                and r["precision"].upper().startswith("FP8") == fp8):
             out.setdefault(r["catalog_device"].split(":")[0], []).append(r)
     return out
 
@@ -102,8 +110,85 @@ def fit(device: str, rows: list[dict], field: str = FIELD, fixed: dict | None = 
             "max_error_percent": f"{max(errs):.2f}"}
 
 
+def family(device: str) -> tuple:
+    """The catalog devices on ``device``'s compute die (:data:`SAME_COMPUTE`), fitted one first."""
+    for root, same in SAME_COMPUTE.items():
+        if device == root or device in same:
+            return (device,) + tuple(d for d in (root,) + same if d != device)
+    return (device,)
+
+
+def _mechanism_times(rows: list[dict], field: str, value: str) -> dict:
+    """{row id: predicted step seconds} of ``rows`` (one device) with the device's ``field`` stated
+    as ``value`` % — the plans validation_table.py prices, on a derived device."""
+    import dsl
+    device = rows[0]["catalog_device"].split(":")[0]
+    fitted = f"{device}_fitting"
+    parts = ['import "../catalog/hardware.plan"', f"device {fitted} extends {device} {{ {field} = {value} % }}"]
+    links: set = set()
+    for r in rows:
+        text = vt.plan_text(r).replace('import "../catalog/hardware.plan"\n', "")
+        text = text.replace(f"device = {device}\n", f"device = {fitted}\n")
+        keep = []                         # a link the rows declare alike: once
+        for ln in text.split("\n"):
+            if ln.startswith("link ") and ln in links:
+                continue
+            if ln.startswith("link "):
+                links.add(ln)
+            keep.append(ln)
+        parts.append("\n".join(keep))
+    res = dsl.load(vt.PLAN_PATH, text="\n".join(parts))
+    return {r["id"]: float(res[r["id"]].value("step_time", "s")) for r in rows}
+
+
+def fit_mechanism(source: str, rows: list[dict]) -> dict:
+    """Fit a mechanism's device field on an on/off source's pairs: least squares over the pairs of
+    (ln predicted − ln measured) throughput ratio on/off.  The field η scales the hidden share, and
+    below the compute it hides behind the step is linear in it: t_on(η) = t_off − η·(t_off −
+    t_on(100 %)); the fit is checked by pricing the pairs again at the fitted value."""
+    field, off, on = MECHANISMS[source]
+    pairs = [(r, next(x for x in rows if x["id"] == r["id"].replace(off, on))) for r in rows if off in r["id"]]
+    full = _mechanism_times(rows, field, "100")
+    meas = {r["id"]: measured_step(r) for r in rows}
+
+    def loss(eta: float) -> float:
+        return sum((math.log(full[a["id"]] / (full[a["id"]] - eta * (full[a["id"]] - full[b["id"]])))
+                    - math.log(meas[a["id"]] / meas[b["id"]])) ** 2 for a, b in pairs)
+    lo, hi = 0.0, 1.0                       # convex in η: golden-section to 1e-6
+    g = (math.sqrt(5) - 1) / 2
+    while hi - lo > 1e-6:
+        x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+        lo, hi = (lo, x2) if loss(x1) <= loss(x2) else (x1, hi)
+    value = f"{100 * (lo + hi) / 2:.1f}"
+    got = _mechanism_times(rows, field, value)
+    errs = []
+    for a, b in pairs:
+        lin = full[a["id"]] - float(value) / 100 * (full[a["id"]] - full[b["id"]])
+        if abs(got[b["id"]] / lin - 1) > 1e-9:
+            raise SystemExit(f"{b['id']}: the step is not linear in {field} (the hidden share reaches the "
+                             "compute); fit it by pricing each value")
+        errs.append(100 * ((got[a["id"]] / got[b["id"]]) / (meas[a["id"]] / meas[b["id"]]) - 1))
+    rms = math.sqrt(sum(e * e for e in errs) / len(errs))
+    return {"device": rows[0]["catalog_device"].split(":")[0], "field": field, "value_percent": value,
+            "runs": ";".join(r["id"] for r in rows), "rms_error_percent": f"{rms:.2f}",
+            "max_error_percent": f"{max(abs(e) for e in errs):.2f}"}
+
+
+def mechanism_rows() -> dict:
+    """{source: [rows]} of the fit set's on/off sources (:data:`MECHANISMS`)."""
+    out: dict = {}
+    for r in vt.read_rows():
+        if r["split"] == "fit" and r["source_id"] in MECHANISMS:
+            out.setdefault(r["source_id"], []).append(r)
+    return out
+
+
 def source_text(row: dict) -> str:
     n = len(row["runs"].split(";"))
+    if row["field"] not in (FIELD, FP8_FIELD):
+        return (f"fitted by benchmarks/fit_defaults.py on the validation corpus's fit set: {n // 2} on/off pairs "
+                f"({row['runs'].replace(';', ', ')}), least squares on their throughput ratios (RMS error "
+                f"{row['rms_error_percent']} %), specs/data/validation/fitted-defaults.csv")
     what = "FP8" if row["field"] == FP8_FIELD else "16-bit"
     return (f"fitted by benchmarks/fit_defaults.py on the validation corpus's fit set ({n} {what} runs: "
             f"{row['runs'].replace(';', ', ')}; RMS error {row['rms_error_percent']} %), "
@@ -114,7 +199,7 @@ def catalog_with(rows: list[dict], text: str) -> str:
     """The catalog text with each fitted device field's line (added or replaced), and the same
     value in each device of :data:`SAME_COMPUTE` of it."""
     for row in rows:
-        for device in (row["device"],) + SAME_COMPUTE.get(row["device"], ()):
+        for device in family(row["device"]):
             src = source_text(row) if device == row["device"] else (
                 f"the {row['device']} fit ({source_text(row)}): the same compute die; not measured on this "
                 "device")
@@ -148,6 +233,7 @@ def main(argv=None) -> int:
     sixteen = {g["device"]: g["value_percent"] for g in got}
     got += [fit(d, rs, FP8_FIELD, {FIELD: sixteen[d]} if d in sixteen else None)
             for d, rs in sorted(fit_rows(fp8=True).items())]
+    got += [fit_mechanism(src, rs) for src, rs in sorted(mechanism_rows().items())]
     for g in got:
         print(f"{g['device']}: {g['field']} = {g['value_percent']} % on {len(g['runs'].split(';'))} runs "
               f"(RMS error {g['rms_error_percent']} %, largest {g['max_error_percent']} %)")

@@ -73,7 +73,9 @@ plan shown extends d { use layout { ep_overlap = 0 % } }
 FRAMEWORKS = """import "@catalog/hardware.plan"
 import "@catalog/models.plan"
 workload w { tokens = 1e11 token; seq_len = 8192 token; global_batch = 64 seq }
-plan none { model = llama31_70b; workload = w; device = h100_sxm
+device ideal extends h100_sxm { tp_overlap_efficiency = 100 % }
+device half extends h100_sxm { tp_overlap_efficiency = 50 % }
+plan none { model = llama31_70b; workload = w; device = ideal
   gpus = 32; gpus_per_host = 8; micro_batch = 1 seq
   use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
   use layout { tp = 8; pp = 1; cp = 2; zero = 1; recompute = "full"; sequence_parallel = true
@@ -83,6 +85,10 @@ plan nemo extends none { use layout { framework = "nemo" } }
 plan megatron extends none { use layout { framework = "megatron" } }
 plan titan extends none { use layout { framework = "torchtitan" } }
 plan stated extends none { use layout { framework = "nemo"; tp_overlap = 25 % } }
+plan nemo_half extends nemo { device = half }
+plan titan_async extends titan { device = half; use layout { tp_comm_overlap = "on" } }
+plan nemo_off extends nemo { use layout { tp_comm_overlap = "off" } }
+plan stated_on extends stated { use layout { tp_comm_overlap = "on" } }
 """
 
 
@@ -110,6 +116,13 @@ def test_framework_defaults_per_collective(fw):
     # a stated per-collective share wins over the framework's default
     assert qval(fw, "stated.tp_comm", "s") == pytest.approx(0.75 * tp_raw, rel=1e-12)
     assert qval(fw, "stated.cp_comm", "s") == pytest.approx(cp_raw / 2, rel=1e-12)
+    # a device hiding half the ideal share (tp_overlap_efficiency = 50 %): exposed 1 − ½·(1 − 1/8)
+    # = 9/16 of the TP time, whether the framework or tp_comm_overlap = "on" decomposes the ring
+    assert qval(fw, "nemo_half.tp_comm", "s") == pytest.approx(tp_raw * 9 / 16, rel=1e-12)
+    assert qval(fw, "titan_async.tp_comm", "s") == pytest.approx(tp_raw * 9 / 16, rel=1e-12)
+    # tp_comm_overlap = "off" exposes the TP ring under NeMo; a stated share still wins over "on"
+    assert qval(fw, "nemo_off.tp_comm", "s") == pytest.approx(tp_raw, rel=1e-12)
+    assert qval(fw, "stated_on.tp_comm", "s") == pytest.approx(0.75 * tp_raw, rel=1e-12)
     # the step is the one chain (the attention kernel held, attention_kernel = "gemm"): hiding more
     # TP time shortens it by exactly that time
     assert (qval(fw, "titan.step_time", "s") - qval(fw, "nemo.step_time", "s")
@@ -123,6 +136,10 @@ def test_search_reads_the_framework_as_eval_does(fw):
     assert lo.exposed_shares(K, {"t": 8, "c": 2, "e": 1}) == (1 / 8, 1 / 2, 0.5)
     K = {"overlap": 0.5, **lo.collective_overlaps({"tp": 0.25, "cp": None, "ep": None}, 0.5, "dualpipe", "torchtitan")}
     assert lo.exposed_shares(K, {"t": 8, "c": 2, "e": 4}) == (0.75, 1, 0)
+    # the device's tp_overlap_efficiency scales the ring's ideal hidden share (1 − 1/8) by ½
+    K = {"overlap": 0, "ring_eff_tp": 0.5,
+         **lo.collective_overlaps({"tp": None, "cp": None, "ep": None}, 0, "1f1b", "torchtitan", "on")}
+    assert lo.exposed_shares(K, {"t": 8, "c": 2, "e": 1}) == (0.5625, 1, 1)
 
 
 def test_an_unknown_framework_is_a_located_error(tmp_path):

@@ -24,6 +24,7 @@ device   flash3_attention_efficiency     fraction of peak_flops FlashAttention-3
 device   cudnn_attention_efficiency      fraction of peak_flops cuDNN's fused causal attention reaches (training)
 device   attention_backward_rate         fused attention's backward FLOP rate over its forward's (training)
 device   fp4_sustained_efficiency        sustained_efficiency of the FP4 curve (default: sustained_efficiency)
+device   tp_overlap_efficiency           share of 1 − 1/tp a decomposed TP overlap hides (training; default 100 %)
 device   power                 W         board power at load (TDP/TBP of the datasheet): the energy quantities
 device   idle_power            W         board power when idle (optional; no energy quantity reads it yet)
 link     bandwidth             B/s       per direction
@@ -76,6 +77,10 @@ def plan_kinds_register():
             Param("attention_backward_rate", "", doc="the fused attention kernels' backward FLOP rate as a fraction "
                   "of their forward's (training step, roofline; default: 1, the forward's rate)",
                   optional=True, min=0, min_open=True, max=2),
+            Param("tp_overlap_efficiency", "", doc="share of the ideal 1 − 1/tp of the TP collectives that a "
+                  "decomposed TP overlap (use layout { tp_comm_overlap = \"on\" }, or a framework that turns it on) "
+                  "hides on this device: the split GEMMs run below the whole one's rate and the collectives take "
+                  "SMs (training step; default: 100 %)", optional=True, min=0, max=1),
             Param("weight_read_efficiency", "", doc="fraction of mem_bw a matrix product reaches when reading its "
                   "weights is the bound (serving decode; default: mem_efficiency)",
                   optional=True, min=0, min_open=True, max=1),

@@ -135,19 +135,7 @@ KNOB_PARAMS = (
     Param("nic", kind="ref", ref_kind="link", optional=True, doc="the NIC between hosts"),
     Param("nics_per_host", "", "gpus_per_host", "NICs per host sharing the host cut", min=1, whole=True),
     Param("latency", "s", "0 s", "per-call latency of one ring step", min=0),
-    Param("overlap", "", "0 %", "share of TP/CP/EP collectives hidden behind compute (the default of the three "
-          "below)", min=0, max=1),
-    Param("tp_overlap", "", None, "share of the TP collectives hidden behind the GEMMs they feed (Megatron/TE "
-          "userbuffers, torchtitan's async TP; default: the framework's, else overlap)", min=0, max=1, optional=True),
-    Param("cp_overlap", "", None, "share of the CP ring's K/V exchange hidden behind the attention of the block in "
-          "hand (ring attention; default: the framework's, else overlap)", min=0, max=1, optional=True),
-    Param("ep_overlap", "", None, "share of the EP dispatch/combine all-to-all hidden behind another micro-batch's "
-          "compute (DualPipe; default: 100 % with schedule = \"dualpipe\", else overlap)", min=0, max=1,
-          optional=True),
-    Param("framework", default='"none"', kind="choice", choices=lm.FRAMEWORKS,
-          doc="the training framework whose defaults the step follows: its collective overlap (\"nemo\": TP and CP "
-              "rings overlapped; \"megatron\": the CP ring; \"torchtitan\", \"deepspeed\": TP and CP exposed; "
-              "\"none\": every collective at `overlap`) and its fused attention kernel (attention_kernel = auto)"),
+    *lm.OVERLAP_PARAMS,
     Param("cross_host_tp", default="false", kind="bool", doc="allow a TP group to span hosts"),
     Param("efficiency", kind="choice", choices=lm.EFFICIENCY, optional=True,
           doc="how compute is priced: mfu (every FLOP at the plan's `mfu`), roofline (each matrix product on "
@@ -261,6 +249,7 @@ ZERO_ALIAS = {"zero": "stage", "dp": "group", "link": "link", "nic": "nic", "nic
               "prefetch": "prefetch", "reshard_after_forward": "reshard_after_forward"}
 DEFAULTS = {"tp": 1, "pp": 1, "dp": None, "cp": 1, "ep": 1, "etp": None, "routing_imbalance": 1,
             "ep_nodes_per_token": None, "tp_overlap": None, "cp_overlap": None, "ep_overlap": None, "framework": "none",
+            "tp_comm_overlap": "auto",
             "stated_tokens_per_s": None, "stated_tflops": None, "stated_flops": "exact", "attention_kernel": "auto", "virtual": 1, "schedule": "1f1b", "stage_layers": None, "balance": "layers",
             "zero": 0, "prefetch": True, "recompute": "none", "sequence_parallel": False, "activations": "auto",
             "attention": "flash", "dropout": False, "activation_precision": "bf16", "matmul_precision": "bf16",
@@ -399,7 +388,7 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "nics": kn.q("nics_per_host"), "latency": kn.q("latency"), "overlap": kn.q("overlap"),
          **lm.collective_overlaps({c: kn.q(f"{c}_overlap") if kn.value(f"{c}_overlap") is not None else None
                                   for c in ("tp", "cp", "ep")}, kn.q("overlap"), kn.value("schedule"),
-                                 kn.value("framework")),
+                                 kn.value("framework"), kn.value("tp_comm_overlap")),
          "input": ctx.param("input_wait"), "prefetch": int(bool(kn.value("prefetch"))),
          "act_bytes": sp.Integer(lm.PRECISION_BYTES[kn.value("activation_precision")]),
          "flash": int(kn.value("attention") == "flash"), "dropout": int(bool(kn.value("dropout"))),
@@ -413,6 +402,8 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
                  if mo["moe"] and ctx.provided("max_device_rows") and not kn.given("routing_imbalance")
                  else kn.q("routing_imbalance")),
          "transient": ctx.q("transient_memory", "B") if mem is not None else sp.Integer(0)}
+    if dev.has(lm.TP_OVERLAP_FIELD):     # the decomposed TP overlap's share of its ideal (absent: all of it)
+        K["ring_eff_tp"] = dev.q(lm.TP_OVERLAP_FIELD, "")
     if kn.value("ep_nodes_per_token") is not None:      # node-limited routing (the dispatch's NIC bytes)
         if not mo["moe"]:
             kn.lay.warn_at("ep_nodes_per_token", f"model '{model.name}' has no experts: ep_nodes_per_token is "

@@ -55,11 +55,14 @@ CUBLAS_WORKSPACE = 32 * 2**20
 ACT_BYTES = 2            # 16-bit boundary messages and TP/CP collectives (Korthikanti et al. 2022)
 PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ATTENTION = ("flash", "eager")
+#: the device field of the share of the decomposed TP overlap's ideal 1 − 1/tp that it hides
+TP_OVERLAP_FIELD = "tp_overlap_efficiency"
 
 
 
-from plugins.training.layout_overlap import (ATTENTION_KERNELS, FRAMEWORKS, attention_field,  # noqa: E402,F401
-                                             collective_overlaps, exposed_shares)
+from plugins.training.layout_overlap import (ATTENTION_KERNELS, FRAMEWORKS, OVERLAP_PARAMS,  # noqa: E402,F401
+                                             TP_COMM_OVERLAP, attention_field, collective_overlaps,
+                                             exposed_shares)
 from plugins.training.layout_memory import (LOSS_BYTES, LOSSES, activation_per_layer,  # noqa: E402,F401
                                               gathered_bytes, logits_bytes, loss_bytes)
 

@@ -189,11 +189,15 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
          "input": val(f"{plan}.input_wait"),
          "transient": val(f"{plan}.transient_memory") if has(f"{plan}.transient_memory") else 0.0}
     # each collective's overlap as `use layout` reads it
-    from plugins.training.layout_model import collective_overlaps
+    from plugins.training.layout_model import TP_OVERLAP_FIELD, collective_overlaps
     K.update(collective_overlaps({c: val(pre + f"{c}_overlap") if has(pre + f"{c}_overlap") else None
                                   for c in ("tp", "cp", "ep")}, K["overlap"],
                                  ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
-                                 ws.python_value(pre + "framework") if pre + "framework" in ws.nodes else "none"))
+                                 ws.python_value(pre + "framework") if pre + "framework" in ws.nodes else "none",
+                                 ws.python_value(pre + "tp_comm_overlap") if pre + "tp_comm_overlap" in ws.nodes
+                                 else "auto"))
+    if has(f"{dev}.{TP_OVERLAP_FIELD}"):       # absent: the whole ideal share (exposed_shares)
+        K["ring_eff_tp"] = val(f"{dev}.{TP_OVERLAP_FIELD}")
     K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
     # collective fields of the link and the NIC (roofline mode, plugins.hardware.collectives)
     from plugins.training.layout_model import LINK_KEYS
