@@ -73,21 +73,22 @@ def fit_rows(fp8: bool = False) -> dict:
     return out
 
 
-def fit_text(device: str, rows: list[dict], field: str = FIELD, fixed: dict | None = None) -> str:
-    """One .plan: every row's plan stating its measured step, and the calibrating plan fitting
-    ``field`` with the device fields ``fixed`` ({field: percent}) stated as given."""
-    # the catalog device with the fitted field stated at 100 % (the start of the fit, whatever the
-    # catalog holds now), under its own name so that every run reads it
+def rows_text(device: str, rows: list[dict], stated: str, measured: bool = False) -> tuple[str, str]:
+    """(the .plan text of ``rows``' plans on ``device_fitting``, a device deriving from the catalog's
+    ``device`` with the fields ``stated`` ("f = v %; …"), and that device's name); ``measured``:
+    each plan also states its measured step (``measured_step_time``).  A link the rows declare
+    alike (nvlink3 = 300 GB/s) is declared once."""
     fitted = f"{device}_fitting"
-    stated = "; ".join([f"{k} = {v} %" for k, v in (fixed or {}).items()] + [f"{field} = 100 %"])
     parts = ['import "../catalog/hardware.plan"', f"device {fitted} extends {device} {{ {stated} }}"]
     links: set = set()
     for r in rows:
         text = vt.plan_text(r).replace('import "../catalog/hardware.plan"\n', "")
         text = text.replace(f"device = {device}\n", f"device = {fitted}\n").replace(f" extends {device} {{",
                                                                                    f" extends {fitted} {{")
-        text = text.replace(f"plan {r['id']} {{\n", f"plan {r['id']} {{\n  measured_step_time = {measured_step(r)!r} s\n", 1)
-        keep = []                         # a link the rows declare alike (nvlink3 = 300 GB/s): once
+        if measured:
+            text = text.replace(f"plan {r['id']} {{\n",
+                                f"plan {r['id']} {{\n  measured_step_time = {measured_step(r)!r} s\n", 1)
+        keep = []
         for ln in text.split("\n"):
             if ln.startswith("link ") and ln in links:
                 continue
@@ -95,9 +96,18 @@ def fit_text(device: str, rows: list[dict], field: str = FIELD, fixed: dict | No
                 links.add(ln)
             keep.append(ln)
         parts.append("\n".join(keep))
+    return "\n".join(parts), fitted
+
+
+def fit_text(device: str, rows: list[dict], field: str = FIELD, fixed: dict | None = None) -> str:
+    """One .plan: every row's plan stating its measured step, and the calibrating plan fitting
+    ``field`` with the device fields ``fixed`` ({field: percent}) stated as given."""
+    # the catalog device with the fitted field stated at 100 % (the start of the fit, whatever the
+    # catalog holds now), under its own name so that every run reads it
+    stated = "; ".join([f"{k} = {v} %" for k, v in (fixed or {}).items()] + [f"{field} = 100 %"])
+    text, fitted = rows_text(device, rows, stated, measured=True)
     names = ", ".join(r["id"] for r in rows)
-    parts.append(f"plan fit {{\n  device = {fitted}\n  use calibrate {{ plans = [{names}]; fit = [\"{field}\"] }}\n}}\n")
-    return "\n".join(parts)
+    return text + f"\nplan fit {{\n  device = {fitted}\n  use calibrate {{ plans = [{names}]; fit = [\"{field}\"] }}\n}}\n"
 
 
 def fit(device: str, rows: list[dict], field: str = FIELD, fixed: dict | None = None) -> dict:
@@ -122,22 +132,8 @@ def _mechanism_times(rows: list[dict], field: str, value: str) -> dict:
     """{row id: predicted step seconds} of ``rows`` (one device) with the device's ``field`` stated
     as ``value`` % — the plans validation_table.py prices, on a derived device."""
     import dsl
-    device = rows[0]["catalog_device"].split(":")[0]
-    fitted = f"{device}_fitting"
-    parts = ['import "../catalog/hardware.plan"', f"device {fitted} extends {device} {{ {field} = {value} % }}"]
-    links: set = set()
-    for r in rows:
-        text = vt.plan_text(r).replace('import "../catalog/hardware.plan"\n', "")
-        text = text.replace(f"device = {device}\n", f"device = {fitted}\n")
-        keep = []                         # a link the rows declare alike: once
-        for ln in text.split("\n"):
-            if ln.startswith("link ") and ln in links:
-                continue
-            if ln.startswith("link "):
-                links.add(ln)
-            keep.append(ln)
-        parts.append("\n".join(keep))
-    res = dsl.load(vt.PLAN_PATH, text="\n".join(parts))
+    text, _ = rows_text(rows[0]["catalog_device"].split(":")[0], rows, f"{field} = {value} %")
+    res = dsl.load(vt.PLAN_PATH, text=text)
     return {r["id"]: float(res[r["id"]].value("step_time", "s")) for r in rows}
 
 

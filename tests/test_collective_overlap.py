@@ -149,3 +149,32 @@ def test_an_unknown_framework_is_a_located_error(tmp_path):
     with pytest.raises(PlanError) as e:
         dsl.load(p)
     assert "nemoo" in str(e.value) and "bad.plan:" in str(e.value)
+
+
+SEARCH = """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w { tokens = 1e11 token; seq_len = 8192 token; global_batch = 64 seq }
+plan s { model = llama31_70b; workload = w; device = h100_sxm
+  gpus = 64; gpus_per_host = 8; micro_batch = 1 seq
+  use memory { weights = "bf16"; grads = "bf16"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 4; zero = 1; recompute = "full"; sequence_parallel = true; efficiency = "roofline"
+               link = nvlink4; nic = ib_ndr_400g; framework = "nemo" }
+  use layout_search { tp = [2, 4, 8]; pp = [1, 2]; zero = [1, 3] }
+}
+"""
+
+
+def test_search_prices_the_decomposed_tp_overlap_as_eval_does(tmp_path):
+    """On the catalog's H100 (its tp_overlap_efficiency stated) under NeMo's decomposed TP ring, the
+    search's best layout (TP > 1) written back as a plan evaluates to the search's own step time:
+    both price the ring's exposed share as 1 − η·(1 − 1/tp)."""
+    from plugins.training import layout_search as search
+    p = tmp_path / "s.plan"
+    p.write_text(SEARCH, encoding="utf-8")
+    ws = dsl.load(p)
+    res = search.run(ws, "s")
+    out = tmp_path / "best.plan"
+    out.write_text(search.emit_plan([res], p, out), encoding="utf-8")
+    ev = dsl.load(out)
+    assert qval(ev, "s_best.step_time", "s") == pytest.approx(res.row(res.best)["step_s"], rel=1e-9)
+    assert res.row(res.best)["tp"] > 1
