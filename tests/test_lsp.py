@@ -257,3 +257,21 @@ async def test_inlay_hints_show_evaluated_values(client: LanguageClient, scratch
         range=T.Range(start=T.Position(line=0, character=0), end=T.Position(line=6, character=0))))
     # `y = x * 3` gets its value; `x = 2 s`, a plain number, none
     assert [(h.position.line, h.position.character, h.label) for h in hints] == [(2, 11, "= 6 s")]
+
+
+async def test_hover_while_the_text_has_an_error_answers_from_the_last_evaluation(client: LanguageClient, scratch):
+    """An unknown name typed (not saved) stops the evaluation; hover still answers, from the last
+    text that evaluated (y = 2 s × 3 = 6 s), and says so."""
+    _, uri = _file(scratch, "stale.plan", TOY)
+    await _open(client, uri, TOY)
+    client.text_document_did_change(T.DidChangeTextDocumentParams(
+        text_document=T.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[T.TextDocumentContentChangeWholeDocument(text=TOY.replace("x * 3", "x * 3 + zz"))]))
+    await client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    assert any(d.severity == T.DiagnosticSeverity.Error for d in client.diagnostics[uri])
+    h = await client.text_document_hover_async(T.HoverParams(
+        text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=2, character=2)))
+    assert h is not None
+    first, rest = h.contents.value.split("\n\n", 1)
+    assert "last version of this file that evaluated" in first
+    assert rest.startswith("**p.y** = 6 s")

@@ -176,10 +176,10 @@ def scope_at(module, line: int) -> tuple[str | None, str | None]:
     return None, None
 
 
-def resolve(an: Analysis, line: int, character: int) -> tuple[str, str] | None:
+def resolve(an: Analysis, line: int, character: int, ws=None) -> tuple[str, str] | None:
     """What the name under the position is: ("node", id), ("decl", name), ("requirement",
-    "plan.name") or None."""
-    ws = an.results
+    "plan.name") or None — in the document's results, or in ``ws`` when given."""
+    ws = an.results if ws is None else ws
     w = word_at(an.text, line, character)
     if ws is None or not w:
         return None
@@ -201,14 +201,29 @@ def resolve(an: Analysis, line: int, character: int) -> tuple[str, str] | None:
     return None
 
 
+#: the first line of a hover answered from the last version of the document that evaluated
+STALE_NOTE = ("*from the last version of this file that evaluated: the text as it is now has an error "
+              "(see the diagnostics)*\n\n")
+
+
 def hover(an: Analysis, line: int, character: int) -> str | None:
     """Markdown for the name under the position: its value in its unit, its formula and
     derivation (as ``plan explain`` shows it, one level deep), who defines it and its
-    references; for a declaration its kind and place."""
-    what = resolve(an, line, character)
+    references; for a declaration its kind and place.  While the text does not evaluate, the
+    last results that did (``an.stale``) answer, under :data:`STALE_NOTE`."""
+    ws, note = an.results, ""
+    if ws is None and an.stale is not None:
+        ws, note = an.stale, STALE_NOTE
+    what = resolve(an, line, character, ws)
     if what is None:
         return None
-    ws, (kind, name) = an.results, what
+    text = _hover_text(ws, what)
+    return None if text is None else note + text
+
+
+def _hover_text(ws, what: tuple[str, str]) -> str | None:
+    """The hover of a resolved name in results ``ws``."""
+    kind, name = what
     try:
         if kind == "node":
             from dsl.present import explain
