@@ -224,6 +224,7 @@ async def test_completion_of_units_and_catalog_entries(client: LanguageClient, s
         text_document=T.TextDocumentIdentifier(uri=uri), position=T.Position(line=line, character=col)))
     labels = {i.label for i in res.items}
     assert {"s", "ms", "GB", "GiB", "TFLOP/s"} & labels >= {"s", "ms", "GB", "GiB"}
+    assert "trajectory" in labels          # a unit a plugin registers (the RL plugin's)
     assert all(i.kind == T.CompletionItemKind.Unit for i in res.items)
 
 

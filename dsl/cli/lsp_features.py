@@ -316,7 +316,7 @@ def completions(an: Analysis, line: int, character: int, plugins) -> list[dict]:
     if re.search(r"\buse\s+[A-Za-z0-9_]*$", before):
         return [{"label": b.name, "kind": "block", "detail": f"plugin {b.plugin}", "doc": b.doc}
                 for b in sorted(plugins.blocks.values(), key=lambda b: b.name)]
-    units = unit_completions(before)
+    units = unit_completions(before, getattr(plugins, "units", None))
     if units is not None:
         return units
     m = re.search(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*[A-Za-z0-9_]*$", before)
@@ -427,12 +427,15 @@ _FIELD_KINDS = {"device": "device", "link": "link", "nic": "link", "model": "mod
                 "workload": "workload", "storage": "storage", "run": "run"}
 
 
-def unit_completions(before: str) -> list[dict] | None:
-    """After a number (``12 `` or ``12 G``): the units of the registry, else None."""
+def unit_completions(before: str, table=None) -> list[dict] | None:
+    """After a number (``12 `` or ``12 G``): the units of ``table`` — the plugins' unit table, the
+    core units and those the plugins register (``plan_units_register``: ``trajectory`` …); the
+    current table when None — else None."""
     if not re.search(r"(?<![A-Za-z_.])\d[\d_.eE+-]*\s*[A-Za-zµ%]*$", before):
         return None
-    from dsl.engine.units import active_units
-    table = active_units()
+    if table is None:
+        from dsl.engine.units import active_units
+        table = active_units()
     return [{"label": u, "kind": "unit", "detail": "unit", "doc": ""} for u in sorted(table.units)]
 
 
