@@ -141,21 +141,24 @@ def fit_mechanism(source: str, rows: list[dict]) -> dict:
     """Fit a mechanism's device field on an on/off source's pairs: least squares over the pairs of
     (ln predicted − ln measured) throughput ratio on/off.  The field η scales the hidden share, and
     below the compute it hides behind the step is linear in it: t_on(η) = t_off − η·(t_off −
-    t_on(100 %)); the fit is checked by pricing the pairs again at the fitted value."""
+    t_on(100 %)); the fit is checked by pricing the pairs again at the fitted value
+    (:func:`plugins.training.fitting.least_squares_bounded`, the one-field fit ``use calibrate``
+    runs)."""
+    import numpy as np
+    from plugins.training.fitting import least_squares_bounded
     field, off, on = MECHANISMS[source]
     pairs = [(r, next(x for x in rows if x["id"] == r["id"].replace(off, on))) for r in rows if off in r["id"]]
     full = _mechanism_times(rows, field, "100")
     meas = {r["id"]: measured_step(r) for r in rows}
 
-    def loss(eta: float) -> float:
-        return sum((math.log(full[a["id"]] / (full[a["id"]] - eta * (full[a["id"]] - full[b["id"]])))
-                    - math.log(meas[a["id"]] / meas[b["id"]])) ** 2 for a, b in pairs)
-    lo, hi = 0.0, 1.0                       # convex in η: golden-section to 1e-6
-    g = (math.sqrt(5) - 1) / 2
-    while hi - lo > 1e-6:
-        x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-        lo, hi = (lo, x2) if loss(x1) <= loss(x2) else (x1, hi)
-    value = f"{100 * (lo + hi) / 2:.1f}"
+    def residuals(x):
+        eta = x[0]
+        return np.array([math.log(full[a["id"]] / (full[a["id"]] - eta * (full[a["id"]] - full[b["id"]])))
+                         - math.log(meas[a["id"]] / meas[b["id"]]) for a, b in pairs])
+    (eta,), _, status, _ = least_squares_bounded(residuals, [0.5], [0.0], [1.0])
+    if status <= 0:
+        raise SystemExit(f"{source}: the fit of {field} did not converge")
+    value = f"{100 * eta:.1f}"
     got = _mechanism_times(rows, field, value)
     errs = []
     for a, b in pairs:

@@ -533,7 +533,7 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
         ws = ctx.define("workspace_memory", r["workspace"], "GiB",
                         "cuBLAS workspace and fused attention's backward FP32 dQ accumulator of one layer",
                         references=RUNTIME_REFS[1:3])
-    if mode != "transient":   # one layer of one micro-batch, as without recomputation, less what the mode keeps
+        # one layer of one micro-batch, as without recomputation, less what the mode keeps
         ctx.define("recompute_memory", r["activation_redo"], "GiB", "the layer a recomputing backward "
                    "re-materialises beside the checkpoints (in runtime_memory)", references=RUNTIME_REFS[4:])
     allocated = ctx.q("persistent_memory", "B") + act_rt + gathered + ws

@@ -21,9 +21,9 @@ from plugins.model import flops
 from plugins.hardware.ops import Lazy as _Lazy, SympyOps as _SympyOps
 from plugins.hardware.ops import UNBUILT as _UNBUILT, ops  # noqa: F401  (lm.ops, lm._UNBUILT: read by callers)
 from plugins.training.layout_ops import (  # noqa: F401  (re-exported: callers read them as lm.<name>)
-    AMAX_HISTORY, CAST, FP8_OPERANDS, FP8_RECIPES, LOWP_FIELDS, LOWP_GEMMS, LOWP_SUSTAINED, MATMUL_PRECISIONS,
-    OP_RECOMPUTED, cast_bytes, cast_constants, copy_bytes_per_param, eta_matmul, gemm_time, layer_ops,
-    lowp_modules, op_flops, price_ops, recipe_of, roofline, shape_constants, stream_time)
+    FP8_OPERANDS, FP8_RECIPES, LOWP_FIELDS, LOWP_GEMMS, LOWP_SUSTAINED, MATMUL_PRECISIONS, cast_constants,
+    copy_bytes_per_param, eta_matmul, gemm_time, layer_ops, lowp_modules, op_flops, price_ops, recipe_of, roofline,
+    shape_constants)
 
 # Terms of the step time, in the order the explanation lists them.
 TERMS = ("compute", "imbalance", "recompute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload", "input")
@@ -67,7 +67,7 @@ from plugins.training.layout_memory import (LOSS_BYTES, LOSSES, activation_per_l
                                               gathered_bytes, logits_bytes, loss_bytes)
 
 
-def inflight(p, v, o, m=None):
+def inflight(p, v, o, m):
     """Micro-batches whose activations the first pipeline stage holds at its peak (in units of
     one micro-batch through the whole stage): p under 1F1B (Narayanan et al. 2021); interleaving
     with v chunks multiplies the stage's activation memory by 1 + (p−1)/(p·v) (Korthikanti et al.
@@ -76,8 +76,6 @@ def inflight(p, v, o, m=None):
     a stage never holds more than the step has: at most m under 1F1B, m·v chunk forwards
     interleaved (Megatron-LM ``forward_backward_pipelining_with_interleaving`` caps the warm-up
     at the step's m·v forwards; torch.distributed.pipelining's schedules likewise)."""
-    if m is None:
-        return o.where(v > 1, p * (1 + (p - 1) / (p * v)), p)
     return o.where(v > 1, o.min(p * v + p - 1, m * v) / v, o.min(p, m))
 
 

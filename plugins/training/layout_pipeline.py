@@ -68,18 +68,17 @@ def pipeline_warmup(framework: str) -> str:
     return "torch" if framework == "torchtitan" else "megatron"
 
 
-def chunk_memory(chunks, p: int, v: int, m: int | None = None) -> tuple:
+def chunk_memory(chunks, p: int, v: int, m: int) -> tuple:
     """(layers × micro-batches in flight at the fullest stage, layers of the last stage) of a
     split: under 1F1B stage i holds min(p − i, m) micro-batches of its l_i layers; interleaved,
     the fullest rank's layers × the in-flight count of
     :func:`plugins.training.layout_model.inflight` (p·(1 + (p−1)/(p·v)), Korthikanti et al. 2022
     §4.2.3, at most the step's m micro-batches)."""
-    cap = m if m is not None else p
     if v == 1:
-        return max(min(p - i, cap) * x for i, x in enumerate(chunks)), chunks[-1]
+        return max(min(p - i, m) * x for i, x in enumerate(chunks)), chunks[-1]
+    from plugins.training.layout_model import inflight, ops
     per_rank = [sum(chunks[r::p]) for r in range(p)]
-    n = p * (1 + (p - 1) / (p * v)) if m is None else min(p * v + p - 1, m * v) / v
-    return max(per_rank) * n, per_rank[-1]
+    return max(per_rank) * inflight(p, v, ops("python"), m), per_rank[-1]
 
 
 def pipeline_ends(r, p):
@@ -218,18 +217,18 @@ def pipeline_inputs(K: dict, X: dict, out: dict, ok, meta: dict) -> dict:
         p, v = int(p_[i]), int(v_[i])
         ch = chunks_of(K, p, v, balance, ((f0[i], b0[i]), (fn[i], bn[i])), (f[i], b[i]))
         groups.setdefault((p, v, int(mi[i]), ch), []).append(i)
+    warmup = pipeline_warmup(meta.get("framework", "none"))
     for (p, v, m, ch), idx in groups.items():
         idx = np.asarray(idx)
         pipe[idx] = makespans("interleaved" if v > 1 else "1f1b", p, m, v, ch, f[idx], b[idx],
                               col["pp_message"][idx], (f0[idx], b0[idx]), (fn[idx], bn[idx]),
-                              warmup=pipeline_warmup(meta.get("framework", "none")))
+                              warmup=warmup)
         stage_in[idx], stage_last[idx] = chunk_memory(list(ch), p, v, m)
         for i in idx.tolist():
             split[i] = ch
     # memory of the candidates left to the closed form: the even formulas
     even = ~use
-    pv, vv = X["p"].astype(float), X["v"].astype(float)
-    held = np.where(vv > 1, np.minimum(pv * vv + pv - 1, m_ * vv) / vv, np.minimum(pv, m_))
-    stage_in = np.where(even, (K["L"] / pv) * held, stage_in)
+    from plugins.training.layout_model import inflight, ops
+    stage_in = np.where(even, (K["L"] / X["p"]) * inflight(X["p"], X["v"], ops("numpy"), m_), stage_in)
     stage_last = np.where(even, K["L"] / X["p"], stage_last)
     return {"pipe": pipe, "stage_in": stage_in, "stage_last": stage_last, "chunks": split}

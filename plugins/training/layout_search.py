@@ -164,9 +164,14 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     wl = ws.python_value(f"{plan}.workload").name
     dev = ws.python_value(f"{plan}.device").name
     pre = f"{plan}.layout."
-    link_ref = ws.python_value(pre + "link") if pre + "link" in ws.nodes else None
+
+    def knob(name, default):
+        """A `use layout` setting as the plan states it, else ``default``."""
+        return ws.python_value(pre + name) if pre + name in ws.nodes else default
+    framework = knob("framework", "none")
+    link_ref = knob("link", None)
     link = link_ref.name if link_ref is not None else None
-    nic_ref = ws.python_value(pre + "nic") if pre + "nic" in ws.nodes else None
+    nic_ref = knob("nic", None)
     has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     N = val(f"{model}.params")
     moe = has(f"{model}.experts")
@@ -192,10 +197,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     from plugins.training.layout_model import TP_OVERLAP_FIELD, collective_overlaps
     K.update(collective_overlaps({c: val(pre + f"{c}_overlap") if has(pre + f"{c}_overlap") else None
                                   for c in ("tp", "cp", "ep")}, K["overlap"],
-                                 ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
-                                 ws.python_value(pre + "framework") if pre + "framework" in ws.nodes else "none",
-                                 ws.python_value(pre + "tp_comm_overlap") if pre + "tp_comm_overlap" in ws.nodes
-                                 else "auto"))
+                                 knob("schedule", "1f1b"), framework, knob("tp_comm_overlap", "auto")))
     if has(f"{dev}.{TP_OVERLAP_FIELD}"):       # absent: the whole ideal share (exposed_shares)
         K["ring_eff_tp"] = val(f"{dev}.{TP_OVERLAP_FIELD}")
     K["dv"] = val(f"{model}.v_head_dim") if has(f"{model}.v_head_dim") else K["dh"]   # MLA value width
@@ -242,8 +244,6 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     # the runtime's memory terms (runtime_memory): the layout's loss, workspace, allocator reserve, resharding
     from plugins.training.layout_model import CUBLAS_WORKSPACE, LOSS_BYTES
 
-    def knob(name, default):
-        return ws.python_value(pre + name) if pre + name in ws.nodes else default
     K.update(loss=float(LOSS_BYTES[knob("loss", "fp32")]), raf=float(bool(knob("reshard_after_forward", True))),
              cublas_ws=val(pre + "cublas_workspace") if pre + "cublas_workspace" in ws.nodes else CUBLAS_WORKSPACE,
              reserve=val(pre + "allocator_reserve") if pre + "allocator_reserve" in ws.nodes else 0.0)
@@ -266,7 +266,7 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
                                     "add `link = …` (the GPU's own link inside a host) to `use layout`")])
     for k, state in (("bytes_W", "weights"), ("bytes_G", "grads"), ("bytes_M", "master"), ("bytes_O", "optimizer")):
         K[k] = val(f"{plan}.{state}_memory") / N
-    K.update(_efficiency_constants(ws, plan, model, dev, h, a, K))
+    K.update(_efficiency_constants(ws, plan, model, dev, h, a, K, framework))
     deadline = val(f"{wl}.deadline") if has(f"{wl}.deadline") else None
     mode = ws.python_value(pre + "activations")
     if mode == "auto":
@@ -275,9 +275,8 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
         mode = "transient" if declared else "formula"
     meta = {"activations": mode, "moe": moe, "efficiency": K["mode"],
             "stage_layers": pre + "stage_layers" in ws.nodes and ws.python_value(pre + "stage_layers") is not None,
-            "schedule": ws.python_value(pre + "schedule") if pre + "schedule" in ws.nodes else "1f1b",
-            "balance": ws.python_value(pre + "balance") if pre + "balance" in ws.nodes else "layers",
-            "framework": ws.python_value(pre + "framework") if pre + "framework" in ws.nodes else "none",
+            "schedule": knob("schedule", "1f1b"), "balance": knob("balance", "layers"),
+            "framework": framework,
             "cross_host_tp": bool(ws.python_value(pre + "cross_host_tp")),
             "usable": val(f"{plan}.usable_memory"), "deadline": deadline,
             # what a GPU can hold: the usable memory, never more than the device has (its nominal
@@ -297,18 +296,19 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
     return K, meta
 
 
-def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
+def _efficiency_constants(ws, plan, model, dev, h, a, K, framework: str) -> dict:
     """``K["mode"]`` and, in roofline mode, the device curve (the device's fields or the
     generic defaults) and the matrix shapes — as ``use layout`` reads them."""
     from plugins.model.decoder import attention_params
     from plugins.training.layout_model import DEVICE_CURVE
     from plugins.training.layout_model import (ATTENTION_BACKWARD_FIELD, GENERIC_DEVICE, LOWP_SUSTAINED,
                                                SUSTAINED_FIELD, attention_field, shape_constants)
+    from plugins.training.layout_stated import default_mode
 
     has = lambda nid: nid in ws.nodes and ws.base_value(nid) is not None   # noqa: E731
     node = f"{plan}.layout.efficiency"
     given = ws.python_value(node) if node in ws.nodes else None
-    mode = given if given is not None else ("mfu" if has(f"{plan}.mfu") else "roofline")
+    mode = default_mode(given, False, has(f"{plan}.mfu"))  # a stated rate is refused before (constants)
     lowp = _lowp_constants(ws, plan, model, dev, K)
     if mode == "mfu":
         out = {"mode": mode, "mfu": float(ws.base_value(f"{plan}.mfu"))}
@@ -326,8 +326,7 @@ def _efficiency_constants(ws, plan, model, dev, h, a, K) -> dict:
         # the fused attention kernel's own efficiency (use layout { attention_kernel; framework })
         pre = f"{plan}.layout."
         afield = attention_field(ws.python_value(pre + "attention_kernel") if pre + "attention_kernel" in ws.nodes
-                                 else "auto", ws.python_value(pre + "framework") if pre + "framework" in ws.nodes
-                                 else "none")
+                                 else "auto", framework)
         if afield is not None and has(f"{dev}.{afield}"):
             out["eta_attn"] = float(ws.base_value(f"{dev}.{afield}"))
             if has(f"{dev}.{ATTENTION_BACKWARD_FIELD}"):
