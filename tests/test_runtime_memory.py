@@ -168,3 +168,44 @@ def test_pipeline_stage_gathers_once_per_step():
     assert qval(ws, "pp.transfer_volume") == pytest.approx(7 / 8 * 4 * N / 2, rel=1e-12)
     # and holds the stage's unsharded weights and gradients for the step: (2 + 2) B × N/2
     assert qval(ws, "pp.gathered_memory") == pytest.approx(4 * N / 2, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def sp8():
+    """The 8B at TP 8 with sequence parallelism and full recomputation, as Megatron builds SP
+    (shards kept) and as torchtitan's DTensor plan builds it (gathered inputs kept), in BF16 and FP8."""
+    tp = 'tp = 8; sequence_parallel = true; recompute = "full"'
+    text = _plan("mega", layout=f'{tp}; framework = "megatron"', extra=f"""
+        plan titan extends mega {{ use layout {{ zero = 3; efficiency = "roofline"; link = nvlink4; nic = roce_400g
+                                                {tp}; framework = "torchtitan" }} }}
+        plan mega8 extends mega {{ use layout {{ zero = 3; efficiency = "roofline"; link = nvlink4; nic = roce_400g
+                                                {tp}; framework = "megatron"; matmul_precision = "fp8" }} }}
+        plan titan8 extends mega {{ use layout {{ zero = 3; efficiency = "roofline"; link = nvlink4; nic = roce_400g
+                                                 {tp}; framework = "torchtitan"; matmul_precision = "fp8" }} }}
+        plan titan_none extends mega {{ use layout {{ zero = 3; efficiency = "roofline"; link = nvlink4
+                                                     nic = roce_400g; tp = 8; sequence_parallel = true
+                                                     recompute = "none"; framework = "torchtitan" }} }}
+        plan mega_none extends mega {{ use layout {{ zero = 3; efficiency = "roofline"; link = nvlink4
+                                                    nic = roce_400g; tp = 8; sequence_parallel = true
+                                                    recompute = "none"; framework = "megatron" }} }}
+    """)
+    return evaluate_snippet(text)
+
+
+def test_dtensor_sp_keeps_the_gathered_inputs_of_the_recomputed_layer_and_the_head(sp8):
+    # torchtitan's TP plan all-gathers the attention and MLP inputs (PrepareModuleInput Shard(1) ->
+    # Replicate) and the LM head's (ColwiseParallel(input_layouts=Shard(1))); autograd keeps the
+    # gathered copies.  Megatron keeps the shards (T·h·2/8 each).  BF16, T = 2 × 8192:
+    # re-materialised layer 2·T·h·(2 − 2/8) = 3.5·T·h, head input T·h·2 → 5.5·T·h more at the peak
+    d = qval(sp8, "titan.runtime_memory") - qval(sp8, "mega.runtime_memory")
+    assert d == pytest.approx(5.5 * T * H, rel=1e-12)
+    # Float8 TP casts before the gather: the kept copies are 1 B (2·T·h·(1 − 2/8) = 1.5·T·h); the
+    # head stays BF16 (torchtitan converts every linear but `output`): 2·T·h → 3.5·T·h
+    d8 = qval(sp8, "titan8.runtime_memory") - qval(sp8, "mega8.runtime_memory")
+    assert d8 == pytest.approx(3.5 * T * H, rel=1e-12)
+
+
+def test_dtensor_sp_without_recomputation_keeps_them_in_every_layer(sp8):
+    # no recomputation: each of the 32 layers keeps its two gathered inputs, 3.5·T·h more per layer
+    d = qval(sp8, "titan_none.activation_memory") - qval(sp8, "mega_none.activation_memory")
+    assert d == pytest.approx(L * 3.5 * T * H, rel=1e-12)

@@ -395,6 +395,7 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "logits": int(bool(kn.value("lm_head"))), "loss": sp.Integer(lm.LOSS_BYTES[kn.value("loss")]),
          "cublas_ws": kn.q("cublas_workspace"), "reserve": kn.q("allocator_reserve"),
          "raf": int(bool(kn.value("reshard_after_forward"))),
+         **lm.sp_gather_constants(kn.value("framework"), kn.value("matmul_precision")),
          # routed experts' training FLOPs per token (the shared experts run on every rank)
          "exp_tok": (model.q("expert_flops_per_token", "FLOP/token") * mo["k"] / (mo["k"] + mo["ks"])
                      if mo["moe"] else sp.Integer(0)),
@@ -518,7 +519,8 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
         ctx.define("loss_memory", loss, "GiB",
                    "the LM head's logits as the loss holds them at its backward (loss = \"fp32\": 16-bit logits "
                    "cached, FP32 log-softmax output, its gradient and the input gradient, 14 B per logit; "
-                   "fused: none), in place of the one FP32 copy activation_memory counts",
+                   "fused: none), in place of the one FP32 copy activation_memory counts; with the head's "
+                   "input gathered over TP where the framework's sequence parallelism keeps it (torchtitan)",
                    references=("PyTorch, torch.nn.functional.cross_entropy (log_softmax + nll_loss; the "
                                "log-softmax output is saved for backward)",
                                "Wijmans et al. 2024, 'Cut Your Losses in Large-Vocabulary Language Models' "

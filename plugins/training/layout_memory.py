@@ -26,7 +26,11 @@ def activation_per_layer(K, X, o):
       tensors, only the per-head log-sum-exp T·n_q·4 bytes.
 
     For GPT-3 (n_q·d_h = h, n_kv = n_q, f = 4h, 2 matrices, e = 2, dropout, eager) this is
-    exactly 34·s·b·h + 5·a·s²·b.  Selective recomputation drops the s×s tensors; full
+    exactly 34·s·b·h + 5·a·s²·b.  Sequence parallelism as Megatron builds it keeps the shards of
+    the QKV and MLP inputs and gathers them again in backward (Korthikanti et al. §4.2.2); as
+    DTensor builds it (``K["sp_gather"]``, :data:`FRAMEWORK_SP_GATHER`) those two inputs are
+    all-gathered at the module's entry and autograd keeps the gathered copies, 2·T·h at
+    :func:`sp_gather_bytes` each, not ÷ t.  Selective recomputation drops the s×s tensors; full
     recomputation keeps only the layer input T·h·e (÷ t with SP).  CP splits the tokens.
 
     ``K`` constants: h a (heads) kv dh f (MLP width per token: the dense FFN, or the active
@@ -41,7 +45,10 @@ def activation_per_layer(K, X, o):
     rep = T * (4 * h * e + 2 * h * drop)
     split = T * ((a + 2 * kv) * dh * e + a * dh * e + K["mats"] * K["f"] * e)
     scores = o.where(K["flash"] == 1, T * a * 4, T * a * K.get("score_keys", K["s"]) * (2 * e + drop))
-    rep_t = o.where(sp_on == 1, rep / t, rep)
+    rep_sp = rep / t
+    if K.get("sp_gather"):      # DTensor SP keeps the gathered QKV and MLP inputs (sp_gather_bytes)
+        rep_sp = (rep - 2 * T * h * e) / t + 2 * T * h * sp_gather_bytes(K, e)
+    rep_t = o.where(sp_on == 1, rep_sp, rep)
     none = rep_t + (split + scores) / t
     sel = rep_t + (split + o.where(K["flash"] == 1, T * a * 4, 0 * T)) / t
     full = o.where(sp_on == 1, T * h * e / t, T * h * e)
@@ -52,6 +59,40 @@ def activation_per_layer(K, X, o):
     op = o.where(sp_on == 1, T * h * e / t, T * h * e) + T * (mm_saved + a * dh * e / t) \
         + o.where(K["flash"] == 1, T * a * 4 / t, 0 * T)
     return o.where(r == 3, op, o.where(r == 2, full, o.where(r == 1, sel, none)))
+
+
+#: frameworks whose sequence parallelism is DTensor's: torchtitan's TP plan all-gathers a block's
+#: attention and MLP inputs (``PrepareModuleInput``: Shard(1) -> Replicate) and the LM head's
+#: (``ColwiseParallel(input_layouts=Shard(1))``), and autograd saves the gathered tensors for the
+#: weight gradients (torchtitan torchtitan/parallelisms/parallelize_llama.py ``apply_tp`` @ 9dec370)
+FRAMEWORK_SP_GATHER = frozenset({"torchtitan"})
+
+
+def sp_gather_constants(framework: str, matmul_precision: str) -> dict:
+    """The ``K`` constants of DTensor sequence parallelism for a plan's ``framework`` and
+    ``matmul_precision``: ``sp_gather`` 1 where the framework keeps gathered inputs
+    (:data:`FRAMEWORK_SP_GATHER`), and ``sp_gather_fp8`` 1 where its FP8 products gather the
+    input already cast to FP8 (torchao's ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel``,
+    which torchtitan's ``apply_tp`` uses with Float8 linears), so the kept copy is 1 byte per element."""
+    on = framework in FRAMEWORK_SP_GATHER
+    return {"sp_gather": int(on), "sp_gather_fp8": int(on and matmul_precision == "fp8")}
+
+
+def sp_gather_bytes(K, e):
+    """Bytes per element of a gathered projection input DTensor SP keeps: 1 under Float8 TP
+    (``K["sp_gather_fp8"]``), else the activation format's ``e``."""
+    return 1 if K.get("sp_gather_fp8") else e
+
+
+def head_input_bytes(K, X, o):
+    """The LM head's input as DTensor sequence parallelism keeps it for the head's weight gradient,
+    per GPU on the last stage: the final norm's output all-gathered over TP, T·h·e (the head stays
+    16-bit under FP8 training: torchtitan converts every linear but ``output``, torchtitan
+    float8.py @ 9dec370), where ``K["sp_gather"]`` and sequence parallelism hold; else 0 (Megatron
+    keeps the shard, counted with the loss's other small tensors as nothing)."""
+    T = K["s"] / X["c"] * X["b"]
+    on = K.get("sp_gather", 0) * K["logits"]
+    return o.where((X["sp"] == 1) & (X["t"] > 1), on * T * K["h"] * K["act_bytes"], 0 * T)
 
 
 def logits_bytes(K, X):

@@ -64,7 +64,8 @@ from plugins.training.layout_overlap import (ATTENTION_KERNELS, FRAMEWORKS, OVER
                                              TP_COMM_OVERLAP, attention_field, collective_overlaps,
                                              exposed_shares)
 from plugins.training.layout_memory import (LOSS_BYTES, LOSSES, activation_per_layer,  # noqa: E402,F401
-                                              gathered_bytes, logits_bytes, loss_bytes)
+                                              gathered_bytes, head_input_bytes, logits_bytes, loss_bytes,
+                                              sp_gather_constants)
 
 
 def inflight(p, v, o, m):
@@ -508,7 +509,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     if activations == "transient":
         loss_rt, act_rt = 0 * persistent, activation
     else:
-        loss_rt = loss_bytes(K, X)
+        loss_rt = loss_bytes(K, X) + head_input_bytes(K, X, o)
         act_rt = o.where(p == 1, stage + redo + loss_rt, o.max(peak_in + redo, last + redo + loss_rt))
     gathered = gathered_bytes(K, X, o, P_mp, dz)
     # cuBLAS workspace, and fused attention's backward FP32 dQ accumulator of one layer
