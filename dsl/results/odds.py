@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from dsl.results.sweep import holds
 from dsl.syntax.diagnostics import Diagnostic, PlanError
 
 #: the percentiles reported unless others are asked for
@@ -198,14 +199,6 @@ def compile_plan(ws, plan: str, outputs: list[str] | None = None, structural: st
     fn.arg_fns = arg_fns
     fn.structural = fixed
     return fn, ids, reqs, used
-
-
-def holds(op: str, lv, rv):
-    """Where ``lv op rv`` holds (numpy arrays), with the relative tolerance of the sweep."""
-    import numpy as np
-    tol = 1e-12 * np.maximum(np.abs(lv), np.abs(rv))
-    return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
-            "==": np.abs(lv - rv) <= tol}[op]
 
 
 def sample_plan(ws, plan: str, samples: int, seed: int = 0, outputs: list[str] | None = None) -> Odds:
