@@ -196,3 +196,17 @@ def test_get_quantile_honours_rate_like_plain_get(tmp_path):
     assert code == 0 and float(inverse) == pytest.approx(float(eur), rel=1e-12), err
     code, _, err = run_cli("get", f, *q, "--in", "EUR")      # no rate: a usage error, with the hint
     assert code == 2 and "--rate" in err
+
+
+def test_sobol_of_a_quantity_with_one_uncertain_input_is_a_diagnostic(tmp_path):
+    """Sobol indices share a spread among two or more inputs: with one there is nothing to share
+    (scipy's sobol_indices fails on it), so `--sobol` says so instead of an internal error."""
+    from conftest import run_cli
+    f = tmp_path / "one.plan"
+    f.write_text("plan p {\n  hours = uniform(90 h, 110 h)\n  price = 2 USD/h\n  cost = hours * price\n}\n",
+                 encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        sobol(evaluate_file(f), "p", "p.cost", n=256)
+    assert "p.hours" in e.value.diagnostics[0].summary
+    code, _, err = run_cli("eval", f, "--samples", "1000", "--sobol", "cost")
+    assert code == 1 and "error[usage]" in err and "internal error" not in err

@@ -296,9 +296,12 @@ def _sample_grouped(ws, plan: str, samples: int, seed: int, fn0, ids: list, reqs
 def sobol(ws, plan: str, nid: str, n: int = 4096, seed: int = 0) -> dict:
     """First-order and total Sobol indices of output ``nid`` of ``plan`` over its uncertain
     inputs: ``{input id: {"first": S1, "total": ST}}`` (:func:`scipy.stats.sobol_indices`,
-    ``n`` base samples, a power of two; it evaluates the quantity n·(d+2) times).
+    ``n`` base samples, a power of two; it evaluates the quantity n·(d+2) times, d the
+    uncertain inputs it reads); ``{}`` when it reads none.
 
-    :raises PlanError: scipy missing or older than 1.11; fewer than two uncertain inputs.
+    :raises PlanError: scipy missing or older than 1.11; the quantity reads exactly one
+        uncertain input (nothing to share its spread among), a random quantity, or an
+        uncertain structural input; more evaluations than the ``samples`` limit.
     """
     import numpy as np
     try:
@@ -314,6 +317,10 @@ def sobol(ws, plan: str, nid: str, n: int = 4096, seed: int = 0) -> dict:
                                     "them at their expected value (the block's default)")])
     if not used:
         return {}
+    if len(used) == 1:      # scipy's sobol_indices fails on a single input (a TypeError, not an answer)
+        raise PlanError([Diagnostic("error", "usage", f"'{nid}' reads one uncertain input ('{used[0]}'): Sobol "
+                                    "indices share a quantity's spread among two or more", None,
+                                    "all of its spread is that input's; the percentiles of `--samples` show it")])
     _check_count(ws, plan, n * (len(used) + 2))
 
     def f(x):
