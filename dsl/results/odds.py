@@ -156,8 +156,13 @@ def draw_random(ws, fn, arrays: list, samples: int, seed: int) -> list:
 
 
 def compile_plan(ws, plan: str, outputs: list[str] | None = None, structural: str = "refuse"):
-    """``(fn, ids, exprs_ids, reqs, uncertain)``: one numpy function of the uncertain inputs
-    the plan reads, giving its outputs then both sides of each requirement (base units)."""
+    """``(fn, ids, reqs, used)``: ``fn`` is one numpy function of the uncertain inputs ``used``
+    (ids, in the order of its arguments) and then of the random quantities ``fn.randoms``,
+    giving the outputs ``ids`` (``outputs``, default the plan's headline) then both sides of
+    each requirement of ``reqs`` (base units).  ``fn.arg_fns``: per random quantity, a function
+    of ``used`` giving its sampler's arguments; ``fn.structural``: the uncertain structural
+    inputs the outputs read.  ``structural="refuse"`` raises PlanError for one; ``"fix"`` holds
+    them at their nominal values (left out of ``used``: the caller groups the samples)."""
     from dsl.results.sweep import plan_requirements
     ids = outputs if outputs is not None else [n.id for n in ws.headline(plan)]
     reqs = plan_requirements(ws, plan)
