@@ -172,3 +172,41 @@ def test_a_structural_input_with_a_choice_is_sampled_by_re_evaluating_the_plan(t
     p = o.probability("meets_deadline")
     assert abs(p - hand) <= 4 * math.sqrt(p * (1 - p) / 20000)
     assert "mix.gpus" in o.uncertain
+
+
+def test_get_quantile_honours_rate_like_plain_get(tmp_path):
+    """`plan get --quantile` shows the quantile as plain `plan get` shows a value: in `--in`,
+    across currencies with `--rate`.  By hand: hours ~ uniform(90 h, 110 h) at 2 USD/h, so cost ~
+    uniform(180, 220) USD; its 0.9 quantile is 180 + 0.9·40 = 216 USD, at 0.5 EUR/USD 108 EUR
+    (the Monte Carlo standard error at 20,000 samples: 40·√(0.9·0.1/20000)·0.5 ≈ 0.04 EUR);
+    the nominal (the midpoint) is 200 USD = 100 EUR."""
+    from conftest import run_cli
+    f = tmp_path / "cost.plan"
+    f.write_text("plan p {\n  hours = uniform(90 h, 110 h)\n  price = 2 USD/h\n  cost = hours * price\n}\n",
+                 encoding="utf-8")
+    code, out, err = run_cli("get", f, "p.cost", "--in", "EUR", "--rate", "0.5 EUR/USD")
+    assert code == 0 and float(out) == pytest.approx(100), err
+    q = ("p.cost", "--quantile", "0.9", "--samples", "20000", "--seed", "3")
+    code, usd, err = run_cli("get", f, *q)
+    assert code == 0 and float(usd) == pytest.approx(216, abs=0.4), err
+    code, eur, err = run_cli("get", f, *q, "--in", "EUR", "--rate", "0.5 EUR/USD")
+    assert code == 0 and float(eur) == pytest.approx(108, abs=0.2), err
+    assert float(eur) == pytest.approx(0.5 * float(usd), rel=1e-12)      # the same samples, times the rate
+    code, inverse, err = run_cli("get", f, *q, "--in", "EUR", "--rate", "2 USD/EUR")    # divided by it
+    assert code == 0 and float(inverse) == pytest.approx(float(eur), rel=1e-12), err
+    code, _, err = run_cli("get", f, *q, "--in", "EUR")      # no rate: a usage error, with the hint
+    assert code == 2 and "--rate" in err
+
+
+def test_sobol_of_a_quantity_with_one_uncertain_input_is_a_diagnostic(tmp_path):
+    """Sobol indices share a spread among two or more inputs: with one there is nothing to share
+    (scipy's sobol_indices fails on it), so `--sobol` says so instead of an internal error."""
+    from conftest import run_cli
+    f = tmp_path / "one.plan"
+    f.write_text("plan p {\n  hours = uniform(90 h, 110 h)\n  price = 2 USD/h\n  cost = hours * price\n}\n",
+                 encoding="utf-8")
+    with pytest.raises(PlanError) as e:
+        sobol(evaluate_file(f), "p", "p.cost", n=256)
+    assert "p.hours" in e.value.diagnostics[0].summary
+    code, _, err = run_cli("eval", f, "--samples", "1000", "--sobol", "cost")
+    assert code == 1 and "error[usage]" in err and "internal error" not in err

@@ -42,22 +42,38 @@ def _display(ws, nid: str, unit: str | None = None, rates=()) -> tuple[float | N
     """Value of ``nid`` in ``unit`` (default its own); ``rates`` (``--rate '0.92 EUR/USD'``)
     convert between currencies: the value is multiplied by the rate (or divided by it, for
     the inverse direction) that makes its dimension the requested unit's."""
+    n = ws.nodes[nid]
+    v = ws.base_value(nid)
+    if v is None:
+        return None, n.unit if unit is None else unit
+    shown, u = display_conversion(ws, nid, unit, rates)
+    return shown(float(v)), u
+
+
+def display_conversion(ws, nid: str, unit: str | None = None, rates=()):
+    """How ``plan get`` shows a value of ``nid`` (its nominal value, or a quantile of it):
+    (``shown``, unit) where ``shown(v)`` is a value ``v`` in base units written in ``unit``
+    (default the node's own), after the exchange ``rates`` (``--rate '0.92 EUR/USD'``) that
+    make its dimension the unit's: ``v`` is multiplied by such a rate (or divided by it, for
+    the inverse direction).
+
+    :raises UnitError: ``unit`` is not of the value's dimension, even with the rates.
+    """
     from dsl.engine.units import CURRENCIES, UnitError, check_unit_for, convert, parse_unit
 
     n = ws.nodes[nid]
     u = n.unit if unit is None else unit
-    v = ws.base_value(nid)
-    if v is None:
-        return None, u
-    dim, val = n.dim, float(v)
+    dim, steps = n.dim, []        # (rate, multiply?) in the order they apply
     if rates and u and u != "1":
         want = parse_unit(u).dim
         for text in rates:
             r, rdim = parse_rate(text)
             if dim != want and dim * rdim == want:
-                dim, val = dim * rdim, val * r
+                dim = dim * rdim
+                steps.append((r, True))
             elif dim != want and dim / rdim == want:
-                dim, val = dim / rdim, val / r
+                dim = dim / rdim
+                steps.append((r, False))
     try:
         check_unit_for(dim, u)
     except UnitError as e:
@@ -66,7 +82,12 @@ def _display(ws, nid: str, unit: str | None = None, rates=()) -> tuple[float | N
         if money and other and money != other:
             raise UnitError(str(e), f"pass the exchange rate, e.g. --rate 'R {other[0]}/{money[0]}'") from None
         raise
-    return convert(val, u), u
+
+    def shown(v: float) -> float:
+        for r, times in steps:
+            v = v * r if times else v / r
+        return convert(v, u)
+    return shown, u
 
 
 def _report(ws, plans: list[str], units: list[str] = (), sources: bool = False, tables: str = "default") -> dict:
@@ -383,7 +404,7 @@ def cmd_get(args) -> int:
     if getattr(args, "quantile", None) is not None or getattr(args, "probability", False):
         from dsl.cli.odds import get_odds
         try:
-            return get_odds(ws, args, _emit)
+            return get_odds(ws, args, _emit, display_conversion)
         except UnitError as e:
             print(f"plan: error[{e.code}]: {e}\n  hint: {e.hint}", file=sys.stderr)
             return EXIT_USAGE

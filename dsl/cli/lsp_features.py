@@ -176,6 +176,12 @@ def scope_at(module, line: int) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _candidates(name: str, decl: str | None, block: str | None) -> list[str]:
+    """The ids ``name`` may mean, written inside ``block`` of declaration ``decl``, nearest
+    scope first: ``decl.block.name``, ``decl.name``, ``name``."""
+    return ([f"{decl}.{block}.{name}"] if decl and block else []) + ([f"{decl}.{name}"] if decl else []) + [name]
+
+
 def resolve(an: Analysis, line: int, character: int, ws=None) -> tuple[str, str] | None:
     """What the name under the position is: ("node", id), ("decl", name), ("requirement",
     "plan.name") or None — in the document's results, or in ``ws`` when given."""
@@ -184,13 +190,7 @@ def resolve(an: Analysis, line: int, character: int, ws=None) -> tuple[str, str]
     if ws is None or not w:
         return None
     decl, block = scope_at(an.module, line)
-    cands = []
-    if decl and block:
-        cands.append(f"{decl}.{block}.{w}")
-    if decl:
-        cands.append(f"{decl}.{w}")
-    cands.append(w)
-    for c in cands:
+    for c in _candidates(w, decl, block):
         if c in ws.nodes:
             return "node", c
         if c in ws.decls:
@@ -377,8 +377,7 @@ def _refs(node, scope: tuple, out: list) -> None:
 
 
 def _meaning(ws, parts: str, decl: str | None, block: str | None) -> tuple[str, str] | None:
-    cands = ([f"{decl}.{block}.{parts}"] if decl and block else []) + ([f"{decl}.{parts}"] if decl else []) + [parts]
-    for c in cands:
+    for c in _candidates(parts, decl, block):
         if c in ws.nodes:
             return "node", c
         if c in ws.decls:

@@ -70,10 +70,11 @@ def render_odds(odds: dict, qs: tuple) -> str:
     return "\n".join(lines).rstrip("\n")
 
 
-def get_odds(ws, args, emit) -> int:
-    """`plan get FILE NAME --quantile Q` / `plan get FILE PLAN.REQUIREMENT --probability`."""
+def get_odds(ws, args, emit, display_conversion) -> int:
+    """`plan get FILE NAME --quantile Q` / `plan get FILE PLAN.REQUIREMENT --probability`;
+    ``emit`` prints the answer and ``display_conversion`` (that of plain `plan get`) writes a
+    quantile in ``--in`` UNIT, across currencies with ``--rate``."""
     from dsl.cli.common import cmdline
-    from dsl.engine.units import check_unit_for, convert
     from dsl.results.odds import sample_plan
     if args.probability:
         plan, _, req = args.name.partition(".")
@@ -89,10 +90,9 @@ def get_odds(ws, args, emit) -> int:
     plan = n.owner if ws.kind(n.owner) == "plan" else None
     if plan is None or not n.numeric:
         raise UsageError("usage", f"'{args.name}' is not a number of a plan", "e.g. gpus48.finish_time")
-    unit = args.unit or n.unit
-    check_unit_for(n.dim, unit)
+    shown, unit = display_conversion(ws, nid, args.unit or None, getattr(args, "rates", ()))   # as plain `plan get`
     o = sample_plan(ws, plan, args.samples, args.seed, outputs=[nid])
-    return emit(args, float(convert(o.quantile(nid, args.quantile), unit)), unit)
+    return emit(args, float(shown(o.quantile(nid, args.quantile))), unit)
 
 
 _QUERY = re.compile(r"\s*([A-Za-z_][\w.]*)\s+for\s+([A-Za-z_][\w.]*)\s*>=\s*([0-9.]+)\s*(%?)\s*")

@@ -14,7 +14,6 @@ from dsl.cli.analysis import cmd_solve, cmd_sweep
 from dsl.cli.common import (CONFINED, EXIT_MISSING, EXIT_OK, EXIT_PLAN, EXIT_USAGE, CommandLineError,
                             UsageError, cannot_write, disabled, load, select_plans, set_disabled, warn)
 from dsl.cli.evaluation import cmd_check, cmd_eval, cmd_explain, cmd_get
-from dsl.cli.lsp import cmd_lsp
 from dsl.cli.many import many_files, run_many
 from dsl.cli.output import cmd_diff, cmd_figure, cmd_graph, cmd_report, cmd_timeline
 from dsl.cli.project import cmd_fmt, cmd_plugins
@@ -144,6 +143,13 @@ def _in_directory(cwd, fn, *args):
         return fn(*args)
     finally:
         os.chdir(before)
+
+
+def cmd_lsp(args) -> int:
+    """``plan lsp`` (:func:`dsl.cli.lsp.cmd_lsp`), imported only when it runs: the language
+    server's modules (asyncio among them) cost every other command's start-up otherwise."""
+    from dsl.cli.lsp import cmd_lsp as serve
+    return serve(args)
 
 
 def execute(args, commands: dict) -> int:

@@ -86,20 +86,6 @@ class Dist:
             return stats.triang(c=(p[1] - p[0]) / (p[2] - p[0]), loc=p[0], scale=p[2] - p[0])
         return _Empirical(p)
 
-    def mean(self) -> float:
-        """The distribution's mean (base units)."""
-        import math
-        p = self.params
-        if self.kind in ("normal",):
-            return p[0]
-        if self.kind == "uniform":
-            return (p[0] + p[1]) / 2
-        if self.kind == "lognormal":
-            return p[0] * math.exp(p[1] ** 2 / 2)
-        if self.kind == "triangular":
-            return (p[0] + p[1] + p[2]) / 3
-        return sum(p) / len(p)
-
 
 class _Empirical:
     """The quantile function of a sample (``ppf``: the inverse of its step CDF)."""

@@ -1,5 +1,5 @@
 """One executor for heavy work: structural sweeps, the layout search, the serving search's
-simulations, ``plan eval``/``plan check`` over many files (and Monte Carlo sample groups).
+simulations, ``plan eval``/``plan check`` over many files.
 
 :class:`Executor` maps a function over items and returns the results **in input order**,
 whatever runs them:
@@ -88,8 +88,8 @@ def install(executor: "Executor | None") -> None:
 
 def current() -> "Executor":
     """The run's executor (:func:`install`), else one that runs in this process.  Heavy work
-    reached during an evaluation (the serving search's simulations; Monte Carlo sample
-    groups) reads it here, as it reads the limits."""
+    that is not handed an executor (the serving search's simulations, `plan search`'s layout
+    search) reads it here, as it reads the limits."""
     return _CURRENT if _CURRENT is not None else Executor("serial")
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from dsl.results.sweep import holds
 from dsl.syntax.diagnostics import Diagnostic, PlanError
 
 #: the percentiles reported unless others are asked for
@@ -155,8 +156,13 @@ def draw_random(ws, fn, arrays: list, samples: int, seed: int) -> list:
 
 
 def compile_plan(ws, plan: str, outputs: list[str] | None = None, structural: str = "refuse"):
-    """``(fn, ids, exprs_ids, reqs, uncertain)``: one numpy function of the uncertain inputs
-    the plan reads, giving its outputs then both sides of each requirement (base units)."""
+    """``(fn, ids, reqs, used)``: ``fn`` is one numpy function of the uncertain inputs ``used``
+    (ids, in the order of its arguments) and then of the random quantities ``fn.randoms``,
+    giving the outputs ``ids`` (``outputs``, default the plan's headline) then both sides of
+    each requirement of ``reqs`` (base units).  ``fn.arg_fns``: per random quantity, a function
+    of ``used`` giving its sampler's arguments; ``fn.structural``: the uncertain structural
+    inputs the outputs read.  ``structural="refuse"`` raises PlanError for one; ``"fix"`` holds
+    them at their nominal values (left out of ``used``: the caller groups the samples)."""
     from dsl.results.sweep import plan_requirements
     ids = outputs if outputs is not None else [n.id for n in ws.headline(plan)]
     reqs = plan_requirements(ws, plan)
@@ -198,14 +204,6 @@ def compile_plan(ws, plan: str, outputs: list[str] | None = None, structural: st
     fn.arg_fns = arg_fns
     fn.structural = fixed
     return fn, ids, reqs, used
-
-
-def holds(op: str, lv, rv):
-    """Where ``lv op rv`` holds (numpy arrays), with the relative tolerance of the sweep."""
-    import numpy as np
-    tol = 1e-12 * np.maximum(np.abs(lv), np.abs(rv))
-    return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
-            "==": np.abs(lv - rv) <= tol}[op]
 
 
 def sample_plan(ws, plan: str, samples: int, seed: int = 0, outputs: list[str] | None = None) -> Odds:
@@ -303,9 +301,12 @@ def _sample_grouped(ws, plan: str, samples: int, seed: int, fn0, ids: list, reqs
 def sobol(ws, plan: str, nid: str, n: int = 4096, seed: int = 0) -> dict:
     """First-order and total Sobol indices of output ``nid`` of ``plan`` over its uncertain
     inputs: ``{input id: {"first": S1, "total": ST}}`` (:func:`scipy.stats.sobol_indices`,
-    ``n`` base samples, a power of two; it evaluates the quantity n·(d+2) times).
+    ``n`` base samples, a power of two; it evaluates the quantity n·(d+2) times, d the
+    uncertain inputs it reads); ``{}`` when it reads none.
 
-    :raises PlanError: scipy missing or older than 1.11; fewer than two uncertain inputs.
+    :raises PlanError: scipy missing or older than 1.11; the quantity reads exactly one
+        uncertain input (nothing to share its spread among), a random quantity, or an
+        uncertain structural input; more evaluations than the ``samples`` limit.
     """
     import numpy as np
     try:
@@ -321,6 +322,10 @@ def sobol(ws, plan: str, nid: str, n: int = 4096, seed: int = 0) -> dict:
                                     "them at their expected value (the block's default)")])
     if not used:
         return {}
+    if len(used) == 1:      # scipy's sobol_indices fails on a single input (a TypeError, not an answer)
+        raise PlanError([Diagnostic("error", "usage", f"'{nid}' reads one uncertain input ('{used[0]}'): Sobol "
+                                    "indices share a quantity's spread among two or more", None,
+                                    "all of its spread is that input's; the percentiles of `--samples` show it")])
     _check_count(ws, plan, n * (len(used) + 2))
 
     def f(x):

@@ -270,6 +270,16 @@ def plan_requirements(ws, plan: str) -> list:
     return own + files
 
 
+def holds(op: str, lv, rv):
+    """Where ``lv op rv`` holds (numpy arrays; the sweep's points and the odds' samples): ``<=``,
+    ``>=`` and ``==`` within a relative tolerance of 1e-12 of the larger side, ``<`` and ``>``
+    exactly."""
+    import numpy as np
+    tol = 1e-12 * np.maximum(np.abs(lv), np.abs(rv))
+    return {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
+            "==": np.abs(lv - rv) <= tol}[op]
+
+
 def compile_outputs(ws, plan: str, varied: list[str], outputs: list[str] | None = None,
                     requirements: bool = True):
     """Compile the outputs of ``plan`` as one numpy function of the varied node ids.
@@ -367,9 +377,7 @@ def _run(ws, plan, varies, random, seed, outputs, executor=None) -> SweepResult:
     feasible = np.ones(size, dtype=bool)
     for r in reqs:
         lv, rv = vals.pop(0), vals.pop(0)
-        tol = 1e-12 * np.maximum(np.abs(lv), np.abs(rv))
-        ok = {"<=": lv <= rv + tol, ">=": lv >= rv - tol, "<": lv < rv, ">": lv > rv,
-              "==": np.abs(lv - rv) <= tol}[r.op]
+        ok = holds(r.op, lv, rv)
         res.columns[r.name] = ok
         res.requirements.append(r.name)
         feasible &= ok
