@@ -500,21 +500,8 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
         fin = False
         for r, new in sched:
             comp[r] = cr = comp[r] + new
-            j = reg[r]
-            if cr >= (j + 1) * bs:
-                ks = keys[r]
-                full = cr // bs
-                if full > len(ks):
-                    full = len(ks)
-                if j < full:
-                    bl = blocks[r]
-                    while j < full:      # newly full blocks get their keys (cache_full_blocks)
-                        kj, b = ks[j], bl[j]
-                        if kj not in cached and bkey[b] is None:
-                            cached[kj] = b
-                            bkey[b] = kj
-                        j += 1
-                    reg[r] = j
+            if cr >= (reg[r] + 1) * bs:          # a block filled: the call only then (hot loop)
+                register(r, cr)
             if prefilling[r]:
                 if cr != P[r] + out[r]:
                     continue
