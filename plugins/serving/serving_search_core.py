@@ -732,10 +732,7 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
                 fetch(upcoming[k:k + max(ex.slots, simulate_k - len(picked))] or [i])
             res.sim[i] = ahead.pop(i)
         else:
-            try:
-                res.sim[i] = simulate(res, i, w, kv_link, chunked)
-            except sim.SimError:       # a limit the screen did not see: the candidate cannot serve the trace
-                res.sim[i] = dict(UNSERVED)
+            res.sim[i] = simulate_task((res.layouts[int(cols["g"][i])], row_of(res, i), w, kv_link, chunked))
         picked.append(i)
         if res.sim[i]["ttft_p95"] <= slo_ttft and res.sim[i]["tpot_p95"] <= slo_tpot:
             meets.append(i)
