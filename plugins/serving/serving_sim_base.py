@@ -306,6 +306,13 @@ class SimResult:
 
 
 def sim_result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, events=-1, origin=None):
+    """The :class:`SimResult` of a simulation's raw records: per request (input order) arrival
+    ``A`` (s), prompt ``P`` and output ``G`` (tokens), ``first`` / ``last`` token times (s,
+    lists or ``array('d')``), preemptions ``pre``; the inter-token latencies ``itl_v`` (s) with
+    their weights ``itl_w`` (tokens), as arrays; ``ser`` the event series flat, four numbers an
+    iteration (time in s, waiting, running, KV blocks in use); the iterations run, the engine
+    ``eng`` (its blocks and block size), ``events`` and the clock ``origin`` per request (s;
+    None: one origin, 0)."""
     ser = (np.frombuffer(ser, dtype=float).copy() if isinstance(ser, array)
            else np.fromiter(ser, dtype=float, count=len(ser))).reshape(-1, 4)
     first, last = ((np.frombuffer(x, dtype=float).copy() if isinstance(x, array) else np.asarray(x, dtype=float))
@@ -317,12 +324,18 @@ def sim_result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, ev
                      origin=None if origin is None else np.asarray(origin, dtype=float))
 
 
-def workload_arrays(arrival, prompt, output):
+def workload_arrays(arrival, prompt, output, keys=None):
+    """A workload as arrays: arrival times (s, float), prompt and output lengths (tokens,
+    int64), one each per request; with ``keys`` (a list per request: its prefix-cache block
+    keys), their count is checked too.
+
+    :raises SimError: lists of different lengths, or not one-dimensional."""
     A = np.asarray(arrival, dtype=float)
     P = np.asarray(prompt, dtype=np.int64)
     G = np.asarray(output, dtype=np.int64)
-    if not (A.shape == P.shape == G.shape) or A.ndim != 1:
-        raise SimError("arrival, input and output lengths must be three lists of the same length")
+    if not (A.shape == P.shape == G.shape) or A.ndim != 1 or (keys is not None and len(keys) != len(A)):
+        raise SimError("arrival, input and output lengths must be three lists of the same length" if keys is None
+                       else "arrival, input and output lengths and block keys must be lists of the same length")
     return A, P, G
 
 
