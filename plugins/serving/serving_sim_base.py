@@ -393,3 +393,23 @@ def step_pricer(step_time, c, o):
             return float(step_time(c, pf, nd, ctx, so, prefill_prefix=prefix, prefill_seqs=ends))
         return float(step_time(c, pf, nd, ctx, so))
     return price
+
+
+def affine_contexts(top: int) -> tuple[int, ...]:
+    """The five contexts (tokens) at which a decode's cost is checked to be affine in its
+    context over [0, ``top``]: 0, ⌊top/7⌋, ⌊top/3⌋, ⌊2·top/3⌋ and ``top``."""
+    top = int(top)
+    return 0, top // 7, top // 3, (2 * top) // 3, top
+
+
+def affine_fit(xs, ys):
+    """(α, β) of the line α + β·x through the first and last points when every point
+    (``xs`` contexts in tokens, ``xs[0]`` = 0; ``ys`` their costs in s) lies on it to a relative
+    1e-11, else None: a cost that is a sum of rooflines is affine in the context, its memory
+    and compute sides both growing linearly with the KV read.  Used at :func:`affine_contexts`
+    by the fast path's memo (:class:`plugins.serving.serving_sim_core.Affine`) and the
+    speculative decode's price (:meth:`plugins.serving.serving_spec.SimSpec.for_step`)."""
+    a, b = float(ys[0]), float(ys[-1] - ys[0]) / float(xs[-1])
+    if all(abs(a + b * x - y) <= 1e-11 * abs(y) for x, y in zip(xs, ys)):
+        return a, b
+    return None
