@@ -434,7 +434,7 @@ def _prompts(ctx, b, A, P, G):
     """(P, hash_ids): synthetic requests' prompts with shared prefixes
     (:mod:`plugins.serving.serving_prompts`) and their ids of engine blocks, when the block asks
     for them or caches prefixes; else (P, None)."""
-    from plugins.serving.serving_prompts import PROMPT_PARAMS, synthetic_prompts
+    from plugins.serving.serving_prompts import PROMPT_PARAMS, conversation_tokens, synthetic_prompts
 
     given = [p for p in PROMPT_PARAMS if b.given(p)]
     if not _synthetic(b):
@@ -468,19 +468,15 @@ def _prompts(ctx, b, A, P, G):
     turns = int(b.value("turns"))
     if turns > 1:                           # the longest conversation's last prompt, before building its ids
         import numpy as np
-        pa, ga = np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64)
-        done = np.cumsum(pa + ga) - (pa + ga)                      # tokens of the requests before each
-        first = (np.arange(len(pa)) // turns) * turns              # each conversation's first request
-        need = done - done[first] + pa + ga - 1                    # its prompt, then its answer, in KV
+        # each request's prompt, then its answer, in KV
+        need = conversation_tokens(np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64), turns) - 1
         if len(need) and int(need.max()) > eng.kv_tokens:
             b.error_at("turns", f"a conversation of {min(turns, len(need))} turns grows to {int(need.max()):,} tokens of KV, "
                        f"beyond the pool of {int(eng.kv_tokens):,}", "fewer turns, shorter turns or a larger KV "
                        "cache", code="out-of-range")
     import numpy as np                      # the ids to build: every block of every conversation's tokens
-    pa, ga = np.asarray(P, dtype=np.float64), np.asarray(G, dtype=np.float64)
-    done = np.cumsum(pa + ga) - (pa + ga)
-    first = (np.arange(len(pa)) // turns) * turns
-    _check_keys(ctx, b, int(np.sum((sys_tokens + done - done[first] + pa + ga) // bs)), bs)
+    conv = conversation_tokens(np.asarray(P, dtype=np.float64), np.asarray(G, dtype=np.float64), turns, sys_tokens)
+    _check_keys(ctx, b, int(np.sum(conv // bs)), bs)
     return synthetic_prompts(U=P, G=G, turns=turns,
                              system_prompts=int(b.value("system_prompts") or 0),
                              system_prompt_tokens=int(b.value("system_prompt_tokens") or 0),
