@@ -35,6 +35,7 @@ from plugins.serving.serving_engine import (GPUS_PER_HOST, fraction_at, per_gpu_
                                              utilization_table)
 from plugins.serving.serving_prefix_cache import PREFIX_PARAMS
 from plugins.serving.serving_search_spec import SearchSpec
+from plugins.serving.serving_sim_base import LazyNumpy
 from plugins.serving.serving_spec import SEARCH_SPEC_PARAMS, spec_choices
 from plugins.serving.serving_search_core import (  # noqa: F401  (the search, read through this module too)
     REASONS, SCREEN_ITERATIONS, SCREEN_WINDOW, SIMULATE_DEFAULT, Layout, SearchResult, Workload, candidates,
@@ -44,17 +45,7 @@ from plugins.serving.serving_step_core import DEVICE_FIELDS as STEP_DEVICE_FIELD
     kv_window_of
 
 
-class _Numpy:
-    """numpy, imported on first use (as in :mod:`plugins.serving.serving_sim_core`): loading the
-    plugin does not import it."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 MAX_PROMPT_BLOCKS = 50_000_000     # engine blocks of synthetic prompts and answers a search keys at most

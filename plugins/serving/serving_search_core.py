@@ -102,21 +102,12 @@ from dsl.plugin import current_executor, current_limits
 from plugins.serving import serving_sim_core as sim
 from plugins.hardware.collectives import collective_time
 from plugins.training.layout_model import ops
+from plugins.serving.serving_sim_base import LazyNumpy
 from plugins.serving.serving_step_core import ScalarStep, step_time
 from plugins.serving import serving_search_spec as ssp
 
 
-class _Numpy:
-    """numpy, imported on first use (as in plugins/serving/serving_sim_core.py): loading the
-    plugin does not import it."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 SCREEN_ITERATIONS = 80
 SCREEN_WINDOW = 60.0       # s: the screen prices the busiest minute's load

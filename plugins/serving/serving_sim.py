@@ -28,22 +28,13 @@ from plugins.serving.serving_sim_core import (  # noqa: F401  (the simulator, re
     AFFINE_SHARED_CAP, BARE_RUN, MEMO_CAP, ORIGIN_GRID, QUANTILES, RUN_CAP, SHORT_RUN, Affine, Engine, SimError,
     SimResult, affine_memo, check_workload, clock_origin, gamma_arrivals, linear_step, nearest_rank_np,
     poisson_arrivals, sample_lengths, simulate, simulate_reference, simulate_replicas, weighted_nearest_rank)
+from plugins.serving.serving_sim_base import LazyNumpy
 from plugins.serving.serving_sim_policy import default_policy, simulate_policy
 # the tests' names of the fast path's affine check and its shared memo
 from plugins.serving.serving_sim_core import Affine as _Affine, affine_memo as _affine_memo  # noqa: F401
 
 
-class _Numpy:
-    """numpy, imported on first use (as in :mod:`plugins.serving.serving_sim_core`): a plan that
-    does not simulate a batch does not pay its import."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 
 ENGINE_NAMES = (("kv_tokens", "token"), ("block_size", "token"), ("max_num_seqs", "seq"),

@@ -18,17 +18,22 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 
-class _Numpy:
+class LazyNumpy:
     """numpy, imported on first use: a plan that does not simulate a batch does not pay its
-    import (≈0.1 s of a cold `plan eval`)."""
+    import (≈0.1 s of a cold `plan eval`).  A module binds ``np = LazyNumpy(globals())``; the
+    first attribute read imports numpy and rebinds the module's ``np`` (``name``) to numpy
+    itself, so later reads cost what a plain import's do."""
 
-    def __getattr__(self, name):
+    def __init__(self, namespace: dict, name: str = "np"):
+        self._namespace, self._name = namespace, name
+
+    def __getattr__(self, attr):
         import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
+        self._namespace[self._name] = numpy
+        return getattr(numpy, attr)
 
 
-np = _Numpy()
+np = LazyNumpy(globals())
 
 QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(99, 100))
 ORIGIN_GRID = 2.0 ** 20    # s (≈12 days): the clock's origin is a whole multiple of it (see clock_origin)
