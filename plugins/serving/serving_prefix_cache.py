@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 from dsl.plugin import LimitError, Param, current_limits
 
-from plugins.serving.serving_sim_base import step_pricer
+from plugins.serving.serving_sim_base import sim_result, step_pricer, workload_arrays
 from plugins.serving.serving_sim_core import SimError, SimResult, check_workload, clock_origin
 
 MOONCAKE_HASH_BLOCK = 512      # tokens per hash id in Mooncake's public traces
@@ -232,10 +232,7 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
     :raises SimError: for a workload the engine cannot serve; :raises LimitError:
         ``sim_iterations`` past the limit."""
     import numpy as np
-    A = np.asarray(arrival, dtype=float)
-    Pa, Ga = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
-    if not (A.shape == Pa.shape == Ga.shape) or A.ndim != 1 or len(keys) != len(A):
-        raise SimError("arrival, input and output lengths and block keys must be lists of the same length")
+    A, Pa, Ga = workload_arrays(arrival, prompt, output, keys)
     check_workload(A, Pa, Ga, eng)
     cap = current_limits().sim_iterations if max_events is None else int(max_events)
     n, bs, Bud, S = len(A), eng.block_size, eng.max_num_batched_tokens, eng.max_num_seqs
@@ -500,21 +497,8 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
         fin = False
         for r, new in sched:
             comp[r] = cr = comp[r] + new
-            j = reg[r]
-            if cr >= (j + 1) * bs:
-                ks = keys[r]
-                full = cr // bs
-                if full > len(ks):
-                    full = len(ks)
-                if j < full:
-                    bl = blocks[r]
-                    while j < full:      # newly full blocks get their keys (cache_full_blocks)
-                        kj, b = ks[j], bl[j]
-                        if kj not in cached and bkey[b] is None:
-                            cached[kj] = b
-                            bkey[b] = kj
-                        j += 1
-                    reg[r] = j
+            if cr >= (reg[r] + 1) * bs:          # a block filled: the call only then (hot loop)
+                register(r, cr)
             if prefilling[r]:
                 if cr != P[r] + out[r]:
                     continue
@@ -541,12 +525,8 @@ def simulate_cached(arrival, prompt, output, keys, eng, step_time, c=None, o=Non
         if fin:
             running = [r for r in running if out[r] != G[r]]
         t = t_end
-    ser_a = np.asarray(ser, dtype=float).reshape(-1, 4)
-    res = SimResult(A, Pa, Ga, np.asarray(first, dtype=float), np.asarray(last, dtype=float),
-                    np.asarray(pre, dtype=np.int64), np.asarray(itl_v, dtype=float),
-                    np.asarray(itl_w, dtype=np.int64), ser_a[:, 0], ser_a[:, 1].astype(np.int64),
-                    ser_a[:, 2].astype(np.int64), ser_a[:, 3].astype(np.int64), it, nb, bs,
-                    events=it, origin=np.asarray(org, dtype=float) if moved else None)
+    res = sim_result(A, Pa, Ga, first, last, pre, np.asarray(itl_v, dtype=float), np.asarray(itl_w, dtype=np.int64),
+                     ser, it, eng, events=it, origin=org if moved else None)
     return res, CacheStats(hit, P, ev[0])
 
 

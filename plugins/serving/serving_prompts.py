@@ -41,6 +41,18 @@ def conversations(n: int, turns: int) -> list[range]:
     return [range(s, min(s + turns, n)) for s in range(0, n, turns)]
 
 
+def conversation_tokens(U, G, turns: int, start=0):
+    """Per request (numpy array, arrival order), its conversation's tokens up to the end of
+    its answer: ``start`` + Σ_{m≤k} (U_{r_m} + G_{r_m}) for turn k of a conversation — its
+    prompt P (module docstring) less the system prompt, plus its output G.  ``U``, ``G``: new
+    input and output tokens of each request (numpy arrays; the sums are in their dtype);
+    ``turns``: requests per conversation (:func:`conversations`); ``start``: tokens added to
+    each (e.g. a system prompt's)."""
+    done = np.cumsum(U + G) - (U + G)                  # tokens of the requests before each
+    first = (np.arange(len(U)) // turns) * turns       # each conversation's first request
+    return start + done - done[first] + U + G
+
+
 def synthetic_prompts(U, G, *, turns: int = 1, system_prompts: int = 0, system_prompt_tokens: int = 0,
                       system_prompt_share: float = 1.0, hash_block: int = 16, seed: int = 0,
                       with_output: bool = False) -> tuple[np.ndarray, list[list[int]]]:

@@ -35,6 +35,7 @@ from plugins.serving.serving_engine import (GPUS_PER_HOST, fraction_at, per_gpu_
                                              utilization_table)
 from plugins.serving.serving_prefix_cache import PREFIX_PARAMS
 from plugins.serving.serving_search_spec import SearchSpec
+from plugins.serving.serving_sim_base import LazyNumpy
 from plugins.serving.serving_spec import SEARCH_SPEC_PARAMS, spec_choices
 from plugins.serving.serving_search_core import (  # noqa: F401  (the search, read through this module too)
     REASONS, SCREEN_ITERATIONS, SCREEN_WINDOW, SIMULATE_DEFAULT, Layout, SearchResult, Workload, candidates,
@@ -44,17 +45,7 @@ from plugins.serving.serving_step_core import DEVICE_FIELDS as STEP_DEVICE_FIELD
     kv_window_of
 
 
-class _Numpy:
-    """numpy, imported on first use (as in :mod:`plugins.serving.serving_sim_core`): loading the
-    plugin does not import it."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 MAX_PROMPT_BLOCKS = 50_000_000     # engine blocks of synthetic prompts and answers a search keys at most
@@ -359,7 +350,7 @@ def _prompts(b, w: Workload, hashes, block_size: int):
     (:func:`plugins.serving.serving_prompts.synthetic_prompts`, ids of the engine's blocks
     covering prompt and answer, as ``use batching`` builds them); a trace keeps its prompts and
     its ``hash_ids`` of ``hash_block`` tokens."""
-    from plugins.serving.serving_prompts import PROMPT_PARAMS, synthetic_prompts
+    from plugins.serving.serving_prompts import PROMPT_PARAMS, conversation_tokens, synthetic_prompts
 
     cache = bool(b.value("enable_prefix_caching"))
     given = [p for p in PROMPT_PARAMS if b.given(p)]
@@ -387,10 +378,8 @@ def _prompts(b, w: Workload, hashes, block_size: int):
         b.error_at("system_prompt_share", "'system_prompt_share' needs 'system_prompts' and 'system_prompt_tokens'",
                    "add `system_prompts = 1; system_prompt_tokens = 1024 token`", code="missing-parameter")
     turns = int(b.value("turns"))
-    U, G = w.prompt, w.output
-    done = np.cumsum(U + G) - (U + G)                              # tokens of the requests before each
-    first = (np.arange(len(U)) // turns) * turns                   # each conversation's first request
-    tokens = int((done - done[first] + U + G).sum()) + len(U) * int(b.value("system_prompt_tokens") or 0)
+    tokens = int(conversation_tokens(w.prompt, w.output, turns).sum()) \
+        + len(w.prompt) * int(b.value("system_prompt_tokens") or 0)
     if tokens // block_size > MAX_PROMPT_BLOCKS:      # before any block id is built (the ids grow with it)
         b.error_at("turns" if turns > 1 else "system_prompt_tokens", f"the synthetic prompts and answers come to "
                    f"{tokens // block_size:,} blocks of {block_size} tokens to key, more than a search keys "

@@ -102,21 +102,12 @@ from dsl.plugin import current_executor, current_limits
 from plugins.serving import serving_sim_core as sim
 from plugins.hardware.collectives import collective_time
 from plugins.training.layout_model import ops
+from plugins.serving.serving_sim_base import LazyNumpy
 from plugins.serving.serving_step_core import ScalarStep, step_time
 from plugins.serving import serving_search_spec as ssp
 
 
-class _Numpy:
-    """numpy, imported on first use (as in plugins/serving/serving_sim_core.py): loading the
-    plugin does not import it."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 SCREEN_ITERATIONS = 80
 SCREEN_WINDOW = 60.0       # s: the screen prices the busiest minute's load
@@ -732,10 +723,7 @@ def run(layouts, cols, w: Workload, *, slo_ttft: float, slo_tpot: float, max_mod
                 fetch(upcoming[k:k + max(ex.slots, simulate_k - len(picked))] or [i])
             res.sim[i] = ahead.pop(i)
         else:
-            try:
-                res.sim[i] = simulate(res, i, w, kv_link, chunked)
-            except sim.SimError:       # a limit the screen did not see: the candidate cannot serve the trace
-                res.sim[i] = dict(UNSERVED)
+            res.sim[i] = simulate_task((res.layouts[int(cols["g"][i])], row_of(res, i), w, kv_link, chunked))
         picked.append(i)
         if res.sim[i]["ttft_p95"] <= slo_ttft and res.sim[i]["tpot_p95"] <= slo_tpot:
             meets.append(i)

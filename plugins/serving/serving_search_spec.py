@@ -34,20 +34,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plugins.serving.serving_sim_base import LazyNumpy
 from plugins.serving.serving_spec import SimSpec, decode_time
 from plugins.serving.serving_step_core import step_time
 
 
-class _Numpy:
-    """numpy, imported on first use (as in plugins/serving/serving_sim_core.py)."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 
 @dataclass

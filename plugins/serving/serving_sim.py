@@ -28,22 +28,13 @@ from plugins.serving.serving_sim_core import (  # noqa: F401  (the simulator, re
     AFFINE_SHARED_CAP, BARE_RUN, MEMO_CAP, ORIGIN_GRID, QUANTILES, RUN_CAP, SHORT_RUN, Affine, Engine, SimError,
     SimResult, affine_memo, check_workload, clock_origin, gamma_arrivals, linear_step, nearest_rank_np,
     poisson_arrivals, sample_lengths, simulate, simulate_reference, simulate_replicas, weighted_nearest_rank)
+from plugins.serving.serving_sim_base import LazyNumpy
 from plugins.serving.serving_sim_policy import default_policy, simulate_policy
 # the tests' names of the fast path's affine check and its shared memo
 from plugins.serving.serving_sim_core import Affine as _Affine, affine_memo as _affine_memo  # noqa: F401
 
 
-class _Numpy:
-    """numpy, imported on first use (as in :mod:`plugins.serving.serving_sim_core`): a plan that
-    does not simulate a batch does not pay its import."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 
 ENGINE_NAMES = (("kv_tokens", "token"), ("block_size", "token"), ("max_num_seqs", "seq"),
@@ -434,7 +425,7 @@ def _prompts(ctx, b, A, P, G):
     """(P, hash_ids): synthetic requests' prompts with shared prefixes
     (:mod:`plugins.serving.serving_prompts`) and their ids of engine blocks, when the block asks
     for them or caches prefixes; else (P, None)."""
-    from plugins.serving.serving_prompts import PROMPT_PARAMS, synthetic_prompts
+    from plugins.serving.serving_prompts import PROMPT_PARAMS, conversation_tokens, synthetic_prompts
 
     given = [p for p in PROMPT_PARAMS if b.given(p)]
     if not _synthetic(b):
@@ -468,19 +459,15 @@ def _prompts(ctx, b, A, P, G):
     turns = int(b.value("turns"))
     if turns > 1:                           # the longest conversation's last prompt, before building its ids
         import numpy as np
-        pa, ga = np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64)
-        done = np.cumsum(pa + ga) - (pa + ga)                      # tokens of the requests before each
-        first = (np.arange(len(pa)) // turns) * turns              # each conversation's first request
-        need = done - done[first] + pa + ga - 1                    # its prompt, then its answer, in KV
+        # each request's prompt, then its answer, in KV
+        need = conversation_tokens(np.asarray(P, dtype=np.int64), np.asarray(G, dtype=np.int64), turns) - 1
         if len(need) and int(need.max()) > eng.kv_tokens:
             b.error_at("turns", f"a conversation of {min(turns, len(need))} turns grows to {int(need.max()):,} tokens of KV, "
                        f"beyond the pool of {int(eng.kv_tokens):,}", "fewer turns, shorter turns or a larger KV "
                        "cache", code="out-of-range")
     import numpy as np                      # the ids to build: every block of every conversation's tokens
-    pa, ga = np.asarray(P, dtype=np.float64), np.asarray(G, dtype=np.float64)
-    done = np.cumsum(pa + ga) - (pa + ga)
-    first = (np.arange(len(pa)) // turns) * turns
-    _check_keys(ctx, b, int(np.sum((sys_tokens + done - done[first] + pa + ga) // bs)), bs)
+    conv = conversation_tokens(np.asarray(P, dtype=np.float64), np.asarray(G, dtype=np.float64), turns, sys_tokens)
+    _check_keys(ctx, b, int(np.sum(conv // bs)), bs)
     return synthetic_prompts(U=P, G=G, turns=turns,
                              system_prompts=int(b.value("system_prompts") or 0),
                              system_prompt_tokens=int(b.value("system_prompt_tokens") or 0),

@@ -18,17 +18,22 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 
-class _Numpy:
+class LazyNumpy:
     """numpy, imported on first use: a plan that does not simulate a batch does not pay its
-    import (≈0.1 s of a cold `plan eval`)."""
+    import (≈0.1 s of a cold `plan eval`).  A module binds ``np = LazyNumpy(globals())``; the
+    first attribute read imports numpy and rebinds the module's ``np`` (``name``) to numpy
+    itself, so later reads cost what a plain import's do."""
 
-    def __getattr__(self, name):
+    def __init__(self, namespace: dict, name: str = "np"):
+        self._namespace, self._name = namespace, name
+
+    def __getattr__(self, attr):
         import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
+        self._namespace[self._name] = numpy
+        return getattr(numpy, attr)
 
 
-np = _Numpy()
+np = LazyNumpy(globals())
 
 QUANTILES = (Fraction(50, 100), Fraction(90, 100), Fraction(95, 100), Fraction(99, 100))
 ORIGIN_GRID = 2.0 ** 20    # s (≈12 days): the clock's origin is a whole multiple of it (see clock_origin)
@@ -306,6 +311,13 @@ class SimResult:
 
 
 def sim_result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, events=-1, origin=None):
+    """The :class:`SimResult` of a simulation's raw records: per request (input order) arrival
+    ``A`` (s), prompt ``P`` and output ``G`` (tokens), ``first`` / ``last`` token times (s,
+    lists or ``array('d')``), preemptions ``pre``; the inter-token latencies ``itl_v`` (s) with
+    their weights ``itl_w`` (tokens), as arrays; ``ser`` the event series flat, four numbers an
+    iteration (time in s, waiting, running, KV blocks in use); the iterations run, the engine
+    ``eng`` (its blocks and block size), ``events`` and the clock ``origin`` per request (s;
+    None: one origin, 0)."""
     ser = (np.frombuffer(ser, dtype=float).copy() if isinstance(ser, array)
            else np.fromiter(ser, dtype=float, count=len(ser))).reshape(-1, 4)
     first, last = ((np.frombuffer(x, dtype=float).copy() if isinstance(x, array) else np.asarray(x, dtype=float))
@@ -317,12 +329,18 @@ def sim_result(A, P, G, first, last, pre, itl_v, itl_w, ser, iterations, eng, ev
                      origin=None if origin is None else np.asarray(origin, dtype=float))
 
 
-def workload_arrays(arrival, prompt, output):
+def workload_arrays(arrival, prompt, output, keys=None):
+    """A workload as arrays: arrival times (s, float), prompt and output lengths (tokens,
+    int64), one each per request; with ``keys`` (a list per request: its prefix-cache block
+    keys), their count is checked too.
+
+    :raises SimError: lists of different lengths, or not one-dimensional."""
     A = np.asarray(arrival, dtype=float)
     P = np.asarray(prompt, dtype=np.int64)
     G = np.asarray(output, dtype=np.int64)
-    if not (A.shape == P.shape == G.shape) or A.ndim != 1:
-        raise SimError("arrival, input and output lengths must be three lists of the same length")
+    if not (A.shape == P.shape == G.shape) or A.ndim != 1 or (keys is not None and len(keys) != len(A)):
+        raise SimError("arrival, input and output lengths must be three lists of the same length" if keys is None
+                       else "arrival, input and output lengths and block keys must be lists of the same length")
     return A, P, G
 
 
@@ -380,3 +398,23 @@ def step_pricer(step_time, c, o):
             return float(step_time(c, pf, nd, ctx, so, prefill_prefix=prefix, prefill_seqs=ends))
         return float(step_time(c, pf, nd, ctx, so))
     return price
+
+
+def affine_contexts(top: int) -> tuple[int, ...]:
+    """The five contexts (tokens) at which a decode's cost is checked to be affine in its
+    context over [0, ``top``]: 0, ⌊top/7⌋, ⌊top/3⌋, ⌊2·top/3⌋ and ``top``."""
+    top = int(top)
+    return 0, top // 7, top // 3, (2 * top) // 3, top
+
+
+def affine_fit(xs, ys):
+    """(α, β) of the line α + β·x through the first and last points when every point
+    (``xs`` contexts in tokens, ``xs[0]`` = 0; ``ys`` their costs in s) lies on it to a relative
+    1e-11, else None: a cost that is a sum of rooflines is affine in the context, its memory
+    and compute sides both growing linearly with the KV read.  Used at :func:`affine_contexts`
+    by the fast path's memo (:class:`plugins.serving.serving_sim_core.Affine`) and the
+    speculative decode's price (:meth:`plugins.serving.serving_spec.SimSpec.for_step`)."""
+    a, b = float(ys[0]), float(ys[-1] - ys[0]) / float(xs[-1])
+    if all(abs(a + b * x - y) <= 1e-11 * abs(y) for x, y in zip(xs, ys)):
+        return a, b
+    return None

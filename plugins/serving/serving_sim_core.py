@@ -84,20 +84,11 @@ from plugins.serving.serving_sim_base import (  # noqa: F401  (re-exported: the 
     ORIGIN_GRID, QUANTILES, Engine, SimError, SimResult, check_workload, clock_origin, extra_args, gamma_arrivals,
     iteration_time, linear_step, nearest_rank_np, poisson_arrivals, sample_lengths, sim_result, weighted_nearest_rank,
     workload_arrays)
+from plugins.serving.serving_sim_base import LazyNumpy, affine_contexts, affine_fit
 from plugins.serving.serving_sim_policy import default_policy, simulate_policy
 
 
-class _Numpy:
-    """numpy, imported on first use: a plan that does not simulate a batch does not pay its
-    import (≈0.1 s of a cold `plan eval`)."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 RUN_CAP = 1 << 14          # iterations evaluated in one vectorised call at most
 MEMO_CAP = 1 << 16         # single-iteration step costs remembered at most (then the memo starts over)
@@ -241,12 +232,9 @@ class Affine:
         r = self.memo.get(n, False)
         if r is not False:
             return r
-        xs = np.array([0, self.top // 7, self.top // 3, (2 * self.top) // 3, self.top], dtype=np.int64)
+        xs = np.array(affine_contexts(self.top), dtype=np.int64)
         ys = np.broadcast_to(np.asarray(self.f(self.c, 0, n, xs, self.o), dtype=float), xs.shape)
-        a, b = float(ys[0]), float(ys[-1] - ys[0]) / float(xs[-1])
-        pred = a + b * xs
-        ok = bool(np.all(np.abs(pred - ys) <= 1e-11 * np.abs(ys)))
-        r = self.memo[n] = (a, b) if ok else None
+        r = self.memo[n] = affine_fit(xs.tolist(), ys.tolist())
         return r
 
 

@@ -57,20 +57,11 @@ from collections import deque
 
 from dsl.plugin import LimitError, current_limits
 
-from plugins.serving.serving_sim_base import (SimResult, check_workload, clock_origin, sim_result, step_pricer,
-                                              workload_arrays)
+from plugins.serving.serving_sim_base import (LazyNumpy, SimResult, check_workload, clock_origin, sim_result,
+                                              step_pricer, workload_arrays)
 
 
-class _Numpy:
-    """numpy, imported on first use (as in :mod:`plugins.serving.serving_sim_core`)."""
-
-    def __getattr__(self, name):
-        import numpy
-        globals()["np"] = numpy
-        return getattr(numpy, name)
-
-
-np = _Numpy()
+np = LazyNumpy(globals())     # numpy, imported on first use
 
 
 def default_policy(eng) -> bool:

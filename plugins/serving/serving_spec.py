@@ -30,6 +30,7 @@ import math
 
 from dsl.plugin import Param
 
+from plugins.serving.serving_sim_base import affine_contexts, affine_fit
 from plugins.serving.serving_step_core import lm_head_term, step_parts, step_time
 
 MODES = ("none", "draft", "mtp")
@@ -225,16 +226,12 @@ class SimSpec:
             return float(decode_time(c, c_draft, n, k, context, o))
         if top is None:
             return cls(k, E, direct)
-        top = max(int(top), 16)
-        xs = (0, top // 7, top // 3, (2 * top) // 3, top)
+        xs = affine_contexts(max(int(top), 16))
         memo: dict = {}
 
         def decode(n, context):
             ab = memo.get(n, False)
             if ab is False:
-                ys = [direct(n, x) for x in xs]
-                a, b = ys[0], (ys[-1] - ys[0]) / xs[-1]
-                ok = all(abs(a + b * x - y) <= 1e-11 * abs(y) for x, y in zip(xs, ys))
-                ab = memo[n] = (a, b) if ok else None
+                ab = memo[n] = affine_fit(xs, [direct(n, x) for x in xs])
             return ab[0] + ab[1] * context if ab is not None else direct(n, context)
         return cls(k, E, decode)
