@@ -1,5 +1,5 @@
 """How fast ``plan lsp`` answers while typing: the work behind diagnostics after a keystroke,
-and a hover, in CPU milliseconds against the targets of issue 41 (a benchmark, not a timed test).
+and a hover, in CPU milliseconds against the language server's targets (a benchmark, not a timed test).
 
 Run:  python benchmarks/bench_lsp.py [--file specs/cases/cpt-qwen3-8b-4090.plan] [--edits 10]
 

@@ -8,7 +8,7 @@ and the GPU count free, every other input nominal, lambdify + numpy + CSE), then
 on batches of random points (MFU uniform in [30 %, 50 %], whole GPU counts 32..128) in this
 one process (numpy ufuncs run on one core).  Prints the best and median evaluations per
 second per batch size; --figure draws them.  Recorded in benchmarks/RESULTS.md by hand
-(issue 12 target: at least 1e6 evaluations per second).
+(target: at least 1e6 evaluations per second).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 
 Run:  python benchmarks/serving_search_azure.py [--simulate 4] [--load 4] [--repeat 3] [--quick]
 
-Target (issue: serving on engine terms): a search over ≥ 1,000 serving configurations in
+Target: a search over ≥ 1,000 serving configurations in
 ≤ 10 s on one core.
 
 Method (plugins/serving/serving_search.py): every configuration is *screened* by a steady-state

@@ -2,7 +2,7 @@
 
 Run:  python benchmarks/serving_sim_azure.py [--repeat 5] [--reference] [--engine-step]
 
-Target (issue: serving on engine terms): the whole trace simulated in ≤ 2 s on one core.
+Target: the whole trace simulated in ≤ 2 s on one core.
 
 Method (plugins/serving/serving_sim.py :func:`simulate`).  A per-iteration loop would run ~400,000
 engine iterations in Python (``--reference`` times it).  The simulator is event driven instead:
