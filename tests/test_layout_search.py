@@ -452,3 +452,18 @@ def test_framework_defaults_search_to_their_plan_value(write_plan, knobs):
     res = search.run(ws, "p")
     assert res.columns["step"][0] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
     assert res.columns["memory"][0] == pytest.approx(qval(ws, "p.memory_per_gpu", "B"), rel=1e-9)
+
+
+def test_search_reads_the_gathered_inputs_torchtitan_keeps_as_eval_does(write_plan):
+    """runtime_memory with DTensor sequence parallelism (torchtitan keeps the TP-gathered inputs,
+    FP8 under Float8 TP, and the LM head's): the search's fit test sees the plan's own value —
+    a usable memory a hair above it fits in both, a hair below it fails in both."""
+    knobs = 'framework = "torchtitan"; matmul_precision = "fp8"; recompute = "full"'
+    text = FRAMEWORK % knobs
+    ws = dsl.load(write_plan(text))
+    rt = qval(ws, "p.runtime_memory", "GiB")
+    for scale, fits in ((1 + 1e-6, True), (1 - 1e-6, False)):
+        usable = f"use memory {{ usable = {rt * scale:.12g} GiB;"
+        w2 = dsl.load(write_plan(text.replace("use memory {", usable)))
+        assert w2.requirement("p", "fits_memory")["ok"] is fits
+        assert bool(search.run(w2, "p").columns["valid"][0]) is fits
