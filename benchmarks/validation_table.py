@@ -16,7 +16,8 @@ regime.  A row the tool cannot price is printed "—" with the reason and counte
 
 ``--write`` also writes ``bands.csv``: per device and regime of the test set, the number of priced
 runs and the band of measured / predicted step time that ``plugins/training/bands.py`` attaches
-to a plan's headline times (the quantiles are stated in specs/data/validation/README.md).
+to a plan's headline times, and the same of the peak memory over the runs that publish it, which
+it attaches to ``runtime_memory`` (the quantiles are stated in specs/data/validation/README.md).
 """
 from __future__ import annotations
 
@@ -255,7 +256,7 @@ def serving_bands(rows: list[dict], preds: dict) -> list[dict]:
         quantity = SERVING_METRICS[r["metric"]][2]
         if r["split"] == "test" and quantity is not None:
             groups.setdefault((r["catalog_device"], "serving", quantity, "any"), []).append(r)
-    return _band_rows(groups, preds, lambda r, v: float(r["measured"]) / v)
+    return [dict(b, quantity=b["precision"]) for b in _band_rows(groups, preds, lambda r, v: float(r["measured"]) / v, "")]
 
 
 def serving_markdown(rows: list[dict], preds: dict) -> list[str]:
@@ -332,29 +333,38 @@ def band_of(ratios: list[float]) -> tuple[str, float, float] | None:
     return "p10-p90", q[0], q[-1]
 
 
-BAND_COLUMNS = ["device", "arch", "precision", "nodes", "runs", "not_priced", "quantiles", "low", "median", "high",
-                "ratios"]
+BAND_COLUMNS = ["quantity", "device", "arch", "precision", "nodes", "runs", "not_priced", "quantiles", "low", "median",
+                "high", "ratios"]
 
 
 def bands(rows: list[dict], preds: dict) -> list[dict]:
-    """One row per (catalog device, arch, precision, nodes) of the test set; low/median/high are
-    measured / predicted step time (empty when the group has too few priced runs for a band)."""
+    """The training rows of bands.csv, one per (catalog device, arch, precision, nodes) of the test
+    set: quantity ``step_time`` (low/median/high: measured / predicted step time), then quantity
+    ``runtime_memory`` over the runs that publish their peak memory (measured / predicted memory
+    as the runtime reserves it); low/median/high are empty when a group has too few priced runs."""
     groups: dict = {}
+    memory: dict = {}
     for r in rows:
         if r["split"] == "test":
-            groups.setdefault((r["catalog_device"].split(":")[0],) + regime(r), []).append(r)
-    return _band_rows(groups, preds, time_ratio)
+            key = (r["catalog_device"].split(":")[0],) + regime(r)
+            groups.setdefault(key, []).append(r)
+            if r["measured_memory_gib"]:
+                memory.setdefault(key, []).append(r)
+    return (_band_rows(groups, preds, time_ratio, "step_time")
+            + _band_rows(memory, preds, lambda r, v: float(r["measured_memory_gib"]) / v, "runtime_memory",
+                         "memory_gib"))
 
 
-def _band_rows(groups: dict, preds: dict, ratio) -> list[dict]:
-    """One bands.csv row per group key (device, arch, precision, nodes): the priced runs' count
-    and the band of ``ratio(row, predicted)`` (measured / predicted time) over them."""
+def _band_rows(groups: dict, preds: dict, ratio, quantity: str, value: str = "value") -> list[dict]:
+    """One bands.csv row of ``quantity`` per group key (device, arch, precision, nodes): the priced
+    runs' count and the band of ``ratio(row, predicted)`` (measured / predicted) over them, the
+    prediction read from ``preds[id][value]``."""
     out = []
     for k in sorted(groups):
         rs = groups[k]
-        ratios = [ratio(r, preds[r["id"]]["value"]) for r in rs if preds[r["id"]]["value"] is not None]
+        ratios = [ratio(r, preds[r["id"]][value]) for r in rs if preds[r["id"]][value] is not None]
         b = band_of(ratios)
-        row = dict(zip(BAND_COLUMNS[:4], k), runs=len(ratios), not_priced=len(rs) - len(ratios),
+        row = dict(zip(BAND_COLUMNS[1:5], k), quantity=quantity, runs=len(ratios), not_priced=len(rs) - len(ratios),
                    quantiles="", low="", median="", high="", ratios="")
         if b is not None:
             # the group's own ratios, sorted, 4 digits: what `use bands { error = "sampled" }` resamples

@@ -191,3 +191,58 @@ def test_headline_rows_carry_the_band_inline(tmp_path):
     code, out, err = run_cli("report", str(f), "--plan", "h100x64", "--format", "md")
     assert code == 0, err
     assert f"({band} from {len(ratios)} validated h100_sxm runs" in out
+
+
+def _memory_ratios(device: str, fp8: bool, multi_node: bool) -> list[float]:
+    """Measured / predicted peak memory of the committed dense test-set rows of one device and
+    regime that publish it, read straight from the CSVs."""
+    with open(VALIDATION / "training-runs.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    with open(VALIDATION / "predictions.csv", newline="", encoding="utf-8") as f:
+        preds = {d["id"]: d["predicted_memory_gib"] for d in csv.DictReader(f)}
+    return [float(r["measured_memory_gib"]) / float(preds[r["id"]]) for r in rows
+            if r["split"] == "test" and r["catalog_device"].split(":")[0] == device and r["arch"] == "dense"
+            and r["precision"].upper().startswith("FP8") == fp8 and r["measured_memory_gib"] and preds[r["id"]]
+            and (int(r["gpus"]) > int(r["gpus_per_host"])) == multi_node]
+
+
+MEMORY = """import "@catalog/hardware.plan"
+import "@catalog/models.plan"
+workload w70 { tokens = 1e11 token; seq_len = 8192 token; global_batch = 512 seq }
+plan titan70 { model = llama31_70b; workload = w70; device = h100_500w
+  gpus = 256; gpus_per_host = 8; micro_batch = 16 seq
+  use memory { weights = "bf16"; grads = "fp32"; master = "fp32"; optimizer = "adam" }
+  use layout { tp = 8; zero = 3; sequence_parallel = true; recompute = "full"; efficiency = "roofline"
+               matmul_precision = "fp8"; link = nvlink4; nic = roce_400g; nics_per_host = 8
+               framework = "torchtitan" }
+}
+plan titan70_tight extends titan70 { micro_batch = 24 seq }
+plan sxm70 extends titan70 { device = h100_sxm }
+"""
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory):
+    f = tmp_path_factory.mktemp("mem") / "mem.plan"
+    f.write_text(MEMORY, encoding="utf-8")
+    return dsl.load(f)
+
+
+def test_runtime_memory_band_is_the_range_of_the_corpus_rows(mem):
+    ratios = _memory_ratios("h100_500w", True, True)
+    assert 3 <= len(ratios) < 10                      # min–max below 10 runs
+    p = mem["titan70"]
+    m = p.value("runtime_memory", "GiB")
+    assert p.value("runtime_memory_low", "GiB") / m == pytest.approx(min(ratios), rel=1e-3)   # 4 digits kept
+    assert p.value("runtime_memory_high", "GiB") / m == pytest.approx(max(ratios), rel=1e-3)
+    assert f"from {len(ratios)} validated h100_500w runs" in mem.nodes["titan70.runtime_memory_low"].doc
+    # no run on the catalog's h100_sxm publishes its memory: no band
+    assert not mem.has("sxm70.runtime_memory_low")
+
+
+def test_a_plan_that_fits_only_at_its_prediction_is_warned(mem):
+    warned = [w.summary for w in mem.warnings if w.code == "unvalidated" and "band's high end" in w.summary]
+    assert len(warned) == 1 and "'titan70_tight'" in warned[0]
+    p = mem["titan70_tight"]
+    assert p.value("runtime_memory", "GiB") <= p.value("usable_memory", "GiB") < p.value("runtime_memory_high", "GiB")
+    assert mem.requirement("titan70_tight", "fits_memory")["ok"]

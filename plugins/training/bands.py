@@ -12,6 +12,9 @@ step time over the corpus's test-set runs of that group.  The plugin defines
 * ``train_time_low`` / ``train_time_high`` likewise (steps × step time);
 * ``finish_time_low`` / ``finish_time_high`` = finish_time + (ratio − 1) × train_time: the
   training time's band, the other terms (reserved time, checkpoint and failure overhead) held;
+* ``runtime_memory_low`` / ``runtime_memory_high`` = runtime_memory × the band of measured /
+  predicted peak memory over the group's runs that publish it (``bands.csv`` rows of quantity
+  ``runtime_memory``), with a warning where the plan fits at its prediction but not at the high end;
 
 and the table "Prediction bands" (text, JSON and reports).  A plan on a device and regime with
 too few validated runs gets a warning instead, with how to calibrate (``use calibrate``); a
@@ -33,6 +36,7 @@ from pathlib import Path
 from dsl.plugin import FileRefused, Param, Table, TableSpec, UseSpec, hookimpl, read_text
 
 TIMES = ("step_time", "train_time", "finish_time")
+MEMORY = "runtime_memory"
 SERVING_TIMES = ("ttft_floor", "tpot", "ttft_mean", "tpot_mean")
 PRECISIONS = {"bf16": "16-bit", "fp16": "16-bit", "fp8": "FP8", "fp4": "FP4"}
 CALIBRATE_HINT = ("calibrate the device on your own measured runs with `use calibrate` "
@@ -71,16 +75,19 @@ def bands_path() -> Path:
 def _read(path: str) -> dict:
     p = Path(path)
     text = read_text(p, root=p.parent, what="prediction bands", remember=False)
-    out = {}
+    out: dict = {"time": {}, "memory": {}}
     for d in csv.DictReader(io.StringIO(text, newline="")):
-        out[(d["device"], d["arch"], d["precision"], d["nodes"])] = d
+        kind = "memory" if d.get("quantity") == MEMORY else "time"
+        out[kind][(d["device"], d["arch"], d["precision"], d["nodes"])] = d
     return out
 
 
-def load_bands() -> dict:
-    """{(device, arch, precision, nodes): row of bands.csv}; empty when the file cannot be read."""
+def load_bands(kind: str = "time") -> dict:
+    """{(device, arch, precision, nodes): row of bands.csv} of the times (``kind`` "time": the
+    training step's and the serving times) or of the runtime memory ("memory"); empty when the file
+    cannot be read."""
     try:
-        return _read(str(bands_path()))
+        return _read(str(bands_path()))[kind]
     except FileRefused:
         return {}
 
@@ -89,11 +96,13 @@ def regime_label(key: tuple) -> str:
     return " · ".join(key[1:])
 
 
-def lookup(device: str, moe: bool, precision: str, gpus: float | None, gpus_per_host: float | None):
-    """(group key, band row or None, count of validated runs in the group)."""
+def lookup(device: str, moe: bool, precision: str, gpus: float | None, gpus_per_host: float | None,
+           kind: str = "time"):
+    """(group key, band row or None, count of validated runs in the group) of the step time, or of
+    the runtime memory with ``kind`` = "memory"."""
     nodes = "1 node" if gpus is not None and gpus_per_host is not None and gpus <= gpus_per_host else "multi-node"
     key = (device, "moe" if moe else "dense", PRECISIONS.get(precision, "16-bit"), nodes)
-    row = load_bands().get(key)
+    row = load_bands(kind).get(key)
     if row is None:
         return key, None, 0
     return key, (row if row["low"] else None), int(row["runs"])
@@ -138,7 +147,9 @@ def plan_quantities_price(ctx):
     lay = ctx.block("layout")
     priced = lay.value("matmul_precision") if lay is not None else "bf16"    # the format the step prices
     precision = b.value("precision") if b is not None and b.given("precision") else priced
-    key, row, runs = lookup(device, moe, precision, _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host"))
+    gpus, gph = _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host")
+    _price_memory(ctx, device, moe, precision, gpus, gph)
+    key, row, runs = lookup(device, moe, precision, gpus, gph)
     sampled = b is not None and b.value("error") == "sampled"
     if row is None:
         if sampled:
@@ -176,6 +187,39 @@ def plan_quantities_price(ctx):
         ctx.define(f"finish_time_{side}", fin + train * (_ratio(r) - (1 if err is None else err)), "day",
                    f"finish time + ({r:.4g} − 1) × train time: the band's {side} end on the training time, "
                    f"reserved time and overhead held; {src}", references=REFERENCES)
+
+
+def _price_memory(ctx, device, moe, precision, gpus, gph):
+    """``runtime_memory_low`` / ``runtime_memory_high``: the runtime memory × the band of measured /
+    predicted peak memory (``torch.cuda.max_memory_reserved`` as the runs publish it) over the
+    corpus's test-set runs of the plan's device and regime that publish it; nothing where they are
+    too few.  Where the plan fits at its prediction but not at the band's high end, a warning
+    says so: runs of that regime measured up to that much more than their prediction."""
+    if not ctx.defined(MEMORY):
+        return
+    key, row, runs = lookup(device, moe, precision, gpus, gph, kind="memory")
+    if row is None:
+        return
+    how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max"
+    src = (f"{how} of measured / predicted peak memory (as the runtime reserves it), from {runs} validated "
+           f"{device} runs ({regime_label(key)})")
+    mem = ctx.q(MEMORY, "GiB")
+    hi = None
+    for side in ("low", "high"):
+        r = _ratio(float(row[side]))
+        q = ctx.define(f"{MEMORY}_{side}", mem * r, "GiB",
+                       f"runtime memory × {float(row[side]):.4g}: the band's {side} end, {src}", references=REFERENCES)
+        hi = q if side == "high" else hi
+    if not ctx.defined("usable_memory"):
+        return
+    usable, m, top = (ctx.nominal(x) for x in (ctx.q("usable_memory", "GiB"), mem, hi))   # bytes
+    if None not in (usable, m, top) and m <= usable < top:
+        usable, m, top = (float(x) / 2 ** 30 for x in (usable, m, top))
+        ctx.warn(f"plan '{ctx.name}' fits at its predicted runtime memory ({m:.4g} of {usable:.4g} GiB usable), "
+                 f"but not at its band's high end, {top:.4g} GiB: validated {device} runs of its "
+                 f"regime ({regime_label(key)}) reserved up to {float(row['high']):.3g} × their prediction",
+                 "leave that margin (fewer micro-batch tokens, more recomputation or sharding), or measure "
+                 "torch.cuda.max_memory_reserved on a short run of the layout", code="unvalidated")
 
 
 def run_ratios(row: dict) -> list[float]:
@@ -305,6 +349,14 @@ def _table(ev, plan):
     notes = (f"from {runs} validated {device} runs ({regime_label(key)}): {how} of measured / predicted step "
              f"time, {float(row['low']):.3g}–{float(row['high']):.3g} (median {float(row['median']):.3g})",
              "finish time: the training time's band, reserved time and overhead held")
+    if ev.has(f"{plan}.{MEMORY}_low"):
+        v, lo, hi = (ev.value(f"{plan}.{n}", "GiB") for n in (MEMORY, f"{MEMORY}_low", f"{MEMORY}_high"))
+        rows.append((MEMORY, "GiB", f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}", f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
+        _, mrow, mruns = lookup(device, moe, precision, ev.value(f"{plan}.gpus"), ev.value(f"{plan}.gpus_per_host"),
+                                kind="memory")
+        mhow = "10th–90th percentile" if mrow["quantiles"] == "p10-p90" else "min–max (fewer than 10 runs)"
+        notes += (f"runtime memory: from the {mruns} of them that publish their peak memory: {mhow} of measured / "
+                  f"predicted, {float(mrow['low']):.3g}–{float(mrow['high']):.3g} (median {float(mrow['median']):.3g})",)
     err = ev.nodes.get(f"{plan}.step_time_error")
     if err is not None and getattr(err, "sampler", None) is not None:
         notes += (f"error = \"sampled\": train and finish times are the prediction × step_time_error at its "
