@@ -218,6 +218,10 @@ plan titan70 { model = llama31_70b; workload = w70; device = h100_500w
 }
 plan titan70_tight extends titan70 { micro_batch = 24 seq }
 plan sxm70 extends titan70 { device = h100_sxm }
+plan mfu70 extends titan70 { mfu = 40 %
+  use layout { tp = 8; zero = 3; sequence_parallel = true; recompute = "full"; efficiency = "mfu"
+               matmul_precision = "fp8"; link = nvlink4; nic = roce_400g; nics_per_host = 8
+               framework = "torchtitan" } }
 """
 
 
@@ -246,3 +250,12 @@ def test_a_plan_that_fits_only_at_its_prediction_is_warned(mem):
     p = mem["titan70_tight"]
     assert p.value("runtime_memory", "GiB") <= p.value("usable_memory", "GiB") < p.value("runtime_memory_high", "GiB")
     assert mem.requirement("titan70_tight", "fits_memory")["ok"]
+
+
+def test_the_memory_band_does_not_depend_on_what_prices_the_step(mem):
+    # a stated mfu prices the step (no step-time band) but not the memory: the same runtime memory,
+    # the same band
+    p, q = mem["titan70"], mem["mfu70"]
+    assert q.value("runtime_memory", "GiB") == pytest.approx(p.value("runtime_memory", "GiB"), rel=1e-12)
+    assert q.value("runtime_memory_high", "GiB") == pytest.approx(p.value("runtime_memory_high", "GiB"), rel=1e-12)
+    assert not mem.has("mfu70.step_time_low")

@@ -77,7 +77,7 @@ def test_formula_activations_with_full_recompute_miss_at_48(ws):
     c = res.columns
     sel = (c["t"] == 1) & (c["p"] == 1) & (c["z"] == 3) & (c["r"] == 1) & (c["b"] == 1)
     assert not c["valid"][sel].any()
-    assert set(c["reason"][sel]) == {"memory per GPU exceeds the usable memory", 
+    assert set(c["reason"][sel]) == {"runtime memory per GPU exceeds the usable memory", 
                                      "sequence parallelism without tensor parallelism"}
 
 
@@ -87,7 +87,7 @@ def test_rejected_layouts_carry_their_reason(res48):
     assert not any(c["reason"][c["valid"]])
     # plain DP replicates 16 B/param: 131 GB per GPU
     i = int(np.nonzero((c["t"] == 1) & (c["p"] == 1) & (c["z"] == 0) & (c["sp"] == 0) & (c["b"] == 1))[0][0])
-    assert c["reason"][i] == "memory per GPU exceeds the usable memory"
+    assert c["reason"][i] == "runtime memory per GPU exceeds the usable memory"
     assert res48.row(i)["memory_gib"] == pytest.approx((16 * N + 10 * 2 ** 30) / 2 ** 30, abs=0.01)
     # tp·pp = 32 does not divide 48 GPUs
     i = int(np.nonzero((c["t"] == 8) & (c["p"] == 4))[0][0])

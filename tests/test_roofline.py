@@ -181,7 +181,7 @@ def test_mt_nlg_roofline_search_best_fits_the_device(mtnlg):
     # scores under the attention MT-NLG ran and no longer fits
     sel = ((c["t"] == 8) & (c["p"] == 7) & (c["r"] == 0) & (c["sp"] == 1) & (c["z"] == 1) & (c["b"] == 1)
            & (c["v"] == 1))
-    assert sel.sum() == 1 and c["reason"][sel][0] == "memory per GPU exceeds the usable memory"
+    assert sel.sum() == 1 and c["reason"][sel][0] == "runtime memory per GPU exceeds the usable memory"
     assert c["memory"][sel][0] > limit
 
 

@@ -46,6 +46,10 @@ CALIBRATE_HINT = ("calibrate the device on your own measured runs with `use cali
 REFERENCES = ("prediction bands: quantiles of measured / predicted step time over published training runs "
               "(specs/data/validation/training-runs.csv, test set)",)
 
+MEMORY_REFERENCES = ("prediction bands of the runtime memory: quantiles of measured / predicted peak memory "
+                     "(torch.cuda.max_memory_reserved as the runs publish it) over published training runs "
+                     "(specs/data/validation/training-runs.csv, test set)",)
+
 SPEC = UseSpec(
     "bands",
     "states the regime of a plan's prediction band (the band itself is attached to every training plan)",
@@ -137,8 +141,6 @@ def plan_quantities_price(ctx):
     if mode is None:
         _price_serving(ctx)
         return
-    if mode != "roofline":
-        return          # priced at the plan's stated mfu or throughput: its accuracy is that figure's, no band
     if not ctx.stated("device"):
         return
     device = ctx.ref("device").name
@@ -148,7 +150,9 @@ def plan_quantities_price(ctx):
     priced = lay.value("matmul_precision") if lay is not None else "bf16"    # the format the step prices
     precision = b.value("precision") if b is not None and b.given("precision") else priced
     gpus, gph = _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host")
-    _price_memory(ctx, device, moe, precision, gpus, gph)
+    _price_memory(ctx, device, moe, precision, gpus, gph)    # the memory is priced alike in every mode
+    if mode != "roofline":
+        return          # priced at the plan's stated mfu or throughput: its accuracy is that figure's, no band
     key, row, runs = lookup(device, moe, precision, gpus, gph)
     sampled = b is not None and b.value("error") == "sampled"
     if row is None:
@@ -202,13 +206,14 @@ def _price_memory(ctx, device, moe, precision, gpus, gph):
         return
     how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max"
     src = (f"{how} of measured / predicted peak memory (as the runtime reserves it), from {runs} validated "
-           f"{device} runs ({regime_label(key)})")
+           f"{device} runs that publish it ({regime_label(key)})")
     mem = ctx.q(MEMORY, "GiB")
     hi = None
     for side in ("low", "high"):
         r = _ratio(float(row[side]))
         q = ctx.define(f"{MEMORY}_{side}", mem * r, "GiB",
-                       f"runtime memory × {float(row[side]):.4g}: the band's {side} end, {src}", references=REFERENCES)
+                       f"runtime memory × {float(row[side]):.4g}: the band's {side} end, {src}",
+                       references=MEMORY_REFERENCES)
         hi = q if side == "high" else hi
     if not ctx.defined("usable_memory"):
         return
@@ -322,7 +327,8 @@ def _serving_table(ev, plan, serving):
 
 
 def _table(ev, plan):
-    if not ev.has(f"{plan}.step_time_low"):
+    timed, memory = ev.has(f"{plan}.step_time_low"), ev.has(f"{plan}.{MEMORY}_low")
+    if not (timed or memory):
         serving = [q for q in SERVING_TIMES if ev.has(f"{plan}.{q}") and not ev.has(f"{plan}.step_time")]
         return _serving_table(ev, plan, serving) if serving else None
     try:
@@ -332,31 +338,33 @@ def _table(ev, plan):
         precision = (ev.python_value(f"{plan}.bands.precision") if ev.has(f"{plan}.bands.precision")
                      else ev.python_value(f"{plan}.layout.matmul_precision") if ev.has(f"{plan}.layout.matmul_precision")
                      else "bf16")
-        key, row, runs = lookup(device, moe, precision, ev.value(f"{plan}.gpus"), ev.value(f"{plan}.gpus_per_host"))
+        where = (device, moe, precision, ev.value(f"{plan}.gpus"), ev.value(f"{plan}.gpus_per_host"))
+        key, row, runs = lookup(*where)
+        _, mrow, mruns = lookup(*where, kind="memory")
     except (AttributeError, KeyError, ValueError):
         return None
-    if row is None:
+    if (row is None or not timed) and (mrow is None or not memory):
         return None
-    rows = []
-    for q in TIMES:
-        if not ev.has(f"{plan}.{q}_low"):
-            continue
-        unit = ev.nodes[f"{plan}.{q}"].unit
-        v, lo, hi = (ev.value(f"{plan}.{n}", unit) for n in (q, f"{q}_low", f"{q}_high"))
-        rows.append((q, unit, f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}",
-                     f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
-    how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max (fewer than 10 runs)"
-    notes = (f"from {runs} validated {device} runs ({regime_label(key)}): {how} of measured / predicted step "
-             f"time, {float(row['low']):.3g}–{float(row['high']):.3g} (median {float(row['median']):.3g})",
-             "finish time: the training time's band, reserved time and overhead held")
-    if ev.has(f"{plan}.{MEMORY}_low"):
+    rows, notes = [], ()
+    if row is not None and timed:
+        for q in TIMES:
+            if not ev.has(f"{plan}.{q}_low"):
+                continue
+            unit = ev.nodes[f"{plan}.{q}"].unit
+            v, lo, hi = (ev.value(f"{plan}.{n}", unit) for n in (q, f"{q}_low", f"{q}_high"))
+            rows.append((q, unit, f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}",
+                         f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
+        how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max (fewer than 10 runs)"
+        notes = (f"from {runs} validated {device} runs ({regime_label(key)}): {how} of measured / predicted step "
+                 f"time, {float(row['low']):.3g}–{float(row['high']):.3g} (median {float(row['median']):.3g})",
+                 "finish time: the training time's band, reserved time and overhead held")
+    if mrow is not None and memory:
         v, lo, hi = (ev.value(f"{plan}.{n}", "GiB") for n in (MEMORY, f"{MEMORY}_low", f"{MEMORY}_high"))
         rows.append((MEMORY, "GiB", f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}", f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
-        _, mrow, mruns = lookup(device, moe, precision, ev.value(f"{plan}.gpus"), ev.value(f"{plan}.gpus_per_host"),
-                                kind="memory")
         mhow = "10th–90th percentile" if mrow["quantiles"] == "p10-p90" else "min–max (fewer than 10 runs)"
-        notes += (f"runtime memory: from the {mruns} of them that publish their peak memory: {mhow} of measured / "
-                  f"predicted, {float(mrow['low']):.3g}–{float(mrow['high']):.3g} (median {float(mrow['median']):.3g})",)
+        notes += (f"runtime memory: from the {mruns} validated {device} runs ({regime_label(key)}) that publish their "
+                  f"peak memory: {mhow} of measured / predicted, {float(mrow['low']):.3g}–{float(mrow['high']):.3g} "
+                  f"(median {float(mrow['median']):.3g})",)
     err = ev.nodes.get(f"{plan}.step_time_error")
     if err is not None and getattr(err, "sampler", None) is not None:
         notes += (f"error = \"sampled\": train and finish times are the prediction × step_time_error at its "
@@ -368,5 +376,5 @@ def _table(ev, plan):
 @hookimpl
 def plan_tables_register():
     return [TableSpec("bands", "Prediction bands", _table,
-                      "the band of each headline time from validated runs of the plan's device and regime",
-                      references=REFERENCES)]
+                      "the band of each headline time, and of the runtime memory, from validated runs of the "
+                      "plan's device and regime", references=REFERENCES)]

@@ -537,7 +537,8 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
                         references=RUNTIME_REFS[1:3])
         # one layer of one micro-batch, as without recomputation, less what the mode keeps
         ctx.define("recompute_memory", r["activation_redo"], "GiB", "the layer a recomputing backward "
-                   "re-materialises beside the checkpoints (in runtime_memory)", references=RUNTIME_REFS[4:])
+                   "re-materialises beside the checkpoints (in runtime_memory), with the TP-gathered inputs "
+                   "where the framework's sequence parallelism keeps them (torchtitan)", references=RUNTIME_REFS[4:])
     allocated = ctx.q("persistent_memory", "B") + act_rt + gathered + ws
     reserve = ctx.define("allocator_memory", allocated * K["reserve"], "GiB",
                          "what the caching allocator reserves beyond the allocated peak (allocator_reserve × "

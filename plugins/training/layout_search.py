@@ -37,7 +37,7 @@ KNOB_NAMES = {"t": "tp", "p": "pp", "d": "dp", "c": "cp", "e": "ep", "b": "micro
               "z": "zero", "r": "recompute", "sp": "sequence_parallel", "off": "offload"}
 OFFLOAD = ("none", "optimizer")
 GRID_ORDER = ("t", "p", "c", "e", "v", "b", "z", "r", "sp", "off")
-MEMORY_REASON = "memory per GPU exceeds the usable memory"   # usable: capped at the device memory
+MEMORY_REASON = "runtime memory per GPU exceeds the usable memory"   # usable: capped at the device memory
 
 
 def _chunks_of(*a):
