@@ -256,7 +256,7 @@ def serving_bands(rows: list[dict], preds: dict) -> list[dict]:
         quantity = SERVING_METRICS[r["metric"]][2]
         if r["split"] == "test" and quantity is not None:
             groups.setdefault((r["catalog_device"], "serving", quantity, "any"), []).append(r)
-    return [dict(b, quantity=b["precision"]) for b in _band_rows(groups, preds, lambda r, v: float(r["measured"]) / v, "")]
+    return _band_rows(groups, preds, lambda r, v: float(r["measured"]) / v, None)
 
 
 def serving_markdown(rows: list[dict], preds: dict) -> list[str]:
@@ -355,17 +355,18 @@ def bands(rows: list[dict], preds: dict) -> list[dict]:
                          "memory_gib"))
 
 
-def _band_rows(groups: dict, preds: dict, ratio, quantity: str, value: str = "value") -> list[dict]:
+def _band_rows(groups: dict, preds: dict, ratio, quantity: str | None, value: str = "value") -> list[dict]:
     """One bands.csv row of ``quantity`` per group key (device, arch, precision, nodes): the priced
     runs' count and the band of ``ratio(row, predicted)`` (measured / predicted) over them, the
-    prediction read from ``preds[id][value]``."""
+    prediction read from ``preds[id][value]``; ``quantity`` None: the key's precision column (the
+    serving rows name their time there)."""
     out = []
     for k in sorted(groups):
         rs = groups[k]
         ratios = [ratio(r, preds[r["id"]][value]) for r in rs if preds[r["id"]][value] is not None]
         b = band_of(ratios)
-        row = dict(zip(BAND_COLUMNS[1:5], k), quantity=quantity, runs=len(ratios), not_priced=len(rs) - len(ratios),
-                   quantiles="", low="", median="", high="", ratios="")
+        row = dict(zip(BAND_COLUMNS[1:5], k), quantity=k[2] if quantity is None else quantity, runs=len(ratios),
+                   not_priced=len(rs) - len(ratios), quantiles="", low="", median="", high="", ratios="")
         if b is not None:
             # the group's own ratios, sorted, 4 digits: what `use bands { error = "sampled" }` resamples
             row.update(quantiles=b[0], low=f"{b[1]:.4g}", median=f"{statistics.median(ratios):.4g}", high=f"{b[2]:.4g}",

@@ -96,6 +96,13 @@ def load_bands(kind: str = "time") -> dict:
         return {}
 
 
+def quantiles_text(row: dict, table: bool = False) -> str:
+    """What a band row's ends are: its 10th–90th percentile, or min–max (in a table, with why)."""
+    if row["quantiles"] == "p10-p90":
+        return "10th–90th percentile"
+    return "min–max (fewer than 10 runs)" if table else "min–max"
+
+
 def regime_label(key: tuple) -> str:
     return " · ".join(key[1:])
 
@@ -170,7 +177,7 @@ def plan_quantities_price(ctx):
                  f"on device '{device}' {where}", CALIBRATE_HINT, code="unvalidated")
         return
     lo, hi = float(row["low"]), float(row["high"])
-    how = ("10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max")
+    how = quantiles_text(row)
     src = f"{how} of measured / predicted step time, from {runs} validated {device} runs ({regime_label(key)})"
     step = ctx.q("step_time", "s")
     for side, r in (("low", lo), ("high", hi)):
@@ -204,22 +211,22 @@ def _price_memory(ctx, device, moe, precision, gpus, gph):
     key, row, runs = lookup(device, moe, precision, gpus, gph, kind="memory")
     if row is None:
         return
-    how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max"
+    how = quantiles_text(row)
     src = (f"{how} of measured / predicted peak memory (as the runtime reserves it), from {runs} validated "
            f"{device} runs that publish it ({regime_label(key)})")
     mem = ctx.q(MEMORY, "GiB")
-    hi = None
     for side in ("low", "high"):
-        r = _ratio(float(row[side]))
-        q = ctx.define(f"{MEMORY}_{side}", mem * r, "GiB",
-                       f"runtime memory × {float(row[side]):.4g}: the band's {side} end, {src}",
-                       references=MEMORY_REFERENCES)
-        hi = q if side == "high" else hi
+        ctx.define(f"{MEMORY}_{side}", mem * _ratio(float(row[side])), "GiB",
+                   f"runtime memory × {float(row[side]):.4g}: the band's {side} end, {src}",
+                   references=MEMORY_REFERENCES)
     if not ctx.defined("usable_memory"):
         return
-    usable, m, top = (ctx.nominal(x) for x in (ctx.q("usable_memory", "GiB"), mem, hi))   # bytes
-    if None not in (usable, m, top) and m <= usable < top:
-        usable, m, top = (float(x) / 2 ** 30 for x in (usable, m, top))
+    usable, m = (ctx.nominal(x) for x in (ctx.q("usable_memory", "GiB"), mem))   # bytes
+    if usable is None or m is None:
+        return
+    usable, m = float(usable) / 2 ** 30, float(m) / 2 ** 30
+    top = m * float(row["high"])
+    if m <= usable < top:
         ctx.warn(f"plan '{ctx.name}' fits at its predicted runtime memory ({m:.4g} of {usable:.4g} GiB usable), "
                  f"but not at its band's high end, {top:.4g} GiB: validated {device} runs of its "
                  f"regime ({regime_label(key)}) reserved up to {float(row['high']):.3g} × their prediction",
@@ -282,7 +289,7 @@ def _price_serving(ctx):
         if row is None:
             missing.append(q)
             continue
-        how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max"
+        how = quantiles_text(row)
         src = f"{how} of measured / predicted {q}, from {runs} validated {device} serving runs"
         t = ctx.q(q, "s")
         for side in ("low", "high"):
@@ -354,14 +361,14 @@ def _table(ev, plan):
             v, lo, hi = (ev.value(f"{plan}.{n}", unit) for n in (q, f"{q}_low", f"{q}_high"))
             rows.append((q, unit, f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}",
                          f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
-        how = "10th–90th percentile" if row["quantiles"] == "p10-p90" else "min–max (fewer than 10 runs)"
+        how = quantiles_text(row, table=True)
         notes = (f"from {runs} validated {device} runs ({regime_label(key)}): {how} of measured / predicted step "
                  f"time, {float(row['low']):.3g}–{float(row['high']):.3g} (median {float(row['median']):.3g})",
                  "finish time: the training time's band, reserved time and overhead held")
     if mrow is not None and memory:
         v, lo, hi = (ev.value(f"{plan}.{n}", "GiB") for n in (MEMORY, f"{MEMORY}_low", f"{MEMORY}_high"))
         rows.append((MEMORY, "GiB", f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}", f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
-        mhow = "10th–90th percentile" if mrow["quantiles"] == "p10-p90" else "min–max (fewer than 10 runs)"
+        mhow = quantiles_text(mrow, table=True)
         notes += (f"runtime memory: from the {mruns} validated {device} runs ({regime_label(key)}) that publish their "
                   f"peak memory: {mhow} of measured / predicted, {float(mrow['low']):.3g}–{float(mrow['high']):.3g} "
                   f"(median {float(mrow['median']):.3g})",)
