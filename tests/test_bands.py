@@ -216,7 +216,8 @@ plan titan70 { model = llama31_70b; workload = w70; device = h100_500w
                matmul_precision = "fp8"; link = nvlink4; nic = roce_400g; nics_per_host = 8
                framework = "torchtitan" }
 }
-plan titan70_tight extends titan70 { micro_batch = 24 seq }
+workload w70_tight { tokens = 1e11 token; seq_len = 8192 token; global_batch = 640 seq }
+plan titan70_tight extends titan70 { workload = w70_tight; micro_batch = 20 seq }
 plan sxm70 extends titan70 { device = h100_sxm }
 plan mfu70 extends titan70 { mfu = 40 %
   use layout { tp = 8; zero = 3; sequence_parallel = true; recompute = "full"; efficiency = "mfu"

@@ -197,12 +197,59 @@ def test_dtensor_sp_keeps_the_gathered_inputs_of_the_recomputed_layer_and_the_he
     # Replicate) and the LM head's (ColwiseParallel(input_layouts=Shard(1))); autograd keeps the
     # gathered copies.  Megatron keeps the shards (T·h·2/8 each).  BF16, T = 2 × 8192:
     # re-materialised layer 2·T·h·(2 − 2/8) = 3.5·T·h, head input T·h·2 → 5.5·T·h more at the peak
+    # (and the vocabulary-parallel loss's 4 B more per logit: test_dtensor_loss_parallel_...)
     d = qval(sp8, "titan.runtime_memory") - qval(sp8, "mega.runtime_memory")
-    assert d == pytest.approx(5.5 * T * H, rel=1e-12)
+    assert d == pytest.approx(5.5 * T * H + 4 * T * V / 8, rel=1e-12)
     # Float8 TP casts before the gather: the kept copies are 1 B (2·T·h·(1 − 2/8) = 1.5·T·h); the
     # head stays BF16 (torchtitan converts every linear but `output`): 2·T·h → 3.5·T·h
     d8 = qval(sp8, "titan8.runtime_memory") - qval(sp8, "mega8.runtime_memory")
-    assert d8 == pytest.approx(3.5 * T * H, rel=1e-12)
+    assert d8 == pytest.approx(3.5 * T * H + 4 * T * V / 8, rel=1e-12)
+
+
+def test_dtensor_loss_parallel_holds_eighteen_bytes_per_logit(sp8):
+    # DTensor's loss_parallel (torchtitan at TP > 1) fuses the nll-loss and log-softmax backward as
+    # (grad_input + exp(x)) * grad_output from a zero-filled FP32 grad_input: saved output, zeros,
+    # their sum with exp(x) and the product, 4 × 4 B, + the cached 16-bit logits 2 B = 18 B per logit
+    # over T·V/8 logits, + the head's gathered BF16 input T·h·2; Megatron's unfused count is 14 B
+    assert qval(sp8, "titan.loss_memory") == pytest.approx(18 * T * V / 8 + 2 * T * H, rel=1e-12)
+    assert qval(sp8, "mega.loss_memory") == pytest.approx(14 * T * V / 8, rel=1e-12)
+    assert 18 * T * V // 8 == 4_728_029_184
+
+
+def _pp_plans(loss):
+    """The 8B on 16 GPUs, pp = 2 → dp = 8, 1F1B, global batch 64 → m = 64 / (8·2) = 4 micro-batches
+    of 2 × 8192 tokens, op-level checkpointing; as torch.distributed.pipelining (torchtitan) and as
+    Megatron-LM run it."""
+    lay = f'pp = 2; schedule = "1f1b"; recompute = "op"; loss = "{loss}"'
+    return evaluate_snippet(_plan("mega", gpus=16, gb=64, layout=f'{lay}; framework = "megatron"', extra=f"""
+        plan titan extends mega {{ use layout {{ zero = 3; efficiency = "roofline"; link = nvlink4; nic = roce_400g
+                                                {lay}; framework = "torchtitan" }} }}"""))
+
+
+def test_torch_pipelining_keeps_receive_buffers_and_outputs_on_the_first_rank():
+    # a stage boundary carries T·h·2 = 16,384 × 4096 × 2 = 134,217,728 B (no SP at tp = 1); the first
+    # rank holds a gradient-receive buffer per micro-batch (m = 4) and the outputs of its forwards in
+    # flight (min(p, m) = 2): 6 × 134,217,728 B.  With a fused loss the last rank keeps no logits and
+    # the first rank's peak (2 micro-batches × 16 layers of op-level checkpoints) is the step's, so
+    # the runtime grows by exactly that; Megatron allocates each receive and frees sent outputs
+    ws = _pp_plans("fused")
+    Bio = T * H * 2
+    assert Bio == 134_217_728
+    assert qval(ws, "titan.pipeline_memory") == pytest.approx(6 * Bio, rel=1e-12)
+    assert not ws.has("mega.pipeline_memory")
+    d = qval(ws, "titan.runtime_memory") - qval(ws, "mega.runtime_memory")
+    assert d == pytest.approx(6 * Bio, rel=1e-12)
+
+
+def test_torch_pipelining_last_rank_keeps_every_micro_batchs_logits():
+    # with the FP32 loss the last rank's peak (one micro-batch's 16 layers, the loss's 14 B per logit)
+    # is the step's in both; torch.distributed.pipelining adds there the m − 1 = 3 receive buffers
+    # beyond the in-flight input, 3 × 134,217,728 B, and the 3 earlier micro-batches' 16-bit logits
+    # it keeps until the step returns them, 3 × 16,384 × 128,256 × 2 = 12,608,077,824 B
+    ws = _pp_plans("fp32")
+    d = qval(ws, "titan.runtime_memory") - qval(ws, "mega.runtime_memory")
+    assert 3 * T * V * 2 == 12_608_077_824
+    assert d == pytest.approx(3 * T * H * 2 + 12_608_077_824, rel=1e-12)
 
 
 def test_dtensor_sp_without_recomputation_keeps_them_in_every_layer(sp8):

@@ -182,7 +182,8 @@ STEP_PROVIDES = ("hosts", "tokens_per_step", "flops_per_token", "flops_per_step"
                  # the runtime's memory; with `offload = "optimizer"` (ZeRO-Offload); achieved utilisation
                  # (and with efficiency = "roofline" the optimizer step on the GPU); with matmul_precision =
                  # "fp8" or "fp4": the casts and the low-precision weight copy
-                 "loss_memory", "recompute_memory", "gathered_memory", "workspace_memory", "allocator_memory",
+                 "loss_memory", "recompute_memory", "gathered_memory", "workspace_memory", "pipeline_memory",
+                 "allocator_memory",
                  "runtime_memory", "runtime_margin", "optimizer_offload_time", "optimizer_host_traffic",
                  "optimizer_cpu_time", "host_memory_per_gpu", "mfu_achieved", "compute_mfu", "optimizer_time",
                  "cast_time", "matmul_copy_per_gpu", "scaling_state_per_gpu")
@@ -197,6 +198,7 @@ STEP_PROVIDES_WHEN = (
     ("tp_comm", "tp > 1"), ("cp_comm", "cp > 1"), ("ep_comm", "ep > 1"),
     ("loss_memory", "`use memory`, lm_head = true and activations from the formulas (not a declared transient)"),
     ("gathered_memory", "`use memory` and activations from the formulas (a declared transient holds it)"),
+    ("pipeline_memory", 'pp > 1 with framework = "torchtitan" (torch.distributed.pipelining), `use memory`'),
     ("workspace_memory", "`use memory` and activations from the formulas (a declared transient holds it)"),
 )
 
@@ -395,7 +397,7 @@ def symbolic_constants(ctx, kn: Knobs, link, nic):
          "logits": int(bool(kn.value("lm_head"))), "loss": sp.Integer(lm.LOSS_BYTES[kn.value("loss")]),
          "cublas_ws": kn.q("cublas_workspace"), "reserve": kn.q("allocator_reserve"),
          "raf": int(bool(kn.value("reshard_after_forward"))),
-         **lm.sp_gather_constants(kn.value("framework"), kn.value("matmul_precision")),
+         **lm.framework_memory_constants(kn.value("framework"), kn.value("matmul_precision"), kn.value("loss")),
          # routed experts' training FLOPs per token (the shared experts run on every rank)
          "exp_tok": (model.q("expert_flops_per_token", "FLOP/token") * mo["k"] / (mo["k"] + mo["ks"])
                      if mo["moe"] else sp.Integer(0)),
@@ -495,15 +497,6 @@ def _memory_only(ctx):
     _memory_total(ctx, persistent, ctx.q("transient_memory", "B"), "declared transient budget")
 
 
-RUNTIME_REFS = (
-    "PyTorch documentation, 'CUDA semantics: memory management' (the caching allocator; "
-    "torch.cuda.max_memory_reserved counts what it reserves, the CUDA context lies outside it)",
-    "cuBLAS documentation, cublasSetWorkspace() (recommended workspace 32 MiB on Hopper, 4 MiB before)",
-    "Dao 2023, 'FlashAttention-2' (backward: FP32 dQ accumulator, scores recomputed, none stored)",
-    "Zhao et al. 2023, 'PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel' (unsharded "
-    "parameters of the unit computed and the one prefetched; reshard after forward)",
-    "Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models' (activations per layer)")
-
 
 def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
     """The runtime's terms beside the model's states (quantities), and their sum: what the
@@ -512,17 +505,21 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
         act_rt, loss = act, sp.Integer(0)
     elif pipe_peak is not None:   # the larger of the event engine's stage peak (with the re-materialised
         # layer) and the last stage's one micro-batch with the loss's buffers (the closed form's)
-        loss, act_rt = r["loss_runtime"], sp.Max(act + r["activation_redo"], r["activation_runtime"])
+        loss, act_rt = r["loss_runtime"], sp.Max(act + r["activation_redo"] + r["pipeline_buffers"],
+                                                  r["activation_runtime"])
     else:
         loss, act_rt = r["loss_runtime"], r["activation_runtime"]
     if K["logits"] and mode != "transient":
         ctx.define("loss_memory", loss, "GiB",
                    "the LM head's logits as the loss holds them at its backward (loss = \"fp32\": 16-bit logits "
                    "cached, FP32 log-softmax output, its gradient and the input gradient, 14 B per logit; "
-                   "fused: none), in place of the one FP32 copy activation_memory counts; with the head's "
-                   "input gathered over TP where the framework's sequence parallelism keeps it (torchtitan)",
+                   "18 B under DTensor's vocabulary-parallel loss at TP > 1 (torchtitan); fused: none), in "
+                   "place of the one FP32 copy activation_memory counts; with the head's input gathered over TP "
+                   "where the framework's sequence parallelism keeps it (torchtitan)",
                    references=("PyTorch, torch.nn.functional.cross_entropy (log_softmax + nll_loss; the "
                                "log-softmax output is saved for backward)",
+                               "PyTorch, torch/distributed/tensor/parallel/loss.py (loss_parallel: "
+                               "_nll_loss_and_log_softmax_backward)",
                                "Wijmans et al. 2024, 'Cut Your Losses in Large-Vocabulary Language Models' "
                                "(the logits' memory and a loss that never materialises them)"))
     if mode == "transient":   # a declared transient budget already holds the gathered parameters, the workspace
@@ -531,24 +528,30 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
         gathered = ctx.define("gathered_memory", r["gathered"], "GiB",
                               "unsharded parameters and gradients ZeRO-3/FSDP holds beside the shards (the "
                               "unit computed and the one prefetched; all of them without reshard_after_forward; "
-                              "a pipeline stage's for the whole step)", references=RUNTIME_REFS[3:4])
+                              "a pipeline stage's for the whole step)", references=lm.RUNTIME_REFS[3:4])
         ws = ctx.define("workspace_memory", r["workspace"], "GiB",
                         "cuBLAS workspace and fused attention's backward FP32 dQ accumulator of one layer",
-                        references=RUNTIME_REFS[1:3])
+                        references=lm.RUNTIME_REFS[1:3])
         # one layer of one micro-batch, as without recomputation, less what the mode keeps
+        if r["pipeline_buffers"] != 0:   # torch.distributed.pipelining's, pp > 1 (plugins.training.layout_memory)
+            ctx.define("pipeline_memory", r["pipeline_buffers"], "GiB", "what torch.distributed.pipelining holds "
+                       "on the first pipeline rank beyond the layers' checkpoints (in runtime_memory): a gradient-"
+                       "receive buffer per micro-batch and chunk, and each in-flight forward's output (the last "
+                       "rank's receive buffers and earlier micro-batches' logits count in its own peak)",
+                       references=lm.RUNTIME_REFS[5:])
         ctx.define("recompute_memory", r["activation_redo"], "GiB", "the layer a recomputing backward "
                    "re-materialises beside the checkpoints (in runtime_memory), with the TP-gathered inputs "
-                   "where the framework's sequence parallelism keeps them (torchtitan)", references=RUNTIME_REFS[4:])
+                   "where the framework's sequence parallelism keeps them (torchtitan)", references=lm.RUNTIME_REFS[4:5])
     allocated = ctx.q("persistent_memory", "B") + act_rt + gathered + ws
     reserve = ctx.define("allocator_memory", allocated * K["reserve"], "GiB",
                          "what the caching allocator reserves beyond the allocated peak (allocator_reserve × "
-                         "allocated; fragmentation)", references=RUNTIME_REFS[:1])
+                         "allocated; fragmentation)", references=lm.RUNTIME_REFS[:1])
     return ctx.define("runtime_memory", allocated + reserve, "GiB",
                       "what the runtime reserves per GPU at the peak (torch.cuda.max_memory_reserved): persistent "
                       "state + activations with the loss's logits as the framework holds them and the one layer "
                       "a recomputing backward re-materialises + gathered parameters + workspaces + allocator "
                       "reserve; fits_memory compares it with usable_memory",
-                      headline=mode != "transient", rank=3.1, references=RUNTIME_REFS[:4])
+                      headline=mode != "transient", rank=3.1, references=lm.RUNTIME_REFS[:4])
 
 
 def _memory_total(ctx, persistent, activation, how, runtime=None):

@@ -4,6 +4,19 @@ module so each stays readable.  Sources in each function's docstring."""
 from __future__ import annotations
 
 
+#: the sources of runtime_memory and its terms (plugins.training.layout quotes them by position)
+RUNTIME_REFS = (
+    "PyTorch documentation, 'CUDA semantics: memory management' (the caching allocator; "
+    "torch.cuda.max_memory_reserved counts what it reserves, the CUDA context lies outside it)",
+    "cuBLAS documentation, cublasSetWorkspace() (recommended workspace 32 MiB on Hopper, 4 MiB before)",
+    "Dao 2023, 'FlashAttention-2' (backward: FP32 dQ accumulator, scores recomputed, none stored)",
+    "Zhao et al. 2023, 'PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel' (unsharded "
+    "parameters of the unit computed and the one prefetched; reshard after forward)",
+    "Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models' (activations per layer)",
+    "PyTorch, torch/distributed/pipelining/stage.py (PipelineStage: receive buffers for every micro-batch, "
+    "fwd_cache, output_chunks)")
+
+
 def activation_per_layer(K, X, o):
     """Activation bytes one transformer layer keeps from forward to backward for one
     micro-batch on one GPU.
@@ -68,14 +81,38 @@ def activation_per_layer(K, X, o):
 FRAMEWORK_SP_GATHER = frozenset({"torchtitan"})
 
 
-def sp_gather_constants(framework: str, matmul_precision: str) -> dict:
-    """The ``K`` constants of DTensor sequence parallelism for a plan's ``framework`` and
-    ``matmul_precision``: ``sp_gather`` 1 where the framework keeps gathered inputs
-    (:data:`FRAMEWORK_SP_GATHER`), and ``sp_gather_fp8`` 1 where its FP8 products gather the
-    input already cast to FP8 (torchao's ``PrepareFloat8ModuleInput`` / ``Float8ColwiseParallel``,
-    which torchtitan's ``apply_tp`` uses with Float8 linears), so the kept copy is 1 byte per element."""
+#: bytes per logit DTensor's vocabulary-parallel cross-entropy holds beyond :data:`LOSS_BYTES` ``fp32``
+#: when TP > 1 (``torch.distributed.tensor.parallel.loss_parallel``, which torchtitan enables with TP):
+#: its fused nll-loss and log-softmax backward (``_nll_loss_and_log_softmax_backward`` in
+#: torch/distributed/tensor/parallel/loss.py) computes ``(grad_input + exp(x)) * grad_output`` from
+#: a zero-filled FP32 ``grad_input``, so the saved log-softmax output, the zeros, their sum with
+#: exp(x) (with exp(x) before it, or the product after it) and the result are four FP32 tensors
+#: live at once — 4 · 4 B, where the unfused kernel's backward holds three (output, incoming
+#: gradient, input gradient)
+LOSS_PARALLEL_EXTRA = 4
+
+
+def framework_memory_constants(framework: str, matmul_precision: str, loss: str = "fp32") -> dict:
+    """The ``K`` constants of a framework's runtime memory for a plan's ``framework``,
+    ``matmul_precision`` and ``loss``:
+
+    * ``sp_gather`` 1 where the framework's sequence parallelism is DTensor's and keeps gathered
+      inputs (:data:`FRAMEWORK_SP_GATHER`), and ``sp_gather_fp8`` 1 where its FP8 products gather
+      the input already cast to FP8 (torchao's ``PrepareFloat8ModuleInput`` /
+      ``Float8ColwiseParallel``, which torchtitan's ``apply_tp`` uses with Float8 linears), so the
+      kept copy is 1 byte per element;
+    * ``pp_buffers`` 1 where the framework pipelines with ``torch.distributed.pipelining``
+      (torchtitan), whose stages keep receive buffers and outputs across the step
+      (:func:`pipeline_buffer_bytes`);
+    * ``loss_parallel`` the bytes per logit DTensor's vocabulary-parallel cross-entropy holds
+      beyond the unfused loss's (:data:`LOSS_PARALLEL_EXTRA`, where TP > 1: :func:`loss_bytes`)
+      for the same frameworks with ``loss = "fp32"`` (torchtitan enables ``loss_parallel`` with TP
+      unless ``training.disable_loss_parallel``: torchtitan train.py and
+      parallelisms/parallelize_llama.py ``apply_tp`` @ 9dec370); 0 otherwise."""
     on = framework in FRAMEWORK_SP_GATHER
-    return {"sp_gather": int(on), "sp_gather_fp8": int(on and matmul_precision == "fp8")}
+    return {"sp_gather": int(on), "sp_gather_fp8": int(on and matmul_precision == "fp8"),
+            "loss_parallel": LOSS_PARALLEL_EXTRA if on and loss == "fp32" else 0,
+            "pp_buffers": int(on)}
 
 
 def sp_gather_bytes(K, e):
@@ -95,6 +132,43 @@ def head_input_bytes(K, X, o):
     return o.where((X["sp"] == 1) & (X["t"] > 1), on * T * K["h"] * K["act_bytes"], 0 * T)
 
 
+def pipeline_buffer_bytes(K, X, o, m, chunks_in_flight):
+    """What ``torch.distributed.pipelining`` (torchtitan's pipeline) holds on a rank beyond the
+    layers' checkpoints, per GPU (bytes), as ``(first, last)``: the first rank's and the last
+    rank's, 0 unless ``K["pp_buffers"]`` and p > 1.
+
+    A stage boundary carries one tensor per micro-batch, B = b·s/c·h·e (÷ t with sequence
+    parallelism, which keeps the hidden state sharded between blocks).  ``PipelineStage``
+    allocates, once per step configuration, a gradient-receive buffer for every micro-batch of
+    every stage but the last and an activation-receive buffer for every micro-batch of every
+    stage but the first (``_prepare_backward_infra`` / ``_prepare_forward_infra``, torch
+    torch/distributed/pipelining/stage.py), and keeps each forward's output (``fwd_cache``) until
+    its backward; the last stage keeps every micro-batch's output — the 16-bit logits
+    b·s/c·V/t·e — until the step returns them merged (``output_chunks``).  So:
+
+    * first rank (every chunk it hosts precedes the last): m·v gradient buffers and the outputs
+      of its ``chunks_in_flight`` forwards — B·(m·v + chunks_in_flight) (the receive buffers of
+      its later chunks hold those chunks' first checkpoints, already counted);
+    * last rank: the m·v − 1 activation-receive buffers beyond the in-flight micro-batch's input,
+      the m·(v − 1) gradient-receive buffers of its chunks before the last, and the
+      m − 1 earlier micro-batches' logits (the current one's are in :func:`loss_bytes`; none with
+      ``loss = "fused"``, whose last stage returns the loss, not logits).
+
+    Megatron-LM allocates each receive when it happens and frees a sent output's data
+    (``deallocate_output_tensor``), so it holds none of these.  ``m`` micro-batches per step,
+    ``chunks_in_flight`` the first rank's chunk forwards in flight (:func:`inflight` × v)."""
+    T = K["s"] / X["c"] * X["b"]
+    on = K.get("pp_buffers", 0)
+    e = K["act_bytes"]
+    B = o.where(X["sp"] == 1, T * K["h"] * e / X["t"], T * K["h"] * e)
+    v = X["v"]
+    first = B * (m * v + chunks_in_flight)
+    held = 1 if K.get("loss", LOSS_BYTES["fp32"]) else 0    # a fused loss's stage returns no logits
+    last = B * (m * v - 1 + m * (v - 1)) + (m - 1) * T * K["V"] / X["t"] * e * K["logits"] * held
+    zero = 0 * T
+    return (o.where((X["p"] > 1) & (on == 1), first, zero), o.where((X["p"] > 1) & (on == 1), last, zero))
+
+
 def logits_bytes(K, X):
     """LM-head logits kept for the cross-entropy backward on the last stage: T·V FP32
     (4 bytes) split over TP (vocabulary-parallel), 0 for a classifier head."""
@@ -106,7 +180,7 @@ LOSS_BYTES = {"fp32": 2 + 3 * 4, "fused": 0, "compiled": 2 + 2}
 LOSSES = tuple(LOSS_BYTES)
 
 
-def loss_bytes(K, X):
+def loss_bytes(K, X, o):
     """The LM head's logits as the cross-entropy holds them at its backward, per GPU
     (vocabulary-parallel over TP), ``K["loss"]`` bytes per logit (:data:`LOSS_BYTES`), T·V/t logits:
 
@@ -120,8 +194,11 @@ def loss_bytes(K, X):
       and writes their 16-bit gradient — 2 + 2 B;
     * ``fused`` (a fused or chunked loss that never materialises the whole vocabulary): 0.
 
-    0 without an LM head."""
-    return K.get("loss", LOSS_BYTES["fp32"]) * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
+    With TP > 1 where the framework's loss is DTensor's ``loss_parallel`` (``K["loss_parallel"]``,
+    :func:`framework_memory_constants`) its backward holds ``K["loss_parallel"]`` more bytes per
+    logit (:data:`LOSS_PARALLEL_EXTRA`: 18 B with ``fp32``).  0 without an LM head."""
+    per_logit = K.get("loss", LOSS_BYTES["fp32"]) + o.where(X["t"] > 1, K.get("loss_parallel", 0), 0 * X["t"])
+    return per_logit * K["s"] / X["c"] * X["b"] * K["V"] / X["t"] * K["logits"]
 
 
 def gathered_bytes(K, X, o, P_mp, dz):

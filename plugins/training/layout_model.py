@@ -63,9 +63,9 @@ TP_OVERLAP_FIELD = "tp_overlap_efficiency"
 from plugins.training.layout_overlap import (ATTENTION_KERNELS, FRAMEWORKS, OVERLAP_PARAMS,  # noqa: E402,F401
                                              TP_COMM_OVERLAP, attention_field, collective_overlaps,
                                              exposed_shares)
-from plugins.training.layout_memory import (LOSS_BYTES, LOSSES, activation_per_layer,  # noqa: E402,F401
-                                              gathered_bytes, head_input_bytes, logits_bytes, loss_bytes,
-                                              sp_gather_constants)
+from plugins.training.layout_memory import (LOSS_BYTES, LOSSES, RUNTIME_REFS, activation_per_layer,  # noqa: E402,F401
+                                              framework_memory_constants, gathered_bytes, head_input_bytes,
+                                              logits_bytes, loss_bytes, pipeline_buffer_bytes)
 
 
 def inflight(p, v, o, m):
@@ -508,9 +508,12 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     # ---- runtime memory: what the caching allocator reserves (torch.cuda.max_memory_reserved)
     if activations == "transient":
         loss_rt, act_rt = 0 * persistent, activation
+        buf_first = 0 * persistent
     else:
-        loss_rt = loss_bytes(K, X) + head_input_bytes(K, X, o)
-        act_rt = o.where(p == 1, stage + redo + loss_rt, o.max(peak_in + redo, last + redo + loss_rt))
+        loss_rt = loss_bytes(K, X, o) + head_input_bytes(K, X, o)
+        buf_first, buf_last = pipeline_buffer_bytes(K, X, o, m, inflight(p, v, o, m) * v)
+        act_rt = o.where(p == 1, stage + redo + loss_rt,
+                         o.max(peak_in + redo + buf_first, last + redo + loss_rt + buf_last))
     gathered = gathered_bytes(K, X, o, P_mp, dz)
     # cuBLAS workspace, and fused attention's backward FP32 dQ accumulator of one layer
     workspace = K.get("cublas_ws", 0) + o.where(K["flash"] == 1, 4 * b * s_loc * K["a"] * dh / t, 0 * s_loc)
@@ -528,7 +531,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
                P_dense=P_dense, P_exp=P_exp, d_exp=d_exp, dp_head=head, dp_tail=tail, dp_gather=gather, dp_window=window, chain=chain,
                activation_per_layer=per_layer, activation_redo=redo, logits=logits, pp_message=pp_msg,
                pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"],
-               cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, dz=dz, loss_runtime=loss_rt,
+               cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, dz=dz, loss_runtime=loss_rt, pipeline_buffers=buf_first,
                activation_runtime=act_rt, gathered=gathered, workspace=workspace, allocated=allocated,
                runtime=runtime, **ends)
     return out

@@ -74,8 +74,9 @@ OVERLAP_PARAMS = (
     Param("framework", default='"none"', kind="choice", choices=FRAMEWORKS,
           doc="the training framework whose defaults the step follows: its collective overlap (\"nemo\": the TP "
               "ring decomposed under its GEMMs and the CP ring; \"megatron\": the CP ring; \"torchtitan\", "
-              "\"deepspeed\": TP and CP exposed; \"none\": every collective at `overlap`) and its fused attention "
-              "kernel (attention_kernel = auto)"),
+              "\"deepspeed\": TP and CP exposed; \"none\": every collective at `overlap`), its fused attention "
+              "kernel (attention_kernel = auto) and, for \"torchtitan\", the runtime memory of DTensor's TP "
+              "(gathered SP inputs, the vocabulary-parallel loss) and of torch.distributed.pipelining"),
 )
 
 

@@ -242,9 +242,9 @@ def constants(ws, plan: str) -> tuple[dict, dict]:
              flash=float(ws.python_value(pre + "attention") == "flash"),
              dropout=float(bool(ws.python_value(pre + "dropout"))), logits=float(bool(ws.python_value(pre + "lm_head"))))
     # the runtime's memory terms (runtime_memory): the layout's loss, workspace, allocator reserve, resharding
-    from plugins.training.layout_model import CUBLAS_WORKSPACE, LOSS_BYTES, sp_gather_constants
+    from plugins.training.layout_model import CUBLAS_WORKSPACE, LOSS_BYTES, framework_memory_constants
 
-    K.update(sp_gather_constants(framework, knob("matmul_precision", "bf16")))
+    K.update(framework_memory_constants(framework, knob("matmul_precision", "bf16"), knob("loss", "fp32")))
     K.update(loss=float(LOSS_BYTES[knob("loss", "fp32")]), raf=float(bool(knob("reshard_after_forward", True))),
              cublas_ws=val(pre + "cublas_workspace") if pre + "cublas_workspace" in ws.nodes else CUBLAS_WORKSPACE,
              reserve=val(pre + "allocator_reserve") if pre + "allocator_reserve" in ws.nodes else 0.0)
