@@ -250,12 +250,13 @@ def read_serving_predictions(path: Path = SERVING_PREDICTIONS) -> dict:
 
 def serving_bands(rows: list[dict], preds: dict) -> list[dict]:
     """Band rows (the columns of bands.csv) of the serving times: per catalog device and quantity
-    (arch ``serving``, precision = the plan quantity, nodes ``any``), measured / predicted time."""
+    (arch ``serving``, precision = the plan quantity, nodes ``any``, any framework), measured /
+    predicted time."""
     groups: dict = {}
     for r in rows:
         quantity = SERVING_METRICS[r["metric"]][2]
         if r["split"] == "test" and quantity is not None:
-            groups.setdefault((r["catalog_device"], "serving", quantity, "any"), []).append(r)
+            groups.setdefault((r["catalog_device"], "serving", quantity, "any", ""), []).append(r)
     return _band_rows(groups, preds, lambda r, v: float(r["measured"]) / v, None)
 
 
@@ -333,30 +334,32 @@ def band_of(ratios: list[float]) -> tuple[str, float, float] | None:
     return "p10-p90", q[0], q[-1]
 
 
-BAND_COLUMNS = ["quantity", "device", "arch", "precision", "nodes", "runs", "not_priced", "quantiles", "low", "median",
-                "high", "ratios"]
+BAND_COLUMNS = ["quantity", "device", "arch", "precision", "nodes", "framework", "runs", "not_priced", "quantiles", "low",
+                "median", "high", "ratios"]
 
 
 def bands(rows: list[dict], preds: dict) -> list[dict]:
     """The training rows of bands.csv, one per (catalog device, arch, precision, nodes) of the test
     set: quantity ``step_time`` (low/median/high: measured / predicted step time), then quantity
     ``runtime_memory`` over the runs that publish their peak memory (measured / predicted memory
-    as the runtime reserves it); low/median/high are empty when a group has too few priced runs."""
+    as the runtime reserves it), per framework as well (the runtime's memory terms are the
+    framework's: a band of torchtitan's runs says nothing of Megatron's); low/median/high are empty
+    when a group has too few priced runs."""
     groups: dict = {}
     memory: dict = {}
     for r in rows:
         if r["split"] == "test":
             key = (r["catalog_device"].split(":")[0],) + regime(r)
-            groups.setdefault(key, []).append(r)
+            groups.setdefault(key + ("",), []).append(r)
             if r["measured_memory_gib"]:
-                memory.setdefault(key, []).append(r)
+                memory.setdefault(key + (framework_of(r) or "none",), []).append(r)
     return (_band_rows(groups, preds, time_ratio, "step_time")
             + _band_rows(memory, preds, lambda r, v: float(r["measured_memory_gib"]) / v, "runtime_memory",
                          "memory_gib"))
 
 
 def _band_rows(groups: dict, preds: dict, ratio, quantity: str | None, value: str = "value") -> list[dict]:
-    """One bands.csv row of ``quantity`` per group key (device, arch, precision, nodes): the priced
+    """One bands.csv row of ``quantity`` per group key (device, arch, precision, nodes, framework): the priced
     runs' count and the band of ``ratio(row, predicted)`` (measured / predicted) over them, the
     prediction read from ``preds[id][value]``; ``quantity`` None: the key's precision column (the
     serving rows name their time there)."""
@@ -365,7 +368,7 @@ def _band_rows(groups: dict, preds: dict, ratio, quantity: str | None, value: st
         rs = groups[k]
         ratios = [ratio(r, preds[r["id"]][value]) for r in rs if preds[r["id"]][value] is not None]
         b = band_of(ratios)
-        row = dict(zip(BAND_COLUMNS[1:5], k), quantity=k[2] if quantity is None else quantity, runs=len(ratios),
+        row = dict(zip(BAND_COLUMNS[1:6], k), quantity=k[2] if quantity is None else quantity, runs=len(ratios),
                    not_priced=len(rs) - len(ratios), quantiles="", low="", median="", high="", ratios="")
         if b is not None:
             # the group's own ratios, sorted, 4 digits: what `use bands { error = "sampled" }` resamples

@@ -219,6 +219,10 @@ plan titan70 { model = llama31_70b; workload = w70; device = h100_500w
 workload w70_tight { tokens = 1e11 token; seq_len = 8192 token; global_batch = 640 seq }
 plan titan70_tight extends titan70 { workload = w70_tight; micro_batch = 20 seq }
 plan sxm70 extends titan70 { device = h100_sxm }
+plan mega70 extends titan70 {
+  use layout { tp = 8; zero = 3; sequence_parallel = true; recompute = "full"; efficiency = "roofline"
+               matmul_precision = "fp8"; link = nvlink4; nic = roce_400g; nics_per_host = 8
+               framework = "megatron" } }
 plan mfu70 extends titan70 { mfu = 40 %
   use layout { tp = 8; zero = 3; sequence_parallel = true; recompute = "full"; efficiency = "mfu"
                matmul_precision = "fp8"; link = nvlink4; nic = roce_400g; nics_per_host = 8
@@ -243,6 +247,13 @@ def test_runtime_memory_band_is_the_range_of_the_corpus_rows(mem):
     assert f"from {len(ratios)} validated h100_500w runs" in mem.nodes["titan70.runtime_memory_low"].doc
     # no run on the catalog's h100_sxm publishes its memory: no band
     assert not mem.has("sxm70.runtime_memory_low")
+
+
+def test_the_memory_band_is_the_frameworks(mem):
+    # the memory-publishing runs are torchtitan's: the same layout under Megatron gets no memory
+    # band (its runtime holds other tensors), while its step time keeps the regime's band
+    assert not mem.has("mega70.runtime_memory_low")
+    assert mem.has("mega70.step_time_low") and mem.has("titan70.runtime_memory_low")
 
 
 def test_a_plan_that_fits_only_at_its_prediction_is_warned(mem):

@@ -81,15 +81,18 @@ def _read(path: str) -> dict:
     text = read_text(p, root=p.parent, what="prediction bands", remember=False)
     out: dict = {"time": {}, "memory": {}}
     for d in csv.DictReader(io.StringIO(text, newline="")):
-        kind = "memory" if d.get("quantity") == MEMORY else "time"
-        out[kind][(d["device"], d["arch"], d["precision"], d["nodes"])] = d
+        key = (d["device"], d["arch"], d["precision"], d["nodes"])
+        if d.get("quantity") == MEMORY:      # the runtime memory's terms are the framework's: keyed by it
+            out["memory"][key + (d.get("framework") or "none",)] = d
+        else:
+            out["time"][key] = d
     return out
 
 
 def load_bands(kind: str = "time") -> dict:
     """{(device, arch, precision, nodes): row of bands.csv} of the times (``kind`` "time": the
-    training step's and the serving times) or of the runtime memory ("memory"); empty when the file
-    cannot be read."""
+    training step's and the serving times), or {(device, arch, precision, nodes, framework): row} of
+    the runtime memory ("memory"); empty when the file cannot be read."""
     try:
         return _read(str(bands_path()))[kind]
     except FileRefused:
@@ -108,11 +111,13 @@ def regime_label(key: tuple) -> str:
 
 
 def lookup(device: str, moe: bool, precision: str, gpus: float | None, gpus_per_host: float | None,
-           kind: str = "time"):
+           kind: str = "time", framework: str = "none"):
     """(group key, band row or None, count of validated runs in the group) of the step time, or of
-    the runtime memory with ``kind`` = "memory"."""
+    the runtime memory with ``kind`` = "memory" (its group also names the plan's ``framework``)."""
     nodes = "1 node" if gpus is not None and gpus_per_host is not None and gpus <= gpus_per_host else "multi-node"
     key = (device, "moe" if moe else "dense", PRECISIONS.get(precision, "16-bit"), nodes)
+    if kind == "memory":
+        key += (framework,)
     row = load_bands(kind).get(key)
     if row is None:
         return key, None, 0
@@ -157,7 +162,8 @@ def plan_quantities_price(ctx):
     priced = lay.value("matmul_precision") if lay is not None else "bf16"    # the format the step prices
     precision = b.value("precision") if b is not None and b.given("precision") else priced
     gpus, gph = _nominal_param(ctx, "gpus"), _nominal_param(ctx, "gpus_per_host")
-    _price_memory(ctx, device, moe, precision, gpus, gph)    # the memory is priced alike in every mode
+    framework = lay.value("framework") if lay is not None else "none"
+    _price_memory(ctx, device, moe, precision, gpus, gph, framework)    # priced alike in every mode
     if mode != "roofline":
         return          # priced at the plan's stated mfu or throughput: its accuracy is that figure's, no band
     key, row, runs = lookup(device, moe, precision, gpus, gph)
@@ -200,15 +206,15 @@ def plan_quantities_price(ctx):
                    f"reserved time and overhead held; {src}", references=REFERENCES)
 
 
-def _price_memory(ctx, device, moe, precision, gpus, gph):
+def _price_memory(ctx, device, moe, precision, gpus, gph, framework):
     """``runtime_memory_low`` / ``runtime_memory_high``: the runtime memory × the band of measured /
     predicted peak memory (``torch.cuda.max_memory_reserved`` as the runs publish it) over the
-    corpus's test-set runs of the plan's device and regime that publish it; nothing where they are
-    too few.  Where the plan fits at its prediction but not at the band's high end, a warning
+    corpus's test-set runs of the plan's device, regime and framework that publish it; nothing
+    where they are too few.  Where the plan fits at its prediction but not at the band's high end, a warning
     says so: runs of that regime measured up to that much more than their prediction."""
     if not ctx.defined(MEMORY):
         return
-    key, row, runs = lookup(device, moe, precision, gpus, gph, kind="memory")
+    key, row, runs = lookup(device, moe, precision, gpus, gph, kind="memory", framework=framework)
     if row is None:
         return
     how = quantiles_text(row)
@@ -347,7 +353,9 @@ def _table(ev, plan):
                      else "bf16")
         where = (device, moe, precision, ev.value(f"{plan}.gpus"), ev.value(f"{plan}.gpus_per_host"))
         key, row, runs = lookup(*where)
-        _, mrow, mruns = lookup(*where, kind="memory")
+        framework = (ev.python_value(f"{plan}.layout.framework") if ev.has(f"{plan}.layout.framework")
+                     else "none")
+        mkey, mrow, mruns = lookup(*where, kind="memory", framework=framework)
     except (AttributeError, KeyError, ValueError):
         return None
     if (row is None or not timed) and (mrow is None or not memory):
@@ -369,7 +377,7 @@ def _table(ev, plan):
         v, lo, hi = (ev.value(f"{plan}.{n}", "GiB") for n in (MEMORY, f"{MEMORY}_low", f"{MEMORY}_high"))
         rows.append((MEMORY, "GiB", f"{v:.4g}", f"{lo:.4g}", f"{hi:.4g}", f"{_pct(lo / v - 1)} / {_pct(hi / v - 1)}"))
         mhow = quantiles_text(mrow, table=True)
-        notes += (f"runtime memory: from the {mruns} validated {device} runs ({regime_label(key)}) that publish their "
+        notes += (f"runtime memory: from the {mruns} validated {device} runs ({regime_label(mkey)}) that publish their "
                   f"peak memory: {mhow} of measured / predicted, {float(mrow['low']):.3g}–{float(mrow['high']):.3g} "
                   f"(median {float(mrow['median']):.3g})",)
     err = ev.nodes.get(f"{plan}.step_time_error")
