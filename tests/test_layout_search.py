@@ -99,7 +99,7 @@ def test_search_matches_the_symbolic_layout(ws, res48):
     c = res48.columns
     i = int(np.nonzero((c["t"] == 2) & (c["p"] == 1) & (c["z"] == 3) & (c["b"] == 1) & (c["sp"] == 0))[0][0])
     assert c["step"][i] == pytest.approx(qval(ws, "gpus48_tp2.step_time", "s"), rel=1e-12)
-    assert c["memory"][i] == pytest.approx(qval(ws, "gpus48_tp2.memory_per_gpu", "B"), rel=1e-12)
+    assert c["memory"][i] == pytest.approx(qval(ws, "gpus48_tp2.runtime_memory", "B"), rel=1e-12)
     assert c["tp"][i] == pytest.approx(qval(ws, "gpus48_tp2.tp_comm", "s"), rel=1e-12)
 
 
@@ -197,7 +197,7 @@ def _compare(res, ev, rel):
     row = res.row(res.best)
     name = f"{res.plan}_best"
     assert qval(ev, f"{name}.step_time", "s") == pytest.approx(row["step_s"], rel=rel)
-    assert qval(ev, f"{name}.memory_per_gpu", "GiB") == pytest.approx(row["memory_gib"], rel=rel)
+    assert qval(ev, f"{name}.runtime_memory", "GiB") == pytest.approx(row["memory_gib"], rel=rel)
     if row["finish_day"] is not None:
         assert qval(ev, f"{name}.finish_time", "day") == pytest.approx(row["finish_day"], rel=rel)
     else:     # no deadline: the search shows no finish, the plan still has one (the search's column)
@@ -261,7 +261,7 @@ def test_single_layouts_search_to_their_plan_values():
             res = search.run(ws, p)
             assert len(res) == 1
             assert res.columns["step"][0] == pytest.approx(qval(ws, f"{p}.step_time", "s"), rel=1e-9), p
-            assert res.columns["memory"][0] == pytest.approx(qval(ws, f"{p}.memory_per_gpu", "B"), rel=1e-9), p
+            assert res.columns["memory"][0] == pytest.approx(qval(ws, f"{p}.runtime_memory", "B"), rel=1e-9), p
 
 
 MOE = """
@@ -285,7 +285,7 @@ def test_moe_layout_searches_to_its_plan_value(write_plan, knobs):
     ws = dsl.load(write_plan(MOE % knobs))
     res = search.run(ws, "p")
     assert res.columns["step"][0] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
-    assert res.columns["memory"][0] == pytest.approx(qval(ws, "p.memory_per_gpu", "B"), rel=1e-9)
+    assert res.columns["memory"][0] == pytest.approx(qval(ws, "p.runtime_memory", "B"), rel=1e-9)
 
 
 def test_cli_emit_then_eval(tmp_path):
@@ -367,7 +367,7 @@ def test_optimizer_offload_in_the_plan_and_the_search(tmp_path):
     c = res.columns
     i = int(np.nonzero((c["t"] == 1) & (c["z"] == 2) & (c["off"] == 1))[0][0])
     assert c["step"][i] == pytest.approx(qval(ws, "off.step_time", "s"), rel=1e-9)
-    assert c["memory"][i] == pytest.approx(qval(ws, "off.memory_per_gpu", "B"), rel=1e-9)
+    assert c["memory"][i] == pytest.approx(qval(ws, "off.runtime_memory", "B"), rel=1e-9)
     assert c["offload"][i] == pytest.approx(qval(ws, "off.optimizer_offload_time", "s"), rel=1e-9)
     (res,), ev = _emit_and_eval(tmp_path, src, ["off"])
     assert res.row(res.best)["offload"] == "optimizer"
@@ -451,7 +451,7 @@ def test_framework_defaults_search_to_their_plan_value(write_plan, knobs):
     ws = dsl.load(write_plan(FRAMEWORK % knobs))
     res = search.run(ws, "p")
     assert res.columns["step"][0] == pytest.approx(qval(ws, "p.step_time", "s"), rel=1e-9)
-    assert res.columns["memory"][0] == pytest.approx(qval(ws, "p.memory_per_gpu", "B"), rel=1e-9)
+    assert res.columns["memory"][0] == pytest.approx(qval(ws, "p.runtime_memory", "B"), rel=1e-9)
 
 
 def test_search_reads_the_gathered_inputs_torchtitan_keeps_as_eval_does(write_plan):

@@ -146,11 +146,11 @@ def test_a_table_about_another_question_only_on_request():
     # a finish-time evaluation: the format and method comparisons answer "what fits"
     rc, default, err = run_main("eval", CASE)
     assert rc == 0, err
-    assert "Matmul weight formats" not in default and "Ways to make it fit" not in default
+    assert "Matmul weight formats" not in default and "Memory-saving methods in use" not in default
     assert "not shown: tables memory-formats, memory-methods (`--tables all` shows them)" in default
     assert "Training state per GPU (gpus48)" in default                # relevant tables stay
     rc, every, _ = run_main("eval", CASE, "--tables", "all")
-    assert "Matmul weight formats (all plans)" in every and "Ways to make it fit (gpus48)" in every
+    assert "Matmul weight formats (all plans)" in every and "Memory-saving methods in use (gpus48)" in every
     assert "not shown:" not in every
     rc, none, _ = run_main("eval", CASE, "--tables", "none")
     assert "Training state per GPU" not in none and "not shown:" not in none

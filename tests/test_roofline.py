@@ -102,7 +102,7 @@ def test_numpy_search_agrees_with_the_sympy_plan(roof, plan):
     res = search.run(roof, plan)
     assert len(res) == 1 and res.meta["efficiency"] == "roofline"
     assert res.columns["step"][0] == pytest.approx(qval(roof, f"{plan}.step_time", "s"), rel=1e-9)
-    assert res.columns["memory"][0] == pytest.approx(qval(roof, f"{plan}.memory_per_gpu", "B"), rel=1e-9)
+    assert res.columns["memory"][0] == pytest.approx(qval(roof, f"{plan}.runtime_memory", "B"), rel=1e-9)
     assert res.columns["compute"][0] == pytest.approx(qval(roof, f"{plan}.compute_time", "s"), rel=1e-9)
 
 
@@ -220,7 +220,7 @@ def test_mt_nlg_roofline_best_evaluates_to_its_search_row(tmp_path, mtnlg):
     ev = dsl.load(out)
     row = res.row(res.best)
     assert qval(ev, "published_roofline_best.step_time", "s") == pytest.approx(row["step_s"], rel=1e-9)
-    assert qval(ev, "published_roofline_best.memory_per_gpu", "GiB") == pytest.approx(row["memory_gib"], rel=1e-9)
+    assert qval(ev, "published_roofline_best.runtime_memory", "GiB") == pytest.approx(row["memory_gib"], rel=1e-9)
     assert ev.requirement("published_roofline_best", "fits_memory")["ok"]
 
 

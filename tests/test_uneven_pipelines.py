@@ -80,7 +80,7 @@ def test_search_prices_30_layers_on_4_stages_and_agrees_with_eval(tmp_path):
         ev = dsl.load(out)
         row = res.row(i)
         assert float(ev.base_value("u_best.step_time")) == pytest.approx(row["step_s"], rel=1e-9)
-        assert float(ev.base_value("u_best.memory_per_gpu")) == pytest.approx(row["memory_gib"] * 2 ** 30, rel=1e-9)
+        assert float(ev.base_value("u_best.runtime_memory")) == pytest.approx(row["memory_gib"] * 2 ** 30, rel=1e-9)
 
 
 def test_search_text_says_the_split_is_uneven(tmp_path):

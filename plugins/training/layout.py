@@ -498,15 +498,16 @@ def _memory_only(ctx):
 
 
 
-def _runtime_memory(ctx, K, r, act, pipe_peak, mode):
+def _runtime_memory(ctx, K, r, act, pipe_peak, mode, last_layers=None):
     """The runtime's terms beside the model's states (quantities), and their sum: what the
     caching allocator reserves at the step's peak (``runtime_memory``)."""
     if mode == "transient":
         act_rt, loss = act, sp.Integer(0)
     elif pipe_peak is not None:   # the larger of the event engine's stage peak (with the re-materialised
-        # layer) and the last stage's one micro-batch with the loss's buffers (the closed form's)
-        loss, act_rt = r["loss_runtime"], sp.Max(act + r["activation_redo"] + r["pipeline_buffers"],
-                                                  r["activation_runtime"])
+        # layer) and the last rank's one micro-batch through its layers with the loss's buffers
+        last = (r["activation_per_layer"] * last_layers + r["activation_redo"] + r["loss_runtime"]
+                + r["pipeline_buffers_last"])
+        loss, act_rt = r["loss_runtime"], sp.Max(act + r["activation_redo"] + r["pipeline_buffers"], last)
     else:
         loss, act_rt = r["loss_runtime"], r["activation_runtime"]
     if K["logits"] and mode != "transient":
@@ -740,7 +741,7 @@ def plan_quantities_price(ctx):
     per_layer = r["activation_per_layer"]
     ctx.define("activation_per_layer", per_layer, "GiB",
                "activation bytes of one layer and micro-batch (Korthikanti et al. 2022, per tensor)")
-    pipe_peak = None
+    pipe_peak = last_layers = None
     if p > 1 and ctx.block("pipeline") is not None:
         kn.error_at("pp", f"plan '{ctx.name}' schedules its pipeline twice: `use layout {{ pp = {p} }}` and "
                     "`use pipeline`", "the layout's pipeline uses the same event engine: set `schedule` and "
@@ -748,9 +749,10 @@ def plan_quantities_price(ctx):
                     code="conflict")
     if p > 1:
         # a stated step holds its pipeline's time already: the closed form's terms, 0
-        pipe_peak = layout_pipeline.schedule(ctx, kn, K, X, r, comp, rec, stage_layers) \
+        scheduled = layout_pipeline.schedule(ctx, kn, K, X, r, comp, rec, stage_layers) \
             if K["mode"] != "stated" else None
-        if pipe_peak is not None:
+        if scheduled is not None:
+            pipe_peak, last_layers = scheduled
             bubble = ctx.define("bubble_time", ctx.q("pipeline_time", "s") - comp - rec, "s",
                                 "pipeline idle, stage imbalance and boundary sends on the critical path "
                                 "(event model)", headline=True, rank=6.5)
@@ -859,7 +861,8 @@ def plan_quantities_price(ctx):
         else:
             act, how = r["activation"], ("one micro-batch in flight"
                                          + (", plus the LM-head logits" if K["logits"] else ""))
-        _memory_total(ctx, persistent, act, how, runtime=_runtime_memory(ctx, K, r, act, pipe_peak, mode))
+        _memory_total(ctx, persistent, act, how,
+                      runtime=_runtime_memory(ctx, K, r, act, pipe_peak, mode, last_layers))
     # ---- steps and finish time (fallbacks `use finish` refines): a finish time needs tokens to
     # train on, not a deadline; the deadline adds the requirement (and makes the finish time a
     # headline, the answer the plan asks for)

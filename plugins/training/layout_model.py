@@ -508,15 +508,18 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
     # ---- runtime memory: what the caching allocator reserves (torch.cuda.max_memory_reserved)
     if activations == "transient":
         loss_rt, act_rt = 0 * persistent, activation
-        buf_first = 0 * persistent
+        buf_first = buf_last = 0 * persistent
     else:
         loss_rt = loss_bytes(K, X, o) + head_input_bytes(K, X, o)
         buf_first, buf_last = pipeline_buffer_bytes(K, X, o, m, inflight(p, v, o, m) * v)
         act_rt = o.where(p == 1, stage + redo + loss_rt,
                          o.max(peak_in + redo + buf_first, last + redo + loss_rt + buf_last))
-    gathered = gathered_bytes(K, X, o, P_mp, dz)
-    # cuBLAS workspace, and fused attention's backward FP32 dQ accumulator of one layer
-    workspace = K.get("cublas_ws", 0) + o.where(K["flash"] == 1, 4 * b * s_loc * K["a"] * dh / t, 0 * s_loc)
+    if activations == "transient":   # a declared transient budget already holds them (as plans price it)
+        gathered = workspace = 0 * persistent
+    else:
+        gathered = gathered_bytes(K, X, o, P_mp, dz)
+        # cuBLAS workspace, and fused attention's backward FP32 dQ accumulator of one layer
+        workspace = K.get("cublas_ws", 0) + o.where(K["flash"] == 1, 4 * b * s_loc * K["a"] * dh / t, 0 * s_loc)
     allocated = persistent + act_rt + gathered + workspace
     runtime = allocated * (1 + K.get("reserve", 0))
     out = dict(terms)
@@ -532,6 +535,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
                activation_per_layer=per_layer, activation_redo=redo, logits=logits, pp_message=pp_msg,
                pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"],
                cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, dz=dz, loss_runtime=loss_rt, pipeline_buffers=buf_first,
+               pipeline_buffers_last=buf_last,
                activation_runtime=act_rt, gathered=gathered, workspace=workspace, allocated=allocated,
                runtime=runtime, **ends)
     return out

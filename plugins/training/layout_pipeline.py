@@ -103,7 +103,8 @@ def layer_times(K, r, comp, rec, L, p):
 
 
 def schedule(ctx, kn, K, X, r, comp, rec, stage_layers):
-    """Schedule the step's pipeline with the event engine; return the largest stage peak (B)."""
+    """Schedule the step's pipeline with the event engine; return (the largest stage peak (B), the
+    layers the last rank holds: its chunks' sum), or None where the structure is rejected."""
     from plugins.training import pipeline as pipe
 
     p, v = X["p"], X["v"]
@@ -151,7 +152,7 @@ def schedule(ctx, kn, K, X, r, comp, rec, stage_layers):
             {"stages": "pp", "microbatches": "pp", "chunk_layers": "stage_layers"}.get(param, param),
             summary, hint, code),
         extras=ends, warmup=pipeline_warmup(kn.value("framework")))
-    return peak
+    return peak, sum(chunks[p - 1::p])
 
 
 def split_for(L, n, balance, ends, ctx, layer):

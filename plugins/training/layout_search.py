@@ -7,10 +7,10 @@ product of the knob lists; dp = gpus / (tp·pp·cp)) is a set of integer numpy a
 :func:`plugins.training.layout_model.evaluate` — the same closed forms ``use layout`` prices
 symbolically — runs once over all of them.  Each candidate is either rejected with the
 first validity rule it breaks (:func:`plugins.training.layout_model.rules`, then memory: a layout fits
-only when its memory per GPU is a number no larger than the usable memory and the device's own
+only when its runtime memory per GPU is a number no larger than the usable memory and the device's own
 memory) or kept
-with its step time, memory per GPU, finish time and binding constraint.  The result holds
-the Pareto front (step time vs memory) and the best layout with the terms by which the
+with its step time, runtime memory per GPU, finish time and binding constraint.  The result holds
+the Pareto front (step time vs runtime memory) and the best layout with the terms by which the
 runner-up (and the best layout of every other tp) loses.  Under ``efficiency = "roofline"``
 every candidate's compute comes from the same per-layer operation table as the plan's
 (:func:`plugins.training.layout_model.layer_ops`), vectorised over the grid.
@@ -104,7 +104,7 @@ class SearchResult:
         return out
 
     def row(self, i: int) -> dict:
-        """Candidate ``i``: knobs, validity and reason, terms (s), step (s), memory (GiB),
+        """Candidate ``i``: knobs, validity and reason, terms (s), step (s), runtime memory (GiB),
         finish (day), binding constraint."""
         from plugins.training.layout_model import TERMS
         c = self.columns
@@ -496,7 +496,10 @@ def evaluate_chunk(K: dict, X: dict, meta: dict) -> dict:
         fits = np.asarray(out["runtime"], dtype=float) <= limit
         fail = np.where((fail < 0) & ~fits, len(R), fail)
     cols = {k: np.broadcast_to(np.asarray(v, dtype=float), fail.shape).copy()
-            for k, v in out.items() if k in lm.TERMS or k in ("step", "memory", "persistent", "activation", "m")}
+            for k, v in out.items() if k in lm.TERMS or k in ("step", "persistent", "activation", "m")}
+    # the memory column is what decides the fit: the runtime memory (runtime_memory), not the
+    # model's state and activations (memory_per_gpu)
+    cols["memory"] = np.broadcast_to(np.asarray(out["runtime"], dtype=float), fail.shape).copy()
     cols["fail"] = fail
     cols["chunks"] = chunks if chunks is not None else np.full(len(fail), None, dtype=object)
     return cols
@@ -745,7 +748,7 @@ def table(res: SearchResult, top: int = 10):
     notes += [f"{e['label']} ({_short(e['layout'])}) loses by {e['step_delta_s']:.3g} s: {e['reason']}"
               for e in res.explanations]
     notes += [f"rejected by {k}: {n}" for k, n in res.meta["rejections"].items()]
-    return Table(("layout", "step (s)", "memory (GiB)", "finish (day)", "binding", "Pareto"), tuple(rows),
+    return Table(("layout", "step (s)", "runtime memory (GiB)", "finish (day)", "binding", "Pareto"), tuple(rows),
                  tuple(notes))
 
 
@@ -781,8 +784,9 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
     lines.append(f"best: {_short(b)}")
     if b["stage_layers"] is not None and len(set(b["stage_layers"])) > 1:
         lines.append(f"  uneven stage_layers = {list(b['stage_layers'])} (balance = \"{m.get('balance', 'layers')}\")")
-    lines.append(f"  step {b['step_s']:.4g} s, memory {b['memory_gib']:.4g} GiB{fin}, "
-                 f"{'meets' if b['meets_deadline'] else 'MISSES'} the deadline, binding: {b['binding']}")
+    verdict = (f"{'meets' if b['meets_deadline'] else 'MISSES'} the deadline, binding: {b['binding']}"
+               if m.get("deadline") else "no deadline stated (the workload's `deadline`)")
+    lines.append(f"  step {b['step_s']:.4g} s, memory {b['memory_gib']:.4g} GiB{fin}, {verdict}")
     for k in TERMS:
         if b["terms_s"][k]:
             lines.append(f"    {term_name(k, m.get('efficiency', 'mfu')):<48} {b['terms_s'][k]:10.4g} s")
@@ -793,7 +797,7 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
         lines.append(f"{e['label']}: {_short(e['layout'])}")
         lines.append(f"  loses by {e['step_delta_s']:.4g} s ({e['reason']}); memory {e['memory_delta_gib']:+.3g} GiB")
     lines.append("")
-    lines.append("Pareto front (step time vs memory per GPU):")
+    lines.append("Pareto front (step time vs runtime memory per GPU):")
     for i in res.pareto:
         r = res.row(i)
         lines.append(f"  {r['step_s']:10.4g} s  {r['memory_gib']:8.4g} GiB  {_short(r)}")
@@ -804,8 +808,8 @@ def format_text(res: SearchResult, top: int = 10, show_all: bool = False) -> str
     lines.append(f"valid layouts ({len(shown)} of {idx.size}, fastest first):")
     for i in shown:
         r = res.row(int(i))
-        lines.append(f"  {r['step_s']:10.4g} s  {r['memory_gib']:8.4g} GiB  "
-                     f"{'ok ' if r['meets_deadline'] else 'late'}  {r['binding']:<8}  {_short(r)}")
+        due = f"{'ok ' if r['meets_deadline'] else 'late'}  {r['binding']:<8}  " if m.get("deadline") else ""
+        lines.append(f"  {r['step_s']:10.4g} s  {r['memory_gib']:8.4g} GiB  {due}{_short(r)}")
     rej = np.nonzero(~c["valid"])[0]
     shown = rej if show_all else rej[:top]
     if rej.size:

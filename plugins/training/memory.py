@@ -421,7 +421,7 @@ def plan_tables_register():
                       "each pool's peak on each timeline with the tensors and buffers that make it",
                       references=("peak memory from tensor lifetimes: max over time of persistent + activation + "
                                   "temporary bytes",), per_plan=False),
-            TableSpec("memory-methods", "Ways to make it fit", _methods_table,
+            TableSpec("memory-methods", "Memory-saving methods in use", _methods_table,
                       "memory removed, extra work and deciding timing condition per method in use",
                       references=("sharding, recomputation and offload compared: memory removed, extra work and when "
                                   "it is paid",),
