@@ -49,9 +49,9 @@ def test_uniform_keeps_up(ws):
 
 def test_backlog_with_book_capacity(ws):
     # fig. 3-7 with the book's 5,591.33 steps/s: (7,471.2 − 5,591.33)·60 ≈ 112,792, drained ≈ 20.17 s
-    assert qval(ws, "book_rate.peak_backlog", "token") == pytest.approx(112_792, abs=0.5)
-    assert qval(ws, "book_rate.drain_time", "s") == pytest.approx(20.17, abs=0.005)
-    assert ws.requirement("book_rate", "keeps_up")["ok"] is False
+    assert qval(ws, "printed_rate.peak_backlog", "token") == pytest.approx(112_792, abs=0.5)
+    assert qval(ws, "printed_rate.drain_time", "s") == pytest.approx(20.17, abs=0.005)
+    assert ws.requirement("printed_rate", "keeps_up")["ok"] is False
 
 
 def test_backlog_with_computed_bound(ws):
@@ -63,7 +63,7 @@ def test_backlog_with_computed_bound(ws):
 
 def test_closed_forms_agree_with_recursion(ws):
     # (λ_w − μ)τ and (λ_w − μ)τ/μ from an empty queue equal the recursion's minute two
-    for p in ("bursty", "book_rate"):
+    for p in ("bursty", "printed_rate"):
         assert qval(ws, f"{p}.burst_backlog") == pytest.approx(qval(ws, f"{p}.peak_backlog"), rel=1e-12)
         assert qval(ws, f"{p}.burst_drain_time") == pytest.approx(qval(ws, f"{p}.drain_time"), rel=1e-12)
 
