@@ -35,9 +35,9 @@ def ws():
     ("fp8_operand.matmul_weights_memory", "GB", 8.2, 0.05),
     ("fp8_operand.bytes_per_param", "B/param", 16, 0),     # persistent state unchanged
     # example 3-3: FP32 grads, 18 B/param, 147.433 GB ≈ 137.308 GiB
-    ("ex3_3_h100.bytes_per_param", "B/param", 18, 0),
-    ("ex3_3_h100.state_memory", "GB", 147.433, 0.0005),
-    ("ex3_3_h100.state_memory", "GiB", 137.308, 0.0005),
+    ("fp32_grads_h100.bytes_per_param", "B/param", 18, 0),
+    ("fp32_grads_h100.state_memory", "GB", 147.433, 0.0005),
+    ("fp32_grads_h100.state_memory", "GiB", 137.308, 0.0005),
 ])
 def test_book_values(ws, name, unit, book, tol):
     assert qval(ws, name, unit) == pytest.approx(book, abs=tol)
@@ -64,10 +64,10 @@ def test_optimizer_families(ws):
 
 def test_example_3_3_exceeds_every_single_gpu(ws):
     # book: the 18 B/param state alone exceeds H100 SXM (80 GB), RTX PRO 6000 (96 GB), H200 (141 GB)
-    for plan in ("ex3_3_h100", "ex3_3_rtx_pro_6000", "ex3_3_h200"):
+    for plan in ("fp32_grads_h100", "fp32_grads_rtx_pro_6000", "fp32_grads_h200"):
         assert ws.requirement(plan, "fits_memory")["ok"] is False
     # "nine times the BF16 weights of inference"
-    assert qval(ws, "ex3_3_h100.state_memory") / qval(ws, "ex3_3_h100.weights_memory") == 9
+    assert qval(ws, "fp32_grads_h100.state_memory") / qval(ws, "fp32_grads_h100.weights_memory") == 9
 
 
 def test_format_table_in_eval():

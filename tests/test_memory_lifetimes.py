@@ -70,12 +70,12 @@ def test_gathered_buffer_does_not_shrink_with_d(ws):
 @pytest.mark.parametrize("stage,bpp", [(1, 6 + 12 / 8), (2, 2 + 16 / 8), (3, 18 / 8)])
 def test_exercise_10_1(ws, stage, bpp):
     # FP32 grads over 8 GPUs; 6 GiB activations + two 3 GiB buffers: together +12 GiB, reused +9 GiB
-    together = qval(ws, f"ex10_1_zero{stage}_together.peak_memory")
-    reused = qval(ws, f"ex10_1_zero{stage}_reused.peak_memory")
+    together = qval(ws, f"zero{stage}_together.peak_memory")
+    reused = qval(ws, f"zero{stage}_reused.peak_memory")
     assert together == pytest.approx(bpp * N + 12 * GiB, rel=1e-12)
     assert reused == pytest.approx(bpp * N + 9 * GiB, rel=1e-12)
     # memory_per_gpu of `use memory` takes the lifetime peak when `transient` is not written
-    assert qval(ws, f"ex10_1_zero{stage}_together.memory_per_gpu") == together
+    assert qval(ws, f"zero{stage}_together.memory_per_gpu") == together
 
 
 def test_peak_table_lists_live_holds():

@@ -24,27 +24,27 @@ def ws():
 
 def test_fig_3_1_chain(ws):
     # restore 6,144, process 2,048, return 4: one prefill, three decodes
-    assert qval(ws, "fig3_1.prefills") == 1
-    assert qval(ws, "fig3_1.decode_steps") == 3
-    assert qval(ws, "fig3_1.final_context", "token") == 6144 + 2048 + 4
-    assert qval(ws, "fig3_1.weight_passes") == 4
+    assert qval(ws, "one_call.prefills") == 1
+    assert qval(ws, "one_call.decode_steps") == 3
+    assert qval(ws, "one_call.final_context", "token") == 6144 + 2048 + 4
+    assert qval(ws, "one_call.weight_passes") == 4
 
 
 def test_fig_3_1_flops_and_bytes(ws):
     S, P, G = 6144, 2048, 4
     prefill = 2 * MM * P + ATT * sum(S + i + 1 for i in range(P))          # query i sees S+i+1 keys
     decode = sum(2 * MM + ATT * (S + P + j + 1) for j in range(G - 1))     # decode j sees S+P+j cached + itself
-    assert qval(ws, "fig3_1.prefill_flops") == pytest.approx(prefill, rel=1e-12)
-    assert qval(ws, "fig3_1.decode_flops") == pytest.approx(decode, rel=1e-12)
+    assert qval(ws, "one_call.prefill_flops") == pytest.approx(prefill, rel=1e-12)
+    assert qval(ws, "one_call.decode_flops") == pytest.approx(decode, rel=1e-12)
     pbytes = W + KV * (S + P)
     dbytes = sum(W + KV * (S + P + j) + KV for j in range(G - 1))
-    assert qval(ws, "fig3_1.prefill_bytes") == pytest.approx(pbytes, rel=1e-12)
-    assert qval(ws, "fig3_1.decode_bytes") == pytest.approx(dbytes, rel=1e-12)
+    assert qval(ws, "one_call.prefill_bytes") == pytest.approx(pbytes, rel=1e-12)
+    assert qval(ws, "one_call.decode_bytes") == pytest.approx(dbytes, rel=1e-12)
 
 
 def test_model_sizes(ws):
-    assert qval(ws, "fig3_1.kv_bytes_per_token", "KiB/token") == 144          # book §3.1.3
-    assert qval(ws, "fig3_1.decode_weight_bytes", "GB") == pytest.approx(15.14, abs=0.005)
+    assert qval(ws, "one_call.kv_bytes_per_token", "KiB/token") == 144          # book §3.1.3
+    assert qval(ws, "one_call.decode_weight_bytes", "GB") == pytest.approx(15.14, abs=0.005)
 
 
 def test_exercise_3_1_counts(ws):
