@@ -505,8 +505,7 @@ def _runtime_memory(ctx, K, r, act, pipe_peak, mode, last_layers=None):
         act_rt, loss = act, sp.Integer(0)
     elif pipe_peak is not None:   # the larger of the event engine's stage peak (with the re-materialised
         # layer) and the last rank's one micro-batch through its layers with the loss's buffers
-        last = (r["activation_per_layer"] * last_layers + r["activation_redo"] + r["loss_runtime"]
-                + r["pipeline_buffers_last"])
+        last = r["activation_per_layer"] * last_layers + r["last_rank_rest"]
         loss, act_rt = r["loss_runtime"], sp.Max(act + r["activation_redo"] + r["pipeline_buffers"], last)
     else:
         loss, act_rt = r["loss_runtime"], r["activation_runtime"]

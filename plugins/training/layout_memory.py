@@ -165,8 +165,8 @@ def pipeline_buffer_bytes(K, X, o, m, chunks_in_flight):
     first = B * (m * v + chunks_in_flight)
     held = 1 if K.get("loss", LOSS_BYTES["fp32"]) else 0    # a fused loss's stage returns no logits
     last = B * (m * v - 1 + m * (v - 1)) + (m - 1) * T * K["V"] / X["t"] * e * K["logits"] * held
-    zero = 0 * T
-    return (o.where((X["p"] > 1) & (on == 1), first, zero), o.where((X["p"] > 1) & (on == 1), last, zero))
+    held_here = (X["p"] > 1) & (on == 1)
+    return o.where(held_here, first, 0 * T), o.where(held_here, last, 0 * T)
 
 
 def logits_bytes(K, X):

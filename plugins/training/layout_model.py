@@ -506,17 +506,15 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
         redo = activation_per_layer(K, dict(X, r=0 * X["r"]), o) - per_layer
         activation = o.where(p == 1, stage + logits, o.max(peak_in, last + logits))
     # ---- runtime memory: what the caching allocator reserves (torch.cuda.max_memory_reserved)
-    if activations == "transient":
+    if activations == "transient":   # a declared transient budget holds all of it (as plans price it)
         loss_rt, act_rt = 0 * persistent, activation
-        buf_first = buf_last = 0 * persistent
+        buf_first = last_rest = gathered = workspace = 0 * persistent
     else:
         loss_rt = loss_bytes(K, X, o) + head_input_bytes(K, X, o)
         buf_first, buf_last = pipeline_buffer_bytes(K, X, o, m, inflight(p, v, o, m) * v)
-        act_rt = o.where(p == 1, stage + redo + loss_rt,
-                         o.max(peak_in + redo + buf_first, last + redo + loss_rt + buf_last))
-    if activations == "transient":   # a declared transient budget already holds them (as plans price it)
-        gathered = workspace = 0 * persistent
-    else:
+        # the last rank beside its layers' checkpoints: the re-materialised layer, the loss, its buffers
+        last_rest = redo + loss_rt + buf_last
+        act_rt = o.where(p == 1, stage + redo + loss_rt, o.max(peak_in + redo + buf_first, last + last_rest))
         gathered = gathered_bytes(K, X, o, P_mp, dz)
         # cuBLAS workspace, and fused attention's backward FP32 dQ accumulator of one layer
         workspace = K.get("cublas_ws", 0) + o.where(K["flash"] == 1, 4 * b * s_loc * K["a"] * dh / t, 0 * s_loc)
@@ -535,7 +533,7 @@ def _evaluate(K: dict, X: dict, o, activations: str, moe: bool) -> dict:
                activation_per_layer=per_layer, activation_redo=redo, logits=logits, pp_message=pp_msg,
                pp_bw=pp_bw, offload_volume=off["volume"], offload_cpu=off["cpu"], offload_host_bytes=off["host_bytes"],
                cast=cast, lowp_copy=lp_copy, lowp_scales=lp_scales, dz=dz, loss_runtime=loss_rt, pipeline_buffers=buf_first,
-               pipeline_buffers_last=buf_last,
+               last_rank_rest=last_rest,
                activation_runtime=act_rt, gathered=gathered, workspace=workspace, allocated=allocated,
                runtime=runtime, **ends)
     return out
